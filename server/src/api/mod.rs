@@ -1,0 +1,183 @@
+//! The HTTP contract: the Dropshot API trait, its types and its errors.
+//!
+//! This module holds no behaviour. The implementation is in [`crate::http`];
+//! the OpenAPI document in `spec/` is generated from this trait alone
+//! ([`openapi`]), and the client in `client/` is generated from that document.
+
+pub mod error;
+pub mod extract;
+pub mod reply;
+pub mod types;
+pub mod validate;
+
+use dropshot::{HttpResponseCreated, HttpResponseDeleted, HttpResponseOk, RequestContext};
+use serde_json::{Value, json};
+
+pub use error::ApiError;
+pub use extract::{JsonBody, PathParams, QueryParams};
+pub use reply::Reply;
+use types::*;
+
+/// The interface version we implement (see API.md: Versions).
+pub const API_VERSION: &str = "0.4.0";
+
+pub type Ok200<T> = Result<Reply<HttpResponseOk<T>>, ApiError>;
+pub type Created<T> = Result<Reply<HttpResponseCreated<T>>, ApiError>;
+pub type Deleted = Result<Reply<HttpResponseDeleted>, ApiError>;
+
+#[dropshot::api_description]
+pub trait AgentPlatformApi {
+    type Context;
+
+    // ------------------------------------------------------------ service
+
+    /// Health check (no API key needed).
+    #[endpoint { method = GET, path = "/api/healthz", tags = ["service"] }]
+    async fn healthz(rqctx: RequestContext<Self::Context>) -> Ok200<Health>;
+
+    /// This OpenAPI document (no API key needed).
+    #[endpoint { method = GET, path = "/api/openapi.json", tags = ["service"] }]
+    async fn openapi_document(rqctx: RequestContext<Self::Context>) -> Ok200<serde_json::Map<String, Value>>;
+
+    // ------------------------------------------------------------ users
+
+    /// Create a user.
+    #[endpoint { method = POST, path = "/api/users", tags = ["users"] }]
+    async fn user_create(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<CreateUserRequest>,
+    ) -> Created<User>;
+
+    /// List users.
+    #[endpoint { method = GET, path = "/api/users", tags = ["users"] }]
+    async fn user_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<User>>;
+
+    /// Get a user.
+    #[endpoint { method = GET, path = "/api/users/{user_id}", tags = ["users"] }]
+    async fn user_get(rqctx: RequestContext<Self::Context>, path: PathParams<UserPath>) -> Ok200<User>;
+
+    /// Overwrite a user.
+    ///
+    /// Fields that are omitted take their defaults. The user must exist (404 otherwise).
+    #[endpoint { method = PUT, path = "/api/users/{user_id}", tags = ["users"] }]
+    async fn user_update(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserPath>,
+        body: JsonBody<UpdateUserRequest>,
+    ) -> Ok200<User>;
+
+    /// Change some fields of a user.
+    ///
+    /// Only the fields sent change; `metadata` is merged key by key (shallow).
+    #[endpoint { method = PATCH, path = "/api/users/{user_id}", tags = ["users"] }]
+    async fn user_patch(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserPath>,
+        body: JsonBody<PatchUserRequest>,
+    ) -> Ok200<User>;
+
+    /// Delete a user, its documents and the sessions in which it is the only user.
+    #[endpoint { method = DELETE, path = "/api/users/{user_id}", tags = ["users"] }]
+    async fn user_delete(rqctx: RequestContext<Self::Context>, path: PathParams<UserPath>) -> Deleted;
+
+    // ------------------------------------------------------------ agents
+
+    /// Create an agent.
+    #[endpoint { method = POST, path = "/api/agents", tags = ["agents"] }]
+    async fn agent_create(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<CreateAgentRequest>,
+    ) -> Created<Agent>;
+
+    /// List agents.
+    #[endpoint { method = GET, path = "/api/agents", tags = ["agents"] }]
+    async fn agent_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Agent>>;
+
+    /// Get an agent.
+    #[endpoint { method = GET, path = "/api/agents/{id}", tags = ["agents"] }]
+    async fn agent_get(rqctx: RequestContext<Self::Context>, path: PathParams<AgentPath>) -> Ok200<Agent>;
+
+    /// Overwrite an agent.
+    ///
+    /// Fields that are omitted take their defaults. The agent must exist (404 otherwise).
+    #[endpoint { method = PUT, path = "/api/agents/{id}", tags = ["agents"] }]
+    async fn agent_update(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        body: JsonBody<CreateAgentRequest>,
+    ) -> Ok200<Agent>;
+
+    /// Change some fields of an agent.
+    ///
+    /// Only the fields sent change; `metadata` is merged key by key (shallow).
+    #[endpoint { method = PATCH, path = "/api/agents/{id}", tags = ["agents"] }]
+    async fn agent_patch(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        body: JsonBody<PatchAgentRequest>,
+    ) -> Ok200<Agent>;
+
+    /// Delete an agent, with its documents, tools and tasks and the sessions in
+    /// which it is the only agent; it leaves the agent list of other sessions.
+    #[endpoint { method = DELETE, path = "/api/agents/{id}", tags = ["agents"] }]
+    async fn agent_delete(rqctx: RequestContext<Self::Context>, path: PathParams<AgentPath>) -> Deleted;
+}
+
+/// Routes that need no API key.
+pub const PUBLIC_PATHS: [&str; 2] = ["/api/healthz", "/api/openapi.json"];
+
+/// The OpenAPI document of the API, generated from the trait alone.
+///
+/// Dropshot writes paths, parameters, bodies and schemas; we add what it cannot
+/// say: the API-key security scheme and the 401/422 responses.
+pub fn openapi() -> Value {
+    let api = agent_platform_api_mod::stub_api_description().expect("the API description is valid");
+    let mut doc = api.openapi("agent-platform", semver(API_VERSION));
+    doc.description(
+        "A self-hostable backend for AI agents: users, agents, sessions and their messages, \
+         chat, documents with full-text, vector and hybrid search, tools and tasks.\n\n\
+         Every route needs an API key in the `Authorization` header (`Bearer <key>` or the bare key), \
+         except `GET /api/healthz` and `GET /api/openapi.json`. Every record belongs to the tenant \
+         of the key; another tenant's id answers 404, as a missing one does.\n\n\
+         Errors: a validation failure is a 422 whose `detail` lists every violation as \
+         `{loc, msg, type}`; every other error is `{detail, code, request_id}`.",
+    );
+    let mut v = doc.json().expect("the OpenAPI document serialises");
+    v["components"]["securitySchemes"] = json!({
+        "apiKey": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "An API key, created with `agent-platform keys create`. A bare key without `Bearer ` is accepted too."
+        }
+    });
+    let err_ref = json!({"$ref": "#/components/responses/Error"});
+    if let Some(paths) = v["paths"].as_object_mut() {
+        for (path, item) in paths.iter_mut() {
+            let public = PUBLIC_PATHS.contains(&path.as_str());
+            let Some(item) = item.as_object_mut() else { continue };
+            for (_method, op) in item.iter_mut() {
+                let Some(op) = op.as_object_mut() else { continue };
+                if public {
+                    op.insert("security".into(), json!([]));
+                    continue;
+                }
+                op.insert("security".into(), json!([{"apiKey": []}]));
+                if let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) {
+                    responses.insert("401".into(), err_ref.clone());
+                    responses.insert("422".into(), err_ref.clone());
+                }
+            }
+        }
+    }
+    v
+}
+
+fn semver(s: &str) -> semver::Version {
+    semver::Version::parse(s).expect("API_VERSION is semver")
+}

@@ -1,0 +1,46 @@
+//! `Reply<R>`: a handler's answer, success or error, with full control of headers.
+//!
+//! Dropshot turns a handler's `Err` into a response with no way to add headers,
+//! but a 401 must carry `WWW-Authenticate` and every error body must carry the
+//! request id. So handlers answer `Ok(Reply::Err(..))` for their own errors; the
+//! `Err` channel of the handler is left to extractor failures. The spec still
+//! documents `R` as the success response and `ApiError` as the error schema.
+
+use dropshot::{ApiEndpointResponse, Body, HttpError, HttpResponse};
+use http::StatusCode;
+
+use super::error::ApiError;
+
+pub enum Reply<R> {
+    Ok(R),
+    Err(ApiError),
+}
+
+impl<R: HttpResponse> HttpResponse for Reply<R> {
+    fn to_result(self) -> Result<http::Response<Body>, HttpError> {
+        match self {
+            Reply::Ok(r) => r.to_result(),
+            Reply::Err(e) => {
+                let status = e.status().as_status();
+                let mut builder = http::Response::builder()
+                    .status(status)
+                    .header(http::header::CONTENT_TYPE, "application/json");
+                if status == StatusCode::UNAUTHORIZED {
+                    builder = builder.header(http::header::WWW_AUTHENTICATE, "Bearer");
+                }
+                Ok(builder.body(e.body_json().into())?)
+            }
+        }
+    }
+
+    fn response_metadata() -> ApiEndpointResponse {
+        R::response_metadata()
+    }
+
+    fn status_code(&self) -> StatusCode {
+        match self {
+            Reply::Ok(r) => r.status_code(),
+            Reply::Err(e) => e.status().as_status(),
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! Request and response types of the API: the contract.
+//!
+//! Every bound, pattern and default is declared here, once, with serde and
+//! schemars attributes: they appear in the OpenAPI document and are enforced
+//! at runtime from the same schema (see [`super::validate`]).
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::error::LocPart;
+use super::validate::{Check, Issues};
+
+/// Free-form key/value data attached to a record.
+pub type Metadata = serde_json::Map<String, Value>;
+
+/// The name pattern of the interface (Unicode letters, then identifier characters).
+pub const NAME_PATTERN: &str = r"^[\p{L}\p{Nl}\p{Pattern_Syntax}\p{Pattern_White_Space}]+[\p{ID_Start}\p{Mn}\p{Mc}\p{Nd}\p{Pc}\p{Pattern_Syntax}\p{Pattern_White_Space}]*$";
+/// The project pattern of the interface.
+pub const PROJECT_PATTERN: &str = r"^[a-zA-Z][a-zA-Z0-9_]*$";
+
+/// Distinguishes an absent field (`None`) from an explicit `null` (`Some(None)`) in PATCH bodies.
+pub fn double_option<'de, T, D>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    T: Deserialize<'de>,
+    D: Deserializer<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
+// ---------------------------------------------------------------- common
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SortBy {
+    #[default]
+    CreatedAt,
+    UpdatedAt,
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Direction {
+    Asc,
+    #[default]
+    Desc,
+}
+
+fn default_limit() -> i64 {
+    100
+}
+
+/// Paging, order and filter of a list.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+pub struct ListParams {
+    /// How many records to answer (1 to 1000).
+    #[serde(default = "default_limit")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: i64,
+    /// How many matching records to skip first.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub offset: i64,
+    /// The timestamp to order by.
+    #[serde(default)]
+    pub sort_by: SortBy,
+    /// Newest first (`desc`, the default) or oldest first (`asc`).
+    #[serde(default)]
+    pub direction: Direction,
+    /// A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every
+    /// given top-level key with an equal value.
+    #[serde(default)]
+    pub metadata_filter: Option<String>,
+}
+
+/// Parses a `metadata_filter` query value, reporting a non-object as a 422.
+pub fn parse_metadata_filter(raw: Option<&str>, issues: &mut Issues) -> Option<Metadata> {
+    let raw = raw?;
+    let at = [LocPart::Key("metadata_filter".into())];
+    match serde_json::from_str::<Value>(raw) {
+        Ok(Value::Object(m)) => Some(m),
+        Ok(_) => {
+            issues.push(&at, "dict_type", "metadata_filter should be a JSON object, e.g. {\"lang\":\"en\"}");
+            None
+        }
+        Err(e) => {
+            issues.push(&at, "json_invalid", format!("metadata_filter is not valid JSON: {e}"));
+            None
+        }
+    }
+}
+
+impl Check for ListParams {
+    fn check(&self, issues: &mut Issues) {
+        parse_metadata_filter(self.metadata_filter.as_deref(), issues);
+    }
+}
+
+impl ListParams {
+    pub fn filter(&self) -> Option<Metadata> {
+        self.metadata_filter.as_deref().and_then(|s| serde_json::from_str::<Value>(s).ok()).and_then(|v| {
+            match v {
+                Value::Object(m) => Some(m),
+                _ => None,
+            }
+        })
+    }
+}
+
+/// A list of records.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ListResponse<T> {
+    pub items: Vec<T>,
+}
+
+/// `GET /api/healthz`.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Health {
+    /// Always `"ok"` when the service answers.
+    pub status: String,
+}
+
+// ---------------------------------------------------------------- path parameters
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct UserPath {
+    /// The user's id.
+    pub user_id: Uuid,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AgentPath {
+    /// The agent's id.
+    pub id: Uuid,
+}
+
+impl Check for UserPath {}
+impl Check for AgentPath {}
+
+// ---------------------------------------------------------------- users
+
+/// A user of the application built on the platform.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct User {
+    pub id: Uuid,
+    pub name: String,
+    pub about: String,
+    pub metadata: Option<Metadata>,
+    pub project: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Body of `POST /api/users`: every field optional.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+pub struct CreateUserRequest {
+    /// The user's name (at most 120 characters, Unicode letters first). Default `""`.
+    #[serde(default)]
+    #[schemars(length(max = 120), regex(path = "NAME_PATTERN"))]
+    pub name: String,
+    /// About the user (at most 16,000 characters).
+    #[serde(default)]
+    #[schemars(length(max = 16000))]
+    pub about: String,
+    #[serde(default)]
+    pub metadata: Option<Metadata>,
+    /// A project name: a letter, then letters, digits or `_` (1 to 255 characters).
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 255), regex(path = "PROJECT_PATTERN"))]
+    pub project: Option<String>,
+}
+
+/// Body of `PUT /api/users/{user_id}`: overwrites the user; omitted fields take their defaults.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+pub struct UpdateUserRequest {
+    /// The user's name (at most 120 characters, Unicode letters first). Default `""`.
+    #[serde(default)]
+    #[schemars(length(max = 120), regex(path = "NAME_PATTERN"))]
+    pub name: String,
+    /// About the user (at most 16,000 characters).
+    #[serde(default)]
+    #[schemars(length(max = 16000))]
+    pub about: String,
+    #[serde(default)]
+    pub metadata: Option<Metadata>,
+    /// A project name: a letter, then letters, digits or `_` (1 to 255 characters).
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 255), regex(path = "PROJECT_PATTERN"))]
+    pub project: Option<String>,
+}
+
+/// Body of `PATCH /api/users/{user_id}`: only the fields sent change; `metadata` is merged key by key.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+pub struct PatchUserRequest {
+    #[serde(default)]
+    #[schemars(length(max = 120), regex(path = "NAME_PATTERN"))]
+    pub name: Option<String>,
+    #[serde(default)]
+    #[schemars(length(max = 16000))]
+    pub about: Option<String>,
+    /// Merged into the stored metadata, top-level key by key; `null` clears it.
+    #[serde(default, deserialize_with = "double_option")]
+    pub metadata: Option<Option<Metadata>>,
+    #[serde(default, deserialize_with = "double_option")]
+    #[schemars(length(min = 1, max = 255), regex(path = "PROJECT_PATTERN"))]
+    pub project: Option<Option<String>>,
+}
+
+impl Check for CreateUserRequest {}
+impl Check for UpdateUserRequest {}
+impl Check for PatchUserRequest {}
+
+// ---------------------------------------------------------------- agents
+
+/// Chat settings: an agent's defaults, overridden per chat request.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct ChatSettings {
+    /// Sampling temperature, 0 to 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 2))]
+    pub temperature: Option<f64>,
+    /// Nucleus sampling, 0 to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1))]
+    pub top_p: Option<f64>,
+    /// The most tokens the answer may have (at least 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub max_tokens: Option<i64>,
+    /// -2 to 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = -2, max = 2))]
+    pub frequency_penalty: Option<f64>,
+    /// -2 to 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = -2, max = 2))]
+    pub presence_penalty: Option<f64>,
+    /// Up to 4 stop sequences.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4))]
+    pub stop: Option<Vec<String>>,
+    /// A seed for reproducible sampling, where the model supports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+}
+
+/// One instruction, or a list of them (at most 100).
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Instructions {
+    One(String),
+    Many(#[schemars(length(max = 100))] Vec<String>),
+}
+
+impl Default for Instructions {
+    fn default() -> Self {
+        Instructions::Many(Vec::new())
+    }
+}
+
+impl Instructions {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            Instructions::One(s) => vec![s],
+            Instructions::Many(v) => v,
+        }
+    }
+}
+
+/// An agent: a persona with a model, instructions and default chat settings.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Agent {
+    pub id: Uuid,
+    pub name: String,
+    pub about: String,
+    /// The model; `""` means the server's default model.
+    pub model: String,
+    pub instructions: Vec<String>,
+    pub default_settings: Option<ChatSettings>,
+    pub metadata: Option<Metadata>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Body of `POST /api/agents` and `PUT /api/agents/{id}` (PUT overwrites: omitted fields take their defaults).
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+pub struct CreateAgentRequest {
+    /// The agent's name (1 to 120 characters, Unicode letters first).
+    #[schemars(length(max = 120), regex(path = "NAME_PATTERN"))]
+    pub name: String,
+    /// About the agent (at most 16,000 characters).
+    #[serde(default)]
+    #[schemars(length(max = 16000))]
+    pub about: String,
+    /// The model name (at most 255 characters); `""` means the server's default model.
+    #[serde(default)]
+    #[schemars(length(max = 255))]
+    pub model: String,
+    /// A string, or a list of at most 100 strings; stored as a list.
+    #[serde(default)]
+    pub instructions: Instructions,
+    #[serde(default)]
+    pub default_settings: Option<ChatSettings>,
+    #[serde(default)]
+    pub metadata: Option<Metadata>,
+}
+
+/// Body of `PATCH /api/agents/{id}`: only the fields sent change; `metadata` is merged key by key.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+pub struct PatchAgentRequest {
+    #[serde(default)]
+    #[schemars(length(max = 120), regex(path = "NAME_PATTERN"))]
+    pub name: Option<String>,
+    #[serde(default)]
+    #[schemars(length(max = 16000))]
+    pub about: Option<String>,
+    #[serde(default)]
+    #[schemars(length(max = 255))]
+    pub model: Option<String>,
+    #[serde(default)]
+    pub instructions: Option<Instructions>,
+    /// Replaces the default settings; `null` clears them.
+    #[serde(default, deserialize_with = "double_option")]
+    pub default_settings: Option<Option<ChatSettings>>,
+    /// Merged into the stored metadata, top-level key by key; `null` clears it.
+    #[serde(default, deserialize_with = "double_option")]
+    pub metadata: Option<Option<Metadata>>,
+}
+
+impl Check for CreateAgentRequest {}
+impl Check for PatchAgentRequest {}

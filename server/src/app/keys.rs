@@ -1,0 +1,148 @@
+//! API keys and tenants.
+//!
+//! A key is 24 random bytes shown once as `ap_<hex>`; the store keeps only its
+//! SHA-256 (keys are random, not passwords, so a fast hash is the right one),
+//! indexed as the key record's unique name for a constant-time lookup.
+
+use chrono::{DateTime, Utc};
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::{App, Error, Result, Tenant};
+use crate::store::{Expect, Kind, ListQuery, Op, Record, SortBy, new_id};
+
+/// Keys and tenants live outside every tenant, in the nil tenant.
+const SYSTEM: Uuid = Uuid::nil();
+pub const DEFAULT_TENANT: &str = "default";
+
+#[derive(Serialize, Deserialize)]
+struct KeyData {
+    tenant_id: Uuid,
+    tenant: String,
+    /// The first characters of the key, to recognise it in `keys list`.
+    prefix: String,
+}
+
+#[derive(Serialize, Deserialize)]
+struct TenantData {
+    name: String,
+}
+
+/// What `keys list` shows of a key (never the key itself).
+#[derive(Debug, Serialize)]
+pub struct KeyInfo {
+    pub id: Uuid,
+    pub tenant: String,
+    pub prefix: String,
+    pub created_at: DateTime<Utc>,
+}
+
+fn hash(key: &str) -> String {
+    hex::encode(Sha256::digest(key.as_bytes()))
+}
+
+impl App {
+    /// The tenant of a presented key, if the key is known.
+    pub fn authenticate(&self, key: &str) -> Result<Option<Tenant>> {
+        let Some(id) = self.store.lookup_unique(SYSTEM, Kind::ApiKey, SYSTEM, &hash(key))? else {
+            return Ok(None);
+        };
+        let Some(rec) = self.store.get(SYSTEM, Kind::ApiKey, id)? else { return Ok(None) };
+        let data: KeyData = serde_json::from_value(rec.data).map_err(|e| Error::Internal(e.to_string()))?;
+        Ok(Some(Tenant(data.tenant_id)))
+    }
+
+    /// Creates a key for a tenant (creating the tenant on first use); answers the
+    /// plain key, which is never stored and cannot be shown again.
+    pub async fn key_create(&self, tenant_name: &str) -> Result<(String, KeyInfo)> {
+        let tenant_name = tenant_name.trim();
+        if tenant_name.is_empty() || tenant_name.len() > 255 {
+            return Err(Error::BadRequest("a tenant name has 1 to 255 characters".into()));
+        }
+        let mut bytes = [0u8; 24];
+        rand::rng().fill_bytes(&mut bytes);
+        let key = format!("ap_{}", hex::encode(bytes));
+        let mut ops = Vec::new();
+        let tenant_id = match self.store.lookup_unique(SYSTEM, Kind::Tenant, SYSTEM, tenant_name)? {
+            Some(id) => {
+                ops.push(Op::Require { kind: Kind::Tenant, id });
+                id
+            }
+            None => {
+                let id = new_id();
+                let mut rec = Record::new(
+                    Kind::Tenant,
+                    id,
+                    SYSTEM,
+                    serde_json::to_value(TenantData { name: tenant_name.into() })
+                        .map_err(|e| Error::Internal(e.to_string()))?,
+                );
+                rec.unique = Some(tenant_name.to_string());
+                ops.push(Op::Put { record: rec, expect: Expect::Absent });
+                id
+            }
+        };
+        let data = KeyData { tenant_id, tenant: tenant_name.into(), prefix: key[..11].to_string() };
+        let mut rec = Record::new(
+            Kind::ApiKey,
+            new_id(),
+            SYSTEM,
+            serde_json::to_value(&data).map_err(|e| Error::Internal(e.to_string()))?,
+        );
+        rec.unique = Some(hash(&key));
+        let info =
+            KeyInfo { id: rec.id, tenant: data.tenant, prefix: data.prefix, created_at: rec.created_at };
+        ops.push(Op::Put { record: rec, expect: Expect::Absent });
+        self.store.commit(SYSTEM, ops).await?;
+        Ok((key, info))
+    }
+
+    pub fn key_list(&self) -> Result<Vec<KeyInfo>> {
+        let q = ListQuery { limit: usize::MAX, sort_by: SortBy::CreatedAt, ..Default::default() };
+        self.store
+            .list(SYSTEM, Kind::ApiKey, SYSTEM, &q)?
+            .into_iter()
+            .map(|rec| {
+                let d: KeyData =
+                    serde_json::from_value(rec.data).map_err(|e| Error::Internal(e.to_string()))?;
+                Ok(KeyInfo { id: rec.id, tenant: d.tenant, prefix: d.prefix, created_at: rec.created_at })
+            })
+            .collect()
+    }
+
+    /// Revokes a key given its id, its listed prefix, or the key itself.
+    pub async fn key_revoke(&self, which: &str) -> Result<KeyInfo> {
+        let keys = self.key_list()?;
+        let by_hash = self.store.lookup_unique(SYSTEM, Kind::ApiKey, SYSTEM, &hash(which))?;
+        let matches: Vec<&KeyInfo> = keys
+            .iter()
+            .filter(|k| Some(k.id) == by_hash || k.id.to_string() == which || k.prefix == which)
+            .collect();
+        let found = match matches.as_slice() {
+            [one] => *one,
+            [] => {
+                return Err(Error::NotFound(format!(
+                    "no key matches '{which}'; see `agent-platform keys list`"
+                )));
+            }
+            _ => return Err(Error::Conflict(format!("'{which}' matches several keys; give the key id"))),
+        };
+        self.store
+            .commit(SYSTEM, vec![Op::Delete { kind: Kind::ApiKey, id: found.id, version: None }])
+            .await?;
+        Ok(KeyInfo {
+            id: found.id,
+            tenant: found.tenant.clone(),
+            prefix: found.prefix.clone(),
+            created_at: found.created_at,
+        })
+    }
+
+    /// True when no key exists yet (a fresh store).
+    pub fn no_keys(&self) -> Result<bool> {
+        let q = ListQuery { limit: 1, ..Default::default() };
+        Ok(self.store.list(SYSTEM, Kind::ApiKey, SYSTEM, &q)?.is_empty())
+    }
+}

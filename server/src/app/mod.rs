@@ -1,0 +1,76 @@
+//! The domain: what the service does, independent of HTTP and of the storage backend.
+//!
+//! Handlers call these functions with validated contract types and a tenant;
+//! they read and write through the [`Store`] trait only.
+
+pub mod agents;
+pub mod keys;
+pub mod records;
+pub mod users;
+
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use crate::api::error::Issue;
+use crate::store::{Kind, Store, StoreError};
+
+/// The tenant of the API key of a request: every query is scoped by it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Tenant(pub Uuid);
+
+/// A domain error; [`crate::api::ApiError::from_domain`] maps it to HTTP.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("validation failed")]
+    Validation(Vec<Issue>),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    BadRequest(String),
+    #[error("{0}")]
+    Unauthorized(String),
+    #[error("{0}")]
+    Upstream(String),
+    #[error("{0}")]
+    UpstreamTimeout(String),
+    #[error("{0}")]
+    NoModelProvider(String),
+    #[error("{0}")]
+    Internal(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn not_found(kind: Kind, id: Uuid) -> Self {
+        Error::NotFound(format!("{} {id} not found", kind.name()))
+    }
+}
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound { kind, id } => Error::not_found(kind, id),
+            e @ (StoreError::Duplicate { .. } | StoreError::IdTaken { .. }) => Error::Conflict(e.to_string()),
+            StoreError::Stale => {
+                Error::Internal("the record kept changing while being updated; try again".into())
+            }
+            StoreError::Io(m) => Error::Internal(m),
+        }
+    }
+}
+
+/// The application: the store and the settings the domain needs.
+#[derive(Clone)]
+pub struct App {
+    pub store: Arc<dyn Store>,
+}
+
+impl App {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        App { store }
+    }
+}

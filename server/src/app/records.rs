@@ -1,0 +1,142 @@
+//! Shared record plumbing: typed views of records, optimistic updates, metadata merge.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::{App, Error, Result, Tenant};
+use crate::api::types::Metadata;
+use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError, now};
+
+/// How often an optimistic update is retried when someone else wrote first.
+const RETRIES: usize = 16;
+
+/// A resource stored as a [`Record`]: its kind-specific fields live in `data`.
+pub trait Resource: Sized {
+    const KIND: Kind;
+    /// The kind-specific fields, as stored.
+    type Data: Serialize + DeserializeOwned;
+    fn from_parts(rec: &Record, data: Self::Data) -> Self;
+}
+
+pub fn decode<R: Resource>(rec: &Record) -> Result<R> {
+    let data: R::Data = serde_json::from_value(rec.data.clone())
+        .map_err(|e| Error::Internal(format!("stored {} {} is unreadable: {e}", R::KIND.name(), rec.id)))?;
+    Ok(R::from_parts(rec, data))
+}
+
+pub fn encode<T: Serialize>(data: &T) -> Result<Value> {
+    serde_json::to_value(data).map_err(|e| Error::Internal(e.to_string()))
+}
+
+/// Shallow, key-by-key merge of PATCH metadata into stored metadata.
+pub fn merge_metadata(stored: Option<Metadata>, patch: Option<Option<Metadata>>) -> Option<Metadata> {
+    match patch {
+        None => stored,
+        Some(None) => None,
+        Some(Some(p)) => {
+            let mut m = stored.unwrap_or_default();
+            for (k, v) in p {
+                m.insert(k, v);
+            }
+            Some(m)
+        }
+    }
+}
+
+impl App {
+    pub fn load(&self, t: Tenant, kind: Kind, id: Uuid) -> Result<Record> {
+        self.store.get(t.0, kind, id)?.ok_or_else(|| Error::not_found(kind, id))
+    }
+
+    pub fn get_resource<R: Resource>(&self, t: Tenant, id: Uuid) -> Result<R> {
+        decode(&self.load(t, R::KIND, id)?)
+    }
+
+    pub fn list_resources<R: Resource>(&self, t: Tenant, scope: Uuid, q: &ListQuery) -> Result<Vec<R>> {
+        self.store.list(t.0, R::KIND, scope, q)?.iter().map(decode).collect()
+    }
+
+    /// Inserts a new record (plus extra ops in the same atomic commit) and answers it.
+    pub async fn insert_resource<R: Resource>(
+        &self,
+        t: Tenant,
+        rec: Record,
+        mut extra: Vec<Op>,
+    ) -> Result<R> {
+        let answer = decode::<R>(&rec)?;
+        extra.insert(0, Op::Put { record: rec, expect: Expect::Absent });
+        self.store.commit(t.0, extra).await?;
+        Ok(answer)
+    }
+
+    /// Reads a record, lets `change` rewrite it, and writes it back only if no one
+    /// else wrote it in between (retrying otherwise).
+    pub async fn update_resource<R, F>(&self, t: Tenant, id: Uuid, mut change: F) -> Result<R>
+    where
+        R: Resource,
+        F: FnMut(&mut Record) -> Result<()>,
+    {
+        for _ in 0..RETRIES {
+            let mut rec = self.load(t, R::KIND, id)?;
+            let version = rec.version;
+            change(&mut rec)?;
+            rec.updated_at = now().max(rec.created_at);
+            let answer = decode::<R>(&rec)?;
+            match self
+                .store
+                .commit(t.0, vec![Op::Put { record: rec, expect: Expect::Version(version) }])
+                .await
+            {
+                Ok(()) => return Ok(answer),
+                Err(StoreError::Stale) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(StoreError::Stale.into())
+    }
+
+    /// Deletes a participant (user or agent) with everything that depends on it:
+    /// the records in its scope (`owned`), and the sessions that name it — removed
+    /// when it is their only participant of its kind, else edited to drop it.
+    /// One atomic commit; retried if any of those records changed meanwhile.
+    pub async fn delete_participant(&self, t: Tenant, kind: Kind, id: Uuid, owned: &[Kind]) -> Result<()> {
+        let field = match kind {
+            Kind::Agent => "agents",
+            _ => "users",
+        };
+        for _ in 0..RETRIES {
+            let me = self.load(t, kind, id)?;
+            let mut ops = vec![Op::Delete { kind, id, version: Some(me.version) }];
+            for k in owned {
+                ops.push(Op::DeleteScope { kind: *k, scope: id });
+            }
+            for sid in self.store.referencing(t.0, Kind::Session, id)? {
+                let Some(mut s) = self.store.get(t.0, Kind::Session, sid)? else { continue };
+                let list: Vec<Uuid> = s
+                    .data
+                    .get(field)
+                    .and_then(|v| serde_json::from_value(v.clone()).ok())
+                    .unwrap_or_default();
+                let rest: Vec<Uuid> = list.iter().copied().filter(|x| *x != id).collect();
+                if rest.is_empty() && list.contains(&id) {
+                    ops.push(Op::Delete { kind: Kind::Session, id: sid, version: Some(s.version) });
+                    ops.push(Op::DeleteScope { kind: Kind::Message, scope: sid });
+                } else {
+                    let version = s.version;
+                    s.data[field] = encode(&rest)?;
+                    s.refs.retain(|x| *x != id);
+                    s.updated_at = now().max(s.created_at);
+                    ops.push(Op::Put { record: s, expect: Expect::Version(version) });
+                }
+            }
+            match self.store.commit(t.0, ops).await {
+                Ok(()) => return Ok(()),
+                Err(StoreError::Stale) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(StoreError::Stale.into())
+    }
+}

@@ -1,0 +1,119 @@
+//! Configuration: built-in defaults, then a TOML file, then environment
+//! variables (`AGENT_PLATFORM_*`), then command-line flags — each overriding the last.
+//!
+//! ```toml
+//! [server]
+//! bind = "127.0.0.1:8080"
+//! data_dir = "./data"
+//! request_body_max_bytes = 2097152
+//! durability = "fsync"        # or "flush"
+//!
+//! [log]
+//! level = "info"              # trace, debug, info, warn, error
+//! format = "pretty"           # or "json" (bunyan, one object per line on stdout)
+//! ```
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::sled_store::Durability;
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub log: LogConfig,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Address and port to listen on.
+    pub bind: SocketAddr,
+    /// Directory of the embedded store (created if missing).
+    pub data_dir: PathBuf,
+    /// Largest accepted request body; larger ones answer 413.
+    pub request_body_max_bytes: usize,
+    /// `fsync` (default): a 2xx write survives power loss; `flush`: it survives the process being killed.
+    pub durability: Durability,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            bind: "127.0.0.1:8080".parse().expect("a valid address"),
+            data_dir: PathBuf::from("./data"),
+            request_body_max_bytes: 2 * 1024 * 1024,
+            durability: Durability::Fsync,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Pretty,
+    Json,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    pub level: String,
+    pub format: LogFormat,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig { level: "info".into(), format: LogFormat::Pretty }
+    }
+}
+
+impl Config {
+    /// Reads a config file (TOML).
+    pub fn from_file(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read config file {}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| anyhow::anyhow!("config file {}: {e}", path.display()))
+    }
+
+    /// Applies `AGENT_PLATFORM_*` environment variables from `env`.
+    pub fn apply_env(&mut self, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<()> {
+        fn parse<T: std::str::FromStr>(name: &str, v: String) -> anyhow::Result<T>
+        where
+            T::Err: std::fmt::Display,
+        {
+            v.parse().map_err(|e| anyhow::anyhow!("{name}={v:?}: {e}"))
+        }
+        if let Some(v) = env("AGENT_PLATFORM_BIND") {
+            self.server.bind = parse("AGENT_PLATFORM_BIND", v)?;
+        }
+        if let Some(v) = env("AGENT_PLATFORM_DATA_DIR") {
+            self.server.data_dir = PathBuf::from(v);
+        }
+        if let Some(v) = env("AGENT_PLATFORM_REQUEST_BODY_MAX_BYTES") {
+            self.server.request_body_max_bytes = parse("AGENT_PLATFORM_REQUEST_BODY_MAX_BYTES", v)?;
+        }
+        if let Some(v) = env("AGENT_PLATFORM_DURABILITY") {
+            self.server.durability = match v.as_str() {
+                "fsync" => Durability::Fsync,
+                "flush" => Durability::Flush,
+                _ => anyhow::bail!("AGENT_PLATFORM_DURABILITY={v:?}: expected fsync or flush"),
+            };
+        }
+        if let Some(v) = env("AGENT_PLATFORM_LOG_LEVEL") {
+            self.log.level = v;
+        }
+        if let Some(v) = env("AGENT_PLATFORM_LOG_FORMAT") {
+            self.log.format = match v.as_str() {
+                "pretty" => LogFormat::Pretty,
+                "json" => LogFormat::Json,
+                _ => anyhow::bail!("AGENT_PLATFORM_LOG_FORMAT={v:?}: expected pretty or json"),
+            };
+        }
+        Ok(())
+    }
+}

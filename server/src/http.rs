@@ -1,0 +1,182 @@
+//! The handlers: the implementation of [`AgentPlatformApi`].
+//!
+//! Each one takes validated input from the extractors, authenticates the
+//! caller, calls the domain with the caller's tenant and maps the result.
+
+use std::future::Future;
+
+use dropshot::{ErrorStatusCode, HttpResponseCreated, HttpResponseDeleted, HttpResponseOk, RequestContext};
+use serde_json::Value;
+use slog::error;
+
+use crate::api::types::*;
+use crate::api::*;
+use crate::app::{self, App, Tenant};
+use crate::store;
+
+/// The server context: the application and the cached OpenAPI document.
+pub struct Ctx {
+    pub app: App,
+    pub spec: serde_json::Map<String, Value>,
+}
+
+pub enum Impl {}
+
+/// Finds the tenant of the request's API key (`Bearer <key>` or a bare key).
+fn authenticate(rqctx: &RequestContext<Ctx>) -> Result<Tenant, ApiError> {
+    let rid = rqctx.request_id.as_str();
+    let unauthorized = |msg: &str| ApiError::new(ErrorStatusCode::UNAUTHORIZED, "unauthorized", msg, rid);
+    let Some(header) = rqctx.request.headers().get(http::header::AUTHORIZATION) else {
+        return Err(unauthorized("missing API key: send the header `Authorization: Bearer <key>`"));
+    };
+    let header =
+        header.to_str().map_err(|_| unauthorized("the Authorization header is not valid text"))?.trim();
+    let key = match header.split_once(' ') {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
+        _ => header,
+    };
+    match rqctx.context().app.authenticate(key) {
+        Ok(Some(t)) => Ok(t),
+        Ok(None) => Err(unauthorized("unknown API key")),
+        Err(e) => Err(ApiError::from_domain(e, rid)),
+    }
+}
+
+/// Runs an authenticated operation and turns its outcome into a [`Reply`].
+async fn run<R, F, Fut>(rqctx: &RequestContext<Ctx>, op: F) -> Result<Reply<R>, ApiError>
+where
+    F: FnOnce(App, Tenant) -> Fut,
+    Fut: Future<Output = app::Result<R>>,
+{
+    let tenant = match authenticate(rqctx) {
+        Ok(t) => t,
+        Err(e) => return Ok(Reply::Err(e)),
+    };
+    match op(rqctx.context().app.clone(), tenant).await {
+        Ok(r) => Ok(Reply::Ok(r)),
+        Err(e) => {
+            if let app::Error::Internal(m) = &e {
+                error!(rqctx.log, "internal error"; "error" => m.as_str());
+            }
+            Ok(Reply::Err(ApiError::from_domain(e, &rqctx.request_id)))
+        }
+    }
+}
+
+pub fn list_query(p: &ListParams) -> store::ListQuery {
+    store::ListQuery {
+        limit: p.limit.clamp(1, 1000) as usize,
+        offset: p.offset.max(0) as usize,
+        sort_by: match p.sort_by {
+            SortBy::CreatedAt => store::SortBy::CreatedAt,
+            SortBy::UpdatedAt => store::SortBy::UpdatedAt,
+        },
+        direction: match p.direction {
+            Direction::Asc => store::Direction::Asc,
+            Direction::Desc => store::Direction::Desc,
+        },
+        metadata_filter: p.filter(),
+    }
+}
+
+impl AgentPlatformApi for Impl {
+    type Context = Ctx;
+
+    async fn healthz(_rqctx: RequestContext<Ctx>) -> Ok200<Health> {
+        Ok(Reply::Ok(HttpResponseOk(Health { status: "ok".into() })))
+    }
+
+    async fn openapi_document(rqctx: RequestContext<Ctx>) -> Ok200<serde_json::Map<String, Value>> {
+        Ok(Reply::Ok(HttpResponseOk(rqctx.context().spec.clone())))
+    }
+
+    async fn user_create(rqctx: RequestContext<Ctx>, body: JsonBody<CreateUserRequest>) -> Created<User> {
+        let body = body.into_inner();
+        run(&rqctx, |app, t| async move { app.user_create(t, body).await.map(HttpResponseCreated) }).await
+    }
+
+    async fn user_list(
+        rqctx: RequestContext<Ctx>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<User>> {
+        let q = list_query(&query.into_inner());
+        run(&rqctx, |app, t| async move {
+            app.user_list(t, &q).map(|items| HttpResponseOk(ListResponse { items }))
+        })
+        .await
+    }
+
+    async fn user_get(rqctx: RequestContext<Ctx>, path: PathParams<UserPath>) -> Ok200<User> {
+        let id = path.into_inner().user_id;
+        run(&rqctx, |app, t| async move { app.user_get(t, id).map(HttpResponseOk) }).await
+    }
+
+    async fn user_update(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<UserPath>,
+        body: JsonBody<UpdateUserRequest>,
+    ) -> Ok200<User> {
+        let (id, body) = (path.into_inner().user_id, body.into_inner());
+        run(&rqctx, |app, t| async move { app.user_update(t, id, body).await.map(HttpResponseOk) }).await
+    }
+
+    async fn user_patch(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<UserPath>,
+        body: JsonBody<PatchUserRequest>,
+    ) -> Ok200<User> {
+        let (id, body) = (path.into_inner().user_id, body.into_inner());
+        run(&rqctx, |app, t| async move { app.user_patch(t, id, body).await.map(HttpResponseOk) }).await
+    }
+
+    async fn user_delete(rqctx: RequestContext<Ctx>, path: PathParams<UserPath>) -> Deleted {
+        let id = path.into_inner().user_id;
+        run(&rqctx, |app, t| async move { app.user_delete(t, id).await.map(|()| HttpResponseDeleted()) })
+            .await
+    }
+
+    async fn agent_create(rqctx: RequestContext<Ctx>, body: JsonBody<CreateAgentRequest>) -> Created<Agent> {
+        let body = body.into_inner();
+        run(&rqctx, |app, t| async move { app.agent_create(t, body).await.map(HttpResponseCreated) }).await
+    }
+
+    async fn agent_list(
+        rqctx: RequestContext<Ctx>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Agent>> {
+        let q = list_query(&query.into_inner());
+        run(&rqctx, |app, t| async move {
+            app.agent_list(t, &q).map(|items| HttpResponseOk(ListResponse { items }))
+        })
+        .await
+    }
+
+    async fn agent_get(rqctx: RequestContext<Ctx>, path: PathParams<AgentPath>) -> Ok200<Agent> {
+        let id = path.into_inner().id;
+        run(&rqctx, |app, t| async move { app.agent_get(t, id).map(HttpResponseOk) }).await
+    }
+
+    async fn agent_update(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        body: JsonBody<CreateAgentRequest>,
+    ) -> Ok200<Agent> {
+        let (id, body) = (path.into_inner().id, body.into_inner());
+        run(&rqctx, |app, t| async move { app.agent_update(t, id, body).await.map(HttpResponseOk) }).await
+    }
+
+    async fn agent_patch(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        body: JsonBody<PatchAgentRequest>,
+    ) -> Ok200<Agent> {
+        let (id, body) = (path.into_inner().id, body.into_inner());
+        run(&rqctx, |app, t| async move { app.agent_patch(t, id, body).await.map(HttpResponseOk) }).await
+    }
+
+    async fn agent_delete(rqctx: RequestContext<Ctx>, path: PathParams<AgentPath>) -> Deleted {
+        let id = path.into_inner().id;
+        run(&rqctx, |app, t| async move { app.agent_delete(t, id).await.map(|()| HttpResponseDeleted()) })
+            .await
+    }
+}

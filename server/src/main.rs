@@ -1,0 +1,154 @@
+//! The `agent-platform` command: run the server, manage API keys.
+
+use std::path::PathBuf;
+
+use agent_platform::app::App;
+use agent_platform::app::keys::DEFAULT_TENANT;
+use agent_platform::config::Config;
+use agent_platform::store::sled_store::SledStore;
+use clap::{Args, Parser, Subcommand};
+
+/// A self-hostable backend for AI agents: users, agents, sessions, chat,
+/// documents with search, tools and tasks over HTTP/JSON, on an embedded store.
+///
+/// Settings come from built-in defaults, then the config file (--config), then
+/// AGENT_PLATFORM_* environment variables, then flags.
+#[derive(Parser)]
+#[command(name = "agent-platform", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args)]
+struct Common {
+    /// A TOML config file (see README: Configuration).
+    #[arg(long, env = "AGENT_PLATFORM_CONFIG", global = true)]
+    config: Option<PathBuf>,
+    /// Directory of the embedded store (default ./data).
+    #[arg(long, global = true)]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP server. On an empty store it creates an API key and prints it once.
+    Serve {
+        #[command(flatten)]
+        common: Common,
+        /// Address to listen on, e.g. 127.0.0.1:8080 or 0.0.0.0:8080 (default 127.0.0.1:8080).
+        #[arg(long)]
+        bind: Option<std::net::SocketAddr>,
+    },
+    /// Manage API keys (run while the server is stopped: the store allows one process).
+    Keys {
+        #[command(flatten)]
+        common: Common,
+        #[command(subcommand)]
+        action: KeysAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum KeysAction {
+    /// Create a key and print it (it is stored hashed and cannot be shown again).
+    Create {
+        /// The tenant the key belongs to; created on first use.
+        #[arg(long, default_value = DEFAULT_TENANT)]
+        tenant: String,
+    },
+    /// List keys: id, tenant, prefix, creation time. Never the keys themselves.
+    List,
+    /// Revoke a key, given its id, its listed prefix or the key itself.
+    Revoke {
+        /// Key id, prefix (ap_xxxxxxxx) or the full key.
+        key: String,
+    },
+}
+
+fn load_config(common: &Common) -> anyhow::Result<Config> {
+    let mut cfg = match &common.config {
+        Some(path) => Config::from_file(path)?,
+        None => Config::default(),
+    };
+    cfg.apply_env(|k| std::env::var(k).ok())?;
+    if let Some(d) = &common.data_dir {
+        cfg.server.data_dir = d.clone();
+    }
+    Ok(cfg)
+}
+
+#[tokio::main]
+async fn main() {
+    if let Err(e) = run(Cli::parse()).await {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve { common, bind } => {
+            let mut cfg = load_config(&common)?;
+            if let Some(b) = bind {
+                cfg.server.bind = b;
+            }
+            serve(cfg).await
+        }
+        Command::Keys { common, action } => {
+            let cfg = load_config(&common)?;
+            let store = std::sync::Arc::new(SledStore::open(&cfg.server.data_dir, cfg.server.durability)?);
+            let app = App::new(store.clone());
+            let out = keys(&app, action).await;
+            store.close();
+            out
+        }
+    }
+}
+
+async fn keys(app: &App, action: KeysAction) -> anyhow::Result<()> {
+    match action {
+        KeysAction::Create { tenant } => {
+            let (key, info) = app.key_create(&tenant).await?;
+            eprintln!("created key {} for tenant '{}'; it is shown once:", info.id, info.tenant);
+            println!("{key}");
+        }
+        KeysAction::List => {
+            println!("{:<36}  {:<14}  {:<25}  TENANT", "ID", "PREFIX", "CREATED");
+            for k in app.key_list()? {
+                println!("{:<36}  {:<14}  {:<25}  {}", k.id, k.prefix, k.created_at.to_rfc3339(), k.tenant);
+            }
+        }
+        KeysAction::Revoke { key } => {
+            let info = app.key_revoke(&key).await?;
+            println!("revoked key {} ({}) of tenant '{}'", info.id, info.prefix, info.tenant);
+        }
+    }
+    Ok(())
+}
+
+async fn serve(cfg: Config) -> anyhow::Result<()> {
+    let running = agent_platform::server::start(&cfg).await?;
+    let addr = running.local_addr();
+    eprintln!("agent-platform {} listening on http://{addr}", env!("CARGO_PKG_VERSION"));
+    eprintln!("  store:   {} (sled, durability: {:?})", cfg.server.data_dir.display(), cfg.server.durability);
+    eprintln!("  health:  curl http://{addr}/api/healthz");
+    eprintln!("  spec:    http://{addr}/api/openapi.json");
+    if let Some(key) = &running.first_key {
+        eprintln!("  The store was empty, so an API key was created for tenant 'default'.");
+        eprintln!("  It is shown this once; keep it (more with `agent-platform keys create`):");
+        println!("{key}");
+    }
+    shutdown_signal().await;
+    eprintln!("shutting down: finishing requests under way, flushing the store");
+    running.shutdown().await
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("can listen for SIGTERM");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

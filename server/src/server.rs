@@ -1,0 +1,83 @@
+//! Wiring: opens the store, builds the application and starts the HTTP server.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use dropshot::{
+    ConfigDropshot, ConfigLogging, ConfigLoggingIfExists, ConfigLoggingLevel, HandlerTaskMode, ServerBuilder,
+};
+
+use crate::api::agent_platform_api_mod;
+use crate::app::App;
+use crate::app::keys::DEFAULT_TENANT;
+use crate::config::{Config, LogFormat};
+use crate::http::{Ctx, Impl};
+use crate::store::sled_store::SledStore;
+
+/// A running server.
+pub struct Running {
+    pub server: dropshot::HttpServer<Ctx>,
+    pub store: Arc<SledStore>,
+    /// The key created because the store had none (shown once).
+    pub first_key: Option<String>,
+}
+
+impl Running {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.server.local_addr()
+    }
+
+    /// Stops accepting requests, finishes the ones under way, and closes the store.
+    pub async fn shutdown(self) -> anyhow::Result<()> {
+        self.server.close().await.map_err(|e| anyhow::anyhow!(e))?;
+        self.store.close();
+        Ok(())
+    }
+}
+
+fn logger(cfg: &Config) -> anyhow::Result<slog::Logger> {
+    let level = match cfg.log.level.to_ascii_lowercase().as_str() {
+        "trace" => ConfigLoggingLevel::Trace,
+        "debug" => ConfigLoggingLevel::Debug,
+        "info" => ConfigLoggingLevel::Info,
+        "warn" | "warning" => ConfigLoggingLevel::Warn,
+        "error" => ConfigLoggingLevel::Error,
+        "critical" | "off" => ConfigLoggingLevel::Critical,
+        other => anyhow::bail!("unknown log level {other:?}: use trace, debug, info, warn or error"),
+    };
+    let logging = match cfg.log.format {
+        LogFormat::Pretty => ConfigLogging::StderrTerminal { level },
+        LogFormat::Json => ConfigLogging::File {
+            level,
+            path: "/dev/stdout".into(),
+            if_exists: ConfigLoggingIfExists::Append,
+        },
+    };
+    logging.to_logger("agent-platform").map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))
+}
+
+/// Opens the store in the configured data directory and starts serving.
+pub async fn start(cfg: &Config) -> anyhow::Result<Running> {
+    let log = logger(cfg)?;
+    let store = Arc::new(SledStore::open(&cfg.server.data_dir, cfg.server.durability)?);
+    let app = App::new(store.clone());
+    let spec = match crate::api::openapi() {
+        serde_json::Value::Object(m) => m,
+        _ => unreachable!("an OpenAPI document is an object"),
+    };
+    let api = agent_platform_api_mod::api_description::<Impl>().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let config = ConfigDropshot {
+        bind_address: cfg.server.bind,
+        default_request_body_max_bytes: cfg.server.request_body_max_bytes,
+        default_handler_task_mode: HandlerTaskMode::Detached,
+        log_headers: Vec::new(),
+        ..Default::default()
+    };
+    let server = ServerBuilder::new(api, Ctx { app: app.clone(), spec }, log)
+        .config(config)
+        .start()
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.server.bind))?;
+    // Only once we listen: a key printed by a server that failed to start would be lost.
+    let first_key = if app.no_keys()? { Some(app.key_create(DEFAULT_TENANT).await?.0) } else { None };
+    Ok(Running { server, store, first_key })
+}

@@ -1,0 +1,181 @@
+//! The store: records of every kind, scoped by tenant, behind one trait.
+//!
+//! The domain speaks in [`Record`]s and declarative [`Op`]s with preconditions
+//! (insert-if-absent, replace-if-version, require-exists, unique names,
+//! delete-a-whole-scope). A backend applies one commit atomically and durably,
+//! or not at all. The sled backend ([`sled_store`]) is the embedded one; a
+//! PostgreSQL backend could implement the same trait with a table of records.
+
+pub mod sled_store;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+pub type Metadata = Map<String, Value>;
+
+/// What a record is. The discriminant is part of the on-disk key: never reorder.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[repr(u8)]
+pub enum Kind {
+    Tenant = 1,
+    ApiKey = 2,
+    User = 3,
+    Agent = 4,
+    Session = 5,
+    Message = 6,
+    Tool = 7,
+    Task = 8,
+    Doc = 9,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Tenant => "tenant",
+            Kind::ApiKey => "api key",
+            Kind::User => "user",
+            Kind::Agent => "agent",
+            Kind::Session => "session",
+            Kind::Message => "message",
+            Kind::Tool => "tool",
+            Kind::Task => "task",
+            Kind::Doc => "doc",
+        }
+    }
+}
+
+/// One stored record.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Record {
+    pub kind: Kind,
+    pub id: Uuid,
+    /// The parent (agent of a tool, session of a message, owner of a doc), or nil.
+    pub scope: Uuid,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// Bumped by every replace and touch; the precondition of optimistic updates.
+    pub version: u64,
+    /// A name unique among the records of this kind in this scope (409 on a clash).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unique: Option<String>,
+    /// Records this one refers to (a session's agents and users), indexed both ways.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refs: Vec<Uuid>,
+    #[serde(default)]
+    pub metadata: Option<Metadata>,
+    /// The kind-specific fields.
+    pub data: Value,
+}
+
+impl Record {
+    pub fn new(kind: Kind, id: Uuid, scope: Uuid, data: Value) -> Self {
+        let now = now();
+        Record {
+            kind,
+            id,
+            scope,
+            created_at: now,
+            updated_at: now,
+            version: 0,
+            unique: None,
+            refs: Vec::new(),
+            metadata: None,
+            data,
+        }
+    }
+}
+
+/// The current time, truncated to microseconds (what the order index keeps).
+pub fn now() -> DateTime<Utc> {
+    let t = Utc::now();
+    DateTime::from_timestamp_micros(t.timestamp_micros()).unwrap_or(t)
+}
+
+/// A new id: UUIDv7, monotonic within the process, so ids sort by creation.
+pub fn new_id() -> Uuid {
+    Uuid::now_v7()
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum SortBy {
+    #[default]
+    CreatedAt,
+    UpdatedAt,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Direction {
+    Asc,
+    #[default]
+    Desc,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ListQuery {
+    pub limit: usize,
+    pub offset: usize,
+    pub sort_by: SortBy,
+    pub direction: Direction,
+    /// Records whose metadata has every key with an equal value.
+    pub metadata_filter: Option<Metadata>,
+}
+
+/// A precondition for a put.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// Insert: the id must not exist.
+    Absent,
+    /// Replace: the record must exist with this version.
+    Version(u64),
+}
+
+/// One step of an atomic commit.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// Insert or replace a record (its version is set by the store).
+    Put { record: Record, expect: Expect },
+    /// Delete a record, which must exist (with this version, when given).
+    Delete { kind: Kind, id: Uuid, version: Option<u64> },
+    /// Delete every record of `kind` whose scope is `scope`.
+    DeleteScope { kind: Kind, scope: Uuid },
+    /// Fail with `NotFound` unless the record exists.
+    Require { kind: Kind, id: Uuid },
+    /// Bump a record's version (so concurrent optimistic writers of it retry).
+    Touch { kind: Kind, id: Uuid },
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{} {id} not found", kind.name())]
+    NotFound { kind: Kind, id: Uuid },
+    #[error("a {} named '{name}' already exists", kind.name())]
+    Duplicate { kind: Kind, name: String },
+    #[error("a {} with id {id} already exists", kind.name())]
+    IdTaken { kind: Kind, id: Uuid },
+    /// A version precondition failed: re-read and retry.
+    #[error("concurrent modification")]
+    Stale,
+    #[error("storage error: {0}")]
+    Io(String),
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// The storage backend.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>>;
+    /// A page of the records of `kind` in `scope`, in the order asked for.
+    fn list(&self, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> StoreResult<Vec<Record>>;
+    /// Ids of records of `kind` that name `target` in their `refs`.
+    fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>>;
+    /// The id holding a unique name in a scope.
+    fn lookup_unique(&self, tenant: Uuid, kind: Kind, scope: Uuid, name: &str) -> StoreResult<Option<Uuid>>;
+    /// Every record of a kind, across tenants (for rebuilding in-memory indexes at start).
+    fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>>;
+    /// Applies all ops atomically, or none; answers once the commit is durable.
+    async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()>;
+}
