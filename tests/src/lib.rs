@@ -1,1 +1,184 @@
-//! End-to-end tests live in tests/tests/.
+//! The end-to-end test harness: a real server on 127.0.0.1:0 over a real sled
+//! store in a temporary directory, driven through the generated client (and a
+//! raw HTTP client for requests the typed client refuses to build).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use agent_platform::app::App;
+use agent_platform::config::Config;
+use agent_platform::server::Running;
+pub use agent_platform_client::Client;
+pub use agent_platform_client::types;
+use serde_json::Value;
+
+pub struct TestServer {
+    running: Option<Running>,
+    pub dir: tempfile::TempDir,
+    /// The server root, e.g. `http://127.0.0.1:4711`.
+    pub base: String,
+    /// A key of the tenant `default`.
+    pub key: String,
+    /// The generated client, authenticated with `key`.
+    pub client: Client,
+}
+
+/// A raw answer: status, headers and the body parsed as JSON (Null if empty).
+pub struct Raw {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl TestServer {
+    pub async fn start() -> Self {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let mut cfg = Config::default();
+        cfg.server.bind = "127.0.0.1:0".parse().unwrap();
+        cfg.server.data_dir = dir.path().join("data");
+        cfg.log.level = "warn".into();
+        let running = agent_platform::server::start(&cfg).await.expect("the server starts");
+        let key = running.first_key.clone().expect("a fresh store prints a first key");
+        let base = format!("http://{}", running.local_addr());
+        let client = Client::with_key(&base, &key).unwrap();
+        TestServer { running: Some(running), dir, base, key, client }
+    }
+
+    fn app(&self) -> App {
+        App::new(self.running.as_ref().expect("running").store.clone())
+    }
+
+    /// A new key for `tenant` (created on first use).
+    pub async fn key_for(&self, tenant: &str) -> String {
+        self.app().key_create(tenant).await.expect("a key").0
+    }
+
+    /// A generated client for another tenant.
+    pub async fn other_tenant(&self) -> Client {
+        let key = self.key_for("other-tenant").await;
+        Client::with_key(&self.base, &key).unwrap()
+    }
+
+    /// Sends a raw request with this server's key (or `key`, or none).
+    pub async fn raw(&self, method: &str, path: &str, body: Option<&str>) -> Raw {
+        self.raw_with(method, path, body, Some(&format!("Bearer {}", self.key))).await
+    }
+
+    pub async fn raw_with(&self, method: &str, path: &str, body: Option<&str>, auth: Option<&str>) -> Raw {
+        let http = reqwest::Client::new();
+        let mut req = http.request(method.parse().unwrap(), format!("{}{path}", self.base));
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        if let Some(b) = body {
+            req = req.header("content-type", "application/json").body(b.to_string());
+        }
+        let resp = req.send().await.expect("the server answers");
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let text = resp.text().await.unwrap();
+        let body = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
+        Raw { status, headers, body }
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(r) = self.running.take() {
+            r.shutdown().await.unwrap();
+        }
+    }
+}
+
+impl Raw {
+    /// The `loc`s of a 422's details, as JSON arrays.
+    pub fn locs(&self) -> Vec<Value> {
+        self.body["detail"]
+            .as_array()
+            .map(|d| d.iter().map(|i| i["loc"].clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Asserts a 422 with exactly one violation at `loc` of `kind`.
+    #[track_caller]
+    pub fn assert_422(&self, loc: Value, kind: &str) {
+        assert_eq!(self.status, 422, "expected 422, got {} {}", self.status, self.body);
+        let detail = self.body["detail"].as_array().expect("detail is a list");
+        assert!(
+            detail.iter().any(|i| i["loc"] == loc && i["type"] == kind),
+            "expected a violation at {loc} of type {kind}, got {}",
+            self.body
+        );
+    }
+}
+
+/// The status code of a generated client's error.
+pub fn status_of<T: std::fmt::Debug>(r: Result<T, agent_platform_client::Error<types::Error>>) -> u16 {
+    match r {
+        Ok(v) => panic!("expected an error, got {v:?}"),
+        Err(e) => e.status().map(|s| s.as_u16()).unwrap_or_else(|| panic!("no status: {e}")),
+    }
+}
+
+/// The built `agent-platform` binary (cargo builds it before running the workspace's tests).
+pub fn binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
+    let bin = dir.join("agent-platform");
+    assert!(bin.exists(), "{} is missing: build it with `cargo build -p agent-platform`", bin.display());
+    bin
+}
+
+/// The real binary serving a data dir, killable.
+pub struct Process {
+    pub child: Child,
+    pub base: String,
+    pub key: Option<String>,
+}
+
+impl Process {
+    /// Starts `agent-platform serve` on a free port and waits until it answers.
+    pub fn serve(data_dir: &Path) -> Process {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut child = Command::new(binary())
+            .args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--data-dir"])
+            .arg(data_dir)
+            .env("AGENT_PLATFORM_LOG_LEVEL", "error")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the binary starts");
+        let base = format!("http://127.0.0.1:{port}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "the server did not start");
+            assert!(child.try_wait().unwrap().is_none(), "the server exited early");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // The first key, if the store was empty, is printed on stdout once listening.
+        let stdout = child.stdout.take().unwrap();
+        let key = {
+            use std::io::BufRead;
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut line = String::new();
+                let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+                let _ = tx.send(line.trim().to_string());
+            });
+            rx.recv_timeout(Duration::from_millis(1500)).ok().filter(|k| k.starts_with("ap_"))
+        };
+        Process { child, base, key }
+    }
+
+    /// SIGKILL: no shutdown, no flush.
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}

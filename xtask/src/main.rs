@@ -1,1 +1,30 @@
-fn main() {}
+//! `cargo xtask generate [--check]`: write (or check) spec/openapi.json and the client.
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["generate"] => {
+            let root = xtask::root();
+            for (path, text) in xtask::generated_files()? {
+                std::fs::write(root.join(path), text)?;
+                println!("wrote {path}");
+            }
+            Ok(())
+        }
+        ["generate", "--check"] => {
+            let stale = xtask::stale_files()?;
+            if stale.is_empty() {
+                println!("spec and client are fresh");
+                Ok(())
+            } else {
+                anyhow::bail!("stale: {}; run `cargo xtask generate` and commit the result", stale.join(", "))
+            }
+        }
+        _ => {
+            eprintln!(
+                "usage: cargo xtask generate [--check]\n\n  generate          write spec/openapi.json (from the API trait) and client/src/generated.rs (from the spec)\n  generate --check  fail if either is stale"
+            );
+            std::process::exit(2)
+        }
+    }
+}

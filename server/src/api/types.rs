@@ -156,10 +156,11 @@ pub struct User {
 /// Body of `POST /api/users`: every field optional.
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 pub struct CreateUserRequest {
-    /// The user's name (at most 120 characters, Unicode letters first). Default `""`.
+    /// The user's name (at most 120 characters, Unicode letters first). Omitted or
+    /// null means `""`; a name that is sent must match the pattern.
     #[serde(default)]
     #[schemars(length(max = 120), regex(path = "NAME_PATTERN"))]
-    pub name: String,
+    pub name: Option<String>,
     /// About the user (at most 16,000 characters).
     #[serde(default)]
     #[schemars(length(max = 16000))]
@@ -175,10 +176,11 @@ pub struct CreateUserRequest {
 /// Body of `PUT /api/users/{user_id}`: overwrites the user; omitted fields take their defaults.
 #[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 pub struct UpdateUserRequest {
-    /// The user's name (at most 120 characters, Unicode letters first). Default `""`.
+    /// The user's name (at most 120 characters, Unicode letters first). Omitted or
+    /// null means `""`; a name that is sent must match the pattern.
     #[serde(default)]
     #[schemars(length(max = 120), regex(path = "NAME_PATTERN"))]
-    pub name: String,
+    pub name: Option<String>,
     /// About the user (at most 16,000 characters).
     #[serde(default)]
     #[schemars(length(max = 16000))]

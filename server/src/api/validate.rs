@@ -117,7 +117,7 @@ where
         report(&mut issues, value, &err);
     }
     if !issues.is_empty() {
-        return Err(issues.into_vec());
+        return Err(one_per_field(issues.into_vec()));
     }
     let parsed: T = match serde_path_to_error::deserialize(value) {
         Ok(t) => t,
@@ -134,6 +134,27 @@ where
     };
     parsed.check(&mut issues);
     if issues.is_empty() { Ok(parsed) } else { Err(issues.into_vec()) }
+}
+
+/// Keeps one violation per field, as pydantic does: the most basic one
+/// (wrong type or missing before a bound, a bound before a pattern).
+fn one_per_field(issues: Vec<Issue>) -> Vec<Issue> {
+    fn rank(kind: &str) -> u8 {
+        match kind {
+            k if k.ends_with("_type") || k == "missing" || k == "none_required" => 0,
+            "string_pattern_mismatch" => 2,
+            _ => 1,
+        }
+    }
+    let mut out: Vec<Issue> = Vec::with_capacity(issues.len());
+    for issue in issues {
+        match out.iter_mut().find(|o| o.loc == issue.loc) {
+            Some(o) if rank(&issue.kind) < rank(&o.kind) => *o = issue,
+            Some(_) => {}
+            None => out.push(issue),
+        }
+    }
+    out
 }
 
 fn serde_path_parts(path: &serde_path_to_error::Path) -> Vec<LocPart> {

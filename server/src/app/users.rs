@@ -34,7 +34,7 @@ impl Resource for User {
 
 impl App {
     pub async fn user_create(&self, t: Tenant, req: CreateUserRequest) -> Result<User> {
-        let data = UserData { name: req.name, about: req.about, project: req.project };
+        let data = UserData { name: req.name.unwrap_or_default(), about: req.about, project: req.project };
         let mut rec = Record::new(Kind::User, new_id(), Uuid::nil(), encode(&data)?);
         rec.metadata = req.metadata;
         self.insert_resource(t, rec, vec![]).await
@@ -49,7 +49,8 @@ impl App {
     }
 
     pub async fn user_update(&self, t: Tenant, id: Uuid, req: UpdateUserRequest) -> Result<User> {
-        let data = encode(&UserData { name: req.name, about: req.about, project: req.project })?;
+        let data =
+            encode(&UserData { name: req.name.unwrap_or_default(), about: req.about, project: req.project })?;
         self.update_resource(t, id, |rec| {
             rec.data = data.clone();
             rec.metadata = req.metadata.clone();
