@@ -1,0 +1,192 @@
+//! HTTP benchmark: the cost of our stack against a bare Dropshot endpoint, and
+//! durable writes with group commit. Run with `cargo bench --bench http`.
+//!
+//! 1. `GET /api/agents/{id}` (auth, store read, JSON) against a bare Dropshot
+//!    endpoint answering a constant JSON of similar size, same load, same run.
+//! 2. Durable `POST /api/agents` at 1 and at 32 concurrent clients.
+//!
+//! Targets (issue 2): GET ≥ 0.5× bare; writes at 32 clients ≥ 4,000/s and
+//! ≥ 2.5× the rate at 1 client; no request left hanging.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agent_platform::config::Config;
+use agent_platform::store::sled_store::Durability;
+use dropshot::{
+    ApiDescription, ConfigDropshot, HttpError, HttpResponseOk, RequestContext, ServerBuilder, endpoint,
+};
+
+const READ_SECS: f64 = 4.0;
+const WRITE_SECS: f64 = 4.0;
+const READ_CLIENTS: usize = 16;
+
+#[endpoint { method = GET, path = "/bare" }]
+async fn bare(
+    rqctx: RequestContext<Arc<serde_json::Value>>,
+) -> Result<HttpResponseOk<serde_json::Value>, HttpError> {
+    Ok(HttpResponseOk((**rqctx.context()).clone()))
+}
+
+struct Figures {
+    count: usize,
+    errors: usize,
+    secs: f64,
+    lat: Vec<Duration>,
+}
+
+impl Figures {
+    fn rate(&self) -> f64 {
+        self.count as f64 / self.secs
+    }
+    fn pct(&self, p: f64) -> Duration {
+        if self.lat.is_empty() {
+            return Duration::ZERO;
+        }
+        self.lat[((self.lat.len() as f64 - 1.0) * p).round() as usize]
+    }
+    fn line(&self, name: &str) -> String {
+        format!(
+            "{name:<34} {:>10.0} req/s   p50 {:>8.3} ms   p99 {:>8.3} ms   errors {}",
+            self.rate(),
+            self.pct(0.50).as_secs_f64() * 1e3,
+            self.pct(0.99).as_secs_f64() * 1e3,
+            self.errors
+        )
+    }
+}
+
+/// `clients` loops sending `make(i)` for `secs`; every request must finish.
+async fn load<F>(clients: usize, secs: f64, make: F) -> Figures
+where
+    F: Fn(&reqwest::Client, usize) -> reqwest::RequestBuilder + Send + Sync + 'static,
+{
+    let make = Arc::new(make);
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..clients {
+        let make = make.clone();
+        tasks.push(tokio::spawn(async move {
+            let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+            let (mut lat, mut errors) = (Vec::new(), 0usize);
+            let mut i = c * 1_000_000;
+            while Instant::now() < deadline {
+                let t = Instant::now();
+                match make(&http, i).send().await {
+                    Ok(r) if r.status().is_success() => {
+                        let _ = r.bytes().await;
+                        lat.push(t.elapsed());
+                    }
+                    _ => errors += 1,
+                }
+                i += 1;
+            }
+            (lat, errors)
+        }));
+    }
+    let mut all = Vec::new();
+    let mut errors = 0;
+    for t in tasks {
+        let (l, e) = t.await.expect("a load task finished (no request left hanging)");
+        all.extend(l);
+        errors += e;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    all.sort();
+    Figures { count: all.len(), errors, secs, lat: all }
+}
+
+async fn serve(
+    durability: Durability,
+) -> (agent_platform::server::Running, String, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = Config::default();
+    cfg.server.bind = "127.0.0.1:0".parse().unwrap();
+    cfg.server.data_dir = dir.path().join("data");
+    cfg.server.durability = durability;
+    cfg.log.level = "error".into();
+    let running = agent_platform::server::start(&cfg).await.unwrap();
+    let key = running.first_key.clone().unwrap();
+    let base = format!("http://{}", running.local_addr());
+    (running, base, key, dir)
+}
+
+async fn writes(base: &str, key: &str, clients: usize) -> Figures {
+    let (base, auth) = (base.to_string(), format!("Bearer {key}"));
+    load(clients, WRITE_SECS, move |http, i| {
+        http.post(format!("{base}/api/agents"))
+            .header("authorization", &auth)
+            .header("content-type", "application/json")
+            .body(format!(r#"{{"name":"agent {i}","about":"benchmark agent","instructions":["be brief"]}}"#))
+    })
+    .await
+}
+
+#[tokio::main]
+async fn main() {
+    println!(
+        "agent-platform HTTP benchmark ({} cores)",
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+
+    // ---- reads: ours vs bare dropshot
+    let (ours, base, key, _dir) = serve(Durability::Fsync).await;
+    let http = reqwest::Client::new();
+    let agent: serde_json::Value = http
+        .post(format!("{base}/api/agents"))
+        .header("authorization", format!("Bearer {key}"))
+        .header("content-type", "application/json")
+        .body(r#"{"name":"Helper","about":"A helpful agent","model":"gpt-4o-mini","instructions":["be brief"],"metadata":{"team":"bench"}}"#)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = agent["id"].as_str().unwrap().to_string();
+
+    let mut api = ApiDescription::new();
+    api.register(bare).unwrap();
+    let log = slog::Logger::root(slog::Discard, slog::o!());
+    let bare_server = ServerBuilder::new(api, Arc::new(agent.clone()), log)
+        .config(ConfigDropshot { bind_address: "127.0.0.1:0".parse().unwrap(), ..Default::default() })
+        .start()
+        .unwrap();
+    let bare_url = format!("http://{}/bare", bare_server.local_addr());
+    let body_len = serde_json::to_string(&agent).unwrap().len();
+    println!("\nGET, {READ_CLIENTS} clients, {READ_SECS} s each; response bodies ~{body_len} bytes");
+
+    let b = load(READ_CLIENTS, READ_SECS, move |h, _| h.get(&bare_url)).await;
+    let (url, auth) = (format!("{base}/api/agents/{id}"), format!("Bearer {key}"));
+    let o = load(READ_CLIENTS, READ_SECS, move |h, _| h.get(&url).header("authorization", &auth)).await;
+    println!("{}", b.line("bare dropshot GET /bare"));
+    println!("{}", o.line("ours GET /api/agents/{id}"));
+    let read_ratio = o.rate() / b.rate();
+    println!("ratio ours/bare: {read_ratio:.2} (target >= 0.50)");
+    bare_server.close().await.unwrap();
+
+    // ---- durable writes, 1 and 32 clients, both durability modes
+    println!("\nPOST /api/agents (durable before 2xx), {WRITE_SECS} s each");
+    let w1 = writes(&base, &key, 1).await;
+    let w32 = writes(&base, &key, 32).await;
+    println!("{}", w1.line("fsync, 1 client"));
+    println!("{}", w32.line("fsync, 32 clients"));
+    let write_ratio = w32.rate() / w1.rate();
+    println!("ratio 32/1: {write_ratio:.2} (target >= 2.5); 32 clients {:.0}/s (target >= 4000)", w32.rate());
+    ours.shutdown().await.unwrap();
+
+    let (flush_srv, base, key, _dir2) = serve(Durability::Flush).await;
+    let f1 = writes(&base, &key, 1).await;
+    let f32 = writes(&base, &key, 32).await;
+    println!("{}", f1.line("flush (no fsync), 1 client"));
+    println!("{}", f32.line("flush (no fsync), 32 clients"));
+    println!("fsync costs: {:.2}x at 1 client, {:.2}x at 32", f1.rate() / w1.rate(), f32.rate() / w32.rate());
+    flush_srv.shutdown().await.unwrap();
+
+    let hung = [&b, &o, &w1, &w32, &f1, &f32].iter().map(|f| f.errors).sum::<usize>();
+    println!(
+        "\nsummary: read ratio {read_ratio:.2}, write ratio {write_ratio:.2}, writes@32 {:.0}/s, failed or hung requests: {hung}",
+        w32.rate()
+    );
+}
