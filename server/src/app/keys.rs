@@ -46,12 +46,18 @@ fn hash(key: &str) -> String {
 impl App {
     /// The tenant of a presented key, if the key is known.
     pub fn authenticate(&self, key: &str) -> Result<Option<Tenant>> {
-        let Some(id) = self.store.lookup_unique(SYSTEM, Kind::ApiKey, SYSTEM, &hash(key))? else {
+        let hashed = hash(key);
+        if let Some(t) = self.key_cache.read().expect("key cache").get(&hashed) {
+            return Ok(Some(*t));
+        }
+        let Some(id) = self.store.lookup_unique(SYSTEM, Kind::ApiKey, SYSTEM, &hashed)? else {
             return Ok(None);
         };
         let Some(rec) = self.store.get(SYSTEM, Kind::ApiKey, id)? else { return Ok(None) };
         let data: KeyData = serde_json::from_value(rec.data).map_err(|e| Error::Internal(e.to_string()))?;
-        Ok(Some(Tenant(data.tenant_id)))
+        let tenant = Tenant(data.tenant_id);
+        self.key_cache.write().expect("key cache").insert(hashed, tenant);
+        Ok(Some(tenant))
     }
 
     /// Creates a key for a tenant (creating the tenant on first use); answers the

@@ -8,7 +8,8 @@ pub mod keys;
 pub mod records;
 pub mod users;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 
 use uuid::Uuid;
 
@@ -67,10 +68,14 @@ impl From<StoreError> for Error {
 #[derive(Clone)]
 pub struct App {
     pub store: Arc<dyn Store>,
+    /// Key hash → tenant, for keys seen by this process. Keys change only through
+    /// this `App` (or the CLI while the server is stopped: the store admits one
+    /// process), so the cache is invalidated where keys are revoked.
+    key_cache: Arc<RwLock<HashMap<String, Tenant>>>,
 }
 
 impl App {
     pub fn new(store: Arc<dyn Store>) -> Self {
-        App { store }
+        App { store, key_cache: Arc::default() }
     }
 }
