@@ -123,6 +123,42 @@ async fn writes(base: &str, key: &str, clients: usize) -> Figures {
     .await
 }
 
+/// Durable agent creates through the domain API directly (no HTTP): what group
+/// commit gives on its own, for comparison with the HTTP figures.
+async fn store_writes(
+    app: &agent_platform::app::App,
+    tenant: agent_platform::app::Tenant,
+    tasks: usize,
+) -> Figures {
+    let deadline = Instant::now() + Duration::from_secs_f64(WRITE_SECS);
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let app = app.clone();
+        handles.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut i = 0;
+            while Instant::now() < deadline {
+                let req: agent_platform::api::types::CreateAgentRequest = serde_json::from_value(
+                    serde_json::json!({"name": format!("agent {t} {i}"), "about": "benchmark agent"}),
+                )
+                .unwrap();
+                let t0 = Instant::now();
+                app.agent_create(tenant, req).await.unwrap();
+                lat.push(t0.elapsed());
+                i += 1;
+            }
+            lat
+        }));
+    }
+    let mut lat = Vec::new();
+    for h in handles {
+        lat.extend(h.await.unwrap());
+    }
+    lat.sort();
+    Figures { count: lat.len(), errors: 0, secs: start.elapsed().as_secs_f64(), lat }
+}
+
 #[tokio::main]
 async fn main() {
     println!(
@@ -168,10 +204,14 @@ async fn main() {
 
     // ---- durable writes, 1 and 32 clients, both durability modes
     println!("\nPOST /api/agents (durable before 2xx), {WRITE_SECS} s each");
+    let before = ours.store.writer_stats();
     let w1 = writes(&base, &key, 1).await;
+    let mid = ours.store.writer_stats();
     let w32 = writes(&base, &key, 32).await;
-    println!("{}", w1.line("fsync, 1 client"));
-    println!("{}", w32.line("fsync, 32 clients"));
+    let after = ours.store.writer_stats();
+    let per_group = |a: (u64, u64), b: (u64, u64)| (b.1 - a.1) as f64 / (b.0 - a.0).max(1) as f64;
+    println!("{}   commits/flush {:.1}", w1.line("fsync, 1 client"), per_group(before, mid));
+    println!("{}   commits/flush {:.1}", w32.line("fsync, 32 clients"), per_group(mid, after));
     let write_ratio = w32.rate() / w1.rate();
     println!("ratio 32/1: {write_ratio:.2} (target >= 2.5); 32 clients {:.0}/s (target >= 4000)", w32.rate());
     ours.shutdown().await.unwrap();
@@ -183,6 +223,27 @@ async fn main() {
     println!("{}", f32.line("flush (no fsync), 32 clients"));
     println!("fsync costs: {:.2}x at 1 client, {:.2}x at 32", f1.rate() / w1.rate(), f32.rate() / w32.rate());
     flush_srv.shutdown().await.unwrap();
+
+    // ---- the store alone
+    println!("\ndomain API (no HTTP): durable agent creates, {WRITE_SECS} s each");
+    for durability in [Durability::Fsync, Durability::Flush] {
+        let dir = tempfile::tempdir().unwrap();
+        let store =
+            Arc::new(agent_platform::store::sled_store::SledStore::open(dir.path(), durability).unwrap());
+        let app = agent_platform::app::App::new(store.clone());
+        let tenant = agent_platform::app::Tenant(uuid::Uuid::now_v7());
+        let s1 = store_writes(&app, tenant, 1).await;
+        let mid = store.writer_stats();
+        let s32 = store_writes(&app, tenant, 32).await;
+        let after = store.writer_stats();
+        println!("{}", s1.line(&format!("{durability:?}, 1 task")));
+        println!(
+            "{}   commits/flush {:.1}",
+            s32.line(&format!("{durability:?}, 32 tasks")),
+            (after.1 - mid.1) as f64 / (after.0 - mid.0).max(1) as f64
+        );
+        store.close();
+    }
 
     let hung = [&b, &o, &w1, &w32, &f1, &f32].iter().map(|f| f.errors).sum::<usize>();
     println!(

@@ -55,8 +55,16 @@ struct Job {
     reply: tokio::sync::oneshot::Sender<StoreResult<()>>,
 }
 
+/// Counters of the writer: how well group commit is grouping.
+#[derive(Debug, Default)]
+pub struct WriterStats {
+    pub groups: std::sync::atomic::AtomicU64,
+    pub commits: std::sync::atomic::AtomicU64,
+}
+
 pub struct SledStore {
     tree: sled::Db,
+    stats: std::sync::Arc<WriterStats>,
     queue: Mutex<Option<mpsc::Sender<Job>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
 }
@@ -80,11 +88,19 @@ impl SledStore {
         };
         let (tx, rx) = mpsc::channel::<Job>();
         let tree = db.clone();
+        let stats = std::sync::Arc::new(WriterStats::default());
+        let writer_stats = stats.clone();
         let writer = std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || writer_loop(tree, rx, sync_file))
+            .spawn(move || writer_loop(tree, rx, sync_file, &writer_stats))
             .map_err(io)?;
-        Ok(SledStore { tree: db, queue: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)) })
+        Ok(SledStore { tree: db, stats, queue: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)) })
+    }
+
+    /// (groups flushed, commits applied) since the store was opened.
+    pub fn writer_stats(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (self.stats.groups.load(Relaxed), self.stats.commits.load(Relaxed))
     }
 
     /// Stops the writer after it has finished what is queued, and flushes.
@@ -248,7 +264,8 @@ fn index_keys(r: &Record, tenant: Uuid) -> Vec<Vec<u8>> {
 
 // ---- the writer ----
 
-fn writer_loop(db: sled::Db, rx: mpsc::Receiver<Job>, sync_file: Option<File>) {
+fn writer_loop(db: sled::Db, rx: mpsc::Receiver<Job>, sync_file: Option<File>, stats: &WriterStats) {
+    use std::sync::atomic::Ordering::Relaxed;
     while let Ok(first) = rx.recv() {
         let mut group = vec![first];
         while group.len() < MAX_GROUP {
@@ -257,6 +274,8 @@ fn writer_loop(db: sled::Db, rx: mpsc::Receiver<Job>, sync_file: Option<File>) {
                 Err(_) => break,
             }
         }
+        stats.groups.fetch_add(1, Relaxed);
+        stats.commits.fetch_add(group.len() as u64, Relaxed);
         let mut results = Vec::with_capacity(group.len());
         for job in &group {
             let r =
