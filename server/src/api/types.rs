@@ -48,7 +48,7 @@ pub enum Direction {
     Desc,
 }
 
-fn default_limit() -> i64 {
+pub(super) fn default_limit() -> i64 {
     100
 }
 

@@ -10,7 +10,7 @@ use crate::api::types::Metadata;
 use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError, now};
 
 /// How often an optimistic update is retried when someone else wrote first.
-const RETRIES: usize = 16;
+pub(super) const RETRIES: usize = 16;
 
 /// A resource stored as a [`Record`]: its kind-specific fields live in `data`.
 pub trait Resource: Sized {
@@ -48,6 +48,16 @@ pub fn merge_metadata(stored: Option<Metadata>, patch: Option<Option<Metadata>>)
 impl App {
     pub fn load(&self, t: Tenant, kind: Kind, id: Uuid) -> Result<Record> {
         self.store.get(t.0, kind, id)?.ok_or_else(|| Error::not_found(kind, id))
+    }
+
+    /// Loads a record that must belong to `scope` (a tool of this agent, ...):
+    /// one of another scope is as missing as one that does not exist.
+    pub fn load_in(&self, t: Tenant, kind: Kind, scope: Uuid, id: Uuid) -> Result<Record> {
+        let rec = self.load(t, kind, id)?;
+        if rec.scope != scope {
+            return Err(Error::not_found(kind, id));
+        }
+        Ok(rec)
     }
 
     pub fn get_resource<R: Resource>(&self, t: Tenant, id: Uuid) -> Result<R> {
