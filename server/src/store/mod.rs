@@ -211,3 +211,19 @@ pub trait Store: Send + Sync + 'static {
     /// Applies all ops atomically, or none; answers once the commit is durable.
     async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::stamp;
+
+    #[test]
+    fn stamps_taken_concurrently_order_ids_and_times_alike() {
+        let threads: Vec<_> =
+            (0..8).map(|_| std::thread::spawn(|| (0..20_000).map(|_| stamp()).collect::<Vec<_>>())).collect();
+        let mut all: Vec<_> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+        all.sort_by_key(|(id, _)| *id);
+        for w in all.windows(2) {
+            assert!(w[0].1 <= w[1].1, "a greater id never has an earlier time: {w:?}");
+        }
+    }
+}
