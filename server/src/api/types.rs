@@ -52,6 +52,10 @@ pub(super) fn default_limit() -> i64 {
     100
 }
 
+pub(super) fn default_true() -> bool {
+    true
+}
+
 /// Paging, order and filter of a list.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 pub struct ListParams {

@@ -7,7 +7,8 @@ use uuid::Uuid;
 
 use super::error::LocPart;
 use super::types::{
-    Direction, ListParams, Metadata, SortBy, default_limit, double_option, parse_metadata_filter,
+    Direction, ListParams, Metadata, SortBy, default_limit, default_true, double_option,
+    parse_metadata_filter,
 };
 use super::validate::{Check, Issues};
 
@@ -52,10 +53,6 @@ pub struct Session {
     pub metadata: Option<Metadata>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-}
-
-fn default_true() -> bool {
-    true
 }
 
 /// Body of `POST /api/sessions`: the participants (`agent` or `agents`, one of

@@ -9,7 +9,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::error::LocPart;
-use super::types::Metadata;
+use super::types::{Metadata, default_true};
 use super::types_tools::{ToolDef, check_tool_def};
 use super::validate::{Check, Issues, check_json_schema};
 
@@ -46,10 +46,6 @@ pub struct Task {
     pub metadata: Option<Metadata>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-}
-
-fn default_true() -> bool {
-    true
 }
 
 /// Body of `PUT /api/agents/{id}/tasks`: a task, created or overwritten (omitted

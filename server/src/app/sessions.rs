@@ -10,8 +10,8 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::records::{Resource, encode, merge_metadata};
-use super::{App, Error, Result, Tenant};
+use super::records::{Resource, decode_data, encode, merge_metadata};
+use super::{App, Result, Tenant};
 use crate::api::types_sessions::{ContextOverflow, CreateSessionRequest, Session, UpdateSessionRequest};
 use crate::api::types_tools::Tool;
 use crate::store::{Direction, Kind, ListQuery, Op, Record, SortBy};
@@ -59,10 +59,6 @@ fn participants(one: Option<Uuid>, many: Option<Vec<Uuid>>) -> Vec<Uuid> {
     out
 }
 
-fn decode_data(rec: &Record) -> Result<SessionData> {
-    serde_json::from_value(rec.data.clone()).map_err(|e| Error::Internal(e.to_string()))
-}
-
 impl App {
     pub async fn session_create(&self, t: Tenant, req: CreateSessionRequest) -> Result<Session> {
         let agents = participants(req.agent, req.agents);
@@ -100,7 +96,7 @@ impl App {
     /// Changes the fields sent (PUT and PATCH alike); the participants stay.
     pub async fn session_update(&self, t: Tenant, id: Uuid, req: UpdateSessionRequest) -> Result<Session> {
         self.update_resource(t, id, |rec| {
-            let mut d = decode_data(rec)?;
+            let mut d = decode_data::<Session>(rec)?;
             if let Some(v) = &req.situation {
                 d.situation = v.clone();
             }

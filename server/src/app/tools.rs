@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::records::{Resource, encode, merge_metadata};
+use super::records::{Resource, decode_data, encode, ensure_scope, merge_metadata};
 use super::{App, Error, Result, Tenant};
 use crate::api::types_tools::{
     ApiCallDef, CreateToolRequest, FunctionDef, PatchToolRequest, Tool, ToolType, check_tool_def,
@@ -79,9 +79,7 @@ impl App {
         self.load(t, Kind::Agent, agent)?;
         let data = encode(&tool_data(&req))?;
         self.update_resource(t, id, |rec| {
-            if rec.scope != agent {
-                return Err(Error::not_found(Kind::Tool, id));
-            }
+            ensure_scope(rec, agent)?;
             rec.data = data.clone();
             rec.unique = Some(req.name.clone());
             rec.metadata = req.metadata.clone();
@@ -93,11 +91,8 @@ impl App {
     pub async fn tool_patch(&self, t: Tenant, agent: Uuid, id: Uuid, req: PatchToolRequest) -> Result<Tool> {
         self.load(t, Kind::Agent, agent)?;
         self.update_resource(t, id, |rec| {
-            if rec.scope != agent {
-                return Err(Error::not_found(Kind::Tool, id));
-            }
-            let mut d: ToolData =
-                serde_json::from_value(rec.data.clone()).map_err(|e| Error::Internal(e.to_string()))?;
+            ensure_scope(rec, agent)?;
+            let mut d = decode_data::<Tool>(rec)?;
             if let Some(v) = &req.name {
                 d.name = v.clone();
             }
