@@ -4,32 +4,20 @@
 //! there (a clash is a 409). Writes require the agent in the same commit, so a
 //! tool never outlives its agent.
 
-use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::records::{Resource, decode_data, encode, ensure_scope, merge_metadata};
 use super::{App, Error, Result, Tenant};
-use crate::api::types_tools::{
-    ApiCallDef, CreateToolRequest, FunctionDef, PatchToolRequest, Tool, ToolType, check_tool_def,
-};
+use crate::api::types_tools::{CreateToolRequest, PatchToolRequest, Tool, ToolDef, check_tool_def};
 use crate::api::validate::{Issues, Source};
 use crate::store::{Kind, ListQuery, Op, Record};
 
-/// A tool's stored fields (besides id, agent, timestamps and metadata).
-#[derive(Serialize, Deserialize)]
-pub struct ToolData {
-    pub name: String,
-    #[serde(rename = "type")]
-    pub kind: ToolType,
-    pub description: String,
-    pub function: Option<FunctionDef>,
-    pub api_call: Option<ApiCallDef>,
-}
-
 impl Resource for Tool {
     const KIND: Kind = Kind::Tool;
-    type Data = ToolData;
-    fn from_parts(rec: &Record, d: ToolData) -> Self {
+    /// A tool's stored fields (besides id, agent, timestamps and metadata) are
+    /// those of a tool given inline in a task.
+    type Data = ToolDef;
+    fn from_parts(rec: &Record, d: ToolDef) -> Self {
         Tool {
             id: rec.id,
             agent_id: rec.scope,
@@ -45,8 +33,8 @@ impl Resource for Tool {
     }
 }
 
-fn tool_data(req: &CreateToolRequest) -> ToolData {
-    ToolData {
+fn tool_data(req: &CreateToolRequest) -> ToolDef {
+    ToolDef {
         name: req.name.clone(),
         kind: req.kind,
         description: req.description.clone(),
