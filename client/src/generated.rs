@@ -30,6 +30,88 @@ pub mod types {
             Default::default()
         }
     }
+    ///The HTTP request of an `api_call` tool.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ApiCallDef {
+        ///Headers sent with the request.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub headers: ::std::option::Option<
+            ::std::collections::HashMap<::std::string::String, ::std::string::String>,
+        >,
+        pub method: HttpMethod,
+        ///How long to wait for the answer, in seconds (1 to 600).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub timeout_s: ::std::option::Option<::std::num::NonZeroU64>,
+        ///An `http://` or `https://` URL (at most 2,048 characters).
+        pub url: ApiCallDefUrl,
+    }
+    impl ApiCallDef {
+        pub fn builder() -> builder::ApiCallDef {
+            Default::default()
+        }
+    }
+    ///An `http://` or `https://` URL (at most 2,048 characters).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ApiCallDefUrl(::std::string::String);
+    impl ::std::ops::Deref for ApiCallDefUrl {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ApiCallDefUrl> for ::std::string::String {
+        fn from(value: ApiCallDefUrl) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ApiCallDefUrl {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2048usize {
+                return Err("longer than 2048 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^https?://[^\\s]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^https?://[^\\s]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ApiCallDefUrl {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ApiCallDefUrl {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ApiCallDefUrl {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///Chat settings: an agent's defaults, overridden per chat request.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
     pub struct ChatSettings {
@@ -58,6 +140,63 @@ pub mod types {
     impl ChatSettings {
         pub fn builder() -> builder::ChatSettings {
             Default::default()
+        }
+    }
+    ///What to do when a chat's prompt is over the session's `token_budget`.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum ContextOverflow {
+        ///Drop the oldest history until the prompt fits.
+        #[serde(rename = "truncate")]
+        Truncate,
+        ///Replace the oldest history by a summary written by the model.
+        #[serde(rename = "adaptive")]
+        Adaptive,
+    }
+    impl ::std::fmt::Display for ContextOverflow {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Truncate => f.write_str("truncate"),
+                Self::Adaptive => f.write_str("adaptive"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ContextOverflow {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "truncate" => Ok(Self::Truncate),
+                "adaptive" => Ok(Self::Adaptive),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ContextOverflow {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ContextOverflow {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
         }
     }
     ///Body of `POST /api/agents` and `PUT /api/agents/{id}` (PUT overwrites: omitted fields take their defaults).
@@ -260,6 +399,346 @@ pub mod types {
         }
     }
     impl<'de> ::serde::Deserialize<'de> for CreateAgentRequestName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Body of `POST /api/sessions/{id}/messages`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct CreateMessageRequest {
+        pub content: ::std::string::String,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        ///The name of the participant who wrote it (1 to 255 characters).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub name: ::std::option::Option<CreateMessageRequestName>,
+        pub role: Role,
+        ///Required for `tool` messages, and only for them: the call it answers.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tool_call_id: ::std::option::Option<CreateMessageRequestToolCallId>,
+        ///Only for `assistant` messages: the tools it calls.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tool_calls: ::std::option::Option<::std::vec::Vec<ToolCall>>,
+    }
+    impl CreateMessageRequest {
+        pub fn builder() -> builder::CreateMessageRequest {
+            Default::default()
+        }
+    }
+    ///The name of the participant who wrote it (1 to 255 characters).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CreateMessageRequestName(::std::string::String);
+    impl ::std::ops::Deref for CreateMessageRequestName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateMessageRequestName> for ::std::string::String {
+        fn from(value: CreateMessageRequestName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreateMessageRequestName {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateMessageRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CreateMessageRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateMessageRequestName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Required for `tool` messages, and only for them: the call it answers.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CreateMessageRequestToolCallId(::std::string::String);
+    impl ::std::ops::Deref for CreateMessageRequestToolCallId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateMessageRequestToolCallId> for ::std::string::String {
+        fn from(value: CreateMessageRequestToolCallId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreateMessageRequestToolCallId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateMessageRequestToolCallId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for CreateMessageRequestToolCallId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateMessageRequestToolCallId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Body of `POST /api/sessions`: the participants (`agent` or `agents`, one of them; optionally `user` or `users`) and the session's settings.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct CreateSessionRequest {
+        ///The one agent of the session (send this or `agents`).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub agent: ::std::option::Option<::uuid::Uuid>,
+        ///The agents of the session, at least one (send this or `agent`).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub agents: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub context_overflow: ::std::option::Option<ContextOverflow>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        #[serde(default = "defaults::default_bool::<true>")]
+        pub render_templates: bool,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub situation: ::std::option::Option<::std::string::String>,
+        ///A minijinja (Jinja2) template for the system prompt; it must compile.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub system_template: ::std::option::Option<::std::string::String>,
+        ///The most tokens a chat prompt may have (at least 1), or null.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub token_budget: ::std::option::Option<::std::num::NonZeroU64>,
+        ///The one user of the session (send this, `users`, or neither).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub user: ::std::option::Option<::uuid::Uuid>,
+        ///The users of the session (send this, `user`, or neither).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub users: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+    }
+    impl ::std::default::Default for CreateSessionRequest {
+        fn default() -> Self {
+            Self {
+                agent: Default::default(),
+                agents: Default::default(),
+                context_overflow: Default::default(),
+                metadata: Default::default(),
+                render_templates: defaults::default_bool::<true>(),
+                situation: Default::default(),
+                system_template: Default::default(),
+                token_budget: Default::default(),
+                user: Default::default(),
+                users: Default::default(),
+            }
+        }
+    }
+    impl CreateSessionRequest {
+        pub fn builder() -> builder::CreateSessionRequest {
+            Default::default()
+        }
+    }
+    ///Body of `POST /api/agents/{id}/tools` and `PUT /api/agents/{id}/tools/{tool_id}` (PUT overwrites: omitted fields take their defaults).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct CreateToolRequest {
+        ///Required for `api_call` tools, and only for them.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub api_call: ::std::option::Option<ApiCallDef>,
+        ///What the tool does, for the model (at most 16,000 characters).
+        #[serde(default = "defaults::create_tool_request_description")]
+        pub description: CreateToolRequestDescription,
+        ///Required for `function` tools, and only for them.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub function: ::std::option::Option<FunctionDef>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        ///The tool's name, unique within its agent (1 to 40 characters: a letter or `_`, then letters, digits or `_`).
+        pub name: CreateToolRequestName,
+        #[serde(rename = "type")]
+        pub type_: ToolType,
+    }
+    impl CreateToolRequest {
+        pub fn builder() -> builder::CreateToolRequest {
+            Default::default()
+        }
+    }
+    ///What the tool does, for the model (at most 16,000 characters).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CreateToolRequestDescription(::std::string::String);
+    impl ::std::ops::Deref for CreateToolRequestDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateToolRequestDescription> for ::std::string::String {
+        fn from(value: CreateToolRequestDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::default::Default for CreateToolRequestDescription {
+        fn default() -> Self {
+            CreateToolRequestDescription("".to_string())
+        }
+    }
+    impl ::std::str::FromStr for CreateToolRequestDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 16000usize {
+                return Err("longer than 16000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateToolRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for CreateToolRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateToolRequestDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The tool's name, unique within its agent (1 to 40 characters: a letter or `_`, then letters, digits or `_`).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CreateToolRequestName(::std::string::String);
+    impl ::std::ops::Deref for CreateToolRequestName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateToolRequestName> for ::std::string::String {
+        fn from(value: CreateToolRequestName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreateToolRequestName {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 40usize {
+                return Err("longer than 40 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[A-Za-z_][A-Za-z0-9_]*$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z_][A-Za-z0-9_]*$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateToolRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CreateToolRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateToolRequestName {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -578,6 +1057,95 @@ pub mod types {
             Default::default()
         }
     }
+    ///The function a tool call calls.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct FunctionCall {
+        ///The arguments, as the model wrote them: a JSON object in a string.
+        pub arguments: ::std::string::String,
+        ///The tool's name.
+        pub name: FunctionCallName,
+    }
+    impl FunctionCall {
+        pub fn builder() -> builder::FunctionCall {
+            Default::default()
+        }
+    }
+    ///The tool's name.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct FunctionCallName(::std::string::String);
+    impl ::std::ops::Deref for FunctionCallName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<FunctionCallName> for ::std::string::String {
+        fn from(value: FunctionCallName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for FunctionCallName {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for FunctionCallName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for FunctionCallName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for FunctionCallName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The signature of a `function` tool.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct FunctionDef {
+        ///The JSON Schema of the arguments (an object schema; it must be a valid JSON Schema). Default: no arguments.
+        #[serde(default = "defaults::function_def_parameters")]
+        pub parameters: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+    }
+    impl ::std::default::Default for FunctionDef {
+        fn default() -> Self {
+            Self {
+                parameters: defaults::function_def_parameters(),
+            }
+        }
+    }
+    impl FunctionDef {
+        pub fn builder() -> builder::FunctionDef {
+            Default::default()
+        }
+    }
     ///`GET /api/healthz`.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct Health {
@@ -587,6 +1155,81 @@ pub mod types {
     impl Health {
         pub fn builder() -> builder::Health {
             Default::default()
+        }
+    }
+    ///`HttpMethod`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum HttpMethod {
+        #[serde(rename = "GET")]
+        Get,
+        #[serde(rename = "POST")]
+        Post,
+        #[serde(rename = "PUT")]
+        Put,
+        #[serde(rename = "PATCH")]
+        Patch,
+        #[serde(rename = "DELETE")]
+        Delete,
+        #[serde(rename = "HEAD")]
+        Head,
+        #[serde(rename = "OPTIONS")]
+        Options,
+    }
+    impl ::std::fmt::Display for HttpMethod {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Get => f.write_str("GET"),
+                Self::Post => f.write_str("POST"),
+                Self::Put => f.write_str("PUT"),
+                Self::Patch => f.write_str("PATCH"),
+                Self::Delete => f.write_str("DELETE"),
+                Self::Head => f.write_str("HEAD"),
+                Self::Options => f.write_str("OPTIONS"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for HttpMethod {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "GET" => Ok(Self::Get),
+                "POST" => Ok(Self::Post),
+                "PUT" => Ok(Self::Put),
+                "PATCH" => Ok(Self::Patch),
+                "DELETE" => Ok(Self::Delete),
+                "HEAD" => Ok(Self::Head),
+                "OPTIONS" => Ok(Self::Options),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for HttpMethod {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for HttpMethod {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
         }
     }
     ///The body of a 422: every violation of the request.
@@ -623,6 +1266,46 @@ pub mod types {
     }
     ///A list of records.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ListResponseForMessage {
+        pub items: ::std::vec::Vec<Message>,
+    }
+    impl ListResponseForMessage {
+        pub fn builder() -> builder::ListResponseForMessage {
+            Default::default()
+        }
+    }
+    ///A list of records.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ListResponseForSession {
+        pub items: ::std::vec::Vec<Session>,
+    }
+    impl ListResponseForSession {
+        pub fn builder() -> builder::ListResponseForSession {
+            Default::default()
+        }
+    }
+    ///A list of records.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ListResponseForTask {
+        pub items: ::std::vec::Vec<Task>,
+    }
+    impl ListResponseForTask {
+        pub fn builder() -> builder::ListResponseForTask {
+            Default::default()
+        }
+    }
+    ///A list of records.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ListResponseForTool {
+        pub items: ::std::vec::Vec<Tool>,
+    }
+    impl ListResponseForTool {
+        pub fn builder() -> builder::ListResponseForTool {
+            Default::default()
+        }
+    }
+    ///A list of records.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForUser {
         pub items: ::std::vec::Vec<User>,
     }
@@ -649,6 +1332,35 @@ pub mod types {
     impl ::std::convert::From<u32> for LocPart {
         fn from(value: u32) -> Self {
             Self::Uint(value)
+        }
+    }
+    ///One message of a session.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct Message {
+        pub content: ::std::string::String,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        ///The name of the participant who wrote it, if given.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub name: ::std::option::Option<::std::string::String>,
+        pub role: Role,
+        pub session_id: ::uuid::Uuid,
+        ///The tokens of `content` and `tool_calls` (`o200k_base` encoding).
+        pub token_count: i64,
+        ///The tool call a `tool` message answers.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tool_call_id: ::std::option::Option<::std::string::String>,
+        ///The tools an assistant message calls.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tool_calls: ::std::option::Option<::std::vec::Vec<ToolCall>>,
+    }
+    impl Message {
+        pub fn builder() -> builder::Message {
+            Default::default()
         }
     }
     ///Body of `PATCH /api/agents/{id}`: only the fields sent change; `metadata` is merged key by key.
@@ -840,6 +1552,146 @@ pub mod types {
         }
     }
     impl<'de> ::serde::Deserialize<'de> for PatchAgentRequestName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Body of `PATCH /api/agents/{id}/tools/{tool_id}`: only the fields sent change; `metadata` is merged key by key. Changing `type` drops the definition of the old type unless it is sent again.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    pub struct PatchToolRequest {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub api_call: ::std::option::Option<ApiCallDef>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<PatchToolRequestDescription>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub function: ::std::option::Option<FunctionDef>,
+        ///Merged into the stored metadata, top-level key by key; `null` clears it.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub name: ::std::option::Option<PatchToolRequestName>,
+        #[serde(rename = "type", skip_serializing_if = "::std::option::Option::is_none")]
+        pub type_: ::std::option::Option<ToolType>,
+    }
+    impl PatchToolRequest {
+        pub fn builder() -> builder::PatchToolRequest {
+            Default::default()
+        }
+    }
+    ///`PatchToolRequestDescription`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct PatchToolRequestDescription(::std::string::String);
+    impl ::std::ops::Deref for PatchToolRequestDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<PatchToolRequestDescription> for ::std::string::String {
+        fn from(value: PatchToolRequestDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for PatchToolRequestDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 16000usize {
+                return Err("longer than 16000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for PatchToolRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for PatchToolRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for PatchToolRequestDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`PatchToolRequestName`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct PatchToolRequestName(::std::string::String);
+    impl ::std::ops::Deref for PatchToolRequestName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<PatchToolRequestName> for ::std::string::String {
+        fn from(value: PatchToolRequestName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for PatchToolRequestName {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 40usize {
+                return Err("longer than 40 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[A-Za-z_][A-Za-z0-9_]*$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z_][A-Za-z0-9_]*$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for PatchToolRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for PatchToolRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for PatchToolRequestName {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -1054,6 +1906,254 @@ pub mod types {
                 })
         }
     }
+    ///Body of `PUT /api/agents/{id}/tasks`: a task, created or overwritten (omitted fields take their defaults). With an `id` of a task of this agent, that task is overwritten; with an `id` that does not exist, the task is created with it; without one, the agent's task of the same `name` is overwritten, or a new one created.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct PutTaskRequest {
+        ///At most 16,000 characters.
+        #[serde(default = "defaults::put_task_request_description")]
+        pub description: PutTaskRequestDescription,
+        ///The task to overwrite, or the id to create it with.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub id: ::std::option::Option<::uuid::Uuid>,
+        #[serde(default = "defaults::default_bool::<true>")]
+        pub inherit_tools: bool,
+        ///The JSON Schema of the task's input (it must be a valid JSON Schema), or null.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub input_schema: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        ///The steps, at least one. A step is an object with exactly one of the keys `prompt`, `tool_call`, `evaluate`, `if`, `foreach`, `return`, `log`, `sleep`, `wait_for_input`, `error`, which says its kind (other keys, such as `label`, `then`, `else`, are kept). The steps in an `if`'s `then`/`else` and a `foreach`'s `do` are checked the same way.
+        pub main: ::std::vec::Vec<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        ///The task's name, unique within its agent (1 to 255 characters).
+        pub name: PutTaskRequestName,
+        ///Tools available to the task besides the agent's; names unique within the task.
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub tools: ::std::vec::Vec<ToolDef>,
+    }
+    impl PutTaskRequest {
+        pub fn builder() -> builder::PutTaskRequest {
+            Default::default()
+        }
+    }
+    ///At most 16,000 characters.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct PutTaskRequestDescription(::std::string::String);
+    impl ::std::ops::Deref for PutTaskRequestDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<PutTaskRequestDescription> for ::std::string::String {
+        fn from(value: PutTaskRequestDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::default::Default for PutTaskRequestDescription {
+        fn default() -> Self {
+            PutTaskRequestDescription("".to_string())
+        }
+    }
+    impl ::std::str::FromStr for PutTaskRequestDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 16000usize {
+                return Err("longer than 16000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for PutTaskRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for PutTaskRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for PutTaskRequestDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The task's name, unique within its agent (1 to 255 characters).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct PutTaskRequestName(::std::string::String);
+    impl ::std::ops::Deref for PutTaskRequestName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<PutTaskRequestName> for ::std::string::String {
+        fn from(value: PutTaskRequestName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for PutTaskRequestName {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for PutTaskRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for PutTaskRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for PutTaskRequestName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Who wrote a message.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum Role {
+        #[serde(rename = "system")]
+        System,
+        #[serde(rename = "user")]
+        User,
+        #[serde(rename = "assistant")]
+        Assistant,
+        #[serde(rename = "tool")]
+        Tool,
+    }
+    impl ::std::fmt::Display for Role {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::System => f.write_str("system"),
+                Self::User => f.write_str("user"),
+                Self::Assistant => f.write_str("assistant"),
+                Self::Tool => f.write_str("tool"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for Role {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "system" => Ok(Self::System),
+                "user" => Ok(Self::User),
+                "assistant" => Ok(Self::Assistant),
+                "tool" => Ok(Self::Tool),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for Role {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for Role {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///A conversation between one or more agents and zero or more users.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct Session {
+        ///The agents taking part (at least one); the first answers chats by default.
+        pub agents: ::std::vec::Vec<::uuid::Uuid>,
+        ///What a chat does when its prompt is over `token_budget`; null answers 400.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub context_overflow: ::std::option::Option<ContextOverflow>,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        ///Whether the contents of new chat messages are rendered as templates too.
+        pub render_templates: bool,
+        ///Text added after the system prompt of every chat.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub situation: ::std::option::Option<::std::string::String>,
+        ///A minijinja (Jinja2) template for the system prompt; null means the built-in default.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub system_template: ::std::option::Option<::std::string::String>,
+        ///The most tokens a chat prompt may have; null means no limit.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub token_budget: ::std::option::Option<i64>,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///The users taking part.
+        pub users: ::std::vec::Vec<::uuid::Uuid>,
+    }
+    impl Session {
+        pub fn builder() -> builder::Session {
+            Default::default()
+        }
+    }
     ///`SortBy`
     #[derive(
         ::serde::Deserialize,
@@ -1107,6 +2207,414 @@ pub mod types {
             value: ::std::string::String,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
             value.parse()
+        }
+    }
+    ///A task: a named workflow of steps that an agent runs.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct Task {
+        ///The agent the task belongs to.
+        pub agent_id: ::uuid::Uuid,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        ///Whether the task may also use the agent's tools.
+        pub inherit_tools: bool,
+        ///The JSON Schema of the task's input, or null.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub input_schema: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        ///The steps, in order.
+        pub main: ::std::vec::Vec<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        pub name: ::std::string::String,
+        ///Tools available to the task besides the agent's.
+        pub tools: ::std::vec::Vec<ToolDef>,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl Task {
+        pub fn builder() -> builder::Task {
+            Default::default()
+        }
+    }
+    ///A tool of an agent.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct Tool {
+        ///The agent the tool belongs to.
+        pub agent_id: ::uuid::Uuid,
+        ///For `api_call` tools.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub api_call: ::std::option::Option<ApiCallDef>,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        ///For `function` tools.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub function: ::std::option::Option<FunctionDef>,
+        pub id: ::uuid::Uuid,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        pub name: ::std::string::String,
+        #[serde(rename = "type")]
+        pub type_: ToolType,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl Tool {
+        pub fn builder() -> builder::Tool {
+            Default::default()
+        }
+    }
+    ///A call of a tool by an assistant message (OpenAI's shape).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ToolCall {
+        pub function: FunctionCall,
+        ///The call's id; the `tool` message with its result names it in `tool_call_id`.
+        pub id: ToolCallId,
+        #[serde(rename = "type", default = "defaults::tool_call_type")]
+        pub type_: ToolCallType,
+    }
+    impl ToolCall {
+        pub fn builder() -> builder::ToolCall {
+            Default::default()
+        }
+    }
+    ///The call's id; the `tool` message with its result names it in `tool_call_id`.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ToolCallId(::std::string::String);
+    impl ::std::ops::Deref for ToolCallId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ToolCallId> for ::std::string::String {
+        fn from(value: ToolCallId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ToolCallId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolCallId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolCallId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ToolCallId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The kind of a tool call: always `function` (OpenAI's shape).
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum ToolCallType {
+        #[serde(rename = "function")]
+        Function,
+    }
+    impl ::std::fmt::Display for ToolCallType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Function => f.write_str("function"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ToolCallType {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "function" => Ok(Self::Function),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolCallType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolCallType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///A tool given inline, in a task's `tools`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ToolDef {
+        ///Required for `api_call` tools, and only for them.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub api_call: ::std::option::Option<ApiCallDef>,
+        #[serde(default = "defaults::tool_def_description")]
+        pub description: ToolDefDescription,
+        ///Required for `function` tools, and only for them.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub function: ::std::option::Option<FunctionDef>,
+        ///The tool's name, unique within the task (1 to 40 characters: a letter or `_`, then letters, digits or `_`).
+        pub name: ToolDefName,
+        #[serde(rename = "type")]
+        pub type_: ToolType,
+    }
+    impl ToolDef {
+        pub fn builder() -> builder::ToolDef {
+            Default::default()
+        }
+    }
+    ///`ToolDefDescription`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ToolDefDescription(::std::string::String);
+    impl ::std::ops::Deref for ToolDefDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ToolDefDescription> for ::std::string::String {
+        fn from(value: ToolDefDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::default::Default for ToolDefDescription {
+        fn default() -> Self {
+            ToolDefDescription("".to_string())
+        }
+    }
+    impl ::std::str::FromStr for ToolDefDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 16000usize {
+                return Err("longer than 16000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolDefDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolDefDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ToolDefDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The tool's name, unique within the task (1 to 40 characters: a letter or `_`, then letters, digits or `_`).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ToolDefName(::std::string::String);
+    impl ::std::ops::Deref for ToolDefName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ToolDefName> for ::std::string::String {
+        fn from(value: ToolDefName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ToolDefName {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 40usize {
+                return Err("longer than 40 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[A-Za-z_][A-Za-z0-9_]*$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z_][A-Za-z0-9_]*$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolDefName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolDefName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ToolDefName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///What a tool does when called.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum ToolType {
+        ///A function the client runs: the model's call is returned to the client.
+        #[serde(rename = "function")]
+        Function,
+        ///An HTTP request.
+        #[serde(rename = "api_call")]
+        ApiCall,
+    }
+    impl ::std::fmt::Display for ToolType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Function => f.write_str("function"),
+                Self::ApiCall => f.write_str("api_call"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ToolType {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "function" => Ok(Self::Function),
+                "api_call" => Ok(Self::ApiCall),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///Body of `PUT` and `PATCH /api/sessions/{id}`: only the fields sent change; `metadata` is merged key by key. The participants are fixed at creation: `agent(s)` and `user(s)` are ignored here, as any unknown field is.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    pub struct UpdateSessionRequest {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub context_overflow: ::std::option::Option<ContextOverflow>,
+        ///Merged into the stored metadata, top-level key by key; `null` clears it.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub render_templates: ::std::option::Option<bool>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub situation: ::std::option::Option<::std::string::String>,
+        ///A minijinja (Jinja2) template for the system prompt (it must compile); `null` restores the built-in default.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub system_template: ::std::option::Option<::std::string::String>,
+        ///The most tokens a chat prompt may have (at least 1); `null` removes the limit.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub token_budget: ::std::option::Option<::std::num::NonZeroU64>,
+    }
+    impl UpdateSessionRequest {
+        pub fn builder() -> builder::UpdateSessionRequest {
+            Default::default()
         }
     }
     ///Body of `PUT /api/users/{user_id}`: overwrites the user; omitted fields take their defaults.
@@ -1559,6 +3067,116 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ApiCallDef {
+            headers: ::std::result::Result<
+                ::std::option::Option<
+                    ::std::collections::HashMap<
+                        ::std::string::String,
+                        ::std::string::String,
+                    >,
+                >,
+                ::std::string::String,
+            >,
+            method: ::std::result::Result<super::HttpMethod, ::std::string::String>,
+            timeout_s: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU64>,
+                ::std::string::String,
+            >,
+            url: ::std::result::Result<super::ApiCallDefUrl, ::std::string::String>,
+        }
+        impl ::std::default::Default for ApiCallDef {
+            fn default() -> Self {
+                Self {
+                    headers: Ok(Default::default()),
+                    method: Err("no value supplied for method".to_string()),
+                    timeout_s: Ok(Default::default()),
+                    url: Err("no value supplied for url".to_string()),
+                }
+            }
+        }
+        impl ApiCallDef {
+            pub fn headers<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::std::collections::HashMap<
+                            ::std::string::String,
+                            ::std::string::String,
+                        >,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.headers = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for headers: {e}")
+                    });
+                self
+            }
+            pub fn method<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::HttpMethod>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.method = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for method: {e}")
+                    });
+                self
+            }
+            pub fn timeout_s<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::num::NonZeroU64>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.timeout_s = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for timeout_s: {e}")
+                    });
+                self
+            }
+            pub fn url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ApiCallDefUrl>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.url = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for url: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ApiCallDef> for super::ApiCallDef {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ApiCallDef,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    headers: value.headers?,
+                    method: value.method?,
+                    timeout_s: value.timeout_s?,
+                    url: value.url?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ApiCallDef> for ApiCallDef {
+            fn from(value: super::ApiCallDef) -> Self {
+                Self {
+                    headers: Ok(value.headers),
+                    method: Ok(value.method),
+                    timeout_s: Ok(value.timeout_s),
+                    url: Ok(value.url),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ChatSettings {
             frequency_penalty: ::std::result::Result<
                 ::std::option::Option<f64>,
@@ -1874,6 +3492,530 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct CreateMessageRequest {
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<
+                ::std::option::Option<super::CreateMessageRequestName>,
+                ::std::string::String,
+            >,
+            role: ::std::result::Result<super::Role, ::std::string::String>,
+            tool_call_id: ::std::result::Result<
+                ::std::option::Option<super::CreateMessageRequestToolCallId>,
+                ::std::string::String,
+            >,
+            tool_calls: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::ToolCall>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for CreateMessageRequest {
+            fn default() -> Self {
+                Self {
+                    content: Err("no value supplied for content".to_string()),
+                    metadata: Ok(Default::default()),
+                    name: Ok(Default::default()),
+                    role: Err("no value supplied for role".to_string()),
+                    tool_call_id: Ok(Default::default()),
+                    tool_calls: Ok(Default::default()),
+                }
+            }
+        }
+        impl CreateMessageRequest {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for content: {e}")
+                    });
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::CreateMessageRequestName>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::Role>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for role: {e}")
+                    });
+                self
+            }
+            pub fn tool_call_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::CreateMessageRequestToolCallId>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_call_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tool_call_id: {e}")
+                    });
+                self
+            }
+            pub fn tool_calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<super::ToolCall>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_calls = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tool_calls: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CreateMessageRequest>
+        for super::CreateMessageRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CreateMessageRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    metadata: value.metadata?,
+                    name: value.name?,
+                    role: value.role?,
+                    tool_call_id: value.tool_call_id?,
+                    tool_calls: value.tool_calls?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CreateMessageRequest> for CreateMessageRequest {
+            fn from(value: super::CreateMessageRequest) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    metadata: Ok(value.metadata),
+                    name: Ok(value.name),
+                    role: Ok(value.role),
+                    tool_call_id: Ok(value.tool_call_id),
+                    tool_calls: Ok(value.tool_calls),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CreateSessionRequest {
+            agent: ::std::result::Result<
+                ::std::option::Option<::uuid::Uuid>,
+                ::std::string::String,
+            >,
+            agents: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+                ::std::string::String,
+            >,
+            context_overflow: ::std::result::Result<
+                ::std::option::Option<super::ContextOverflow>,
+                ::std::string::String,
+            >,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            render_templates: ::std::result::Result<bool, ::std::string::String>,
+            situation: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            system_template: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            token_budget: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU64>,
+                ::std::string::String,
+            >,
+            user: ::std::result::Result<
+                ::std::option::Option<::uuid::Uuid>,
+                ::std::string::String,
+            >,
+            users: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for CreateSessionRequest {
+            fn default() -> Self {
+                Self {
+                    agent: Ok(Default::default()),
+                    agents: Ok(Default::default()),
+                    context_overflow: Ok(Default::default()),
+                    metadata: Ok(Default::default()),
+                    render_templates: Ok(super::defaults::default_bool::<true>()),
+                    situation: Ok(Default::default()),
+                    system_template: Ok(Default::default()),
+                    token_budget: Ok(Default::default()),
+                    user: Ok(Default::default()),
+                    users: Ok(Default::default()),
+                }
+            }
+        }
+        impl CreateSessionRequest {
+            pub fn agent<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for agent: {e}")
+                    });
+                self
+            }
+            pub fn agents<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agents = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for agents: {e}")
+                    });
+                self
+            }
+            pub fn context_overflow<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ContextOverflow>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.context_overflow = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for context_overflow: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn render_templates<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.render_templates = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for render_templates: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn situation<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.situation = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for situation: {e}")
+                    });
+                self
+            }
+            pub fn system_template<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.system_template = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for system_template: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn token_budget<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::num::NonZeroU64>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.token_budget = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for token_budget: {e}")
+                    });
+                self
+            }
+            pub fn user<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for user: {e}")
+                    });
+                self
+            }
+            pub fn users<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.users = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for users: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CreateSessionRequest>
+        for super::CreateSessionRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CreateSessionRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent: value.agent?,
+                    agents: value.agents?,
+                    context_overflow: value.context_overflow?,
+                    metadata: value.metadata?,
+                    render_templates: value.render_templates?,
+                    situation: value.situation?,
+                    system_template: value.system_template?,
+                    token_budget: value.token_budget?,
+                    user: value.user?,
+                    users: value.users?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CreateSessionRequest> for CreateSessionRequest {
+            fn from(value: super::CreateSessionRequest) -> Self {
+                Self {
+                    agent: Ok(value.agent),
+                    agents: Ok(value.agents),
+                    context_overflow: Ok(value.context_overflow),
+                    metadata: Ok(value.metadata),
+                    render_templates: Ok(value.render_templates),
+                    situation: Ok(value.situation),
+                    system_template: Ok(value.system_template),
+                    token_budget: Ok(value.token_budget),
+                    user: Ok(value.user),
+                    users: Ok(value.users),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CreateToolRequest {
+            api_call: ::std::result::Result<
+                ::std::option::Option<super::ApiCallDef>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<
+                super::CreateToolRequestDescription,
+                ::std::string::String,
+            >,
+            function: ::std::result::Result<
+                ::std::option::Option<super::FunctionDef>,
+                ::std::string::String,
+            >,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<
+                super::CreateToolRequestName,
+                ::std::string::String,
+            >,
+            type_: ::std::result::Result<super::ToolType, ::std::string::String>,
+        }
+        impl ::std::default::Default for CreateToolRequest {
+            fn default() -> Self {
+                Self {
+                    api_call: Ok(Default::default()),
+                    description: Ok(super::defaults::create_tool_request_description()),
+                    function: Ok(Default::default()),
+                    metadata: Ok(Default::default()),
+                    name: Err("no value supplied for name".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl CreateToolRequest {
+            pub fn api_call<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ApiCallDef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.api_call = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for api_call: {e}")
+                    });
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::CreateToolRequestDescription>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for description: {e}")
+                    });
+                self
+            }
+            pub fn function<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::FunctionDef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.function = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for function: {e}")
+                    });
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::CreateToolRequestName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CreateToolRequest> for super::CreateToolRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CreateToolRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    api_call: value.api_call?,
+                    description: value.description?,
+                    function: value.function?,
+                    metadata: value.metadata?,
+                    name: value.name?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CreateToolRequest> for CreateToolRequest {
+            fn from(value: super::CreateToolRequest) -> Self {
+                Self {
+                    api_call: Ok(value.api_call),
+                    description: Ok(value.description),
+                    function: Ok(value.function),
+                    metadata: Ok(value.metadata),
+                    name: Ok(value.name),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct CreateUserRequest {
             about: ::std::result::Result<
                 super::CreateUserRequestAbout,
@@ -2063,6 +4205,114 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct FunctionCall {
+            arguments: ::std::result::Result<
+                ::std::string::String,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<super::FunctionCallName, ::std::string::String>,
+        }
+        impl ::std::default::Default for FunctionCall {
+            fn default() -> Self {
+                Self {
+                    arguments: Err("no value supplied for arguments".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl FunctionCall {
+            pub fn arguments<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.arguments = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for arguments: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::FunctionCallName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<FunctionCall> for super::FunctionCall {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: FunctionCall,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    arguments: value.arguments?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::FunctionCall> for FunctionCall {
+            fn from(value: super::FunctionCall) -> Self {
+                Self {
+                    arguments: Ok(value.arguments),
+                    name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct FunctionDef {
+            parameters: ::std::result::Result<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for FunctionDef {
+            fn default() -> Self {
+                Self {
+                    parameters: Ok(super::defaults::function_def_parameters()),
+                }
+            }
+        }
+        impl FunctionDef {
+            pub fn parameters<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.parameters = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for parameters: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<FunctionDef> for super::FunctionDef {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: FunctionDef,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    parameters: value.parameters?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::FunctionDef> for FunctionDef {
+            fn from(value: super::FunctionDef) -> Self {
+                Self {
+                    parameters: Ok(value.parameters),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct Health {
             status: ::std::result::Result<::std::string::String, ::std::string::String>,
         }
@@ -2185,6 +4435,176 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ListResponseForMessage {
+            items: ::std::result::Result<
+                ::std::vec::Vec<super::Message>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ListResponseForMessage {
+            fn default() -> Self {
+                Self {
+                    items: Err("no value supplied for items".to_string()),
+                }
+            }
+        }
+        impl ListResponseForMessage {
+            pub fn items<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Message>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.items = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for items: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ListResponseForMessage>
+        for super::ListResponseForMessage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ListResponseForMessage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { items: value.items? })
+            }
+        }
+        impl ::std::convert::From<super::ListResponseForMessage>
+        for ListResponseForMessage {
+            fn from(value: super::ListResponseForMessage) -> Self {
+                Self { items: Ok(value.items) }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ListResponseForSession {
+            items: ::std::result::Result<
+                ::std::vec::Vec<super::Session>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ListResponseForSession {
+            fn default() -> Self {
+                Self {
+                    items: Err("no value supplied for items".to_string()),
+                }
+            }
+        }
+        impl ListResponseForSession {
+            pub fn items<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Session>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.items = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for items: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ListResponseForSession>
+        for super::ListResponseForSession {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ListResponseForSession,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { items: value.items? })
+            }
+        }
+        impl ::std::convert::From<super::ListResponseForSession>
+        for ListResponseForSession {
+            fn from(value: super::ListResponseForSession) -> Self {
+                Self { items: Ok(value.items) }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ListResponseForTask {
+            items: ::std::result::Result<
+                ::std::vec::Vec<super::Task>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ListResponseForTask {
+            fn default() -> Self {
+                Self {
+                    items: Err("no value supplied for items".to_string()),
+                }
+            }
+        }
+        impl ListResponseForTask {
+            pub fn items<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Task>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.items = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for items: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ListResponseForTask>
+        for super::ListResponseForTask {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ListResponseForTask,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { items: value.items? })
+            }
+        }
+        impl ::std::convert::From<super::ListResponseForTask> for ListResponseForTask {
+            fn from(value: super::ListResponseForTask) -> Self {
+                Self { items: Ok(value.items) }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ListResponseForTool {
+            items: ::std::result::Result<
+                ::std::vec::Vec<super::Tool>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ListResponseForTool {
+            fn default() -> Self {
+                Self {
+                    items: Err("no value supplied for items".to_string()),
+                }
+            }
+        }
+        impl ListResponseForTool {
+            pub fn items<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Tool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.items = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for items: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ListResponseForTool>
+        for super::ListResponseForTool {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ListResponseForTool,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { items: value.items? })
+            }
+        }
+        impl ::std::convert::From<super::ListResponseForTool> for ListResponseForTool {
+            fn from(value: super::ListResponseForTool) -> Self {
+                Self { items: Ok(value.items) }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ListResponseForUser {
             items: ::std::result::Result<
                 ::std::vec::Vec<super::User>,
@@ -2224,6 +4644,213 @@ pub mod types {
         impl ::std::convert::From<super::ListResponseForUser> for ListResponseForUser {
             fn from(value: super::ListResponseForUser) -> Self {
                 Self { items: Ok(value.items) }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct Message {
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            role: ::std::result::Result<super::Role, ::std::string::String>,
+            session_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            token_count: ::std::result::Result<i64, ::std::string::String>,
+            tool_call_id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            tool_calls: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::ToolCall>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for Message {
+            fn default() -> Self {
+                Self {
+                    content: Err("no value supplied for content".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    metadata: Ok(Default::default()),
+                    name: Ok(Default::default()),
+                    role: Err("no value supplied for role".to_string()),
+                    session_id: Err("no value supplied for session_id".to_string()),
+                    token_count: Err("no value supplied for token_count".to_string()),
+                    tool_call_id: Ok(Default::default()),
+                    tool_calls: Ok(Default::default()),
+                }
+            }
+        }
+        impl Message {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for content: {e}")
+                    });
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created_at: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::Role>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for role: {e}")
+                    });
+                self
+            }
+            pub fn session_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.session_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for session_id: {e}")
+                    });
+                self
+            }
+            pub fn token_count<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.token_count = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for token_count: {e}")
+                    });
+                self
+            }
+            pub fn tool_call_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_call_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tool_call_id: {e}")
+                    });
+                self
+            }
+            pub fn tool_calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<super::ToolCall>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_calls = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tool_calls: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Message> for super::Message {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Message,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    metadata: value.metadata?,
+                    name: value.name?,
+                    role: value.role?,
+                    session_id: value.session_id?,
+                    token_count: value.token_count?,
+                    tool_call_id: value.tool_call_id?,
+                    tool_calls: value.tool_calls?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Message> for Message {
+            fn from(value: super::Message) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    metadata: Ok(value.metadata),
+                    name: Ok(value.name),
+                    role: Ok(value.role),
+                    session_id: Ok(value.session_id),
+                    token_count: Ok(value.token_count),
+                    tool_call_id: Ok(value.tool_call_id),
+                    tool_calls: Ok(value.tool_calls),
+                }
             }
         }
         #[derive(Clone, Debug)]
@@ -2381,6 +5008,156 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct PatchToolRequest {
+            api_call: ::std::result::Result<
+                ::std::option::Option<super::ApiCallDef>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<
+                ::std::option::Option<super::PatchToolRequestDescription>,
+                ::std::string::String,
+            >,
+            function: ::std::result::Result<
+                ::std::option::Option<super::FunctionDef>,
+                ::std::string::String,
+            >,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<
+                ::std::option::Option<super::PatchToolRequestName>,
+                ::std::string::String,
+            >,
+            type_: ::std::result::Result<
+                ::std::option::Option<super::ToolType>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for PatchToolRequest {
+            fn default() -> Self {
+                Self {
+                    api_call: Ok(Default::default()),
+                    description: Ok(Default::default()),
+                    function: Ok(Default::default()),
+                    metadata: Ok(Default::default()),
+                    name: Ok(Default::default()),
+                    type_: Ok(Default::default()),
+                }
+            }
+        }
+        impl PatchToolRequest {
+            pub fn api_call<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ApiCallDef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.api_call = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for api_call: {e}")
+                    });
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::PatchToolRequestDescription>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for description: {e}")
+                    });
+                self
+            }
+            pub fn function<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::FunctionDef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.function = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for function: {e}")
+                    });
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::PatchToolRequestName>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ToolType>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<PatchToolRequest> for super::PatchToolRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: PatchToolRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    api_call: value.api_call?,
+                    description: value.description?,
+                    function: value.function?,
+                    metadata: value.metadata?,
+                    name: value.name?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::PatchToolRequest> for PatchToolRequest {
+            fn from(value: super::PatchToolRequest) -> Self {
+                Self {
+                    api_call: Ok(value.api_call),
+                    description: Ok(value.description),
+                    function: Ok(value.function),
+                    metadata: Ok(value.metadata),
+                    name: Ok(value.name),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct PatchUserRequest {
             about: ::std::result::Result<
                 ::std::option::Option<super::PatchUserRequestAbout>,
@@ -2491,6 +5268,1233 @@ pub mod types {
                     metadata: Ok(value.metadata),
                     name: Ok(value.name),
                     project: Ok(value.project),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct PutTaskRequest {
+            description: ::std::result::Result<
+                super::PutTaskRequestDescription,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<
+                ::std::option::Option<::uuid::Uuid>,
+                ::std::string::String,
+            >,
+            inherit_tools: ::std::result::Result<bool, ::std::string::String>,
+            input_schema: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            main: ::std::result::Result<
+                ::std::vec::Vec<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<
+                super::PutTaskRequestName,
+                ::std::string::String,
+            >,
+            tools: ::std::result::Result<
+                ::std::vec::Vec<super::ToolDef>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for PutTaskRequest {
+            fn default() -> Self {
+                Self {
+                    description: Ok(super::defaults::put_task_request_description()),
+                    id: Ok(Default::default()),
+                    inherit_tools: Ok(super::defaults::default_bool::<true>()),
+                    input_schema: Ok(Default::default()),
+                    main: Err("no value supplied for main".to_string()),
+                    metadata: Ok(Default::default()),
+                    name: Err("no value supplied for name".to_string()),
+                    tools: Ok(Default::default()),
+                }
+            }
+        }
+        impl PutTaskRequest {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::PutTaskRequestDescription>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for description: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn inherit_tools<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.inherit_tools = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for inherit_tools: {e}")
+                    });
+                self
+            }
+            pub fn input_schema<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input_schema = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for input_schema: {e}")
+                    });
+                self
+            }
+            pub fn main<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::vec::Vec<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.main = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for main: {e}")
+                    });
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::PutTaskRequestName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+            pub fn tools<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ToolDef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tools = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tools: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<PutTaskRequest> for super::PutTaskRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: PutTaskRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    id: value.id?,
+                    inherit_tools: value.inherit_tools?,
+                    input_schema: value.input_schema?,
+                    main: value.main?,
+                    metadata: value.metadata?,
+                    name: value.name?,
+                    tools: value.tools?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::PutTaskRequest> for PutTaskRequest {
+            fn from(value: super::PutTaskRequest) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    inherit_tools: Ok(value.inherit_tools),
+                    input_schema: Ok(value.input_schema),
+                    main: Ok(value.main),
+                    metadata: Ok(value.metadata),
+                    name: Ok(value.name),
+                    tools: Ok(value.tools),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct Session {
+            agents: ::std::result::Result<
+                ::std::vec::Vec<::uuid::Uuid>,
+                ::std::string::String,
+            >,
+            context_overflow: ::std::result::Result<
+                ::std::option::Option<super::ContextOverflow>,
+                ::std::string::String,
+            >,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            render_templates: ::std::result::Result<bool, ::std::string::String>,
+            situation: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            system_template: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            token_budget: ::std::result::Result<
+                ::std::option::Option<i64>,
+                ::std::string::String,
+            >,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            users: ::std::result::Result<
+                ::std::vec::Vec<::uuid::Uuid>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for Session {
+            fn default() -> Self {
+                Self {
+                    agents: Err("no value supplied for agents".to_string()),
+                    context_overflow: Ok(Default::default()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    metadata: Ok(Default::default()),
+                    render_templates: Err(
+                        "no value supplied for render_templates".to_string(),
+                    ),
+                    situation: Ok(Default::default()),
+                    system_template: Ok(Default::default()),
+                    token_budget: Ok(Default::default()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                    users: Err("no value supplied for users".to_string()),
+                }
+            }
+        }
+        impl Session {
+            pub fn agents<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agents = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for agents: {e}")
+                    });
+                self
+            }
+            pub fn context_overflow<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ContextOverflow>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.context_overflow = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for context_overflow: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created_at: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn render_templates<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.render_templates = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for render_templates: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn situation<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.situation = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for situation: {e}")
+                    });
+                self
+            }
+            pub fn system_template<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.system_template = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for system_template: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn token_budget<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<i64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.token_budget = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for token_budget: {e}")
+                    });
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for updated_at: {e}")
+                    });
+                self
+            }
+            pub fn users<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.users = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for users: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Session> for super::Session {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Session,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agents: value.agents?,
+                    context_overflow: value.context_overflow?,
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    metadata: value.metadata?,
+                    render_templates: value.render_templates?,
+                    situation: value.situation?,
+                    system_template: value.system_template?,
+                    token_budget: value.token_budget?,
+                    updated_at: value.updated_at?,
+                    users: value.users?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Session> for Session {
+            fn from(value: super::Session) -> Self {
+                Self {
+                    agents: Ok(value.agents),
+                    context_overflow: Ok(value.context_overflow),
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    metadata: Ok(value.metadata),
+                    render_templates: Ok(value.render_templates),
+                    situation: Ok(value.situation),
+                    system_template: Ok(value.system_template),
+                    token_budget: Ok(value.token_budget),
+                    updated_at: Ok(value.updated_at),
+                    users: Ok(value.users),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct Task {
+            agent_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<
+                ::std::string::String,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            inherit_tools: ::std::result::Result<bool, ::std::string::String>,
+            input_schema: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            main: ::std::result::Result<
+                ::std::vec::Vec<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            tools: ::std::result::Result<
+                ::std::vec::Vec<super::ToolDef>,
+                ::std::string::String,
+            >,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for Task {
+            fn default() -> Self {
+                Self {
+                    agent_id: Err("no value supplied for agent_id".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    inherit_tools: Err(
+                        "no value supplied for inherit_tools".to_string(),
+                    ),
+                    input_schema: Ok(Default::default()),
+                    main: Err("no value supplied for main".to_string()),
+                    metadata: Ok(Default::default()),
+                    name: Err("no value supplied for name".to_string()),
+                    tools: Err("no value supplied for tools".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl Task {
+            pub fn agent_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for agent_id: {e}")
+                    });
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created_at: {e}")
+                    });
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for description: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn inherit_tools<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.inherit_tools = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for inherit_tools: {e}")
+                    });
+                self
+            }
+            pub fn input_schema<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input_schema = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for input_schema: {e}")
+                    });
+                self
+            }
+            pub fn main<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::vec::Vec<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.main = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for main: {e}")
+                    });
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+            pub fn tools<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ToolDef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tools = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tools: {e}")
+                    });
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for updated_at: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Task> for super::Task {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Task,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_id: value.agent_id?,
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    id: value.id?,
+                    inherit_tools: value.inherit_tools?,
+                    input_schema: value.input_schema?,
+                    main: value.main?,
+                    metadata: value.metadata?,
+                    name: value.name?,
+                    tools: value.tools?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Task> for Task {
+            fn from(value: super::Task) -> Self {
+                Self {
+                    agent_id: Ok(value.agent_id),
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    inherit_tools: Ok(value.inherit_tools),
+                    input_schema: Ok(value.input_schema),
+                    main: Ok(value.main),
+                    metadata: Ok(value.metadata),
+                    name: Ok(value.name),
+                    tools: Ok(value.tools),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct Tool {
+            agent_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            api_call: ::std::result::Result<
+                ::std::option::Option<super::ApiCallDef>,
+                ::std::string::String,
+            >,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<
+                ::std::string::String,
+                ::std::string::String,
+            >,
+            function: ::std::result::Result<
+                ::std::option::Option<super::FunctionDef>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<super::ToolType, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for Tool {
+            fn default() -> Self {
+                Self {
+                    agent_id: Err("no value supplied for agent_id".to_string()),
+                    api_call: Ok(Default::default()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    function: Ok(Default::default()),
+                    id: Err("no value supplied for id".to_string()),
+                    metadata: Ok(Default::default()),
+                    name: Err("no value supplied for name".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl Tool {
+            pub fn agent_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for agent_id: {e}")
+                    });
+                self
+            }
+            pub fn api_call<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ApiCallDef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.api_call = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for api_call: {e}")
+                    });
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created_at: {e}")
+                    });
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for description: {e}")
+                    });
+                self
+            }
+            pub fn function<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::FunctionDef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.function = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for function: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for updated_at: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Tool> for super::Tool {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Tool,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_id: value.agent_id?,
+                    api_call: value.api_call?,
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    function: value.function?,
+                    id: value.id?,
+                    metadata: value.metadata?,
+                    name: value.name?,
+                    type_: value.type_?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Tool> for Tool {
+            fn from(value: super::Tool) -> Self {
+                Self {
+                    agent_id: Ok(value.agent_id),
+                    api_call: Ok(value.api_call),
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    function: Ok(value.function),
+                    id: Ok(value.id),
+                    metadata: Ok(value.metadata),
+                    name: Ok(value.name),
+                    type_: Ok(value.type_),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ToolCall {
+            function: ::std::result::Result<super::FunctionCall, ::std::string::String>,
+            id: ::std::result::Result<super::ToolCallId, ::std::string::String>,
+            type_: ::std::result::Result<super::ToolCallType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ToolCall {
+            fn default() -> Self {
+                Self {
+                    function: Err("no value supplied for function".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    type_: Ok(super::defaults::tool_call_type()),
+                }
+            }
+        }
+        impl ToolCall {
+            pub fn function<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::FunctionCall>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.function = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for function: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolCallId>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolCallType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ToolCall> for super::ToolCall {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ToolCall,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    function: value.function?,
+                    id: value.id?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ToolCall> for ToolCall {
+            fn from(value: super::ToolCall) -> Self {
+                Self {
+                    function: Ok(value.function),
+                    id: Ok(value.id),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ToolDef {
+            api_call: ::std::result::Result<
+                ::std::option::Option<super::ApiCallDef>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<
+                super::ToolDefDescription,
+                ::std::string::String,
+            >,
+            function: ::std::result::Result<
+                ::std::option::Option<super::FunctionDef>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<super::ToolDefName, ::std::string::String>,
+            type_: ::std::result::Result<super::ToolType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ToolDef {
+            fn default() -> Self {
+                Self {
+                    api_call: Ok(Default::default()),
+                    description: Ok(super::defaults::tool_def_description()),
+                    function: Ok(Default::default()),
+                    name: Err("no value supplied for name".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ToolDef {
+            pub fn api_call<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ApiCallDef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.api_call = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for api_call: {e}")
+                    });
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolDefDescription>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for description: {e}")
+                    });
+                self
+            }
+            pub fn function<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::FunctionDef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.function = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for function: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolDefName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ToolDef> for super::ToolDef {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ToolDef,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    api_call: value.api_call?,
+                    description: value.description?,
+                    function: value.function?,
+                    name: value.name?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ToolDef> for ToolDef {
+            fn from(value: super::ToolDef) -> Self {
+                Self {
+                    api_call: Ok(value.api_call),
+                    description: Ok(value.description),
+                    function: Ok(value.function),
+                    name: Ok(value.name),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct UpdateSessionRequest {
+            context_overflow: ::std::result::Result<
+                ::std::option::Option<super::ContextOverflow>,
+                ::std::string::String,
+            >,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            render_templates: ::std::result::Result<
+                ::std::option::Option<bool>,
+                ::std::string::String,
+            >,
+            situation: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            system_template: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            token_budget: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU64>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for UpdateSessionRequest {
+            fn default() -> Self {
+                Self {
+                    context_overflow: Ok(Default::default()),
+                    metadata: Ok(Default::default()),
+                    render_templates: Ok(Default::default()),
+                    situation: Ok(Default::default()),
+                    system_template: Ok(Default::default()),
+                    token_budget: Ok(Default::default()),
+                }
+            }
+        }
+        impl UpdateSessionRequest {
+            pub fn context_overflow<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ContextOverflow>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.context_overflow = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for context_overflow: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn render_templates<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.render_templates = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for render_templates: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn situation<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.situation = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for situation: {e}")
+                    });
+                self
+            }
+            pub fn system_template<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.system_template = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for system_template: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn token_budget<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::num::NonZeroU64>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.token_budget = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for token_budget: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<UpdateSessionRequest>
+        for super::UpdateSessionRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: UpdateSessionRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    context_overflow: value.context_overflow?,
+                    metadata: value.metadata?,
+                    render_templates: value.render_templates?,
+                    situation: value.situation?,
+                    system_template: value.system_template?,
+                    token_budget: value.token_budget?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::UpdateSessionRequest> for UpdateSessionRequest {
+            fn from(value: super::UpdateSessionRequest) -> Self {
+                Self {
+                    context_overflow: Ok(value.context_overflow),
+                    metadata: Ok(value.metadata),
+                    render_templates: Ok(value.render_templates),
+                    situation: Ok(value.situation),
+                    system_template: Ok(value.system_template),
+                    token_budget: Ok(value.token_budget),
                 }
             }
         }
@@ -2840,14 +6844,46 @@ pub mod types {
     }
     /// Generation of default values for serde.
     pub mod defaults {
+        pub(super) fn default_bool<const V: bool>() -> bool {
+            V
+        }
         pub(super) fn create_agent_request_about() -> super::CreateAgentRequestAbout {
             super::CreateAgentRequestAbout("".to_string())
         }
         pub(super) fn create_agent_request_model() -> super::CreateAgentRequestModel {
             super::CreateAgentRequestModel("".to_string())
         }
+        pub(super) fn create_tool_request_description() -> super::CreateToolRequestDescription {
+            super::CreateToolRequestDescription("".to_string())
+        }
         pub(super) fn create_user_request_about() -> super::CreateUserRequestAbout {
             super::CreateUserRequestAbout("".to_string())
+        }
+        pub(super) fn function_def_parameters() -> ::serde_json::Map<
+            ::std::string::String,
+            ::serde_json::Value,
+        > {
+            [
+                (
+                    "properties".to_string(),
+                    ::serde_json::from_str::<::serde_json::Value>("{}").unwrap(),
+                ),
+                (
+                    "type".to_string(),
+                    ::serde_json::from_str::<::serde_json::Value>("\"object\"").unwrap(),
+                ),
+            ]
+                .into_iter()
+                .collect()
+        }
+        pub(super) fn put_task_request_description() -> super::PutTaskRequestDescription {
+            super::PutTaskRequestDescription("".to_string())
+        }
+        pub(super) fn tool_call_type() -> super::ToolCallType {
+            super::ToolCallType::Function
+        }
+        pub(super) fn tool_def_description() -> super::ToolDefDescription {
+            super::ToolDefDescription("".to_string())
         }
         pub(super) fn update_user_request_about() -> super::UpdateUserRequestAbout {
             super::UpdateUserRequestAbout("".to_string())
@@ -3051,6 +7087,187 @@ let response = client.agent_patch()
     pub fn agent_patch(&self) -> builder::AgentPatch<'_> {
         builder::AgentPatch::new(self)
     }
+    /**List an agent's tasks
+
+Sends a `GET` request to `/api/agents/{id}/tasks`
+
+Arguments:
+- `id`: The agent's id.
+- `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
+- `limit`: How many records to answer (1 to 1000).
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `offset`: How many matching records to skip first.
+- `sort_by`: The timestamp to order by.
+```ignore
+let response = client.task_list()
+    .id(id)
+    .direction(direction)
+    .limit(limit)
+    .metadata_filter(metadata_filter)
+    .offset(offset)
+    .sort_by(sort_by)
+    .send()
+    .await;
+```*/
+    pub fn task_list(&self) -> builder::TaskList<'_> {
+        builder::TaskList::new(self)
+    }
+    /**Create or update a task of an agent
+
+The interface writes this route `PUT /api/agents/{parent_id}/tasks`; it is the same route on the wire (Dropshot needs one variable name per path position, and the agent is `{id}` throughout `/api/agents/`). With an `id` of a task of this agent: that task is overwritten. With an `id` that does not exist: the task is created with it (an id of another agent's task is a 409). With no `id`: the agent's task of the same `name` is overwritten, or a new task is created. Omitted fields take their defaults. Answers 200 with the task in every case.
+
+Sends a `PUT` request to `/api/agents/{id}/tasks`
+
+Arguments:
+- `id`: The agent's id.
+- `body`
+```ignore
+let response = client.task_create_or_update()
+    .id(id)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn task_create_or_update(&self) -> builder::TaskCreateOrUpdate<'_> {
+        builder::TaskCreateOrUpdate::new(self)
+    }
+    /**Get a task of an agent
+
+Sends a `GET` request to `/api/agents/{id}/tasks/{task_id}`
+
+Arguments:
+- `id`: The agent's id.
+- `task_id`: The task's id.
+```ignore
+let response = client.task_get()
+    .id(id)
+    .task_id(task_id)
+    .send()
+    .await;
+```*/
+    pub fn task_get(&self) -> builder::TaskGet<'_> {
+        builder::TaskGet::new(self)
+    }
+    /**Delete a task of an agent
+
+Sends a `DELETE` request to `/api/agents/{id}/tasks/{task_id}`
+
+Arguments:
+- `id`: The agent's id.
+- `task_id`: The task's id.
+```ignore
+let response = client.task_delete()
+    .id(id)
+    .task_id(task_id)
+    .send()
+    .await;
+```*/
+    pub fn task_delete(&self) -> builder::TaskDelete<'_> {
+        builder::TaskDelete::new(self)
+    }
+    /**List an agent's tools
+
+Sends a `GET` request to `/api/agents/{id}/tools`
+
+Arguments:
+- `id`: The agent's id.
+- `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
+- `limit`: How many records to answer (1 to 1000).
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `offset`: How many matching records to skip first.
+- `sort_by`: The timestamp to order by.
+```ignore
+let response = client.tool_list()
+    .id(id)
+    .direction(direction)
+    .limit(limit)
+    .metadata_filter(metadata_filter)
+    .offset(offset)
+    .sort_by(sort_by)
+    .send()
+    .await;
+```*/
+    pub fn tool_list(&self) -> builder::ToolList<'_> {
+        builder::ToolList::new(self)
+    }
+    /**Create a tool of an agent
+
+Its name is unique within the agent (409 otherwise).
+
+Sends a `POST` request to `/api/agents/{id}/tools`
+
+Arguments:
+- `id`: The agent's id.
+- `body`
+```ignore
+let response = client.tool_create()
+    .id(id)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn tool_create(&self) -> builder::ToolCreate<'_> {
+        builder::ToolCreate::new(self)
+    }
+    /**Overwrite a tool of an agent
+
+Fields that are omitted take their defaults. The tool must exist (404 otherwise).
+
+Sends a `PUT` request to `/api/agents/{id}/tools/{tool_id}`
+
+Arguments:
+- `id`: The agent's id.
+- `tool_id`: The tool's id.
+- `body`
+```ignore
+let response = client.tool_update()
+    .id(id)
+    .tool_id(tool_id)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn tool_update(&self) -> builder::ToolUpdate<'_> {
+        builder::ToolUpdate::new(self)
+    }
+    /**Delete a tool of an agent
+
+Sends a `DELETE` request to `/api/agents/{id}/tools/{tool_id}`
+
+Arguments:
+- `id`: The agent's id.
+- `tool_id`: The tool's id.
+```ignore
+let response = client.tool_delete()
+    .id(id)
+    .tool_id(tool_id)
+    .send()
+    .await;
+```*/
+    pub fn tool_delete(&self) -> builder::ToolDelete<'_> {
+        builder::ToolDelete::new(self)
+    }
+    /**Change some fields of a tool of an agent
+
+Only the fields sent change; `metadata` is merged key by key (shallow).
+
+Sends a `PATCH` request to `/api/agents/{id}/tools/{tool_id}`
+
+Arguments:
+- `id`: The agent's id.
+- `tool_id`: The tool's id.
+- `body`
+```ignore
+let response = client.tool_patch()
+    .id(id)
+    .tool_id(tool_id)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn tool_patch(&self) -> builder::ToolPatch<'_> {
+        builder::ToolPatch::new(self)
+    }
     /**Health check (no API key needed)
 
 Sends a `GET` request to `/api/healthz`
@@ -3074,6 +7291,171 @@ let response = client.openapi_document()
 ```*/
     pub fn openapi_document(&self) -> builder::OpenapiDocument<'_> {
         builder::OpenapiDocument::new(self)
+    }
+    /**List sessions
+
+Sends a `GET` request to `/api/sessions`
+
+Arguments:
+- `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
+- `limit`: How many records to answer (1 to 1000).
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `offset`: How many matching records to skip first.
+- `sort_by`: The timestamp to order by.
+```ignore
+let response = client.session_list()
+    .direction(direction)
+    .limit(limit)
+    .metadata_filter(metadata_filter)
+    .offset(offset)
+    .sort_by(sort_by)
+    .send()
+    .await;
+```*/
+    pub fn session_list(&self) -> builder::SessionList<'_> {
+        builder::SessionList::new(self)
+    }
+    /**Create a session
+
+Send `agent` (one id) or `agents` (a list), not both, and optionally `user` or `users`. Every participant must exist (404 naming the first that does not). The participants are fixed for the life of the session.
+
+Sends a `POST` request to `/api/sessions`
+
+```ignore
+let response = client.session_create()
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn session_create(&self) -> builder::SessionCreate<'_> {
+        builder::SessionCreate::new(self)
+    }
+    /**Get a session
+
+Sends a `GET` request to `/api/sessions/{id}`
+
+Arguments:
+- `id`: The session's id.
+```ignore
+let response = client.session_get()
+    .id(id)
+    .send()
+    .await;
+```*/
+    pub fn session_get(&self) -> builder::SessionGet<'_> {
+        builder::SessionGet::new(self)
+    }
+    /**Update a session: the fields sent change, the others stay
+
+As the interface says, PUT takes a partial session and merges it, exactly as PATCH does; `metadata` is merged key by key. The participants cannot be changed. The session must exist (404 otherwise).
+
+Sends a `PUT` request to `/api/sessions/{id}`
+
+Arguments:
+- `id`: The session's id.
+- `body`
+```ignore
+let response = client.session_update()
+    .id(id)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn session_update(&self) -> builder::SessionUpdate<'_> {
+        builder::SessionUpdate::new(self)
+    }
+    /**Delete a session and its messages
+
+Sends a `DELETE` request to `/api/sessions/{id}`
+
+Arguments:
+- `id`: The session's id.
+```ignore
+let response = client.session_delete()
+    .id(id)
+    .send()
+    .await;
+```*/
+    pub fn session_delete(&self) -> builder::SessionDelete<'_> {
+        builder::SessionDelete::new(self)
+    }
+    /**Change some fields of a session
+
+Only the fields sent change; `metadata` is merged key by key (shallow).
+
+Sends a `PATCH` request to `/api/sessions/{id}`
+
+Arguments:
+- `id`: The session's id.
+- `body`
+```ignore
+let response = client.session_patch()
+    .id(id)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn session_patch(&self) -> builder::SessionPatch<'_> {
+        builder::SessionPatch::new(self)
+    }
+    /**List a session's messages, oldest first unless `direction=desc`
+
+Sends a `GET` request to `/api/sessions/{id}/messages`
+
+Arguments:
+- `id`: The session's id.
+- `direction`: Oldest first (`asc`, the default) or newest first (`desc`).
+- `limit`: How many messages to answer (1 to 1000).
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only messages whose metadata has every given top-level key with an equal value.
+- `offset`: How many matching messages to skip first.
+```ignore
+let response = client.message_list()
+    .id(id)
+    .direction(direction)
+    .limit(limit)
+    .metadata_filter(metadata_filter)
+    .offset(offset)
+    .send()
+    .await;
+```*/
+    pub fn message_list(&self) -> builder::MessageList<'_> {
+        builder::MessageList::new(self)
+    }
+    /**Append a message to a session
+
+Its `token_count` is computed with the `o200k_base` encoding. Messages list in the order they were appended.
+
+Sends a `POST` request to `/api/sessions/{id}/messages`
+
+Arguments:
+- `id`: The session's id.
+- `body`
+```ignore
+let response = client.message_create()
+    .id(id)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn message_create(&self) -> builder::MessageCreate<'_> {
+        builder::MessageCreate::new(self)
+    }
+    /**The tools of the session's agents
+
+Agent by agent, in the order of the session's `agents`; each agent's tools oldest first.
+
+Sends a `GET` request to `/api/sessions/{id}/tools`
+
+Arguments:
+- `id`: The session's id.
+```ignore
+let response = client.session_tool_list()
+    .id(id)
+    .send()
+    .await;
+```*/
+    pub fn session_tool_list(&self) -> builder::SessionToolList<'_> {
+        builder::SessionToolList::new(self)
     }
     /**List users
 
@@ -3898,6 +8280,1233 @@ pub mod builder {
             }
         }
     }
+    /**Builder for [`Client::task_list`]
+
+[`Client::task_list`]: super::Client::task_list*/
+    #[derive(Debug, Clone)]
+    pub struct TaskList<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        direction: Result<Option<types::Direction>, String>,
+        limit: Result<Option<::std::num::NonZeroU64>, String>,
+        metadata_filter: Result<Option<::std::string::String>, String>,
+        offset: Result<Option<i64>, String>,
+        sort_by: Result<Option<types::SortBy>, String>,
+    }
+    impl<'a> TaskList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                direction: Ok(None),
+                limit: Ok(None),
+                metadata_filter: Ok(None),
+                offset: Ok(None),
+                sort_by: Ok(None),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn direction<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::Direction>,
+        {
+            self.direction = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `Direction` for direction failed".to_string()
+                });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: num :: NonZeroU64` for limit failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn metadata_filter<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.metadata_filter = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: string :: String` for metadata_filter failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<i64>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `i64` for offset failed".to_string());
+            self
+        }
+        pub fn sort_by<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SortBy>,
+        {
+            self.sort_by = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `SortBy` for sort_by failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/agents/{id}/tasks`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ListResponseForTask>, Error<types::Error>> {
+            let Self {
+                client,
+                id,
+                direction,
+                limit,
+                metadata_filter,
+                offset,
+                sort_by,
+            } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let direction = direction.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let metadata_filter = metadata_filter.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
+            let sort_by = sort_by.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/tasks", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("direction", &direction))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(
+                    &progenitor_client::QueryParam::new(
+                        "metadata_filter",
+                        &metadata_filter,
+                    ),
+                )
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
+                .query(&progenitor_client::QueryParam::new("sort_by", &sort_by))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "task_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::task_create_or_update`]
+
+[`Client::task_create_or_update`]: super::Client::task_create_or_update*/
+    #[derive(Debug, Clone)]
+    pub struct TaskCreateOrUpdate<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::PutTaskRequest, String>,
+    }
+    impl<'a> TaskCreateOrUpdate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::PutTaskRequest>,
+            <V as std::convert::TryInto<
+                types::PutTaskRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `PutTaskRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::PutTaskRequest,
+            ) -> types::builder::PutTaskRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/agents/{id}/tasks`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Task>, Error<types::Error>> {
+            let Self { client, id, body } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::PutTaskRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/tasks", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "task_create_or_update",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::task_get`]
+
+[`Client::task_get`]: super::Client::task_get*/
+    #[derive(Debug, Clone)]
+    pub struct TaskGet<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        task_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> TaskGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                task_id: Err("task_id was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn task_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.task_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for task_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/agents/{id}/tasks/{task_id}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Task>, Error<types::Error>> {
+            let Self { client, id, task_id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let task_id = task_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/tasks/{}", client.baseurl, encode_path(& id
+                .to_string()), encode_path(& task_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "task_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::task_delete`]
+
+[`Client::task_delete`]: super::Client::task_delete*/
+    #[derive(Debug, Clone)]
+    pub struct TaskDelete<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        task_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> TaskDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                task_id: Err("task_id was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn task_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.task_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for task_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `DELETE` request to `/api/agents/{id}/tasks/{task_id}`
+        pub async fn send(self) -> Result<ResponseValue<()>, Error<types::Error>> {
+            let Self { client, id, task_id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let task_id = task_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/tasks/{}", client.baseurl, encode_path(& id
+                .to_string()), encode_path(& task_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "task_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                204u16 => Ok(ResponseValue::empty(response)),
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::tool_list`]
+
+[`Client::tool_list`]: super::Client::tool_list*/
+    #[derive(Debug, Clone)]
+    pub struct ToolList<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        direction: Result<Option<types::Direction>, String>,
+        limit: Result<Option<::std::num::NonZeroU64>, String>,
+        metadata_filter: Result<Option<::std::string::String>, String>,
+        offset: Result<Option<i64>, String>,
+        sort_by: Result<Option<types::SortBy>, String>,
+    }
+    impl<'a> ToolList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                direction: Ok(None),
+                limit: Ok(None),
+                metadata_filter: Ok(None),
+                offset: Ok(None),
+                sort_by: Ok(None),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn direction<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::Direction>,
+        {
+            self.direction = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `Direction` for direction failed".to_string()
+                });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: num :: NonZeroU64` for limit failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn metadata_filter<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.metadata_filter = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: string :: String` for metadata_filter failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<i64>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `i64` for offset failed".to_string());
+            self
+        }
+        pub fn sort_by<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SortBy>,
+        {
+            self.sort_by = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `SortBy` for sort_by failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/agents/{id}/tools`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ListResponseForTool>, Error<types::Error>> {
+            let Self {
+                client,
+                id,
+                direction,
+                limit,
+                metadata_filter,
+                offset,
+                sort_by,
+            } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let direction = direction.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let metadata_filter = metadata_filter.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
+            let sort_by = sort_by.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/tools", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("direction", &direction))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(
+                    &progenitor_client::QueryParam::new(
+                        "metadata_filter",
+                        &metadata_filter,
+                    ),
+                )
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
+                .query(&progenitor_client::QueryParam::new("sort_by", &sort_by))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "tool_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::tool_create`]
+
+[`Client::tool_create`]: super::Client::tool_create*/
+    #[derive(Debug, Clone)]
+    pub struct ToolCreate<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::CreateToolRequest, String>,
+    }
+    impl<'a> ToolCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CreateToolRequest>,
+            <V as std::convert::TryInto<
+                types::CreateToolRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `CreateToolRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::CreateToolRequest,
+            ) -> types::builder::CreateToolRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/agents/{id}/tools`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Tool>, Error<types::Error>> {
+            let Self { client, id, body } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::CreateToolRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/tools", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "tool_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::tool_update`]
+
+[`Client::tool_update`]: super::Client::tool_update*/
+    #[derive(Debug, Clone)]
+    pub struct ToolUpdate<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        tool_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::CreateToolRequest, String>,
+    }
+    impl<'a> ToolUpdate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                tool_id: Err("tool_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn tool_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.tool_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for tool_id failed".to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CreateToolRequest>,
+            <V as std::convert::TryInto<
+                types::CreateToolRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `CreateToolRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::CreateToolRequest,
+            ) -> types::builder::CreateToolRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/agents/{id}/tools/{tool_id}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Tool>, Error<types::Error>> {
+            let Self { client, id, tool_id, body } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let tool_id = tool_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::CreateToolRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/tools/{}", client.baseurl, encode_path(& id
+                .to_string()), encode_path(& tool_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "tool_update",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::tool_delete`]
+
+[`Client::tool_delete`]: super::Client::tool_delete*/
+    #[derive(Debug, Clone)]
+    pub struct ToolDelete<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        tool_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ToolDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                tool_id: Err("tool_id was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn tool_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.tool_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for tool_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `DELETE` request to `/api/agents/{id}/tools/{tool_id}`
+        pub async fn send(self) -> Result<ResponseValue<()>, Error<types::Error>> {
+            let Self { client, id, tool_id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let tool_id = tool_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/tools/{}", client.baseurl, encode_path(& id
+                .to_string()), encode_path(& tool_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "tool_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                204u16 => Ok(ResponseValue::empty(response)),
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::tool_patch`]
+
+[`Client::tool_patch`]: super::Client::tool_patch*/
+    #[derive(Debug, Clone)]
+    pub struct ToolPatch<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        tool_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::PatchToolRequest, String>,
+    }
+    impl<'a> ToolPatch<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                tool_id: Err("tool_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn tool_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.tool_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for tool_id failed".to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::PatchToolRequest>,
+            <V as std::convert::TryInto<
+                types::PatchToolRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `PatchToolRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::PatchToolRequest,
+            ) -> types::builder::PatchToolRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PATCH` request to `/api/agents/{id}/tools/{tool_id}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Tool>, Error<types::Error>> {
+            let Self { client, id, tool_id, body } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let tool_id = tool_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::PatchToolRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/tools/{}", client.baseurl, encode_path(& id
+                .to_string()), encode_path(& tool_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .patch(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "tool_patch",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
     /**Builder for [`Client::healthz`]
 
 [`Client::healthz`]: super::Client::healthz*/
@@ -4008,6 +9617,1109 @@ pub mod builder {
             match response.status().as_u16() {
                 200u16 => ResponseValue::from_response(response).await,
                 400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::session_list`]
+
+[`Client::session_list`]: super::Client::session_list*/
+    #[derive(Debug, Clone)]
+    pub struct SessionList<'a> {
+        client: &'a super::Client,
+        direction: Result<Option<types::Direction>, String>,
+        limit: Result<Option<::std::num::NonZeroU64>, String>,
+        metadata_filter: Result<Option<::std::string::String>, String>,
+        offset: Result<Option<i64>, String>,
+        sort_by: Result<Option<types::SortBy>, String>,
+    }
+    impl<'a> SessionList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                direction: Ok(None),
+                limit: Ok(None),
+                metadata_filter: Ok(None),
+                offset: Ok(None),
+                sort_by: Ok(None),
+            }
+        }
+        pub fn direction<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::Direction>,
+        {
+            self.direction = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `Direction` for direction failed".to_string()
+                });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: num :: NonZeroU64` for limit failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn metadata_filter<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.metadata_filter = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: string :: String` for metadata_filter failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<i64>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `i64` for offset failed".to_string());
+            self
+        }
+        pub fn sort_by<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SortBy>,
+        {
+            self.sort_by = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `SortBy` for sort_by failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/sessions`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ListResponseForSession>, Error<types::Error>> {
+            let Self { client, direction, limit, metadata_filter, offset, sort_by } = self;
+            let direction = direction.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let metadata_filter = metadata_filter.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
+            let sort_by = sort_by.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/sessions", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("direction", &direction))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(
+                    &progenitor_client::QueryParam::new(
+                        "metadata_filter",
+                        &metadata_filter,
+                    ),
+                )
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
+                .query(&progenitor_client::QueryParam::new("sort_by", &sort_by))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "session_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::session_create`]
+
+[`Client::session_create`]: super::Client::session_create*/
+    #[derive(Debug, Clone)]
+    pub struct SessionCreate<'a> {
+        client: &'a super::Client,
+        body: Result<types::builder::CreateSessionRequest, String>,
+    }
+    impl<'a> SessionCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CreateSessionRequest>,
+            <V as std::convert::TryInto<
+                types::CreateSessionRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!(
+                        "conversion to `CreateSessionRequest` for body failed: {}", s
+                    )
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::CreateSessionRequest,
+            ) -> types::builder::CreateSessionRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/sessions`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Session>, Error<types::Error>> {
+            let Self { client, body } = self;
+            let body = body
+                .and_then(|v| {
+                    types::CreateSessionRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/sessions", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "session_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::session_get`]
+
+[`Client::session_get`]: super::Client::session_get*/
+    #[derive(Debug, Clone)]
+    pub struct SessionGet<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> SessionGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/sessions/{id}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Session>, Error<types::Error>> {
+            let Self { client, id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/sessions/{}", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "session_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::session_update`]
+
+[`Client::session_update`]: super::Client::session_update*/
+    #[derive(Debug, Clone)]
+    pub struct SessionUpdate<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::UpdateSessionRequest, String>,
+    }
+    impl<'a> SessionUpdate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::UpdateSessionRequest>,
+            <V as std::convert::TryInto<
+                types::UpdateSessionRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!(
+                        "conversion to `UpdateSessionRequest` for body failed: {}", s
+                    )
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::UpdateSessionRequest,
+            ) -> types::builder::UpdateSessionRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/sessions/{id}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Session>, Error<types::Error>> {
+            let Self { client, id, body } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::UpdateSessionRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/sessions/{}", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "session_update",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::session_delete`]
+
+[`Client::session_delete`]: super::Client::session_delete*/
+    #[derive(Debug, Clone)]
+    pub struct SessionDelete<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> SessionDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `DELETE` request to `/api/sessions/{id}`
+        pub async fn send(self) -> Result<ResponseValue<()>, Error<types::Error>> {
+            let Self { client, id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/sessions/{}", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "session_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                204u16 => Ok(ResponseValue::empty(response)),
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::session_patch`]
+
+[`Client::session_patch`]: super::Client::session_patch*/
+    #[derive(Debug, Clone)]
+    pub struct SessionPatch<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::UpdateSessionRequest, String>,
+    }
+    impl<'a> SessionPatch<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::UpdateSessionRequest>,
+            <V as std::convert::TryInto<
+                types::UpdateSessionRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!(
+                        "conversion to `UpdateSessionRequest` for body failed: {}", s
+                    )
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::UpdateSessionRequest,
+            ) -> types::builder::UpdateSessionRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PATCH` request to `/api/sessions/{id}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Session>, Error<types::Error>> {
+            let Self { client, id, body } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::UpdateSessionRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/sessions/{}", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .patch(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "session_patch",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::message_list`]
+
+[`Client::message_list`]: super::Client::message_list*/
+    #[derive(Debug, Clone)]
+    pub struct MessageList<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        direction: Result<Option<types::Direction>, String>,
+        limit: Result<Option<::std::num::NonZeroU64>, String>,
+        metadata_filter: Result<Option<::std::string::String>, String>,
+        offset: Result<Option<i64>, String>,
+    }
+    impl<'a> MessageList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                direction: Ok(None),
+                limit: Ok(None),
+                metadata_filter: Ok(None),
+                offset: Ok(None),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn direction<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::Direction>,
+        {
+            self.direction = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `Direction` for direction failed".to_string()
+                });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: num :: NonZeroU64` for limit failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn metadata_filter<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.metadata_filter = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: string :: String` for metadata_filter failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<i64>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `i64` for offset failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/sessions/{id}/messages`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ListResponseForMessage>, Error<types::Error>> {
+            let Self { client, id, direction, limit, metadata_filter, offset } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let direction = direction.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let metadata_filter = metadata_filter.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/sessions/{}/messages", client.baseurl, encode_path(& id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("direction", &direction))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(
+                    &progenitor_client::QueryParam::new(
+                        "metadata_filter",
+                        &metadata_filter,
+                    ),
+                )
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "message_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::message_create`]
+
+[`Client::message_create`]: super::Client::message_create*/
+    #[derive(Debug, Clone)]
+    pub struct MessageCreate<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::CreateMessageRequest, String>,
+    }
+    impl<'a> MessageCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CreateMessageRequest>,
+            <V as std::convert::TryInto<
+                types::CreateMessageRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!(
+                        "conversion to `CreateMessageRequest` for body failed: {}", s
+                    )
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::CreateMessageRequest,
+            ) -> types::builder::CreateMessageRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/sessions/{id}/messages`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Message>, Error<types::Error>> {
+            let Self { client, id, body } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::CreateMessageRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/sessions/{}/messages", client.baseurl, encode_path(& id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "message_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::session_tool_list`]
+
+[`Client::session_tool_list`]: super::Client::session_tool_list*/
+    #[derive(Debug, Clone)]
+    pub struct SessionToolList<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> SessionToolList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/sessions/{id}/tools`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ListResponseForTool>, Error<types::Error>> {
+            let Self { client, id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/sessions/{}/tools", client.baseurl, encode_path(& id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "session_tool_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,

@@ -10,6 +10,9 @@ use serde_json::Value;
 use slog::error;
 
 use crate::api::types::*;
+use crate::api::types_sessions::*;
+use crate::api::types_tasks::*;
+use crate::api::types_tools::*;
 use crate::api::*;
 use crate::app::{self, App, Tenant};
 use crate::store;
@@ -178,5 +181,179 @@ impl AgentPlatformApi for Impl {
         let id = path.into_inner().id;
         run(&rqctx, |app, t| async move { app.agent_delete(t, id).await.map(|()| HttpResponseDeleted()) })
             .await
+    }
+
+    async fn session_create(
+        rqctx: RequestContext<Ctx>,
+        body: JsonBody<CreateSessionRequest>,
+    ) -> Created<Session> {
+        let body = body.into_inner();
+        run(&rqctx, |app, t| async move { app.session_create(t, body).await.map(HttpResponseCreated) }).await
+    }
+
+    async fn session_list(
+        rqctx: RequestContext<Ctx>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Session>> {
+        let q = list_query(&query.into_inner());
+        run(&rqctx, |app, t| async move {
+            app.session_list(t, &q).map(|items| HttpResponseOk(ListResponse { items }))
+        })
+        .await
+    }
+
+    async fn session_get(rqctx: RequestContext<Ctx>, path: PathParams<SessionPath>) -> Ok200<Session> {
+        let id = path.into_inner().id;
+        run(&rqctx, |app, t| async move { app.session_get(t, id).map(HttpResponseOk) }).await
+    }
+
+    async fn session_update(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<SessionPath>,
+        body: JsonBody<UpdateSessionRequest>,
+    ) -> Ok200<Session> {
+        let (id, body) = (path.into_inner().id, body.into_inner());
+        run(&rqctx, |app, t| async move { app.session_update(t, id, body).await.map(HttpResponseOk) }).await
+    }
+
+    async fn session_patch(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<SessionPath>,
+        body: JsonBody<UpdateSessionRequest>,
+    ) -> Ok200<Session> {
+        let (id, body) = (path.into_inner().id, body.into_inner());
+        run(&rqctx, |app, t| async move { app.session_update(t, id, body).await.map(HttpResponseOk) }).await
+    }
+
+    async fn session_delete(rqctx: RequestContext<Ctx>, path: PathParams<SessionPath>) -> Deleted {
+        let id = path.into_inner().id;
+        run(&rqctx, |app, t| async move { app.session_delete(t, id).await.map(|()| HttpResponseDeleted()) })
+            .await
+    }
+
+    async fn message_list(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<SessionPath>,
+        query: QueryParams<MessageListParams>,
+    ) -> Ok200<ListResponse<Message>> {
+        let id = path.into_inner().id;
+        let q = list_query(&query.into_inner().into());
+        run(&rqctx, |app, t| async move {
+            app.message_list(t, id, &q).map(|items| HttpResponseOk(ListResponse { items }))
+        })
+        .await
+    }
+
+    async fn message_create(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<SessionPath>,
+        body: JsonBody<CreateMessageRequest>,
+    ) -> Created<Message> {
+        let (id, body) = (path.into_inner().id, body.into_inner());
+        run(&rqctx, |app, t| async move { app.message_create(t, id, body).await.map(HttpResponseCreated) })
+            .await
+    }
+
+    async fn session_tool_list(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<SessionPath>,
+    ) -> Ok200<ListResponse<Tool>> {
+        let id = path.into_inner().id;
+        run(&rqctx, |app, t| async move {
+            app.session_tools(t, id).map(|items| HttpResponseOk(ListResponse { items }))
+        })
+        .await
+    }
+
+    async fn tool_create(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        body: JsonBody<CreateToolRequest>,
+    ) -> Created<Tool> {
+        let (agent, body) = (path.into_inner().id, body.into_inner());
+        run(&rqctx, |app, t| async move { app.tool_create(t, agent, body).await.map(HttpResponseCreated) })
+            .await
+    }
+
+    async fn tool_list(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Tool>> {
+        let agent = path.into_inner().id;
+        let q = list_query(&query.into_inner());
+        run(&rqctx, |app, t| async move {
+            app.tool_list(t, agent, &q).map(|items| HttpResponseOk(ListResponse { items }))
+        })
+        .await
+    }
+
+    async fn tool_update(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentToolPath>,
+        body: JsonBody<CreateToolRequest>,
+    ) -> Ok200<Tool> {
+        let (p, body) = (path.into_inner(), body.into_inner());
+        run(
+            &rqctx,
+            |app, t| async move { app.tool_update(t, p.id, p.tool_id, body).await.map(HttpResponseOk) },
+        )
+        .await
+    }
+
+    async fn tool_patch(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentToolPath>,
+        body: JsonBody<PatchToolRequest>,
+    ) -> Ok200<Tool> {
+        let (p, body) = (path.into_inner(), body.into_inner());
+        run(
+            &rqctx,
+            |app, t| async move { app.tool_patch(t, p.id, p.tool_id, body).await.map(HttpResponseOk) },
+        )
+        .await
+    }
+
+    async fn tool_delete(rqctx: RequestContext<Ctx>, path: PathParams<AgentToolPath>) -> Deleted {
+        let p = path.into_inner();
+        run(&rqctx, |app, t| async move {
+            app.tool_delete(t, p.id, p.tool_id).await.map(|()| HttpResponseDeleted())
+        })
+        .await
+    }
+
+    async fn task_list(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Task>> {
+        let agent = path.into_inner().id;
+        let q = list_query(&query.into_inner());
+        run(&rqctx, |app, t| async move {
+            app.task_list(t, agent, &q).map(|items| HttpResponseOk(ListResponse { items }))
+        })
+        .await
+    }
+
+    async fn task_create_or_update(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        body: JsonBody<PutTaskRequest>,
+    ) -> Ok200<Task> {
+        let (agent, body) = (path.into_inner().id, body.into_inner());
+        run(&rqctx, |app, t| async move { app.task_put(t, agent, body).await.map(HttpResponseOk) }).await
+    }
+
+    async fn task_get(rqctx: RequestContext<Ctx>, path: PathParams<AgentTaskPath>) -> Ok200<Task> {
+        let p = path.into_inner();
+        run(&rqctx, |app, t| async move { app.task_get(t, p.id, p.task_id).map(HttpResponseOk) }).await
+    }
+
+    async fn task_delete(rqctx: RequestContext<Ctx>, path: PathParams<AgentTaskPath>) -> Deleted {
+        let p = path.into_inner();
+        run(&rqctx, |app, t| async move {
+            app.task_delete(t, p.id, p.task_id).await.map(|()| HttpResponseDeleted())
+        })
+        .await
     }
 }

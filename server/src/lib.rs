@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod app;
+pub mod chat;
 pub mod config;
 pub mod http;
 pub mod server;

@@ -9,9 +9,11 @@ use std::time::Duration;
 use agent_platform::app::App;
 use agent_platform::config::Config;
 use agent_platform::server::Running;
+use agent_platform::store::{Kind, Store};
 pub use agent_platform_client::Client;
 pub use agent_platform_client::types;
 use serde_json::Value;
+use uuid::Uuid;
 
 pub struct TestServer {
     running: Option<Running>,
@@ -84,6 +86,71 @@ impl TestServer {
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         };
         Raw { status, headers, body }
+    }
+
+    /// Creates an agent named `name`.
+    pub async fn create_agent(&self, name: &str) -> types::Agent {
+        self.client
+            .agent_create()
+            .body(types::CreateAgentRequest::builder().name(name))
+            .send()
+            .await
+            .unwrap()
+            .into_inner()
+    }
+
+    /// Creates a user named `name`.
+    pub async fn create_user(&self, name: &str) -> types::User {
+        let body = types::CreateUserRequest::builder().name(Some(name.parse().unwrap()));
+        self.client.user_create().body(body).send().await.unwrap().into_inner()
+    }
+
+    /// Creates a session of these agents and users.
+    pub async fn create_session(&self, agents: &[Uuid], users: &[Uuid]) -> types::Session {
+        let body = types::CreateSessionRequest::builder().agents(agents.to_vec()).users(users.to_vec());
+        self.client.session_create().body(body).send().await.unwrap().into_inner()
+    }
+
+    /// Appends a user message to a session.
+    pub async fn say(&self, session: Uuid, content: &str) -> types::Message {
+        let body = types::CreateMessageRequest::builder().role(types::Role::User).content(content);
+        self.client.message_create().id(session).body(body).send().await.unwrap().into_inner()
+    }
+
+    /// Every record, in any tenant, whose owner or participant is gone: a
+    /// message without its session, a tool, task or doc without its agent (or
+    /// user), a session naming a missing participant or left without agents.
+    pub fn orphans(&self) -> Vec<String> {
+        let store = &self.running.as_ref().expect("running").store;
+        let exists = |tenant: Uuid, kind: Kind, id: Uuid| store.get(tenant, kind, id).unwrap().is_some();
+        let mut found = Vec::new();
+        for (tenant, s) in store.scan_kind(Kind::Session).unwrap() {
+            let ids = |field: &str| -> Vec<Uuid> { serde_json::from_value(s.data[field].clone()).unwrap() };
+            let (agents, users) = (ids("agents"), ids("users"));
+            if agents.is_empty() {
+                found.push(format!("session {} has no agent", s.id));
+            }
+            for (kind, id) in
+                agents.iter().map(|a| (Kind::Agent, *a)).chain(users.iter().map(|u| (Kind::User, *u)))
+            {
+                if !exists(tenant, kind, id) {
+                    found.push(format!("session {} names the missing {} {id}", s.id, kind.name()));
+                }
+            }
+        }
+        for (kind, parents) in [
+            (Kind::Message, &[Kind::Session][..]),
+            (Kind::Tool, &[Kind::Agent][..]),
+            (Kind::Task, &[Kind::Agent][..]),
+            (Kind::Doc, &[Kind::Agent, Kind::User][..]),
+        ] {
+            for (tenant, r) in store.scan_kind(kind).unwrap() {
+                if !parents.iter().any(|p| exists(tenant, *p, r.scope)) {
+                    found.push(format!("{} {} has lost its owner {}", kind.name(), r.id, r.scope));
+                }
+            }
+        }
+        found
     }
 
     pub async fn stop(mut self) {

@@ -8,6 +8,9 @@ pub mod error;
 pub mod extract;
 pub mod reply;
 pub mod types;
+pub mod types_sessions;
+pub mod types_tasks;
+pub mod types_tools;
 pub mod validate;
 
 use dropshot::{HttpResponseCreated, HttpResponseDeleted, HttpResponseOk, RequestContext};
@@ -17,6 +20,9 @@ pub use error::ApiError;
 pub use extract::{JsonBody, PathParams, QueryParams};
 pub use reply::Reply;
 use types::*;
+use types_sessions::*;
+use types_tasks::*;
+use types_tools::*;
 
 /// The interface version we implement (see API.md: Versions).
 pub const API_VERSION: &str = "0.4.0";
@@ -127,6 +133,167 @@ pub trait AgentPlatformApi {
     /// which it is the only agent; it leaves the agent list of other sessions.
     #[endpoint { method = DELETE, path = "/api/agents/{id}", tags = ["agents"] }]
     async fn agent_delete(rqctx: RequestContext<Self::Context>, path: PathParams<AgentPath>) -> Deleted;
+
+    // ------------------------------------------------------------ sessions
+
+    /// Create a session.
+    ///
+    /// Send `agent` (one id) or `agents` (a list), not both, and optionally `user`
+    /// or `users`. Every participant must exist (404 naming the first that does
+    /// not). The participants are fixed for the life of the session.
+    #[endpoint { method = POST, path = "/api/sessions", tags = ["sessions"] }]
+    async fn session_create(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<CreateSessionRequest>,
+    ) -> Created<Session>;
+
+    /// List sessions.
+    #[endpoint { method = GET, path = "/api/sessions", tags = ["sessions"] }]
+    async fn session_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Session>>;
+
+    /// Get a session.
+    #[endpoint { method = GET, path = "/api/sessions/{id}", tags = ["sessions"] }]
+    async fn session_get(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<SessionPath>,
+    ) -> Ok200<Session>;
+
+    /// Update a session: the fields sent change, the others stay.
+    ///
+    /// As the interface says, PUT takes a partial session and merges it, exactly
+    /// as PATCH does; `metadata` is merged key by key. The participants cannot
+    /// be changed. The session must exist (404 otherwise).
+    #[endpoint { method = PUT, path = "/api/sessions/{id}", tags = ["sessions"] }]
+    async fn session_update(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<SessionPath>,
+        body: JsonBody<UpdateSessionRequest>,
+    ) -> Ok200<Session>;
+
+    /// Change some fields of a session.
+    ///
+    /// Only the fields sent change; `metadata` is merged key by key (shallow).
+    #[endpoint { method = PATCH, path = "/api/sessions/{id}", tags = ["sessions"] }]
+    async fn session_patch(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<SessionPath>,
+        body: JsonBody<UpdateSessionRequest>,
+    ) -> Ok200<Session>;
+
+    /// Delete a session and its messages.
+    #[endpoint { method = DELETE, path = "/api/sessions/{id}", tags = ["sessions"] }]
+    async fn session_delete(rqctx: RequestContext<Self::Context>, path: PathParams<SessionPath>) -> Deleted;
+
+    /// List a session's messages, oldest first unless `direction=desc`.
+    #[endpoint { method = GET, path = "/api/sessions/{id}/messages", tags = ["sessions"] }]
+    async fn message_list(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<SessionPath>,
+        query: QueryParams<MessageListParams>,
+    ) -> Ok200<ListResponse<Message>>;
+
+    /// Append a message to a session.
+    ///
+    /// Its `token_count` is computed with the `o200k_base` encoding. Messages
+    /// list in the order they were appended.
+    #[endpoint { method = POST, path = "/api/sessions/{id}/messages", tags = ["sessions"] }]
+    async fn message_create(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<SessionPath>,
+        body: JsonBody<CreateMessageRequest>,
+    ) -> Created<Message>;
+
+    /// The tools of the session's agents.
+    ///
+    /// Agent by agent, in the order of the session's `agents`; each agent's
+    /// tools oldest first.
+    #[endpoint { method = GET, path = "/api/sessions/{id}/tools", tags = ["sessions", "tools"] }]
+    async fn session_tool_list(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<SessionPath>,
+    ) -> Ok200<ListResponse<Tool>>;
+
+    // ------------------------------------------------------------ tools
+
+    /// Create a tool of an agent.
+    ///
+    /// Its name is unique within the agent (409 otherwise).
+    #[endpoint { method = POST, path = "/api/agents/{id}/tools", tags = ["tools"] }]
+    async fn tool_create(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        body: JsonBody<CreateToolRequest>,
+    ) -> Created<Tool>;
+
+    /// List an agent's tools.
+    #[endpoint { method = GET, path = "/api/agents/{id}/tools", tags = ["tools"] }]
+    async fn tool_list(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Tool>>;
+
+    /// Overwrite a tool of an agent.
+    ///
+    /// Fields that are omitted take their defaults. The tool must exist (404 otherwise).
+    #[endpoint { method = PUT, path = "/api/agents/{id}/tools/{tool_id}", tags = ["tools"] }]
+    async fn tool_update(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentToolPath>,
+        body: JsonBody<CreateToolRequest>,
+    ) -> Ok200<Tool>;
+
+    /// Change some fields of a tool of an agent.
+    ///
+    /// Only the fields sent change; `metadata` is merged key by key (shallow).
+    #[endpoint { method = PATCH, path = "/api/agents/{id}/tools/{tool_id}", tags = ["tools"] }]
+    async fn tool_patch(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentToolPath>,
+        body: JsonBody<PatchToolRequest>,
+    ) -> Ok200<Tool>;
+
+    /// Delete a tool of an agent.
+    #[endpoint { method = DELETE, path = "/api/agents/{id}/tools/{tool_id}", tags = ["tools"] }]
+    async fn tool_delete(rqctx: RequestContext<Self::Context>, path: PathParams<AgentToolPath>) -> Deleted;
+
+    // ------------------------------------------------------------ tasks
+
+    /// List an agent's tasks.
+    #[endpoint { method = GET, path = "/api/agents/{id}/tasks", tags = ["tasks"] }]
+    async fn task_list(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Task>>;
+
+    /// Create or update a task of an agent.
+    ///
+    /// The interface writes this route `PUT /api/agents/{parent_id}/tasks`; it is
+    /// the same route on the wire (Dropshot needs one variable name per path
+    /// position, and the agent is `{id}` throughout `/api/agents/`).
+    /// With an `id` of a task of this agent: that task is overwritten. With an `id`
+    /// that does not exist: the task is created with it (an id of another agent's
+    /// task is a 409). With no `id`: the agent's task of the same `name` is
+    /// overwritten, or a new task is created. Omitted fields take their defaults.
+    /// Answers 200 with the task in every case.
+    #[endpoint { method = PUT, path = "/api/agents/{id}/tasks", tags = ["tasks"] }]
+    async fn task_create_or_update(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        body: JsonBody<PutTaskRequest>,
+    ) -> Ok200<Task>;
+
+    /// Get a task of an agent.
+    #[endpoint { method = GET, path = "/api/agents/{id}/tasks/{task_id}", tags = ["tasks"] }]
+    async fn task_get(rqctx: RequestContext<Self::Context>, path: PathParams<AgentTaskPath>) -> Ok200<Task>;
+
+    /// Delete a task of an agent.
+    #[endpoint { method = DELETE, path = "/api/agents/{id}/tasks/{task_id}", tags = ["tasks"] }]
+    async fn task_delete(rqctx: RequestContext<Self::Context>, path: PathParams<AgentTaskPath>) -> Deleted;
 }
 
 /// Routes that need no API key.

@@ -48,8 +48,12 @@ pub enum Direction {
     Desc,
 }
 
-fn default_limit() -> i64 {
+pub(super) fn default_limit() -> i64 {
     100
+}
+
+pub(super) fn default_true() -> bool {
+    true
 }
 
 /// Paging, order and filter of a list.

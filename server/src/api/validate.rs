@@ -408,3 +408,14 @@ fn collect_types(s: &Value, root: &Value, out: &mut Vec<String>, depth: usize) {
         }
     }
 }
+
+/// Reports `schema` at `at` unless it is a valid JSON Schema: it is checked
+/// against the meta-schema of the draft it names in `$schema` (2020-12 when
+/// none). Meta-schemas are never fetched: an unknown `$schema` is reported too.
+pub fn check_json_schema(schema: &Value, at: &[LocPart], issues: &mut Issues) {
+    if let Err(e) = jsonschema::meta::validate(schema) {
+        let path = e.instance_path().as_str();
+        let place = if path.is_empty() { String::new() } else { format!(" (at {path})") };
+        issues.push(at, "value_error", format!("not a valid JSON Schema: {e}{place}"));
+    }
+}

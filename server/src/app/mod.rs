@@ -5,7 +5,11 @@
 
 pub mod agents;
 pub mod keys;
+pub mod messages;
 pub mod records;
+pub mod sessions;
+pub mod tasks;
+pub mod tools;
 pub mod users;
 
 use std::collections::HashMap;

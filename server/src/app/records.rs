@@ -10,7 +10,7 @@ use crate::api::types::Metadata;
 use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError, now};
 
 /// How often an optimistic update is retried when someone else wrote first.
-const RETRIES: usize = 16;
+pub(super) const RETRIES: usize = 16;
 
 /// A resource stored as a [`Record`]: its kind-specific fields live in `data`.
 pub trait Resource: Sized {
@@ -21,9 +21,18 @@ pub trait Resource: Sized {
 }
 
 pub fn decode<R: Resource>(rec: &Record) -> Result<R> {
-    let data: R::Data = serde_json::from_value(rec.data.clone())
-        .map_err(|e| Error::Internal(format!("stored {} {} is unreadable: {e}", R::KIND.name(), rec.id)))?;
-    Ok(R::from_parts(rec, data))
+    Ok(R::from_parts(rec, decode_data::<R>(rec)?))
+}
+
+/// The kind-specific fields of a stored record.
+pub fn decode_data<R: Resource>(rec: &Record) -> Result<R::Data> {
+    serde_json::from_value(rec.data.clone())
+        .map_err(|e| Error::Internal(format!("stored {} {} is unreadable: {e}", R::KIND.name(), rec.id)))
+}
+
+/// A record of another scope (a tool of another agent, ...) is as missing as one that does not exist.
+pub fn ensure_scope(rec: &Record, scope: Uuid) -> Result<()> {
+    if rec.scope == scope { Ok(()) } else { Err(Error::not_found(rec.kind, rec.id)) }
 }
 
 pub fn encode<T: Serialize>(data: &T) -> Result<Value> {
@@ -48,6 +57,13 @@ pub fn merge_metadata(stored: Option<Metadata>, patch: Option<Option<Metadata>>)
 impl App {
     pub fn load(&self, t: Tenant, kind: Kind, id: Uuid) -> Result<Record> {
         self.store.get(t.0, kind, id)?.ok_or_else(|| Error::not_found(kind, id))
+    }
+
+    /// Loads a record that must belong to `scope` (see [`ensure_scope`]).
+    pub fn load_in(&self, t: Tenant, kind: Kind, scope: Uuid, id: Uuid) -> Result<Record> {
+        let rec = self.load(t, kind, id)?;
+        ensure_scope(&rec, scope)?;
+        Ok(rec)
     }
 
     pub fn get_resource<R: Resource>(&self, t: Tenant, id: Uuid) -> Result<R> {

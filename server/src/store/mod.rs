@@ -8,6 +8,8 @@
 
 pub mod sled_store;
 
+use std::sync::Mutex;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -88,15 +90,45 @@ impl Record {
     }
 }
 
-/// The current time, truncated to microseconds (what the order index keeps).
+impl Record {
+    /// A new record with a new id and the current time from one [`stamp`]: records
+    /// made this way list (by `created_at`, then id) in the order they were made.
+    pub fn fresh(kind: Kind, scope: Uuid, data: Value) -> Self {
+        let (id, at) = stamp();
+        let mut rec = Record::new(kind, id, scope, data);
+        rec.created_at = at;
+        rec.updated_at = at;
+        rec
+    }
+}
+
+/// The last time [`now`] answered, in µs: the wall clock may step back (NTP), our time does not.
+static CLOCK: Mutex<i64> = Mutex::new(i64::MIN);
+
+fn tick(last: &mut i64) -> DateTime<Utc> {
+    let t = Utc::now().timestamp_micros().max(*last);
+    *last = t;
+    DateTime::from_timestamp_micros(t).expect("a time from the clock is representable")
+}
+
+/// The current time, truncated to microseconds (what the order index keeps),
+/// never earlier than a time answered before in this process.
 pub fn now() -> DateTime<Utc> {
-    let t = Utc::now();
-    DateTime::from_timestamp_micros(t.timestamp_micros()).unwrap_or(t)
+    tick(&mut CLOCK.lock().expect("clock lock"))
 }
 
 /// A new id: UUIDv7, monotonic within the process, so ids sort by creation.
 pub fn new_id() -> Uuid {
     Uuid::now_v7()
+}
+
+/// A new id and the current time, taken together: of two stamps, the later one
+/// has the greater id and a time no earlier, so ordering by (time, id) is
+/// ordering by creation even within one microsecond.
+pub fn stamp() -> (Uuid, DateTime<Utc>) {
+    let mut last = CLOCK.lock().expect("clock lock");
+    let at = tick(&mut last);
+    (new_id(), at)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -178,4 +210,20 @@ pub trait Store: Send + Sync + 'static {
     fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>>;
     /// Applies all ops atomically, or none; answers once the commit is durable.
     async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::stamp;
+
+    #[test]
+    fn stamps_taken_concurrently_order_ids_and_times_alike() {
+        let threads: Vec<_> =
+            (0..8).map(|_| std::thread::spawn(|| (0..20_000).map(|_| stamp()).collect::<Vec<_>>())).collect();
+        let mut all: Vec<_> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+        all.sort_by_key(|(id, _)| *id);
+        for w in all.windows(2) {
+            assert!(w[0].1 <= w[1].1, "a greater id never has an earlier time: {w:?}");
+        }
+    }
 }

@@ -1,0 +1,100 @@
+//! Messages: appended to a session, listed oldest first.
+//!
+//! Messages are records scoped by their session. Each gets its id and its
+//! `created_at` from one [`crate::store::stamp`], and lists are ordered by
+//! (`created_at`, id): the order they were appended in, even within one
+//! microsecond, and the same on every read.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::records::{Resource, decode, encode};
+use super::{App, Result, Tenant};
+use crate::api::types_sessions::{CreateMessageRequest, Message, Role, ToolCall};
+use crate::chat::tokens;
+use crate::store::{Expect, Kind, ListQuery, Op, Record};
+
+/// A message's stored fields (besides id, session, timestamps and metadata).
+#[derive(Serialize, Deserialize)]
+pub struct MessageData {
+    pub role: Role,
+    pub content: String,
+    pub name: Option<String>,
+    pub tool_calls: Option<Vec<ToolCall>>,
+    pub tool_call_id: Option<String>,
+    pub token_count: i64,
+}
+
+impl Resource for Message {
+    const KIND: Kind = Kind::Message;
+    type Data = MessageData;
+    fn from_parts(rec: &Record, d: MessageData) -> Self {
+        Message {
+            id: rec.id,
+            session_id: rec.scope,
+            role: d.role,
+            content: d.content,
+            name: d.name,
+            tool_calls: d.tool_calls,
+            tool_call_id: d.tool_call_id,
+            token_count: d.token_count,
+            metadata: rec.metadata.clone(),
+            created_at: rec.created_at,
+        }
+    }
+}
+
+/// The tokens of a message's content and of the calls it makes.
+fn token_count(m: &CreateMessageRequest) -> i64 {
+    let calls = m.tool_calls.iter().flatten();
+    let n = tokens::count(&m.content)
+        + calls
+            .map(|c| tokens::count(&c.function.name) + tokens::count(&c.function.arguments))
+            .sum::<usize>();
+    n as i64
+}
+
+impl App {
+    /// Appends messages to a session, in the order given, in one atomic commit.
+    pub async fn append_messages(
+        &self,
+        t: Tenant,
+        session: Uuid,
+        messages: Vec<CreateMessageRequest>,
+    ) -> Result<Vec<Message>> {
+        let mut ops = vec![Op::Require { kind: Kind::Session, id: session }];
+        let mut answer = Vec::with_capacity(messages.len());
+        for m in messages {
+            let data = MessageData {
+                token_count: token_count(&m),
+                role: m.role,
+                content: m.content,
+                name: m.name,
+                tool_calls: m.tool_calls,
+                tool_call_id: m.tool_call_id,
+            };
+            let mut rec = Record::fresh(Kind::Message, session, encode(&data)?);
+            rec.metadata = m.metadata;
+            answer.push(decode::<Message>(&rec)?);
+            ops.push(Op::Put { record: rec, expect: Expect::Absent });
+        }
+        self.store.commit(t.0, ops).await?;
+        Ok(answer)
+    }
+
+    pub async fn message_create(
+        &self,
+        t: Tenant,
+        session: Uuid,
+        req: CreateMessageRequest,
+    ) -> Result<Message> {
+        let mut created = self.append_messages(t, session, vec![req]).await?;
+        Ok(created.pop().expect("one message appended"))
+    }
+
+    /// A page of a session's messages (404 if the session does not exist).
+    pub fn message_list(&self, t: Tenant, session: Uuid, q: &ListQuery) -> Result<Vec<Message>> {
+        self.load(t, Kind::Session, session)?;
+        self.list_resources(t, session, q)
+    }
+}

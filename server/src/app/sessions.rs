@@ -1,0 +1,146 @@
+//! Sessions: create (with their participants), read, list, merge-update, delete
+//! (with their messages), and the tools of their agents.
+//!
+//! A session names its agents and users in `data` and in `refs`, so deleting a
+//! participant finds it (see [`App::delete_participant`]). Creating one touches
+//! every participant in the same commit: a participant deleted meanwhile either
+//! fails the create (404) or, having read the sessions before it, retries and
+//! sees this one. No session outlives its last agent or user.
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::records::{Resource, decode_data, encode, merge_metadata};
+use super::{App, Result, Tenant};
+use crate::api::types_sessions::{ContextOverflow, CreateSessionRequest, Session, UpdateSessionRequest};
+use crate::api::types_tools::Tool;
+use crate::store::{Direction, Kind, ListQuery, Op, Record, SortBy};
+
+/// A session's stored fields (besides id, timestamps and metadata).
+#[derive(Serialize, Deserialize)]
+pub struct SessionData {
+    pub agents: Vec<Uuid>,
+    pub users: Vec<Uuid>,
+    pub situation: Option<String>,
+    pub system_template: Option<String>,
+    pub render_templates: bool,
+    pub token_budget: Option<i64>,
+    pub context_overflow: Option<ContextOverflow>,
+}
+
+impl Resource for Session {
+    const KIND: Kind = Kind::Session;
+    type Data = SessionData;
+    fn from_parts(rec: &Record, d: SessionData) -> Self {
+        Session {
+            id: rec.id,
+            agents: d.agents,
+            users: d.users,
+            situation: d.situation,
+            system_template: d.system_template,
+            render_templates: d.render_templates,
+            token_budget: d.token_budget,
+            context_overflow: d.context_overflow,
+            metadata: rec.metadata.clone(),
+            created_at: rec.created_at,
+            updated_at: rec.updated_at,
+        }
+    }
+}
+
+/// `one` or `many` (validation saw to it that not both), first occurrences kept in order.
+fn participants(one: Option<Uuid>, many: Option<Vec<Uuid>>) -> Vec<Uuid> {
+    let mut out: Vec<Uuid> = Vec::new();
+    for id in one.into_iter().chain(many.into_iter().flatten()) {
+        if !out.contains(&id) {
+            out.push(id);
+        }
+    }
+    out
+}
+
+impl App {
+    pub async fn session_create(&self, t: Tenant, req: CreateSessionRequest) -> Result<Session> {
+        let agents = participants(req.agent, req.agents);
+        let users = participants(req.user, req.users);
+        let data = SessionData {
+            agents: agents.clone(),
+            users: users.clone(),
+            situation: req.situation,
+            system_template: req.system_template,
+            render_templates: req.render_templates,
+            token_budget: req.token_budget,
+            context_overflow: req.context_overflow,
+        };
+        let mut rec = Record::fresh(Kind::Session, Uuid::nil(), encode(&data)?);
+        rec.metadata = req.metadata;
+        let mut ops = Vec::new();
+        let named =
+            agents.iter().map(|id| (Kind::Agent, *id)).chain(users.iter().map(|id| (Kind::User, *id)));
+        for (kind, id) in named {
+            rec.refs.push(id);
+            ops.push(Op::Require { kind, id });
+            ops.push(Op::Touch { kind, id });
+        }
+        self.insert_resource(t, rec, ops).await
+    }
+
+    pub fn session_get(&self, t: Tenant, id: Uuid) -> Result<Session> {
+        self.get_resource(t, id)
+    }
+
+    pub fn session_list(&self, t: Tenant, q: &ListQuery) -> Result<Vec<Session>> {
+        self.list_resources(t, Uuid::nil(), q)
+    }
+
+    /// Changes the fields sent (PUT and PATCH alike); the participants stay.
+    pub async fn session_update(&self, t: Tenant, id: Uuid, req: UpdateSessionRequest) -> Result<Session> {
+        self.update_resource(t, id, |rec| {
+            let mut d = decode_data::<Session>(rec)?;
+            if let Some(v) = &req.situation {
+                d.situation = v.clone();
+            }
+            if let Some(v) = &req.system_template {
+                d.system_template = v.clone();
+            }
+            if let Some(v) = req.render_templates {
+                d.render_templates = v;
+            }
+            if let Some(v) = req.token_budget {
+                d.token_budget = v;
+            }
+            if let Some(v) = req.context_overflow {
+                d.context_overflow = v;
+            }
+            rec.data = encode(&d)?;
+            rec.metadata = merge_metadata(rec.metadata.take(), req.metadata.clone());
+            Ok(())
+        })
+        .await
+    }
+
+    /// Deletes a session and its messages, in one commit.
+    pub async fn session_delete(&self, t: Tenant, id: Uuid) -> Result<()> {
+        let ops = vec![
+            Op::Delete { kind: Kind::Session, id, version: None },
+            Op::DeleteScope { kind: Kind::Message, scope: id },
+        ];
+        Ok(self.store.commit(t.0, ops).await?)
+    }
+
+    /// The tools of the session's agents: agent by agent, each agent's oldest first.
+    pub fn session_tools(&self, t: Tenant, id: Uuid) -> Result<Vec<Tool>> {
+        let session: Session = self.get_resource(t, id)?;
+        let all = ListQuery {
+            limit: usize::MAX,
+            sort_by: SortBy::CreatedAt,
+            direction: Direction::Asc,
+            ..Default::default()
+        };
+        let mut tools = Vec::new();
+        for agent in session.agents {
+            tools.extend(self.list_resources::<Tool>(t, agent, &all)?);
+        }
+        Ok(tools)
+    }
+}

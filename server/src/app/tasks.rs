@@ -1,0 +1,120 @@
+//! Tasks of an agent: create-or-update, read, list, delete.
+//!
+//! A task is a record scoped by its agent, its name the record's unique name
+//! there. `PUT /api/agents/{id}/tasks` finds its target by id, else by name,
+//! and writes it with a precondition (absent, or the version read), retrying
+//! when a concurrent writer got there first.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::records::{RETRIES, Resource, decode, encode};
+use super::{App, Error, Result, Tenant};
+use crate::api::types::Metadata;
+use crate::api::types_tasks::{PutTaskRequest, Task};
+use crate::api::types_tools::ToolDef;
+use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError, now};
+
+/// A task's stored fields (besides id, agent, timestamps and metadata).
+#[derive(Serialize, Deserialize)]
+pub struct TaskData {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Option<Metadata>,
+    pub main: Vec<Metadata>,
+    pub tools: Vec<ToolDef>,
+    pub inherit_tools: bool,
+}
+
+impl Resource for Task {
+    const KIND: Kind = Kind::Task;
+    type Data = TaskData;
+    fn from_parts(rec: &Record, d: TaskData) -> Self {
+        Task {
+            id: rec.id,
+            agent_id: rec.scope,
+            name: d.name,
+            description: d.description,
+            input_schema: d.input_schema,
+            main: d.main,
+            tools: d.tools,
+            inherit_tools: d.inherit_tools,
+            metadata: rec.metadata.clone(),
+            created_at: rec.created_at,
+            updated_at: rec.updated_at,
+        }
+    }
+}
+
+impl App {
+    /// Creates or overwrites a task (see [`PutTaskRequest`] for which one).
+    pub async fn task_put(&self, t: Tenant, agent: Uuid, req: PutTaskRequest) -> Result<Task> {
+        let data: Value = encode(&TaskData {
+            name: req.name.clone(),
+            description: req.description,
+            input_schema: req.input_schema,
+            main: req.main,
+            tools: req.tools,
+            inherit_tools: req.inherit_tools,
+        })?;
+        for _ in 0..RETRIES {
+            self.load(t, Kind::Agent, agent)?;
+            let target = match req.id {
+                Some(id) => self.store.get(t.0, Kind::Task, id)?,
+                None => match self.store.lookup_unique(t.0, Kind::Task, agent, &req.name)? {
+                    Some(id) => self.store.get(t.0, Kind::Task, id)?,
+                    None => None,
+                },
+            };
+            let (mut rec, expect) = match target {
+                Some(old) if old.scope != agent => {
+                    return Err(Error::Conflict(format!("task {} belongs to another agent", old.id)));
+                }
+                Some(mut old) => {
+                    let version = old.version;
+                    old.updated_at = now().max(old.created_at);
+                    (old, Expect::Version(version))
+                }
+                None => {
+                    let rec = match req.id {
+                        Some(id) => Record::new(Kind::Task, id, agent, Value::Null),
+                        None => Record::fresh(Kind::Task, agent, Value::Null),
+                    };
+                    (rec, Expect::Absent)
+                }
+            };
+            rec.data = data.clone();
+            rec.unique = Some(req.name.clone());
+            rec.metadata = req.metadata.clone();
+            let answer = decode::<Task>(&rec)?;
+            let ops = vec![Op::Require { kind: Kind::Agent, id: agent }, Op::Put { record: rec, expect }];
+            match self.store.commit(t.0, ops).await {
+                Ok(()) => return Ok(answer),
+                // Someone wrote the target first, or created it under our id or
+                // (when we create by name) our name: read again.
+                Err(StoreError::Stale | StoreError::IdTaken { .. }) => continue,
+                Err(StoreError::Duplicate { .. }) if req.id.is_none() && expect == Expect::Absent => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(StoreError::Stale.into())
+    }
+
+    pub fn task_get(&self, t: Tenant, agent: Uuid, id: Uuid) -> Result<Task> {
+        self.load(t, Kind::Agent, agent)?;
+        decode(&self.load_in(t, Kind::Task, agent, id)?)
+    }
+
+    /// The agent's tasks (404 if the agent does not exist).
+    pub fn task_list(&self, t: Tenant, agent: Uuid, q: &ListQuery) -> Result<Vec<Task>> {
+        self.load(t, Kind::Agent, agent)?;
+        self.list_resources(t, agent, q)
+    }
+
+    pub async fn task_delete(&self, t: Tenant, agent: Uuid, id: Uuid) -> Result<()> {
+        self.load(t, Kind::Agent, agent)?;
+        self.load_in(t, Kind::Task, agent, id)?;
+        Ok(self.store.commit(t.0, vec![Op::Delete { kind: Kind::Task, id, version: None }]).await?)
+    }
+}
