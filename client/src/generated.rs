@@ -112,6 +112,298 @@ pub mod types {
                 })
         }
     }
+    ///The assistant's answer.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ChatAnswerMessage {
+        ///The text; null when the answer only calls tools.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub content: ::std::option::Option<::std::string::String>,
+        pub role: Role,
+        ///The tools the model calls; send their results back as `tool` messages.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tool_calls: ::std::option::Option<::std::vec::Vec<ToolCall>>,
+    }
+    impl ChatAnswerMessage {
+        pub fn builder() -> builder::ChatAnswerMessage {
+            Default::default()
+        }
+    }
+    ///`ChatChoice`
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ChatChoice {
+        ///`stop`, `length`, `tool_calls`, ... as the model said.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub finish_reason: ::std::option::Option<::std::string::String>,
+        pub index: i64,
+        pub message: ChatAnswerMessage,
+    }
+    impl ChatChoice {
+        pub fn builder() -> builder::ChatChoice {
+            Default::default()
+        }
+    }
+    ///The function of a [`ChatTool`].
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ChatFunction {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<ChatFunctionDescription>,
+        ///The function's name (1 to 64 letters, digits and underscores).
+        pub name: ChatFunctionName,
+        ///The arguments, as a JSON Schema object.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub parameters: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+    }
+    impl ChatFunction {
+        pub fn builder() -> builder::ChatFunction {
+            Default::default()
+        }
+    }
+    ///`ChatFunctionDescription`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ChatFunctionDescription(::std::string::String);
+    impl ::std::ops::Deref for ChatFunctionDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ChatFunctionDescription> for ::std::string::String {
+        fn from(value: ChatFunctionDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ChatFunctionDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 16000usize {
+                return Err("longer than 16000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatFunctionDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatFunctionDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ChatFunctionDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The function's name (1 to 64 letters, digits and underscores).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ChatFunctionName(::std::string::String);
+    impl ::std::ops::Deref for ChatFunctionName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ChatFunctionName> for ::std::string::String {
+        fn from(value: ChatFunctionName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ChatFunctionName {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[A-Za-z_][A-Za-z0-9_]*$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z_][A-Za-z0-9_]*$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatFunctionName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatFunctionName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ChatFunctionName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Body of `POST /api/sessions/{id}/chat`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ChatRequest {
+        ///Which of the session's agents answers; default the first.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub agent: ::std::option::Option<::uuid::Uuid>,
+        ///-2 to 2.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub frequency_penalty: ::std::option::Option<f64>,
+        ///The most tokens the answer may have (at least 1).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub max_tokens: ::std::option::Option<::std::num::NonZeroU64>,
+        ///The new messages (at least one), usually one `user` message, or the `tool` messages answering the tool calls of the last answer.
+        pub messages: ::std::vec::Vec<CreateMessageRequest>,
+        ///The model; overrides the agent's (and the server's default).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub model: ::std::option::Option<ChatRequestModel>,
+        ///-2 to 2.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub presence_penalty: ::std::option::Option<f64>,
+        ///Search the participants' documents with the last user message.
+        #[serde(default = "defaults::default_bool::<true>")]
+        pub recall: bool,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub response_format: ::std::option::Option<ResponseFormat>,
+        ///Append the new messages and the answer to the session (one atomic write, after the model answered; nothing is saved when the call fails).
+        #[serde(default = "defaults::default_bool::<true>")]
+        pub save: bool,
+        ///A seed for reproducible sampling, where the model supports it.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub seed: ::std::option::Option<i64>,
+        ///Up to 4 stop sequences.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub stop: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+        ///Answer `text/event-stream`: one `data: <chunk>` event per delta, the last chunk carrying `usage` and `docs`, then `data: [DONE]`.
+        #[serde(default)]
+        pub stream: bool,
+        ///Sampling temperature, 0 to 2.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub temperature: ::std::option::Option<f64>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tool_choice: ::std::option::Option<ChatToolChoice>,
+        ///Extra function tools for this call, besides the session's agents' tools.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tools: ::std::option::Option<::std::vec::Vec<ChatTool>>,
+        ///Nucleus sampling, 0 to 1.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub top_p: ::std::option::Option<f64>,
+    }
+    impl ChatRequest {
+        pub fn builder() -> builder::ChatRequest {
+            Default::default()
+        }
+    }
+    ///The model; overrides the agent's (and the server's default).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ChatRequestModel(::std::string::String);
+    impl ::std::ops::Deref for ChatRequestModel {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ChatRequestModel> for ::std::string::String {
+        fn from(value: ChatRequestModel) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ChatRequestModel {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatRequestModel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatRequestModel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ChatRequestModel {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The answer of a chat (OpenAI's chat completion, plus the recalled `docs`).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ChatResponse {
+        pub choices: ::std::vec::Vec<ChatChoice>,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///The document snippets recalled and put in the system message.
+        pub docs: ::std::vec::Vec<RecalledDoc>,
+        pub id: ::std::string::String,
+        ///The model that answered.
+        pub model: ::std::string::String,
+        pub usage: ChatUsage,
+    }
+    impl ChatResponse {
+        pub fn builder() -> builder::ChatResponse {
+            Default::default()
+        }
+    }
     ///Chat settings: an agent's defaults, overridden per chat request.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
     pub struct ChatSettings {
@@ -139,6 +431,47 @@ pub mod types {
     }
     impl ChatSettings {
         pub fn builder() -> builder::ChatSettings {
+            Default::default()
+        }
+    }
+    ///A function the model may call in this chat only (OpenAI's shape).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ChatTool {
+        pub function: ChatFunction,
+        #[serde(rename = "type", default = "defaults::chat_tool_type")]
+        pub type_: ToolCallType,
+    }
+    impl ChatTool {
+        pub fn builder() -> builder::ChatTool {
+            Default::default()
+        }
+    }
+    ///Whether and which tool the model calls.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(untagged)]
+    pub enum ChatToolChoice {
+        ToolChoiceMode(ToolChoiceMode),
+        NamedToolChoice(NamedToolChoice),
+    }
+    impl ::std::convert::From<ToolChoiceMode> for ChatToolChoice {
+        fn from(value: ToolChoiceMode) -> Self {
+            Self::ToolChoiceMode(value)
+        }
+    }
+    impl ::std::convert::From<NamedToolChoice> for ChatToolChoice {
+        fn from(value: NamedToolChoice) -> Self {
+            Self::NamedToolChoice(value)
+        }
+    }
+    ///Tokens of the call, as the provider counted them.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ChatUsage {
+        pub completion_tokens: i64,
+        pub prompt_tokens: i64,
+        pub total_tokens: i64,
+    }
+    impl ChatUsage {
+        pub fn builder() -> builder::ChatUsage {
             Default::default()
         }
     }
@@ -1363,6 +1696,28 @@ pub mod types {
             Default::default()
         }
     }
+    ///The function the model must call.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct NamedFunction {
+        pub name: ::std::string::String,
+    }
+    impl NamedFunction {
+        pub fn builder() -> builder::NamedFunction {
+            Default::default()
+        }
+    }
+    ///A named function the model must call.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct NamedToolChoice {
+        pub function: NamedFunction,
+        #[serde(rename = "type", default = "defaults::named_tool_choice_type")]
+        pub type_: ToolCallType,
+    }
+    impl NamedToolChoice {
+        pub fn builder() -> builder::NamedToolChoice {
+            Default::default()
+        }
+    }
     ///Body of `PATCH /api/agents/{id}`: only the fields sent change; `metadata` is merged key by key.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
     pub struct PatchAgentRequest {
@@ -2057,6 +2412,167 @@ pub mod types {
                 })
         }
     }
+    ///A document snippet recalled for the chat and shown to the model.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct RecalledDoc {
+        pub id: ::uuid::Uuid,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        pub owner: RecalledOwner,
+        pub score: f64,
+        pub snippet: RecalledSnippet,
+        pub title: ::std::string::String,
+    }
+    impl RecalledDoc {
+        pub fn builder() -> builder::RecalledDoc {
+            Default::default()
+        }
+    }
+    ///`RecalledOwner`
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct RecalledOwner {
+        pub id: ::uuid::Uuid,
+        pub role: RecalledOwnerRole,
+    }
+    impl RecalledOwner {
+        pub fn builder() -> builder::RecalledOwner {
+            Default::default()
+        }
+    }
+    ///Whose document a recalled snippet is.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum RecalledOwnerRole {
+        #[serde(rename = "agent")]
+        Agent,
+        #[serde(rename = "user")]
+        User,
+    }
+    impl ::std::fmt::Display for RecalledOwnerRole {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Agent => f.write_str("agent"),
+                Self::User => f.write_str("user"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for RecalledOwnerRole {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "agent" => Ok(Self::Agent),
+                "user" => Ok(Self::User),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for RecalledOwnerRole {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for RecalledOwnerRole {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///`RecalledSnippet`
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct RecalledSnippet {
+        pub content: ::std::string::String,
+        pub index: i64,
+    }
+    impl RecalledSnippet {
+        pub fn builder() -> builder::RecalledSnippet {
+            Default::default()
+        }
+    }
+    ///`ResponseFormat`
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ResponseFormat {
+        #[serde(rename = "type")]
+        pub type_: ResponseFormatType,
+    }
+    impl ResponseFormat {
+        pub fn builder() -> builder::ResponseFormat {
+            Default::default()
+        }
+    }
+    ///The kind of answer: free text or one JSON object.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum ResponseFormatType {
+        #[serde(rename = "text")]
+        Text,
+        #[serde(rename = "json_object")]
+        JsonObject,
+    }
+    impl ::std::fmt::Display for ResponseFormatType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Text => f.write_str("text"),
+                Self::JsonObject => f.write_str("json_object"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ResponseFormatType {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "text" => Ok(Self::Text),
+                "json_object" => Ok(Self::JsonObject),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ResponseFormatType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ResponseFormatType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     ///Who wrote a message.
     #[derive(
         ::serde::Deserialize,
@@ -2385,6 +2901,65 @@ pub mod types {
         }
     }
     impl ::std::convert::TryFrom<::std::string::String> for ToolCallType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///`auto` (the model decides), `none` (no tool) or `required` (some tool).
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum ToolChoiceMode {
+        #[serde(rename = "auto")]
+        Auto,
+        #[serde(rename = "none")]
+        None,
+        #[serde(rename = "required")]
+        Required,
+    }
+    impl ::std::fmt::Display for ToolChoiceMode {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Auto => f.write_str("auto"),
+                Self::None => f.write_str("none"),
+                Self::Required => f.write_str("required"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ToolChoiceMode {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "auto" => Ok(Self::Auto),
+                "none" => Ok(Self::None),
+                "required" => Ok(Self::Required),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolChoiceMode {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolChoiceMode {
         type Error = self::error::ConversionError;
         fn try_from(
             value: ::std::string::String,
@@ -3177,6 +3752,720 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ChatAnswerMessage {
+            content: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            role: ::std::result::Result<super::Role, ::std::string::String>,
+            tool_calls: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::ToolCall>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ChatAnswerMessage {
+            fn default() -> Self {
+                Self {
+                    content: Ok(Default::default()),
+                    role: Err("no value supplied for role".to_string()),
+                    tool_calls: Ok(Default::default()),
+                }
+            }
+        }
+        impl ChatAnswerMessage {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for content: {e}")
+                    });
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::Role>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for role: {e}")
+                    });
+                self
+            }
+            pub fn tool_calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<super::ToolCall>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_calls = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tool_calls: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatAnswerMessage> for super::ChatAnswerMessage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatAnswerMessage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    role: value.role?,
+                    tool_calls: value.tool_calls?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatAnswerMessage> for ChatAnswerMessage {
+            fn from(value: super::ChatAnswerMessage) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    role: Ok(value.role),
+                    tool_calls: Ok(value.tool_calls),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatChoice {
+            finish_reason: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            index: ::std::result::Result<i64, ::std::string::String>,
+            message: ::std::result::Result<
+                super::ChatAnswerMessage,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ChatChoice {
+            fn default() -> Self {
+                Self {
+                    finish_reason: Ok(Default::default()),
+                    index: Err("no value supplied for index".to_string()),
+                    message: Err("no value supplied for message".to_string()),
+                }
+            }
+        }
+        impl ChatChoice {
+            pub fn finish_reason<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.finish_reason = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for finish_reason: {e}")
+                    });
+                self
+            }
+            pub fn index<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.index = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for index: {e}")
+                    });
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatAnswerMessage>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for message: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatChoice> for super::ChatChoice {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatChoice,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    finish_reason: value.finish_reason?,
+                    index: value.index?,
+                    message: value.message?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatChoice> for ChatChoice {
+            fn from(value: super::ChatChoice) -> Self {
+                Self {
+                    finish_reason: Ok(value.finish_reason),
+                    index: Ok(value.index),
+                    message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatFunction {
+            description: ::std::result::Result<
+                ::std::option::Option<super::ChatFunctionDescription>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<super::ChatFunctionName, ::std::string::String>,
+            parameters: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ChatFunction {
+            fn default() -> Self {
+                Self {
+                    description: Ok(Default::default()),
+                    name: Err("no value supplied for name".to_string()),
+                    parameters: Ok(Default::default()),
+                }
+            }
+        }
+        impl ChatFunction {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ChatFunctionDescription>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for description: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatFunctionName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+            pub fn parameters<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.parameters = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for parameters: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatFunction> for super::ChatFunction {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatFunction,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    name: value.name?,
+                    parameters: value.parameters?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatFunction> for ChatFunction {
+            fn from(value: super::ChatFunction) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    name: Ok(value.name),
+                    parameters: Ok(value.parameters),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatRequest {
+            agent: ::std::result::Result<
+                ::std::option::Option<::uuid::Uuid>,
+                ::std::string::String,
+            >,
+            frequency_penalty: ::std::result::Result<
+                ::std::option::Option<f64>,
+                ::std::string::String,
+            >,
+            max_tokens: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU64>,
+                ::std::string::String,
+            >,
+            messages: ::std::result::Result<
+                ::std::vec::Vec<super::CreateMessageRequest>,
+                ::std::string::String,
+            >,
+            model: ::std::result::Result<
+                ::std::option::Option<super::ChatRequestModel>,
+                ::std::string::String,
+            >,
+            presence_penalty: ::std::result::Result<
+                ::std::option::Option<f64>,
+                ::std::string::String,
+            >,
+            recall: ::std::result::Result<bool, ::std::string::String>,
+            response_format: ::std::result::Result<
+                ::std::option::Option<super::ResponseFormat>,
+                ::std::string::String,
+            >,
+            save: ::std::result::Result<bool, ::std::string::String>,
+            seed: ::std::result::Result<
+                ::std::option::Option<i64>,
+                ::std::string::String,
+            >,
+            stop: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                ::std::string::String,
+            >,
+            stream: ::std::result::Result<bool, ::std::string::String>,
+            temperature: ::std::result::Result<
+                ::std::option::Option<f64>,
+                ::std::string::String,
+            >,
+            tool_choice: ::std::result::Result<
+                ::std::option::Option<super::ChatToolChoice>,
+                ::std::string::String,
+            >,
+            tools: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::ChatTool>>,
+                ::std::string::String,
+            >,
+            top_p: ::std::result::Result<
+                ::std::option::Option<f64>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ChatRequest {
+            fn default() -> Self {
+                Self {
+                    agent: Ok(Default::default()),
+                    frequency_penalty: Ok(Default::default()),
+                    max_tokens: Ok(Default::default()),
+                    messages: Err("no value supplied for messages".to_string()),
+                    model: Ok(Default::default()),
+                    presence_penalty: Ok(Default::default()),
+                    recall: Ok(super::defaults::default_bool::<true>()),
+                    response_format: Ok(Default::default()),
+                    save: Ok(super::defaults::default_bool::<true>()),
+                    seed: Ok(Default::default()),
+                    stop: Ok(Default::default()),
+                    stream: Ok(Default::default()),
+                    temperature: Ok(Default::default()),
+                    tool_choice: Ok(Default::default()),
+                    tools: Ok(Default::default()),
+                    top_p: Ok(Default::default()),
+                }
+            }
+        }
+        impl ChatRequest {
+            pub fn agent<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for agent: {e}")
+                    });
+                self
+            }
+            pub fn frequency_penalty<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.frequency_penalty = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for frequency_penalty: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn max_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::num::NonZeroU64>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.max_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for max_tokens: {e}")
+                    });
+                self
+            }
+            pub fn messages<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::CreateMessageRequest>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.messages = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for messages: {e}")
+                    });
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ChatRequestModel>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for model: {e}")
+                    });
+                self
+            }
+            pub fn presence_penalty<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.presence_penalty = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for presence_penalty: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn recall<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.recall = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for recall: {e}")
+                    });
+                self
+            }
+            pub fn response_format<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ResponseFormat>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.response_format = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for response_format: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn save<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.save = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for save: {e}")
+                    });
+                self
+            }
+            pub fn seed<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<i64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.seed = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for seed: {e}")
+                    });
+                self
+            }
+            pub fn stop<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.stop = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for stop: {e}")
+                    });
+                self
+            }
+            pub fn stream<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.stream = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for stream: {e}")
+                    });
+                self
+            }
+            pub fn temperature<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.temperature = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for temperature: {e}")
+                    });
+                self
+            }
+            pub fn tool_choice<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ChatToolChoice>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_choice = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tool_choice: {e}")
+                    });
+                self
+            }
+            pub fn tools<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<super::ChatTool>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tools = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tools: {e}")
+                    });
+                self
+            }
+            pub fn top_p<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.top_p = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for top_p: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatRequest> for super::ChatRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent: value.agent?,
+                    frequency_penalty: value.frequency_penalty?,
+                    max_tokens: value.max_tokens?,
+                    messages: value.messages?,
+                    model: value.model?,
+                    presence_penalty: value.presence_penalty?,
+                    recall: value.recall?,
+                    response_format: value.response_format?,
+                    save: value.save?,
+                    seed: value.seed?,
+                    stop: value.stop?,
+                    stream: value.stream?,
+                    temperature: value.temperature?,
+                    tool_choice: value.tool_choice?,
+                    tools: value.tools?,
+                    top_p: value.top_p?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatRequest> for ChatRequest {
+            fn from(value: super::ChatRequest) -> Self {
+                Self {
+                    agent: Ok(value.agent),
+                    frequency_penalty: Ok(value.frequency_penalty),
+                    max_tokens: Ok(value.max_tokens),
+                    messages: Ok(value.messages),
+                    model: Ok(value.model),
+                    presence_penalty: Ok(value.presence_penalty),
+                    recall: Ok(value.recall),
+                    response_format: Ok(value.response_format),
+                    save: Ok(value.save),
+                    seed: Ok(value.seed),
+                    stop: Ok(value.stop),
+                    stream: Ok(value.stream),
+                    temperature: Ok(value.temperature),
+                    tool_choice: Ok(value.tool_choice),
+                    tools: Ok(value.tools),
+                    top_p: Ok(value.top_p),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatResponse {
+            choices: ::std::result::Result<
+                ::std::vec::Vec<super::ChatChoice>,
+                ::std::string::String,
+            >,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            docs: ::std::result::Result<
+                ::std::vec::Vec<super::RecalledDoc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            model: ::std::result::Result<::std::string::String, ::std::string::String>,
+            usage: ::std::result::Result<super::ChatUsage, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatResponse {
+            fn default() -> Self {
+                Self {
+                    choices: Err("no value supplied for choices".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    docs: Err("no value supplied for docs".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    usage: Err("no value supplied for usage".to_string()),
+                }
+            }
+        }
+        impl ChatResponse {
+            pub fn choices<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ChatChoice>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.choices = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for choices: {e}")
+                    });
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created_at: {e}")
+                    });
+                self
+            }
+            pub fn docs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::RecalledDoc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.docs = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for docs: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for model: {e}")
+                    });
+                self
+            }
+            pub fn usage<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatUsage>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.usage = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for usage: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatResponse> for super::ChatResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    choices: value.choices?,
+                    created_at: value.created_at?,
+                    docs: value.docs?,
+                    id: value.id?,
+                    model: value.model?,
+                    usage: value.usage?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatResponse> for ChatResponse {
+            fn from(value: super::ChatResponse) -> Self {
+                Self {
+                    choices: Ok(value.choices),
+                    created_at: Ok(value.created_at),
+                    docs: Ok(value.docs),
+                    id: Ok(value.id),
+                    model: Ok(value.model),
+                    usage: Ok(value.usage),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ChatSettings {
             frequency_penalty: ::std::result::Result<
                 ::std::option::Option<f64>,
@@ -3340,6 +4629,144 @@ pub mod types {
                     stop: Ok(value.stop),
                     temperature: Ok(value.temperature),
                     top_p: Ok(value.top_p),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatTool {
+            function: ::std::result::Result<super::ChatFunction, ::std::string::String>,
+            type_: ::std::result::Result<super::ToolCallType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatTool {
+            fn default() -> Self {
+                Self {
+                    function: Err("no value supplied for function".to_string()),
+                    type_: Ok(super::defaults::chat_tool_type()),
+                }
+            }
+        }
+        impl ChatTool {
+            pub fn function<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatFunction>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.function = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for function: {e}")
+                    });
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolCallType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatTool> for super::ChatTool {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatTool,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    function: value.function?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatTool> for ChatTool {
+            fn from(value: super::ChatTool) -> Self {
+                Self {
+                    function: Ok(value.function),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatUsage {
+            completion_tokens: ::std::result::Result<i64, ::std::string::String>,
+            prompt_tokens: ::std::result::Result<i64, ::std::string::String>,
+            total_tokens: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatUsage {
+            fn default() -> Self {
+                Self {
+                    completion_tokens: Err(
+                        "no value supplied for completion_tokens".to_string(),
+                    ),
+                    prompt_tokens: Err(
+                        "no value supplied for prompt_tokens".to_string(),
+                    ),
+                    total_tokens: Err("no value supplied for total_tokens".to_string()),
+                }
+            }
+        }
+        impl ChatUsage {
+            pub fn completion_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.completion_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for completion_tokens: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn prompt_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.prompt_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for prompt_tokens: {e}")
+                    });
+                self
+            }
+            pub fn total_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.total_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for total_tokens: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatUsage> for super::ChatUsage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatUsage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    completion_tokens: value.completion_tokens?,
+                    prompt_tokens: value.prompt_tokens?,
+                    total_tokens: value.total_tokens?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatUsage> for ChatUsage {
+            fn from(value: super::ChatUsage) -> Self {
+                Self {
+                    completion_tokens: Ok(value.completion_tokens),
+                    prompt_tokens: Ok(value.prompt_tokens),
+                    total_tokens: Ok(value.total_tokens),
                 }
             }
         }
@@ -4854,6 +6281,102 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct NamedFunction {
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for NamedFunction {
+            fn default() -> Self {
+                Self {
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl NamedFunction {
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<NamedFunction> for super::NamedFunction {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: NamedFunction,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { name: value.name? })
+            }
+        }
+        impl ::std::convert::From<super::NamedFunction> for NamedFunction {
+            fn from(value: super::NamedFunction) -> Self {
+                Self { name: Ok(value.name) }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct NamedToolChoice {
+            function: ::std::result::Result<super::NamedFunction, ::std::string::String>,
+            type_: ::std::result::Result<super::ToolCallType, ::std::string::String>,
+        }
+        impl ::std::default::Default for NamedToolChoice {
+            fn default() -> Self {
+                Self {
+                    function: Err("no value supplied for function".to_string()),
+                    type_: Ok(super::defaults::named_tool_choice_type()),
+                }
+            }
+        }
+        impl NamedToolChoice {
+            pub fn function<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::NamedFunction>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.function = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for function: {e}")
+                    });
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolCallType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<NamedToolChoice> for super::NamedToolChoice {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: NamedToolChoice,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    function: value.function?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::NamedToolChoice> for NamedToolChoice {
+            fn from(value: super::NamedToolChoice) -> Self {
+                Self {
+                    function: Ok(value.function),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct PatchAgentRequest {
             about: ::std::result::Result<
                 ::std::option::Option<super::PatchAgentRequestAbout>,
@@ -5460,6 +6983,293 @@ pub mod types {
                     name: Ok(value.name),
                     tools: Ok(value.tools),
                 }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct RecalledDoc {
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            owner: ::std::result::Result<super::RecalledOwner, ::std::string::String>,
+            score: ::std::result::Result<f64, ::std::string::String>,
+            snippet: ::std::result::Result<
+                super::RecalledSnippet,
+                ::std::string::String,
+            >,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for RecalledDoc {
+            fn default() -> Self {
+                Self {
+                    id: Err("no value supplied for id".to_string()),
+                    metadata: Ok(Default::default()),
+                    owner: Err("no value supplied for owner".to_string()),
+                    score: Err("no value supplied for score".to_string()),
+                    snippet: Err("no value supplied for snippet".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                }
+            }
+        }
+        impl RecalledDoc {
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn owner<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::RecalledOwner>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.owner = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for owner: {e}")
+                    });
+                self
+            }
+            pub fn score<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<f64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.score = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for score: {e}")
+                    });
+                self
+            }
+            pub fn snippet<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::RecalledSnippet>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.snippet = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for snippet: {e}")
+                    });
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for title: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<RecalledDoc> for super::RecalledDoc {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: RecalledDoc,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    id: value.id?,
+                    metadata: value.metadata?,
+                    owner: value.owner?,
+                    score: value.score?,
+                    snippet: value.snippet?,
+                    title: value.title?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::RecalledDoc> for RecalledDoc {
+            fn from(value: super::RecalledDoc) -> Self {
+                Self {
+                    id: Ok(value.id),
+                    metadata: Ok(value.metadata),
+                    owner: Ok(value.owner),
+                    score: Ok(value.score),
+                    snippet: Ok(value.snippet),
+                    title: Ok(value.title),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct RecalledOwner {
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            role: ::std::result::Result<super::RecalledOwnerRole, ::std::string::String>,
+        }
+        impl ::std::default::Default for RecalledOwner {
+            fn default() -> Self {
+                Self {
+                    id: Err("no value supplied for id".to_string()),
+                    role: Err("no value supplied for role".to_string()),
+                }
+            }
+        }
+        impl RecalledOwner {
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::RecalledOwnerRole>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for role: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<RecalledOwner> for super::RecalledOwner {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: RecalledOwner,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    id: value.id?,
+                    role: value.role?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::RecalledOwner> for RecalledOwner {
+            fn from(value: super::RecalledOwner) -> Self {
+                Self {
+                    id: Ok(value.id),
+                    role: Ok(value.role),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct RecalledSnippet {
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            index: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for RecalledSnippet {
+            fn default() -> Self {
+                Self {
+                    content: Err("no value supplied for content".to_string()),
+                    index: Err("no value supplied for index".to_string()),
+                }
+            }
+        }
+        impl RecalledSnippet {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for content: {e}")
+                    });
+                self
+            }
+            pub fn index<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.index = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for index: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<RecalledSnippet> for super::RecalledSnippet {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: RecalledSnippet,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    index: value.index?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::RecalledSnippet> for RecalledSnippet {
+            fn from(value: super::RecalledSnippet) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    index: Ok(value.index),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ResponseFormat {
+            type_: ::std::result::Result<
+                super::ResponseFormatType,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ResponseFormat {
+            fn default() -> Self {
+                Self {
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ResponseFormat {
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ResponseFormatType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ResponseFormat> for super::ResponseFormat {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ResponseFormat,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { type_: value.type_? })
+            }
+        }
+        impl ::std::convert::From<super::ResponseFormat> for ResponseFormat {
+            fn from(value: super::ResponseFormat) -> Self {
+                Self { type_: Ok(value.type_) }
             }
         }
         #[derive(Clone, Debug)]
@@ -6847,6 +8657,9 @@ pub mod types {
         pub(super) fn default_bool<const V: bool>() -> bool {
             V
         }
+        pub(super) fn chat_tool_type() -> super::ToolCallType {
+            super::ToolCallType::Function
+        }
         pub(super) fn create_agent_request_about() -> super::CreateAgentRequestAbout {
             super::CreateAgentRequestAbout("".to_string())
         }
@@ -6875,6 +8688,9 @@ pub mod types {
             ]
                 .into_iter()
                 .collect()
+        }
+        pub(super) fn named_tool_choice_type() -> super::ToolCallType {
+            super::ToolCallType::Function
         }
         pub(super) fn put_task_request_description() -> super::PutTaskRequestDescription {
             super::PutTaskRequestDescription("".to_string())
@@ -7397,6 +9213,29 @@ let response = client.session_patch()
 ```*/
     pub fn session_patch(&self) -> builder::SessionPatch<'_> {
         builder::SessionPatch::new(self)
+    }
+    /**Chat with the session's agent
+
+Builds the prompt (the agent's default settings overridden by the request's; the documents recalled with the last user message; the system message from the session's `system_template` or the built-in default, then the situation; the session's history, then the new messages, kept within `token_budget` as `context_overflow` says), calls the model through its provider with the agents' function tools and the request's `tools`, and, when `save`, appends the new messages and the answer in one atomic write. Tool calls are returned (`finish_reason: "tool_calls"`); send their results back as `tool` messages with `tool_call_id`. Chats on one session run one at a time.
+
+With `stream: true` the answer is `text/event-stream` instead: one `data: <chunk>` event per delta in OpenAI's chunk shape (`{"id","model","choices":[{"index","delta":{"role"?,"content"?,"tool_calls"?}, "finish_reason"}]}`), a last chunk with no choices carrying `usage` and `docs`, then `data: [DONE]`. A failure after the stream started is an event `data: {"error": {"message", "code"}}` and nothing is saved.
+
+Errors: 503 `no_model_provider` (no provider serves the model), 502 `upstream_error` (the provider failed or answered nonsense), 504 `upstream_timeout`, 400 (over the token budget, a template that does not render); none of them saves anything.
+
+Sends a `POST` request to `/api/sessions/{id}/chat`
+
+Arguments:
+- `id`: The session's id.
+- `body`
+```ignore
+let response = client.session_chat()
+    .id(id)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn session_chat(&self) -> builder::SessionChat<'_> {
+        builder::SessionChat::new(self)
     }
     /**List a session's messages, oldest first unless `direction=desc`
 
@@ -10310,6 +12149,128 @@ pub mod builder {
                 .build()?;
             let info = OperationInfo {
                 operation_id: "session_patch",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::session_chat`]
+
+[`Client::session_chat`]: super::Client::session_chat*/
+    #[derive(Debug, Clone)]
+    pub struct SessionChat<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::ChatRequest, String>,
+    }
+    impl<'a> SessionChat<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ChatRequest>,
+            <V as std::convert::TryInto<types::ChatRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `ChatRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::ChatRequest,
+            ) -> types::builder::ChatRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/sessions/{id}/chat`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ChatResponse>, Error<types::Error>> {
+            let Self { client, id, body } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| types::ChatRequest::try_from(v).map_err(|e| e.to_string()))
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/sessions/{}/chat", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "session_chat",
             };
             client.pre(&mut request, &info).await?;
             let result = client.exec(request, &info).await;

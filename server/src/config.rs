@@ -11,13 +11,26 @@
 //! [log]
 //! level = "info"              # trace, debug, info, warn, error
 //! format = "pretty"           # or "json" (bunyan, one object per line on stdout)
+//!
+//! [models]
+//! default_model = "llama3.2"  # or AGENT_PLATFORM_DEFAULT_MODEL
+//! request_timeout_s = 120     # 504 after this (stream_idle_timeout_s for streams)
+//! [[models.providers]]
+//! name = "local"
+//! base_url = "http://127.0.0.1:11434/v1"
+//! api_key_env = "LOCAL_API_KEY"   # the variable's name; the key never goes in the file
+//! models = []                     # empty: serves every model
 //! ```
+//!
+//! With no `[[models.providers]]`, `OPENAI_BASE_URL` and `OPENAI_API_KEY` define
+//! the one provider (see [`crate::chat::Providers::from_config`]).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::chat::ModelsConfig;
 use crate::store::sled_store::Durability;
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -25,6 +38,7 @@ use crate::store::sled_store::Durability;
 pub struct Config {
     pub server: ServerConfig,
     pub log: LogConfig,
+    pub models: ModelsConfig,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -103,6 +117,9 @@ impl Config {
                 "flush" => Durability::Flush,
                 _ => anyhow::bail!("AGENT_PLATFORM_DURABILITY={v:?}: expected fsync or flush"),
             };
+        }
+        if let Some(v) = env("AGENT_PLATFORM_DEFAULT_MODEL").filter(|v| !v.trim().is_empty()) {
+            self.models.default_model = Some(v);
         }
         if let Some(v) = env("AGENT_PLATFORM_LOG_LEVEL") {
             self.log.level = v;

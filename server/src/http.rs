@@ -10,6 +10,7 @@ use serde_json::Value;
 use slog::error;
 
 use crate::api::types::*;
+use crate::api::types_chat::*;
 use crate::api::types_sessions::*;
 use crate::api::types_tasks::*;
 use crate::api::types_tools::*;
@@ -252,6 +253,19 @@ impl AgentPlatformApi for Impl {
         let (id, body) = (path.into_inner().id, body.into_inner());
         run(&rqctx, |app, t| async move { app.message_create(t, id, body).await.map(HttpResponseCreated) })
             .await
+    }
+
+    async fn session_chat(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<SessionPath>,
+        body: JsonBody<ChatRequest>,
+    ) -> Result<Reply<ChatAnswer>, ApiError> {
+        let (id, body) = (path.into_inner().id, body.into_inner());
+        if body.stream {
+            run(&rqctx, |app, t| async move { crate::http_stream::chat_stream(app, t, id, body).await }).await
+        } else {
+            run(&rqctx, |app, t| async move { app.chat(t, id, body).await.map(ChatAnswer::Json) }).await
+        }
     }
 
     async fn session_tool_list(

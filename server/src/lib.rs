@@ -12,5 +12,6 @@ pub mod app;
 pub mod chat;
 pub mod config;
 pub mod http;
+pub mod http_stream;
 pub mod server;
 pub mod store;

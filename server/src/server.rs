@@ -10,6 +10,7 @@ use dropshot::{
 use crate::api::agent_platform_api_mod;
 use crate::app::App;
 use crate::app::keys::DEFAULT_TENANT;
+use crate::chat::Providers;
 use crate::config::{Config, LogFormat};
 use crate::http::{Ctx, Impl};
 use crate::store::sled_store::SledStore;
@@ -58,9 +59,18 @@ fn logger(cfg: &Config) -> anyhow::Result<slog::Logger> {
 
 /// Opens the store in the configured data directory and starts serving.
 pub async fn start(cfg: &Config) -> anyhow::Result<Running> {
+    start_with_env(cfg, |v| std::env::var(v).ok()).await
+}
+
+/// [`start`], reading the providers' environment variables (`OPENAI_BASE_URL`,
+/// `OPENAI_API_KEY`, the `api_key_env`s) through `env`.
+pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Running> {
     let log = logger(cfg)?;
+    let models = Providers::from_config(&cfg.models, env).map_err(|e| anyhow::anyhow!("config: {e}"))?;
+    // The tokenizer takes seconds to build; not inside the first chat.
+    tokio::task::spawn_blocking(crate::chat::tokens::warm_up);
     let store = Arc::new(SledStore::open(&cfg.server.data_dir, cfg.server.durability)?);
-    let app = App::new(store.clone());
+    let app = App::with_models(store.clone(), models);
     let spec = match crate::api::openapi() {
         serde_json::Value::Object(m) => m,
         _ => unreachable!("an OpenAPI document is an object"),

@@ -7,6 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use agent_platform::app::App;
+use agent_platform::chat::ModelsConfig;
 use agent_platform::config::Config;
 use agent_platform::server::Running;
 use agent_platform::store::{Kind, Store};
@@ -34,13 +35,21 @@ pub struct Raw {
 }
 
 impl TestServer {
+    /// A server with no model provider (the environment's `OPENAI_*` are ignored).
     pub async fn start() -> Self {
+        Self::with_models(ModelsConfig::default()).await
+    }
+
+    /// A server whose model providers are `models` (the environment is not read).
+    pub async fn with_models(models: ModelsConfig) -> Self {
         let dir = tempfile::tempdir().expect("a temp dir");
         let mut cfg = Config::default();
         cfg.server.bind = "127.0.0.1:0".parse().unwrap();
         cfg.server.data_dir = dir.path().join("data");
         cfg.log.level = "warn".into();
-        let running = agent_platform::server::start(&cfg).await.expect("the server starts");
+        cfg.models = models;
+        let running =
+            agent_platform::server::start_with_env(&cfg, |_| None).await.expect("the server starts");
         let key = running.first_key.clone().expect("a fresh store prints a first key");
         let base = format!("http://{}", running.local_addr());
         let client = Client::with_key(&base, &key).unwrap();

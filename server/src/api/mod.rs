@@ -8,6 +8,7 @@ pub mod error;
 pub mod extract;
 pub mod reply;
 pub mod types;
+pub mod types_chat;
 pub mod types_sessions;
 pub mod types_tasks;
 pub mod types_tools;
@@ -18,8 +19,9 @@ use serde_json::{Value, json};
 
 pub use error::ApiError;
 pub use extract::{JsonBody, PathParams, QueryParams};
-pub use reply::Reply;
+pub use reply::{ChatAnswer, Reply};
 use types::*;
+use types_chat::*;
 use types_sessions::*;
 use types_tasks::*;
 use types_tools::*;
@@ -205,6 +207,37 @@ pub trait AgentPlatformApi {
         path: PathParams<SessionPath>,
         body: JsonBody<CreateMessageRequest>,
     ) -> Created<Message>;
+
+    /// Chat with the session's agent.
+    ///
+    /// Builds the prompt (the agent's default settings overridden by the
+    /// request's; the documents recalled with the last user message; the system
+    /// message from the session's `system_template` or the built-in default,
+    /// then the situation; the session's history, then the new messages, kept
+    /// within `token_budget` as `context_overflow` says), calls the model
+    /// through its provider with the agents' function tools and the request's
+    /// `tools`, and, when `save`, appends the new messages and the answer in one
+    /// atomic write. Tool calls are returned (`finish_reason: "tool_calls"`);
+    /// send their results back as `tool` messages with `tool_call_id`. Chats on
+    /// one session run one at a time.
+    ///
+    /// With `stream: true` the answer is `text/event-stream` instead: one
+    /// `data: <chunk>` event per delta in OpenAI's chunk shape
+    /// (`{"id","model","choices":[{"index","delta":{"role"?,"content"?,"tool_calls"?},
+    /// "finish_reason"}]}`), a last chunk with no choices carrying `usage` and
+    /// `docs`, then `data: [DONE]`. A failure after the stream started is an
+    /// event `data: {"error": {"message", "code"}}` and nothing is saved.
+    ///
+    /// Errors: 503 `no_model_provider` (no provider serves the model), 502
+    /// `upstream_error` (the provider failed or answered nonsense), 504
+    /// `upstream_timeout`, 400 (over the token budget, a template that does not
+    /// render); none of them saves anything.
+    #[endpoint { method = POST, path = "/api/sessions/{id}/chat", tags = ["sessions"] }]
+    async fn session_chat(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<SessionPath>,
+        body: JsonBody<ChatRequest>,
+    ) -> Result<Reply<ChatAnswer>, ApiError>;
 
     /// The tools of the session's agents.
     ///

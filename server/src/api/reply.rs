@@ -6,10 +6,11 @@
 //! `Err` channel of the handler is left to extractor failures. The spec still
 //! documents `R` as the success response and `ApiError` as the error schema.
 
-use dropshot::{ApiEndpointResponse, Body, HttpError, HttpResponse};
+use dropshot::{ApiEndpointResponse, Body, HttpError, HttpResponse, HttpResponseOk};
 use http::StatusCode;
 
 use super::error::ApiError;
+use super::types_chat::ChatResponse;
 
 pub enum Reply<R> {
     Ok(R),
@@ -42,5 +43,35 @@ impl<R: HttpResponse> HttpResponse for Reply<R> {
             Reply::Ok(r) => r.status_code(),
             Reply::Err(e) => e.status().as_status(),
         }
+    }
+}
+
+/// The answer of a chat: the whole [`ChatResponse`] as JSON, or a
+/// `text/event-stream` body. Dropshot has no event-stream response type; the
+/// spec documents the JSON answer (one success type per operation) and the
+/// operation's description the stream.
+pub enum ChatAnswer {
+    Json(ChatResponse),
+    Stream(Body),
+}
+
+impl HttpResponse for ChatAnswer {
+    fn to_result(self) -> Result<http::Response<Body>, HttpError> {
+        match self {
+            ChatAnswer::Json(r) => HttpResponseOk(r).to_result(),
+            ChatAnswer::Stream(body) => Ok(http::Response::builder()
+                .status(StatusCode::OK)
+                .header(http::header::CONTENT_TYPE, "text/event-stream")
+                .header(http::header::CACHE_CONTROL, "no-cache")
+                .body(body)?),
+        }
+    }
+
+    fn response_metadata() -> ApiEndpointResponse {
+        HttpResponseOk::<ChatResponse>::response_metadata()
+    }
+
+    fn status_code(&self) -> StatusCode {
+        StatusCode::OK
     }
 }

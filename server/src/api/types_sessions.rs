@@ -116,14 +116,12 @@ pub struct UpdateSessionRequest {
 /// Reports a system template that does not compile, with the line of the error.
 fn check_template(template: Option<&str>, issues: &mut Issues) {
     let Some(source) = template else { return };
-    let env = minijinja::Environment::new();
-    if let Err(e) = env.template_from_named_str("system_template", source) {
-        let what = e.detail().map(|d| format!("{}: {d}", e.kind())).unwrap_or_else(|| e.kind().to_string());
-        let line = e.line().map(|l| format!(" at line {l}")).unwrap_or_default();
+    if let Err(e) = crate::chat::check_template(source) {
+        let line = e.line.map(|l| format!(" at line {l}")).unwrap_or_default();
         issues.push(
             &[LocPart::Key("system_template".into())],
             "value_error",
-            format!("system_template does not compile as a minijinja template: {what}{line}"),
+            format!("system_template does not compile as a minijinja template: {}{line}", e.message),
         );
     }
 }

@@ -47,9 +47,9 @@ impl Resource for Message {
 /// The tokens of a message's content and of the calls it makes.
 fn token_count(m: &CreateMessageRequest) -> i64 {
     let calls = m.tool_calls.iter().flatten();
-    let n = tokens::count(&m.content)
+    let n = tokens::count_tokens(&m.content)
         + calls
-            .map(|c| tokens::count(&c.function.name) + tokens::count(&c.function.arguments))
+            .map(|c| tokens::count_tokens(&c.function.name) + tokens::count_tokens(&c.function.arguments))
             .sum::<usize>();
     n as i64
 }

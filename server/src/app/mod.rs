@@ -4,6 +4,7 @@
 //! they read and write through the [`Store`] trait only.
 
 pub mod agents;
+pub mod chat;
 pub mod keys;
 pub mod messages;
 pub mod records;
@@ -18,6 +19,7 @@ use std::sync::{Arc, RwLock};
 use uuid::Uuid;
 
 use crate::api::error::Issue;
+use crate::chat::Providers;
 use crate::store::{Kind, Store, StoreError};
 
 /// The tenant of the API key of a request: every query is scoped by it.
@@ -76,10 +78,19 @@ pub struct App {
     /// this `App` (or the CLI while the server is stopped: the store admits one
     /// process), so the cache is invalidated where keys are revoked.
     key_cache: Arc<RwLock<HashMap<String, Tenant>>>,
+    /// The model providers chats go through.
+    pub models: Arc<Providers>,
+    /// One lock per session with a chat under way, so exchanges do not interleave.
+    chat_locks: chat::ChatLocks,
 }
 
 impl App {
+    /// An application with no model provider (chats answer 503).
     pub fn new(store: Arc<dyn Store>) -> Self {
-        App { store, key_cache: Arc::default() }
+        Self::with_models(store, Providers::none())
+    }
+
+    pub fn with_models(store: Arc<dyn Store>, models: Providers) -> Self {
+        App { store, key_cache: Arc::default(), models: Arc::new(models), chat_locks: Default::default() }
     }
 }
