@@ -21,6 +21,8 @@ mod generated;
 
 pub use generated::*;
 
+pub mod stream;
+
 /// Compiles an OpenAPI `pattern` as ECMA-262 with the `u` flag, which its
 /// Unicode property classes (`\p{L}`, `\p{ID_Start}`) need. The generated
 /// code calls this instead of `regress::Regex::new` (see xtask).

@@ -134,3 +134,23 @@ impl Config {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn models_section_and_default_model_from_the_environment() {
+        let mut cfg: Config = toml::from_str(
+            "[models]\ndefault_model = \"a\"\n[[models.providers]]\nname = \"local\"\n\
+             base_url = \"http://127.0.0.1:11434/v1\"\n",
+        )
+        .unwrap();
+        assert_eq!(cfg.models.providers[0].name, "local");
+        assert_eq!(cfg.models.default_model.as_deref(), Some("a"));
+        cfg.apply_env(|k| (k == "AGENT_PLATFORM_DEFAULT_MODEL").then(|| "b".to_string())).unwrap();
+        assert_eq!(cfg.models.default_model.as_deref(), Some("b"));
+        let providers = crate::chat::Providers::from_config(&cfg.models, |_| None).unwrap();
+        assert_eq!(providers.resolve("b").unwrap().name(), "local");
+    }
+}

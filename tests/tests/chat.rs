@@ -436,3 +436,41 @@ async fn a_client_that_goes_away_cancels_the_upstream_and_saves_nothing() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(t.history().await.is_empty());
 }
+
+#[tokio::test]
+async fn the_client_stream_helper_yields_typed_chunks() {
+    use futures::StreamExt;
+    let t = setup().await;
+    t.fake.push(Behaviour::Text("one two three".into()));
+    let msg = types::CreateMessageRequest::builder().role(types::Role::User).content("count");
+    let body: types::ChatRequest =
+        types::ChatRequest::builder().messages(vec![msg.try_into().unwrap()]).try_into().unwrap();
+    let mut chunks = t.s.client.session_chat_stream(t.session, body).await.unwrap();
+    let mut text = String::new();
+    let mut last = None;
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.unwrap();
+        text.extend(chunk.choices.iter().filter_map(|c| c.delta.content.clone()));
+        last = Some(chunk);
+    }
+    assert_eq!(text, "one two three");
+    let last = last.unwrap();
+    assert!(last.usage.unwrap().total_tokens > 0);
+    assert_eq!(last.docs.unwrap().len(), 0);
+}
+
+#[tokio::test]
+async fn the_client_stream_helper_reports_a_cut_stream() {
+    use futures::StreamExt;
+    let t = setup().await;
+    t.fake.push(Behaviour::CutStream { chunks_before_cut: 1 });
+    let msg = types::CreateMessageRequest::builder().role(types::Role::User).content("x");
+    let body: types::ChatRequest =
+        types::ChatRequest::builder().messages(vec![msg.try_into().unwrap()]).try_into().unwrap();
+    let chunks: Vec<_> = t.s.client.session_chat_stream(t.session, body).await.unwrap().collect().await;
+    let err = chunks.last().unwrap().as_ref().unwrap_err();
+    assert!(
+        matches!(err, agent_platform_client::stream::ChatStreamError::Server { code, .. } if code == "upstream_error"),
+        "{err}"
+    );
+}
