@@ -1,0 +1,173 @@
+//! Chat overhead: the same chat (a) through the service, on a session with
+//! 1,000 messages, and (b) sent directly to the fake upstream (zero latency),
+//! in one run. Prints p50/p99 of the latency the service adds, and of the
+//! time to the first streamed byte it adds.
+//!
+//! `cargo bench -p agent-platform --bench chat --features fake-upstream`
+//!
+//! The service side includes auth, loading the session, agent, users, tools
+//! and 1,000 messages, rendering the system template, token counting, the
+//! provider call and (not here: `save: false` keeps the history constant) the
+//! save. Documents are not in this build, so recall finds nothing.
+
+use std::time::{Duration, Instant};
+
+use agent_platform::chat::fake_upstream::{Behaviour, FakeUpstream};
+use agent_platform::chat::{ModelsConfig, ProviderConfig};
+use agent_platform::config::Config;
+use agent_platform::store::sled_store::Durability;
+use serde_json::{Value, json};
+
+const MESSAGES: usize = 1000;
+const ROUNDS: usize = 200;
+
+fn pct(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+/// Sends `body` to `url` `ROUNDS` times: (total latency, time to first body byte).
+async fn measure(
+    http: &reqwest::Client,
+    url: &str,
+    auth: Option<&str>,
+    body: &Value,
+) -> (Vec<Duration>, Vec<Duration>) {
+    let (mut total, mut first) = (Vec::new(), Vec::new());
+    for _ in 0..ROUNDS {
+        let started = Instant::now();
+        let mut req = http.post(url).json(body);
+        if let Some(a) = auth {
+            req = req.header("authorization", a);
+        }
+        let mut resp = req.send().await.unwrap();
+        assert!(resp.status().is_success(), "{} from {url}", resp.status());
+        let mut got_first = false;
+        while let Some(bytes) = resp.chunk().await.unwrap() {
+            if !got_first && !bytes.is_empty() {
+                first.push(started.elapsed());
+                got_first = true;
+            }
+        }
+        total.push(started.elapsed());
+    }
+    (total, first)
+}
+
+fn report(name: &str, service: &mut [Duration], direct: &mut [Duration]) {
+    let (s50, s99, d50, d99) = (pct(service, 0.5), pct(service, 0.99), pct(direct, 0.5), pct(direct, 0.99));
+    println!(
+        "{name:<28} service p50 {:>8.3} ms p99 {:>8.3} ms | direct p50 {:>8.3} ms p99 {:>8.3} ms | added p50 {:>8.3} ms p99 {:>8.3} ms",
+        ms(s50),
+        ms(s99),
+        ms(d50),
+        ms(d99),
+        ms(s50.saturating_sub(d50)),
+        ms(s99.saturating_sub(d99)),
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let fake = FakeUpstream::start().await;
+    fake.set_default(Behaviour::Text("The quick brown fox jumps over the lazy dog.".into()));
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = Config::default();
+    cfg.server.bind = "127.0.0.1:0".parse().unwrap();
+    cfg.server.data_dir = dir.path().join("data");
+    cfg.server.durability = Durability::Flush;
+    cfg.log.level = "error".into();
+    cfg.models = ModelsConfig {
+        providers: vec![ProviderConfig {
+            name: "fake".into(),
+            base_url: fake.base_url(),
+            api_key_env: None,
+            models: Vec::new(),
+        }],
+        default_model: Some("bench-model".into()),
+        ..ModelsConfig::default()
+    };
+    let running = agent_platform::server::start_with_env(&cfg, |_| None).await.unwrap();
+    let base = format!("http://{}", running.local_addr());
+    let auth = format!("Bearer {}", running.first_key.clone().unwrap());
+    let http = reqwest::Client::new();
+    let post = |path: &str, body: Value| {
+        http.post(format!("{base}{path}")).header("authorization", &auth).json(&body).send()
+    };
+    let agent: Value = post(
+        "/api/agents",
+        json!({"name": "Ada", "about": "a research assistant", "instructions": ["Be brief.", "Cite sources."]}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let user: Value = post("/api/users", json!({"name": "Bob", "about": "a biologist"}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let session: Value = post("/api/sessions", json!({"agent": agent["id"], "user": user["id"]}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let sid = session["id"].as_str().unwrap().to_owned();
+    let started = Instant::now();
+    for chunk in (0..MESSAGES).collect::<Vec<_>>().chunks(50) {
+        let posts = chunk.iter().map(|i| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            post(
+                &format!("/api/sessions/{sid}/messages"),
+                json!({"role": role, "content": format!("Message {i} about cells, membranes and proteins.")}),
+            )
+        });
+        for r in futures::future::join_all(posts).await {
+            assert_eq!(r.unwrap().status(), 201);
+        }
+    }
+    println!("setup: session with {MESSAGES} messages in {:.1} s", started.elapsed().as_secs_f64());
+
+    let chat_url = format!("{base}/api/sessions/{sid}/chat");
+    let chat = json!({"messages": [{"role": "user", "content": "Summarise what we said."}], "save": false});
+    // Warm up, and capture the exact request the service sends upstream.
+    for _ in 0..5 {
+        measure_once(&http, &chat_url, &auth, &chat).await;
+    }
+    let mut upstream_body = fake.last_request().unwrap().body;
+    let upstream_url = format!("{}/chat/completions", fake.base_url());
+
+    upstream_body["stream"] = json!(false);
+    upstream_body.as_object_mut().unwrap().remove("stream_options");
+    let (mut svc, _) = measure(&http, &chat_url, Some(&auth), &chat).await;
+    let (mut direct, _) = measure(&http, &upstream_url, None, &upstream_body).await;
+    report("non-streamed: latency", &mut svc, &mut direct);
+
+    let mut chat_stream = chat.clone();
+    chat_stream["stream"] = json!(true);
+    upstream_body["stream"] = json!(true);
+    upstream_body["stream_options"] = json!({"include_usage": true});
+    let (mut svc_total, mut svc_first) = measure(&http, &chat_url, Some(&auth), &chat_stream).await;
+    let (mut direct_total, mut direct_first) = measure(&http, &upstream_url, None, &upstream_body).await;
+    report("streamed: first byte", &mut svc_first, &mut direct_first);
+    report("streamed: whole answer", &mut svc_total, &mut direct_total);
+    println!(
+        "({ROUNDS} sequential requests each; prompt of {} messages; upstream requests seen: {})",
+        upstream_body["messages"].as_array().unwrap().len(),
+        fake.requests().len()
+    );
+    running.shutdown().await.unwrap();
+}
+
+async fn measure_once(http: &reqwest::Client, url: &str, auth: &str, body: &Value) {
+    let resp = http.post(url).header("authorization", auth).json(body).send().await.unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    resp.bytes().await.unwrap();
+}
