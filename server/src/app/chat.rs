@@ -313,9 +313,7 @@ impl App {
                         )));
                     }
                     Some(ContextOverflow::Truncate) => {
-                        let dropped =
-                            drop_oldest(&mut history, |h| count_chat_tokens(&assemble(None, h)) > budget);
-                        let _ = dropped;
+                        drop_oldest(&mut history, |h| count_chat_tokens(&assemble(None, h)) > budget);
                         messages = assemble(None, &history);
                     }
                     Some(ContextOverflow::Adaptive) => {
