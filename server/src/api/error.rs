@@ -139,10 +139,10 @@ impl ApiError {
 impl From<HttpError> for ApiError {
     fn from(e: HttpError) -> Self {
         let code = e.error_code.as_deref().unwrap_or_default();
-        if code == VALIDATION_CODE {
-            if let Ok(issues) = serde_json::from_str(&e.external_message) {
-                return ApiError::Validation(issues);
-            }
+        if code == VALIDATION_CODE
+            && let Ok(issues) = serde_json::from_str(&e.external_message)
+        {
+            return ApiError::Validation(issues);
         }
         // Our extractors put "code:request_id" in error_code; anything else comes
         // from dropshot itself and is classified by its status and message.

@@ -387,10 +387,10 @@ fn collect_types(s: &Value, root: &Value, out: &mut Vec<String>, depth: usize) {
     if depth > 8 {
         return;
     }
-    if let Some(r) = s.get("$ref").and_then(Value::as_str) {
-        if let Some(target) = r.strip_prefix('#').and_then(|p| root.pointer(p)) {
-            collect_types(target, root, out, depth + 1);
-        }
+    if let Some(r) = s.get("$ref").and_then(Value::as_str)
+        && let Some(target) = r.strip_prefix('#').and_then(|p| root.pointer(p))
+    {
+        collect_types(target, root, out, depth + 1);
     }
     match s.get("type") {
         Some(Value::String(t)) => out.push(t.clone()),

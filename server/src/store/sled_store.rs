@@ -341,12 +341,11 @@ fn build_batch(db: &sled::Db, tenant: Uuid, ops: &[Op]) -> StoreResult<sled::Bat
                     (Expect::Version(v), Some(o)) if o.version != *v => return Err(StoreError::Stale),
                     _ => {}
                 }
-                if let Some(name) = &rec.unique {
-                    if let Some(holder) = ov.get(&unique_key(rec.kind, tenant, rec.scope, name))? {
-                        if holder.as_slice() != rec.id.as_bytes() {
-                            return Err(StoreError::Duplicate { kind: rec.kind, name: name.clone() });
-                        }
-                    }
+                if let Some(name) = &rec.unique
+                    && let Some(holder) = ov.get(&unique_key(rec.kind, tenant, rec.scope, name))?
+                    && holder.as_slice() != rec.id.as_bytes()
+                {
+                    return Err(StoreError::Duplicate { kind: rec.kind, name: name.clone() });
                 }
                 if let Some(o) = &old {
                     rec.version = o.version + 1;
