@@ -11,5 +11,6 @@ pub mod api;
 pub mod app;
 pub mod config;
 pub mod http;
+pub mod search;
 pub mod server;
 pub mod store;
