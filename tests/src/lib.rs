@@ -225,3 +225,57 @@ impl Process {
         self.child.wait().unwrap();
     }
 }
+
+/// A JSON object as metadata (panics on anything else).
+pub fn meta(v: Value) -> serde_json::Map<String, Value> {
+    v.as_object().expect("metadata is a JSON object").clone()
+}
+
+/// A document body with these snippets.
+pub fn doc(title: &str, snippets: &[&str]) -> types::builder::CreateDocRequest {
+    let content = snippets.iter().map(|s| types::DocContentArrayItem::try_from(*s).unwrap()).collect();
+    types::CreateDocRequest::builder().title(title).content(types::DocContent::Array(content))
+}
+
+impl TestServer {
+    /// Creates an agent named `name`.
+    pub async fn agent(&self, name: &str) -> types::Agent {
+        self.client
+            .agent_create()
+            .body(types::CreateAgentRequest::builder().name(name))
+            .send()
+            .await
+            .expect("agent_create")
+            .into_inner()
+    }
+
+    /// Creates a user named `name`.
+    pub async fn user(&self, name: &str) -> types::User {
+        self.client
+            .user_create()
+            .body(types::CreateUserRequest::builder().name(Some(name.parse().unwrap())))
+            .send()
+            .await
+            .expect("user_create")
+            .into_inner()
+    }
+
+    /// Adds a document to an agent.
+    pub async fn agent_doc(&self, agent: uuid::Uuid, body: types::builder::CreateDocRequest) -> types::Doc {
+        self.client
+            .agent_doc_create()
+            .id(agent)
+            .body(body)
+            .send()
+            .await
+            .expect("agent_doc_create")
+            .into_inner()
+    }
+
+    /// The index's snippet count for an owner of the tenant `default` (what
+    /// search sees, beyond what the API can show).
+    pub fn indexed_snippets(&self, owner: uuid::Uuid) -> usize {
+        let tenant = self.app().authenticate(&self.key).unwrap().expect("the key is known").0;
+        self.app().search.snippet_count(agent_platform::search::OwnerKey { tenant, owner })
+    }
+}
