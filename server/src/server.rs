@@ -18,6 +18,8 @@ use crate::store::sled_store::SledStore;
 pub struct Running {
     pub server: dropshot::HttpServer<Ctx>,
     pub store: Arc<SledStore>,
+    /// The application the server runs (shares the store and the search index).
+    pub app: App,
     /// The key created because the store had none (shown once).
     pub first_key: Option<String>,
 }
@@ -60,7 +62,8 @@ fn logger(cfg: &Config) -> anyhow::Result<slog::Logger> {
 pub async fn start(cfg: &Config) -> anyhow::Result<Running> {
     let log = logger(cfg)?;
     let store = Arc::new(SledStore::open(&cfg.server.data_dir, cfg.server.durability)?);
-    let app = App::new(store.clone());
+    // Rebuilds the search index from the store before the first request.
+    let app = App::new(store.clone())?;
     let spec = match crate::api::openapi() {
         serde_json::Value::Object(m) => m,
         _ => unreachable!("an OpenAPI document is an object"),
@@ -79,5 +82,5 @@ pub async fn start(cfg: &Config) -> anyhow::Result<Running> {
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.server.bind))?;
     // Only once we listen: a key printed by a server that failed to start would be lost.
     let first_key = if app.no_keys()? { Some(app.key_create(DEFAULT_TENANT).await?.0) } else { None };
-    Ok(Running { server, store, first_key })
+    Ok(Running { server, store, app, first_key })
 }

@@ -4,6 +4,8 @@
 //! they read and write through the [`Store`] trait only.
 
 pub mod agents;
+pub mod docs;
+pub mod embedding;
 pub mod keys;
 pub mod messages;
 pub mod records;
@@ -17,7 +19,9 @@ use std::sync::{Arc, RwLock};
 
 use uuid::Uuid;
 
+pub use self::embedding::Embedder;
 use crate::api::error::Issue;
+use crate::search::SearchIndex;
 use crate::store::{Kind, Store, StoreError};
 
 /// The tenant of the API key of a request: every query is scoped by it.
@@ -68,7 +72,8 @@ impl From<StoreError> for Error {
     }
 }
 
-/// The application: the store and the settings the domain needs.
+/// The application: the store, the indexes kept in memory beside it, and the
+/// settings the domain needs. Cheap to clone (everything is shared).
 #[derive(Clone)]
 pub struct App {
     pub store: Arc<dyn Store>,
@@ -76,10 +81,23 @@ pub struct App {
     /// this `App` (or the CLI while the server is stopped: the store admits one
     /// process), so the cache is invalidated where keys are revoked.
     key_cache: Arc<RwLock<HashMap<String, Tenant>>>,
+    /// The search index of every document in the store (see [`docs`]).
+    pub search: Arc<SearchIndex>,
+    /// The embedding model, when one is configured (none is, yet).
+    pub embedder: Option<Arc<dyn Embedder>>,
+    doc_locks: Arc<docs::OwnerLocks>,
 }
 
 impl App {
-    pub fn new(store: Arc<dyn Store>) -> Self {
-        App { store, key_cache: Arc::default() }
+    /// Opens the application on a store, rebuilding the search index from it.
+    pub fn new(store: Arc<dyn Store>) -> Result<Self> {
+        let search = Arc::new(docs::rebuild_index(store.as_ref())?);
+        Ok(App { store, key_cache: Arc::default(), search, embedder: None, doc_locks: Default::default() })
+    }
+
+    /// Installs an embedding model (see [`embedding`]).
+    pub fn with_embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
+        self.embedder = Some(embedder);
+        self
     }
 }
