@@ -30,6 +30,63 @@ pub mod types {
             Default::default()
         }
     }
+    ///`AgentSearchTextText`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct AgentSearchTextText(::std::string::String);
+    impl ::std::ops::Deref for AgentSearchTextText {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentSearchTextText> for ::std::string::String {
+        fn from(value: AgentSearchTextText) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentSearchTextText {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 10000usize {
+                return Err("longer than 10000 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentSearchTextText {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentSearchTextText {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentSearchTextText {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///The HTTP request of an `api_call` tool.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ApiCallDef {
@@ -393,7 +450,7 @@ pub mod types {
         pub choices: ::std::vec::Vec<ChatChoice>,
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         ///The document snippets recalled and put in the system message.
-        pub docs: ::std::vec::Vec<RecalledDoc>,
+        pub docs: ::std::vec::Vec<DocReference>,
         pub id: ::std::string::String,
         ///The model that answered.
         pub model: ::std::string::String,
@@ -732,6 +789,83 @@ pub mod types {
         }
     }
     impl<'de> ::serde::Deserialize<'de> for CreateAgentRequestName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Body of `POST /api/agents/{id}/docs` and `POST /api/users/{user_id}/docs`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct CreateDocRequest {
+        ///A string, or a list of 1 to 1000 snippets (each at most 100,000 characters); stored as a list.
+        pub content: DocContent,
+        ///One vector per snippet, all of one dimension: the dimension of the owner's other vectors, if it has any. When omitted and an embedding model is configured, the server computes them.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub embeddings: ::std::option::Option<::std::vec::Vec<::std::vec::Vec<f32>>>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        ///The title (1 to 800 characters).
+        pub title: CreateDocRequestTitle,
+    }
+    impl CreateDocRequest {
+        pub fn builder() -> builder::CreateDocRequest {
+            Default::default()
+        }
+    }
+    ///The title (1 to 800 characters).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CreateDocRequestTitle(::std::string::String);
+    impl ::std::ops::Deref for CreateDocRequestTitle {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateDocRequestTitle> for ::std::string::String {
+        fn from(value: CreateDocRequestTitle) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreateDocRequestTitle {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 800usize {
+                return Err("longer than 800 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateDocRequestTitle {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CreateDocRequestTitle {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateDocRequestTitle {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -1358,6 +1492,197 @@ pub mod types {
             value.parse()
         }
     }
+    ///A document of an agent or a user: a title and text snippets, searchable by text, by vector and both.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct Doc {
+        ///The snippets, each searched (and found) on its own.
+        pub content: ::std::vec::Vec<::std::string::String>,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///One vector per snippet, or null when the document has none.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub embeddings: ::std::option::Option<::std::vec::Vec<::std::vec::Vec<f32>>>,
+        pub id: ::uuid::Uuid,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        pub owner: DocOwner,
+        pub title: ::std::string::String,
+    }
+    impl Doc {
+        pub fn builder() -> builder::Doc {
+            Default::default()
+        }
+    }
+    ///A document's text: one string, or a list of 1 to 1000 snippets; each at most 100,000 characters.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(untagged)]
+    pub enum DocContent {
+        String(DocContentString),
+        Array(::std::vec::Vec<DocContentArrayItem>),
+    }
+    impl ::std::convert::From<DocContentString> for DocContent {
+        fn from(value: DocContentString) -> Self {
+            Self::String(value)
+        }
+    }
+    impl ::std::convert::From<::std::vec::Vec<DocContentArrayItem>> for DocContent {
+        fn from(value: ::std::vec::Vec<DocContentArrayItem>) -> Self {
+            Self::Array(value)
+        }
+    }
+    ///`DocContentArrayItem`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct DocContentArrayItem(::std::string::String);
+    impl ::std::ops::Deref for DocContentArrayItem {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<DocContentArrayItem> for ::std::string::String {
+        fn from(value: DocContentArrayItem) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for DocContentArrayItem {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100000usize {
+                return Err("longer than 100000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for DocContentArrayItem {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for DocContentArrayItem {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for DocContentArrayItem {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`DocContentString`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct DocContentString(::std::string::String);
+    impl ::std::ops::Deref for DocContentString {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<DocContentString> for ::std::string::String {
+        fn from(value: DocContentString) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for DocContentString {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100000usize {
+                return Err("longer than 100000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for DocContentString {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for DocContentString {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for DocContentString {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The agent or user a document belongs to.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct DocOwner {
+        pub id: ::uuid::Uuid,
+        pub role: OwnerRole,
+    }
+    impl DocOwner {
+        pub fn builder() -> builder::DocOwner {
+            Default::default()
+        }
+    }
+    ///One search result: a snippet of a document.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct DocReference {
+        ///The document's id.
+        pub id: ::uuid::Uuid,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        pub owner: DocOwner,
+        ///Higher is better: BM25 (text), cosine similarity (vector) or the fused score in 0..=1 (hybrid).
+        pub score: f64,
+        pub snippet: Snippet,
+        pub title: ::std::string::String,
+    }
+    impl DocReference {
+        pub fn builder() -> builder::DocReference {
+            Default::default()
+        }
+    }
+    ///The answer of a search.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct DocSearchResponse {
+        ///The matching snippets, best first (one entry per snippet).
+        pub docs: ::std::vec::Vec<DocReference>,
+        ///How long the search took, in seconds.
+        pub time: f64,
+    }
+    impl DocSearchResponse {
+        pub fn builder() -> builder::DocSearchResponse {
+            Default::default()
+        }
+    }
     ///An error. A validation failure (422) is an `HTTPValidationError`; every other error (401, 404, 409, 413, 400, 5xx) is an `ErrorResponse`.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     #[serde(untagged)]
@@ -1599,6 +1924,16 @@ pub mod types {
     }
     ///A list of records.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ListResponseForDoc {
+        pub items: ::std::vec::Vec<Doc>,
+    }
+    impl ListResponseForDoc {
+        pub fn builder() -> builder::ListResponseForDoc {
+            Default::default()
+        }
+    }
+    ///A list of records.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForMessage {
         pub items: ::std::vec::Vec<Message>,
     }
@@ -1716,6 +2051,61 @@ pub mod types {
     impl NamedToolChoice {
         pub fn builder() -> builder::NamedToolChoice {
             Default::default()
+        }
+    }
+    ///Whether a document belongs to an agent or to a user.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum OwnerRole {
+        #[serde(rename = "agent")]
+        Agent,
+        #[serde(rename = "user")]
+        User,
+    }
+    impl ::std::fmt::Display for OwnerRole {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Agent => f.write_str("agent"),
+                Self::User => f.write_str("user"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for OwnerRole {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "agent" => Ok(Self::Agent),
+                "user" => Ok(Self::User),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OwnerRole {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for OwnerRole {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
         }
     }
     ///Body of `PATCH /api/agents/{id}`: only the fields sent change; `metadata` is merged key by key.
@@ -2412,101 +2802,6 @@ pub mod types {
                 })
         }
     }
-    ///A document snippet recalled for the chat and shown to the model.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-    pub struct RecalledDoc {
-        pub id: ::uuid::Uuid,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub metadata: ::std::option::Option<
-            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
-        >,
-        pub owner: RecalledOwner,
-        pub score: f64,
-        pub snippet: RecalledSnippet,
-        pub title: ::std::string::String,
-    }
-    impl RecalledDoc {
-        pub fn builder() -> builder::RecalledDoc {
-            Default::default()
-        }
-    }
-    ///`RecalledOwner`
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-    pub struct RecalledOwner {
-        pub id: ::uuid::Uuid,
-        pub role: RecalledOwnerRole,
-    }
-    impl RecalledOwner {
-        pub fn builder() -> builder::RecalledOwner {
-            Default::default()
-        }
-    }
-    ///Whose document a recalled snippet is.
-    #[derive(
-        ::serde::Deserialize,
-        ::serde::Serialize,
-        Clone,
-        Copy,
-        Debug,
-        Eq,
-        Hash,
-        Ord,
-        PartialEq,
-        PartialOrd
-    )]
-    pub enum RecalledOwnerRole {
-        #[serde(rename = "agent")]
-        Agent,
-        #[serde(rename = "user")]
-        User,
-    }
-    impl ::std::fmt::Display for RecalledOwnerRole {
-        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
-            match *self {
-                Self::Agent => f.write_str("agent"),
-                Self::User => f.write_str("user"),
-            }
-        }
-    }
-    impl ::std::str::FromStr for RecalledOwnerRole {
-        type Err = self::error::ConversionError;
-        fn from_str(
-            value: &str,
-        ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            match value {
-                "agent" => Ok(Self::Agent),
-                "user" => Ok(Self::User),
-                _ => Err("invalid value".into()),
-            }
-        }
-    }
-    impl ::std::convert::TryFrom<&str> for RecalledOwnerRole {
-        type Error = self::error::ConversionError;
-        fn try_from(
-            value: &str,
-        ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    impl ::std::convert::TryFrom<::std::string::String> for RecalledOwnerRole {
-        type Error = self::error::ConversionError;
-        fn try_from(
-            value: ::std::string::String,
-        ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            value.parse()
-        }
-    }
-    ///`RecalledSnippet`
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-    pub struct RecalledSnippet {
-        pub content: ::std::string::String,
-        pub index: i64,
-    }
-    impl RecalledSnippet {
-        pub fn builder() -> builder::RecalledSnippet {
-            Default::default()
-        }
-    }
     ///`ResponseFormat`
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ResponseFormat {
@@ -2636,6 +2931,167 @@ pub mod types {
             value.parse()
         }
     }
+    ///How a search scores snippets.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum SearchMode {
+        ///BM25 over the snippets' words.
+        #[serde(rename = "text")]
+        Text,
+        ///Cosine similarity of the snippets' embeddings to the query vector.
+        #[serde(rename = "vector")]
+        Vector,
+        ///Both, fused: `alpha` × vector + (1 − `alpha`) × text, each normalised.
+        #[serde(rename = "hybrid")]
+        Hybrid,
+    }
+    impl ::std::fmt::Display for SearchMode {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Text => f.write_str("text"),
+                Self::Vector => f.write_str("vector"),
+                Self::Hybrid => f.write_str("hybrid"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for SearchMode {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "text" => Ok(Self::Text),
+                "vector" => Ok(Self::Vector),
+                "hybrid" => Ok(Self::Hybrid),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SearchMode {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SearchMode {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    /**Body of `POST /api/agents/{id}/search` and `POST /api/users/{user_id}/search`.
+
+Give `text`, `vector` or both. The mode defaults from what is given: text alone is a text search, a vector alone a vector search, both a hybrid one. A vector or hybrid search without a vector embeds `text` with the embedding model, and is a 400 when none is configured.*/
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct SearchRequest {
+        ///Hybrid only: the weight of the vector side, 0 to 1 (0 ranks as text search, 1 as vector search).
+        #[serde(default = "defaults::search_request_alpha")]
+        pub alpha: f64,
+        ///How many snippets to answer at most (1 to 100).
+        #[serde(default = "defaults::default_nzu64::<::std::num::NonZeroU64, 10>")]
+        pub limit: ::std::num::NonZeroU64,
+        ///Only documents whose metadata has every given top-level key with an equal value.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata_filter: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub mode: ::std::option::Option<SearchMode>,
+        ///The words to look for (1 to 10,000 characters).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub text: ::std::option::Option<SearchRequestText>,
+        ///A query vector, of the dimension of the owner's embeddings.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub vector: ::std::option::Option<::std::vec::Vec<f32>>,
+    }
+    impl ::std::default::Default for SearchRequest {
+        fn default() -> Self {
+            Self {
+                alpha: defaults::search_request_alpha(),
+                limit: defaults::default_nzu64::<::std::num::NonZeroU64, 10>(),
+                metadata_filter: Default::default(),
+                mode: Default::default(),
+                text: Default::default(),
+                vector: Default::default(),
+            }
+        }
+    }
+    impl SearchRequest {
+        pub fn builder() -> builder::SearchRequest {
+            Default::default()
+        }
+    }
+    ///The words to look for (1 to 10,000 characters).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct SearchRequestText(::std::string::String);
+    impl ::std::ops::Deref for SearchRequestText {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SearchRequestText> for ::std::string::String {
+        fn from(value: SearchRequestText) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SearchRequestText {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 10000usize {
+                return Err("longer than 10000 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SearchRequestText {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SearchRequestText {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SearchRequestText {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///A conversation between one or more agents and zero or more users.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct Session {
@@ -2667,6 +3123,18 @@ pub mod types {
     }
     impl Session {
         pub fn builder() -> builder::Session {
+            Default::default()
+        }
+    }
+    ///The snippet a search found.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct Snippet {
+        pub content: ::std::string::String,
+        ///Its position in the document's `content`.
+        pub index: u32,
+    }
+    impl Snippet {
+        pub fn builder() -> builder::Snippet {
             Default::default()
         }
     }
@@ -3430,6 +3898,63 @@ pub mod types {
     impl User {
         pub fn builder() -> builder::User {
             Default::default()
+        }
+    }
+    ///`UserSearchTextText`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct UserSearchTextText(::std::string::String);
+    impl ::std::ops::Deref for UserSearchTextText {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<UserSearchTextText> for ::std::string::String {
+        fn from(value: UserSearchTextText) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for UserSearchTextText {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 10000usize {
+                return Err("longer than 10000 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UserSearchTextText {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for UserSearchTextText {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for UserSearchTextText {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///One validation failure.
@@ -4347,7 +4872,7 @@ pub mod types {
                 ::std::string::String,
             >,
             docs: ::std::result::Result<
-                ::std::vec::Vec<super::RecalledDoc>,
+                ::std::vec::Vec<super::DocReference>,
                 ::std::string::String,
             >,
             id: ::std::result::Result<::std::string::String, ::std::string::String>,
@@ -4393,7 +4918,7 @@ pub mod types {
             }
             pub fn docs<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::vec::Vec<super::RecalledDoc>>,
+                T: ::std::convert::TryInto<::std::vec::Vec<super::DocReference>>,
                 T::Error: ::std::fmt::Display,
             {
                 self.docs = value
@@ -4915,6 +5440,113 @@ pub mod types {
                     metadata: Ok(value.metadata),
                     model: Ok(value.model),
                     name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CreateDocRequest {
+            content: ::std::result::Result<super::DocContent, ::std::string::String>,
+            embeddings: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::std::vec::Vec<f32>>>,
+                ::std::string::String,
+            >,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            title: ::std::result::Result<
+                super::CreateDocRequestTitle,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for CreateDocRequest {
+            fn default() -> Self {
+                Self {
+                    content: Err("no value supplied for content".to_string()),
+                    embeddings: Ok(Default::default()),
+                    metadata: Ok(Default::default()),
+                    title: Err("no value supplied for title".to_string()),
+                }
+            }
+        }
+        impl CreateDocRequest {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::DocContent>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for content: {e}")
+                    });
+                self
+            }
+            pub fn embeddings<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<::std::vec::Vec<f32>>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.embeddings = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for embeddings: {e}")
+                    });
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::CreateDocRequestTitle>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for title: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CreateDocRequest> for super::CreateDocRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CreateDocRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    embeddings: value.embeddings?,
+                    metadata: value.metadata?,
+                    title: value.title?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CreateDocRequest> for CreateDocRequest {
+            fn from(value: super::CreateDocRequest) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    embeddings: Ok(value.embeddings),
+                    metadata: Ok(value.metadata),
+                    title: Ok(value.title),
                 }
             }
         }
@@ -5555,6 +6187,408 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
+        pub struct Doc {
+            content: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            embeddings: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::std::vec::Vec<f32>>>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            owner: ::std::result::Result<super::DocOwner, ::std::string::String>,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for Doc {
+            fn default() -> Self {
+                Self {
+                    content: Err("no value supplied for content".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    embeddings: Ok(Default::default()),
+                    id: Err("no value supplied for id".to_string()),
+                    metadata: Ok(Default::default()),
+                    owner: Err("no value supplied for owner".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                }
+            }
+        }
+        impl Doc {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for content: {e}")
+                    });
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created_at: {e}")
+                    });
+                self
+            }
+            pub fn embeddings<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<::std::vec::Vec<f32>>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.embeddings = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for embeddings: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn owner<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::DocOwner>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.owner = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for owner: {e}")
+                    });
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for title: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Doc> for super::Doc {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Doc,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    created_at: value.created_at?,
+                    embeddings: value.embeddings?,
+                    id: value.id?,
+                    metadata: value.metadata?,
+                    owner: value.owner?,
+                    title: value.title?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Doc> for Doc {
+            fn from(value: super::Doc) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    created_at: Ok(value.created_at),
+                    embeddings: Ok(value.embeddings),
+                    id: Ok(value.id),
+                    metadata: Ok(value.metadata),
+                    owner: Ok(value.owner),
+                    title: Ok(value.title),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct DocOwner {
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            role: ::std::result::Result<super::OwnerRole, ::std::string::String>,
+        }
+        impl ::std::default::Default for DocOwner {
+            fn default() -> Self {
+                Self {
+                    id: Err("no value supplied for id".to_string()),
+                    role: Err("no value supplied for role".to_string()),
+                }
+            }
+        }
+        impl DocOwner {
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::OwnerRole>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for role: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<DocOwner> for super::DocOwner {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: DocOwner,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    id: value.id?,
+                    role: value.role?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::DocOwner> for DocOwner {
+            fn from(value: super::DocOwner) -> Self {
+                Self {
+                    id: Ok(value.id),
+                    role: Ok(value.role),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct DocReference {
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            owner: ::std::result::Result<super::DocOwner, ::std::string::String>,
+            score: ::std::result::Result<f64, ::std::string::String>,
+            snippet: ::std::result::Result<super::Snippet, ::std::string::String>,
+            title: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for DocReference {
+            fn default() -> Self {
+                Self {
+                    id: Err("no value supplied for id".to_string()),
+                    metadata: Ok(Default::default()),
+                    owner: Err("no value supplied for owner".to_string()),
+                    score: Err("no value supplied for score".to_string()),
+                    snippet: Err("no value supplied for snippet".to_string()),
+                    title: Err("no value supplied for title".to_string()),
+                }
+            }
+        }
+        impl DocReference {
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn owner<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::DocOwner>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.owner = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for owner: {e}")
+                    });
+                self
+            }
+            pub fn score<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<f64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.score = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for score: {e}")
+                    });
+                self
+            }
+            pub fn snippet<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::Snippet>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.snippet = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for snippet: {e}")
+                    });
+                self
+            }
+            pub fn title<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.title = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for title: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<DocReference> for super::DocReference {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: DocReference,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    id: value.id?,
+                    metadata: value.metadata?,
+                    owner: value.owner?,
+                    score: value.score?,
+                    snippet: value.snippet?,
+                    title: value.title?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::DocReference> for DocReference {
+            fn from(value: super::DocReference) -> Self {
+                Self {
+                    id: Ok(value.id),
+                    metadata: Ok(value.metadata),
+                    owner: Ok(value.owner),
+                    score: Ok(value.score),
+                    snippet: Ok(value.snippet),
+                    title: Ok(value.title),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct DocSearchResponse {
+            docs: ::std::result::Result<
+                ::std::vec::Vec<super::DocReference>,
+                ::std::string::String,
+            >,
+            time: ::std::result::Result<f64, ::std::string::String>,
+        }
+        impl ::std::default::Default for DocSearchResponse {
+            fn default() -> Self {
+                Self {
+                    docs: Err("no value supplied for docs".to_string()),
+                    time: Err("no value supplied for time".to_string()),
+                }
+            }
+        }
+        impl DocSearchResponse {
+            pub fn docs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::DocReference>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.docs = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for docs: {e}")
+                    });
+                self
+            }
+            pub fn time<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<f64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.time = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for time: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<DocSearchResponse> for super::DocSearchResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: DocSearchResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    docs: value.docs?,
+                    time: value.time?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::DocSearchResponse> for DocSearchResponse {
+            fn from(value: super::DocSearchResponse) -> Self {
+                Self {
+                    docs: Ok(value.docs),
+                    time: Ok(value.time),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ErrorResponse {
             code: ::std::result::Result<::std::string::String, ::std::string::String>,
             detail: ::std::result::Result<::std::string::String, ::std::string::String>,
@@ -5858,6 +6892,47 @@ pub mod types {
         }
         impl ::std::convert::From<super::ListResponseForAgent> for ListResponseForAgent {
             fn from(value: super::ListResponseForAgent) -> Self {
+                Self { items: Ok(value.items) }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ListResponseForDoc {
+            items: ::std::result::Result<
+                ::std::vec::Vec<super::Doc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ListResponseForDoc {
+            fn default() -> Self {
+                Self {
+                    items: Err("no value supplied for items".to_string()),
+                }
+            }
+        }
+        impl ListResponseForDoc {
+            pub fn items<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Doc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.items = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for items: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ListResponseForDoc> for super::ListResponseForDoc {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ListResponseForDoc,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { items: value.items? })
+            }
+        }
+        impl ::std::convert::From<super::ListResponseForDoc> for ListResponseForDoc {
+            fn from(value: super::ListResponseForDoc) -> Self {
                 Self { items: Ok(value.items) }
             }
         }
@@ -6986,252 +8061,6 @@ pub mod types {
             }
         }
         #[derive(Clone, Debug)]
-        pub struct RecalledDoc {
-            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
-            metadata: ::std::result::Result<
-                ::std::option::Option<
-                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
-                >,
-                ::std::string::String,
-            >,
-            owner: ::std::result::Result<super::RecalledOwner, ::std::string::String>,
-            score: ::std::result::Result<f64, ::std::string::String>,
-            snippet: ::std::result::Result<
-                super::RecalledSnippet,
-                ::std::string::String,
-            >,
-            title: ::std::result::Result<::std::string::String, ::std::string::String>,
-        }
-        impl ::std::default::Default for RecalledDoc {
-            fn default() -> Self {
-                Self {
-                    id: Err("no value supplied for id".to_string()),
-                    metadata: Ok(Default::default()),
-                    owner: Err("no value supplied for owner".to_string()),
-                    score: Err("no value supplied for score".to_string()),
-                    snippet: Err("no value supplied for snippet".to_string()),
-                    title: Err("no value supplied for title".to_string()),
-                }
-            }
-        }
-        impl RecalledDoc {
-            pub fn id<T>(mut self, value: T) -> Self
-            where
-                T: ::std::convert::TryInto<::uuid::Uuid>,
-                T::Error: ::std::fmt::Display,
-            {
-                self.id = value
-                    .try_into()
-                    .map_err(|e| format!("error converting supplied value for id: {e}"));
-                self
-            }
-            pub fn metadata<T>(mut self, value: T) -> Self
-            where
-                T: ::std::convert::TryInto<
-                    ::std::option::Option<
-                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
-                    >,
-                >,
-                T::Error: ::std::fmt::Display,
-            {
-                self.metadata = value
-                    .try_into()
-                    .map_err(|e| {
-                        format!("error converting supplied value for metadata: {e}")
-                    });
-                self
-            }
-            pub fn owner<T>(mut self, value: T) -> Self
-            where
-                T: ::std::convert::TryInto<super::RecalledOwner>,
-                T::Error: ::std::fmt::Display,
-            {
-                self.owner = value
-                    .try_into()
-                    .map_err(|e| {
-                        format!("error converting supplied value for owner: {e}")
-                    });
-                self
-            }
-            pub fn score<T>(mut self, value: T) -> Self
-            where
-                T: ::std::convert::TryInto<f64>,
-                T::Error: ::std::fmt::Display,
-            {
-                self.score = value
-                    .try_into()
-                    .map_err(|e| {
-                        format!("error converting supplied value for score: {e}")
-                    });
-                self
-            }
-            pub fn snippet<T>(mut self, value: T) -> Self
-            where
-                T: ::std::convert::TryInto<super::RecalledSnippet>,
-                T::Error: ::std::fmt::Display,
-            {
-                self.snippet = value
-                    .try_into()
-                    .map_err(|e| {
-                        format!("error converting supplied value for snippet: {e}")
-                    });
-                self
-            }
-            pub fn title<T>(mut self, value: T) -> Self
-            where
-                T: ::std::convert::TryInto<::std::string::String>,
-                T::Error: ::std::fmt::Display,
-            {
-                self.title = value
-                    .try_into()
-                    .map_err(|e| {
-                        format!("error converting supplied value for title: {e}")
-                    });
-                self
-            }
-        }
-        impl ::std::convert::TryFrom<RecalledDoc> for super::RecalledDoc {
-            type Error = super::error::ConversionError;
-            fn try_from(
-                value: RecalledDoc,
-            ) -> ::std::result::Result<Self, super::error::ConversionError> {
-                Ok(Self {
-                    id: value.id?,
-                    metadata: value.metadata?,
-                    owner: value.owner?,
-                    score: value.score?,
-                    snippet: value.snippet?,
-                    title: value.title?,
-                })
-            }
-        }
-        impl ::std::convert::From<super::RecalledDoc> for RecalledDoc {
-            fn from(value: super::RecalledDoc) -> Self {
-                Self {
-                    id: Ok(value.id),
-                    metadata: Ok(value.metadata),
-                    owner: Ok(value.owner),
-                    score: Ok(value.score),
-                    snippet: Ok(value.snippet),
-                    title: Ok(value.title),
-                }
-            }
-        }
-        #[derive(Clone, Debug)]
-        pub struct RecalledOwner {
-            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
-            role: ::std::result::Result<super::RecalledOwnerRole, ::std::string::String>,
-        }
-        impl ::std::default::Default for RecalledOwner {
-            fn default() -> Self {
-                Self {
-                    id: Err("no value supplied for id".to_string()),
-                    role: Err("no value supplied for role".to_string()),
-                }
-            }
-        }
-        impl RecalledOwner {
-            pub fn id<T>(mut self, value: T) -> Self
-            where
-                T: ::std::convert::TryInto<::uuid::Uuid>,
-                T::Error: ::std::fmt::Display,
-            {
-                self.id = value
-                    .try_into()
-                    .map_err(|e| format!("error converting supplied value for id: {e}"));
-                self
-            }
-            pub fn role<T>(mut self, value: T) -> Self
-            where
-                T: ::std::convert::TryInto<super::RecalledOwnerRole>,
-                T::Error: ::std::fmt::Display,
-            {
-                self.role = value
-                    .try_into()
-                    .map_err(|e| {
-                        format!("error converting supplied value for role: {e}")
-                    });
-                self
-            }
-        }
-        impl ::std::convert::TryFrom<RecalledOwner> for super::RecalledOwner {
-            type Error = super::error::ConversionError;
-            fn try_from(
-                value: RecalledOwner,
-            ) -> ::std::result::Result<Self, super::error::ConversionError> {
-                Ok(Self {
-                    id: value.id?,
-                    role: value.role?,
-                })
-            }
-        }
-        impl ::std::convert::From<super::RecalledOwner> for RecalledOwner {
-            fn from(value: super::RecalledOwner) -> Self {
-                Self {
-                    id: Ok(value.id),
-                    role: Ok(value.role),
-                }
-            }
-        }
-        #[derive(Clone, Debug)]
-        pub struct RecalledSnippet {
-            content: ::std::result::Result<::std::string::String, ::std::string::String>,
-            index: ::std::result::Result<i64, ::std::string::String>,
-        }
-        impl ::std::default::Default for RecalledSnippet {
-            fn default() -> Self {
-                Self {
-                    content: Err("no value supplied for content".to_string()),
-                    index: Err("no value supplied for index".to_string()),
-                }
-            }
-        }
-        impl RecalledSnippet {
-            pub fn content<T>(mut self, value: T) -> Self
-            where
-                T: ::std::convert::TryInto<::std::string::String>,
-                T::Error: ::std::fmt::Display,
-            {
-                self.content = value
-                    .try_into()
-                    .map_err(|e| {
-                        format!("error converting supplied value for content: {e}")
-                    });
-                self
-            }
-            pub fn index<T>(mut self, value: T) -> Self
-            where
-                T: ::std::convert::TryInto<i64>,
-                T::Error: ::std::fmt::Display,
-            {
-                self.index = value
-                    .try_into()
-                    .map_err(|e| {
-                        format!("error converting supplied value for index: {e}")
-                    });
-                self
-            }
-        }
-        impl ::std::convert::TryFrom<RecalledSnippet> for super::RecalledSnippet {
-            type Error = super::error::ConversionError;
-            fn try_from(
-                value: RecalledSnippet,
-            ) -> ::std::result::Result<Self, super::error::ConversionError> {
-                Ok(Self {
-                    content: value.content?,
-                    index: value.index?,
-                })
-            }
-        }
-        impl ::std::convert::From<super::RecalledSnippet> for RecalledSnippet {
-            fn from(value: super::RecalledSnippet) -> Self {
-                Self {
-                    content: Ok(value.content),
-                    index: Ok(value.index),
-                }
-            }
-        }
-        #[derive(Clone, Debug)]
         pub struct ResponseFormat {
             type_: ::std::result::Result<
                 super::ResponseFormatType,
@@ -7270,6 +8099,152 @@ pub mod types {
         impl ::std::convert::From<super::ResponseFormat> for ResponseFormat {
             fn from(value: super::ResponseFormat) -> Self {
                 Self { type_: Ok(value.type_) }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct SearchRequest {
+            alpha: ::std::result::Result<f64, ::std::string::String>,
+            limit: ::std::result::Result<::std::num::NonZeroU64, ::std::string::String>,
+            metadata_filter: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            mode: ::std::result::Result<
+                ::std::option::Option<super::SearchMode>,
+                ::std::string::String,
+            >,
+            text: ::std::result::Result<
+                ::std::option::Option<super::SearchRequestText>,
+                ::std::string::String,
+            >,
+            vector: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<f32>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for SearchRequest {
+            fn default() -> Self {
+                Self {
+                    alpha: Ok(super::defaults::search_request_alpha()),
+                    limit: Ok(
+                        super::defaults::default_nzu64::<::std::num::NonZeroU64, 10>(),
+                    ),
+                    metadata_filter: Ok(Default::default()),
+                    mode: Ok(Default::default()),
+                    text: Ok(Default::default()),
+                    vector: Ok(Default::default()),
+                }
+            }
+        }
+        impl SearchRequest {
+            pub fn alpha<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<f64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.alpha = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for alpha: {e}")
+                    });
+                self
+            }
+            pub fn limit<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::num::NonZeroU64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.limit = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for limit: {e}")
+                    });
+                self
+            }
+            pub fn metadata_filter<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata_filter = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for metadata_filter: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn mode<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::SearchMode>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.mode = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for mode: {e}")
+                    });
+                self
+            }
+            pub fn text<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::SearchRequestText>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.text = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for text: {e}")
+                    });
+                self
+            }
+            pub fn vector<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::vec::Vec<f32>>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.vector = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for vector: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SearchRequest> for super::SearchRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SearchRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    alpha: value.alpha?,
+                    limit: value.limit?,
+                    metadata_filter: value.metadata_filter?,
+                    mode: value.mode?,
+                    text: value.text?,
+                    vector: value.vector?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SearchRequest> for SearchRequest {
+            fn from(value: super::SearchRequest) -> Self {
+                Self {
+                    alpha: Ok(value.alpha),
+                    limit: Ok(value.limit),
+                    metadata_filter: Ok(value.metadata_filter),
+                    mode: Ok(value.mode),
+                    text: Ok(value.text),
+                    vector: Ok(value.vector),
+                }
             }
         }
         #[derive(Clone, Debug)]
@@ -7512,6 +8487,64 @@ pub mod types {
                     token_budget: Ok(value.token_budget),
                     updated_at: Ok(value.updated_at),
                     users: Ok(value.users),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct Snippet {
+            content: ::std::result::Result<::std::string::String, ::std::string::String>,
+            index: ::std::result::Result<u32, ::std::string::String>,
+        }
+        impl ::std::default::Default for Snippet {
+            fn default() -> Self {
+                Self {
+                    content: Err("no value supplied for content".to_string()),
+                    index: Err("no value supplied for index".to_string()),
+                }
+            }
+        }
+        impl Snippet {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for content: {e}")
+                    });
+                self
+            }
+            pub fn index<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.index = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for index: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Snippet> for super::Snippet {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Snippet,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    index: value.index?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Snippet> for Snippet {
+            fn from(value: super::Snippet) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    index: Ok(value.index),
                 }
             }
         }
@@ -8657,6 +9690,22 @@ pub mod types {
         pub(super) fn default_bool<const V: bool>() -> bool {
             V
         }
+        pub(super) fn default_i64<T, const V: i64>() -> T
+        where
+            T: ::std::convert::TryFrom<i64>,
+            <T as ::std::convert::TryFrom<i64>>::Error: ::std::fmt::Debug,
+        {
+            T::try_from(V).unwrap()
+        }
+        pub(super) fn default_nzu64<T, const V: u64>() -> T
+        where
+            T: ::std::convert::TryFrom<::std::num::NonZeroU64>,
+            <T as ::std::convert::TryFrom<
+                ::std::num::NonZeroU64,
+            >>::Error: ::std::fmt::Debug,
+        {
+            T::try_from(::std::num::NonZeroU64::try_from(V).unwrap()).unwrap()
+        }
         pub(super) fn chat_tool_type() -> super::ToolCallType {
             super::ToolCallType::Function
         }
@@ -8694,6 +9743,9 @@ pub mod types {
         }
         pub(super) fn put_task_request_description() -> super::PutTaskRequestDescription {
             super::PutTaskRequestDescription("".to_string())
+        }
+        pub(super) fn search_request_alpha() -> f64 {
+            0.5_f64
         }
         pub(super) fn tool_call_type() -> super::ToolCallType {
             super::ToolCallType::Function
@@ -8902,6 +9954,126 @@ let response = client.agent_patch()
 ```*/
     pub fn agent_patch(&self) -> builder::AgentPatch<'_> {
         builder::AgentPatch::new(self)
+    }
+    /**List an agent's documents
+
+Sends a `GET` request to `/api/agents/{id}/docs`
+
+Arguments:
+- `id`: The agent's id.
+- `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
+- `limit`: How many records to answer (1 to 1000).
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `offset`: How many matching records to skip first.
+- `sort_by`: The timestamp to order by.
+```ignore
+let response = client.agent_doc_list()
+    .id(id)
+    .direction(direction)
+    .limit(limit)
+    .metadata_filter(metadata_filter)
+    .offset(offset)
+    .sort_by(sort_by)
+    .send()
+    .await;
+```*/
+    pub fn agent_doc_list(&self) -> builder::AgentDocList<'_> {
+        builder::AgentDocList::new(self)
+    }
+    /**Add a document to an agent
+
+The document is searchable as soon as this answers. `embeddings`, when given, are one vector per snippet, of the dimension of the agent's other vectors (422 otherwise).
+
+Sends a `POST` request to `/api/agents/{id}/docs`
+
+Arguments:
+- `id`: The agent's id.
+- `body`
+```ignore
+let response = client.agent_doc_create()
+    .id(id)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn agent_doc_create(&self) -> builder::AgentDocCreate<'_> {
+        builder::AgentDocCreate::new(self)
+    }
+    /**Get a document of an agent
+
+Sends a `GET` request to `/api/agents/{id}/docs/{doc_id}`
+
+Arguments:
+- `id`: The agent's id.
+- `doc_id`: The document's id.
+```ignore
+let response = client.agent_doc_get()
+    .id(id)
+    .doc_id(doc_id)
+    .send()
+    .await;
+```*/
+    pub fn agent_doc_get(&self) -> builder::AgentDocGet<'_> {
+        builder::AgentDocGet::new(self)
+    }
+    /**Delete a document of an agent. It is gone from search results when this answers
+
+Sends a `DELETE` request to `/api/agents/{id}/docs/{doc_id}`
+
+Arguments:
+- `id`: The agent's id.
+- `doc_id`: The document's id.
+```ignore
+let response = client.agent_doc_delete()
+    .id(id)
+    .doc_id(doc_id)
+    .send()
+    .await;
+```*/
+    pub fn agent_doc_delete(&self) -> builder::AgentDocDelete<'_> {
+        builder::AgentDocDelete::new(self)
+    }
+    /**Search an agent's documents by text (BM25)
+
+Answers the best matching snippets first, one entry per snippet. Words are matched after Unicode segmentation, case and accent folding and English stemming (`running` finds `runs`); any one query word matches.
+
+Sends a `GET` request to `/api/agents/{id}/search`
+
+Arguments:
+- `id`: The agent's id.
+- `limit`: How many snippets to answer at most (1 to 100).
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only documents whose metadata has every given top-level key with an equal value.
+- `text`: The words to look for (1 to 10,000 characters).
+```ignore
+let response = client.agent_search_text()
+    .id(id)
+    .limit(limit)
+    .metadata_filter(metadata_filter)
+    .text(text)
+    .send()
+    .await;
+```*/
+    pub fn agent_search_text(&self) -> builder::AgentSearchText<'_> {
+        builder::AgentSearchText::new(self)
+    }
+    /**Search an agent's documents by text, by vector, or both (hybrid)
+
+Give `text`, `vector` or both; `mode` defaults from what is given. A vector or hybrid search without `vector` embeds `text` with the embedding model, and is a 400 when none is configured.
+
+Sends a `POST` request to `/api/agents/{id}/search`
+
+Arguments:
+- `id`: The agent's id.
+- `body`
+```ignore
+let response = client.agent_search()
+    .id(id)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn agent_search(&self) -> builder::AgentSearch<'_> {
+        builder::AgentSearch::new(self)
     }
     /**List an agent's tasks
 
@@ -9399,6 +10571,122 @@ let response = client.user_patch()
 ```*/
     pub fn user_patch(&self) -> builder::UserPatch<'_> {
         builder::UserPatch::new(self)
+    }
+    /**List a user's documents
+
+Sends a `GET` request to `/api/users/{user_id}/docs`
+
+Arguments:
+- `user_id`: The user's id.
+- `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
+- `limit`: How many records to answer (1 to 1000).
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `offset`: How many matching records to skip first.
+- `sort_by`: The timestamp to order by.
+```ignore
+let response = client.user_doc_list()
+    .user_id(user_id)
+    .direction(direction)
+    .limit(limit)
+    .metadata_filter(metadata_filter)
+    .offset(offset)
+    .sort_by(sort_by)
+    .send()
+    .await;
+```*/
+    pub fn user_doc_list(&self) -> builder::UserDocList<'_> {
+        builder::UserDocList::new(self)
+    }
+    /**Add a document to a user
+
+The document is searchable as soon as this answers. `embeddings`, when given, are one vector per snippet, of the dimension of the user's other vectors (422 otherwise).
+
+Sends a `POST` request to `/api/users/{user_id}/docs`
+
+Arguments:
+- `user_id`: The user's id.
+- `body`
+```ignore
+let response = client.user_doc_create()
+    .user_id(user_id)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn user_doc_create(&self) -> builder::UserDocCreate<'_> {
+        builder::UserDocCreate::new(self)
+    }
+    /**Get a document of a user
+
+Sends a `GET` request to `/api/users/{user_id}/docs/{doc_id}`
+
+Arguments:
+- `user_id`: The user's id.
+- `doc_id`: The document's id.
+```ignore
+let response = client.user_doc_get()
+    .user_id(user_id)
+    .doc_id(doc_id)
+    .send()
+    .await;
+```*/
+    pub fn user_doc_get(&self) -> builder::UserDocGet<'_> {
+        builder::UserDocGet::new(self)
+    }
+    /**Delete a document of a user. It is gone from search results when this answers
+
+Sends a `DELETE` request to `/api/users/{user_id}/docs/{doc_id}`
+
+Arguments:
+- `user_id`: The user's id.
+- `doc_id`: The document's id.
+```ignore
+let response = client.user_doc_delete()
+    .user_id(user_id)
+    .doc_id(doc_id)
+    .send()
+    .await;
+```*/
+    pub fn user_doc_delete(&self) -> builder::UserDocDelete<'_> {
+        builder::UserDocDelete::new(self)
+    }
+    /**Search a user's documents by text (BM25); see `agent_search_text`
+
+Sends a `GET` request to `/api/users/{user_id}/search`
+
+Arguments:
+- `user_id`: The user's id.
+- `limit`: How many snippets to answer at most (1 to 100).
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only documents whose metadata has every given top-level key with an equal value.
+- `text`: The words to look for (1 to 10,000 characters).
+```ignore
+let response = client.user_search_text()
+    .user_id(user_id)
+    .limit(limit)
+    .metadata_filter(metadata_filter)
+    .text(text)
+    .send()
+    .await;
+```*/
+    pub fn user_search_text(&self) -> builder::UserSearchText<'_> {
+        builder::UserSearchText::new(self)
+    }
+    /**Search a user's documents by text, by vector, or both (hybrid); see `agent_search`
+
+Sends a `POST` request to `/api/users/{user_id}/search`
+
+Arguments:
+- `user_id`: The user's id.
+- `body`
+```ignore
+let response = client.user_search()
+    .user_id(user_id)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn user_search(&self) -> builder::UserSearch<'_> {
+        builder::UserSearch::new(self)
     }
 }
 /// Types for composing operation parameters.
@@ -10080,6 +11368,805 @@ pub mod builder {
                 .build()?;
             let info = OperationInfo {
                 operation_id: "agent_patch",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agent_doc_list`]
+
+[`Client::agent_doc_list`]: super::Client::agent_doc_list*/
+    #[derive(Debug, Clone)]
+    pub struct AgentDocList<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        direction: Result<Option<types::Direction>, String>,
+        limit: Result<Option<::std::num::NonZeroU64>, String>,
+        metadata_filter: Result<Option<::std::string::String>, String>,
+        offset: Result<Option<i64>, String>,
+        sort_by: Result<Option<types::SortBy>, String>,
+    }
+    impl<'a> AgentDocList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                direction: Ok(None),
+                limit: Ok(None),
+                metadata_filter: Ok(None),
+                offset: Ok(None),
+                sort_by: Ok(None),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn direction<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::Direction>,
+        {
+            self.direction = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `Direction` for direction failed".to_string()
+                });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: num :: NonZeroU64` for limit failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn metadata_filter<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.metadata_filter = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: string :: String` for metadata_filter failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<i64>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `i64` for offset failed".to_string());
+            self
+        }
+        pub fn sort_by<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SortBy>,
+        {
+            self.sort_by = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `SortBy` for sort_by failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/agents/{id}/docs`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ListResponseForDoc>, Error<types::Error>> {
+            let Self {
+                client,
+                id,
+                direction,
+                limit,
+                metadata_filter,
+                offset,
+                sort_by,
+            } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let direction = direction.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let metadata_filter = metadata_filter.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
+            let sort_by = sort_by.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/docs", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("direction", &direction))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(
+                    &progenitor_client::QueryParam::new(
+                        "metadata_filter",
+                        &metadata_filter,
+                    ),
+                )
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
+                .query(&progenitor_client::QueryParam::new("sort_by", &sort_by))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agent_doc_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agent_doc_create`]
+
+[`Client::agent_doc_create`]: super::Client::agent_doc_create*/
+    #[derive(Debug, Clone)]
+    pub struct AgentDocCreate<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::CreateDocRequest, String>,
+    }
+    impl<'a> AgentDocCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CreateDocRequest>,
+            <V as std::convert::TryInto<
+                types::CreateDocRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `CreateDocRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::CreateDocRequest,
+            ) -> types::builder::CreateDocRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/agents/{id}/docs`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Doc>, Error<types::Error>> {
+            let Self { client, id, body } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::CreateDocRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/docs", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agent_doc_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agent_doc_get`]
+
+[`Client::agent_doc_get`]: super::Client::agent_doc_get*/
+    #[derive(Debug, Clone)]
+    pub struct AgentDocGet<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        doc_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> AgentDocGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                doc_id: Err("doc_id was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn doc_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.doc_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for doc_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/agents/{id}/docs/{doc_id}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Doc>, Error<types::Error>> {
+            let Self { client, id, doc_id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let doc_id = doc_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/docs/{}", client.baseurl, encode_path(& id
+                .to_string()), encode_path(& doc_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agent_doc_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agent_doc_delete`]
+
+[`Client::agent_doc_delete`]: super::Client::agent_doc_delete*/
+    #[derive(Debug, Clone)]
+    pub struct AgentDocDelete<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        doc_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> AgentDocDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                doc_id: Err("doc_id was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn doc_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.doc_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for doc_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `DELETE` request to `/api/agents/{id}/docs/{doc_id}`
+        pub async fn send(self) -> Result<ResponseValue<()>, Error<types::Error>> {
+            let Self { client, id, doc_id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let doc_id = doc_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/docs/{}", client.baseurl, encode_path(& id
+                .to_string()), encode_path(& doc_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agent_doc_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                204u16 => Ok(ResponseValue::empty(response)),
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agent_search_text`]
+
+[`Client::agent_search_text`]: super::Client::agent_search_text*/
+    #[derive(Debug, Clone)]
+    pub struct AgentSearchText<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        limit: Result<Option<::std::num::NonZeroU64>, String>,
+        metadata_filter: Result<Option<::std::string::String>, String>,
+        text: Result<types::AgentSearchTextText, String>,
+    }
+    impl<'a> AgentSearchText<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                limit: Ok(None),
+                metadata_filter: Ok(None),
+                text: Err("text was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: num :: NonZeroU64` for limit failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn metadata_filter<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.metadata_filter = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: string :: String` for metadata_filter failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn text<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AgentSearchTextText>,
+        {
+            self.text = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `AgentSearchTextText` for text failed".to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/agents/{id}/search`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::DocSearchResponse>, Error<types::Error>> {
+            let Self { client, id, limit, metadata_filter, text } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let metadata_filter = metadata_filter.map_err(Error::InvalidRequest)?;
+            let text = text.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/search", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(
+                    &progenitor_client::QueryParam::new(
+                        "metadata_filter",
+                        &metadata_filter,
+                    ),
+                )
+                .query(&progenitor_client::QueryParam::new("text", &text))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agent_search_text",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agent_search`]
+
+[`Client::agent_search`]: super::Client::agent_search*/
+    #[derive(Debug, Clone)]
+    pub struct AgentSearch<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::SearchRequest, String>,
+    }
+    impl<'a> AgentSearch<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SearchRequest>,
+            <V as std::convert::TryInto<types::SearchRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `SearchRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::SearchRequest,
+            ) -> types::builder::SearchRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/agents/{id}/search`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::DocSearchResponse>, Error<types::Error>> {
+            let Self { client, id, body } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::SearchRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/search", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agent_search",
             };
             client.pre(&mut request, &info).await?;
             let result = client.exec(request, &info).await;
@@ -13368,6 +15455,809 @@ pub mod builder {
                 .build()?;
             let info = OperationInfo {
                 operation_id: "user_patch",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::user_doc_list`]
+
+[`Client::user_doc_list`]: super::Client::user_doc_list*/
+    #[derive(Debug, Clone)]
+    pub struct UserDocList<'a> {
+        client: &'a super::Client,
+        user_id: Result<::uuid::Uuid, String>,
+        direction: Result<Option<types::Direction>, String>,
+        limit: Result<Option<::std::num::NonZeroU64>, String>,
+        metadata_filter: Result<Option<::std::string::String>, String>,
+        offset: Result<Option<i64>, String>,
+        sort_by: Result<Option<types::SortBy>, String>,
+    }
+    impl<'a> UserDocList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                user_id: Err("user_id was not initialized".to_string()),
+                direction: Ok(None),
+                limit: Ok(None),
+                metadata_filter: Ok(None),
+                offset: Ok(None),
+                sort_by: Ok(None),
+            }
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for user_id failed".to_string()
+                });
+            self
+        }
+        pub fn direction<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::Direction>,
+        {
+            self.direction = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `Direction` for direction failed".to_string()
+                });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: num :: NonZeroU64` for limit failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn metadata_filter<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.metadata_filter = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: string :: String` for metadata_filter failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<i64>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `i64` for offset failed".to_string());
+            self
+        }
+        pub fn sort_by<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SortBy>,
+        {
+            self.sort_by = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `SortBy` for sort_by failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/users/{user_id}/docs`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ListResponseForDoc>, Error<types::Error>> {
+            let Self {
+                client,
+                user_id,
+                direction,
+                limit,
+                metadata_filter,
+                offset,
+                sort_by,
+            } = self;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let direction = direction.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let metadata_filter = metadata_filter.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
+            let sort_by = sort_by.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/users/{}/docs", client.baseurl, encode_path(& user_id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("direction", &direction))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(
+                    &progenitor_client::QueryParam::new(
+                        "metadata_filter",
+                        &metadata_filter,
+                    ),
+                )
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
+                .query(&progenitor_client::QueryParam::new("sort_by", &sort_by))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "user_doc_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::user_doc_create`]
+
+[`Client::user_doc_create`]: super::Client::user_doc_create*/
+    #[derive(Debug, Clone)]
+    pub struct UserDocCreate<'a> {
+        client: &'a super::Client,
+        user_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::CreateDocRequest, String>,
+    }
+    impl<'a> UserDocCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                user_id: Err("user_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for user_id failed".to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CreateDocRequest>,
+            <V as std::convert::TryInto<
+                types::CreateDocRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `CreateDocRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::CreateDocRequest,
+            ) -> types::builder::CreateDocRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/users/{user_id}/docs`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Doc>, Error<types::Error>> {
+            let Self { client, user_id, body } = self;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::CreateDocRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/users/{}/docs", client.baseurl, encode_path(& user_id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "user_doc_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::user_doc_get`]
+
+[`Client::user_doc_get`]: super::Client::user_doc_get*/
+    #[derive(Debug, Clone)]
+    pub struct UserDocGet<'a> {
+        client: &'a super::Client,
+        user_id: Result<::uuid::Uuid, String>,
+        doc_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> UserDocGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                user_id: Err("user_id was not initialized".to_string()),
+                doc_id: Err("doc_id was not initialized".to_string()),
+            }
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for user_id failed".to_string()
+                });
+            self
+        }
+        pub fn doc_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.doc_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for doc_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/users/{user_id}/docs/{doc_id}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Doc>, Error<types::Error>> {
+            let Self { client, user_id, doc_id } = self;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let doc_id = doc_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/users/{}/docs/{}", client.baseurl, encode_path(& user_id
+                .to_string()), encode_path(& doc_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "user_doc_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::user_doc_delete`]
+
+[`Client::user_doc_delete`]: super::Client::user_doc_delete*/
+    #[derive(Debug, Clone)]
+    pub struct UserDocDelete<'a> {
+        client: &'a super::Client,
+        user_id: Result<::uuid::Uuid, String>,
+        doc_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> UserDocDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                user_id: Err("user_id was not initialized".to_string()),
+                doc_id: Err("doc_id was not initialized".to_string()),
+            }
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for user_id failed".to_string()
+                });
+            self
+        }
+        pub fn doc_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.doc_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for doc_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `DELETE` request to `/api/users/{user_id}/docs/{doc_id}`
+        pub async fn send(self) -> Result<ResponseValue<()>, Error<types::Error>> {
+            let Self { client, user_id, doc_id } = self;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let doc_id = doc_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/users/{}/docs/{}", client.baseurl, encode_path(& user_id
+                .to_string()), encode_path(& doc_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "user_doc_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                204u16 => Ok(ResponseValue::empty(response)),
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::user_search_text`]
+
+[`Client::user_search_text`]: super::Client::user_search_text*/
+    #[derive(Debug, Clone)]
+    pub struct UserSearchText<'a> {
+        client: &'a super::Client,
+        user_id: Result<::uuid::Uuid, String>,
+        limit: Result<Option<::std::num::NonZeroU64>, String>,
+        metadata_filter: Result<Option<::std::string::String>, String>,
+        text: Result<types::UserSearchTextText, String>,
+    }
+    impl<'a> UserSearchText<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                user_id: Err("user_id was not initialized".to_string()),
+                limit: Ok(None),
+                metadata_filter: Ok(None),
+                text: Err("text was not initialized".to_string()),
+            }
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for user_id failed".to_string()
+                });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: num :: NonZeroU64` for limit failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn metadata_filter<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.metadata_filter = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: string :: String` for metadata_filter failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn text<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::UserSearchTextText>,
+        {
+            self.text = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `UserSearchTextText` for text failed".to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/users/{user_id}/search`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::DocSearchResponse>, Error<types::Error>> {
+            let Self { client, user_id, limit, metadata_filter, text } = self;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let metadata_filter = metadata_filter.map_err(Error::InvalidRequest)?;
+            let text = text.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/users/{}/search", client.baseurl, encode_path(& user_id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(
+                    &progenitor_client::QueryParam::new(
+                        "metadata_filter",
+                        &metadata_filter,
+                    ),
+                )
+                .query(&progenitor_client::QueryParam::new("text", &text))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "user_search_text",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::user_search`]
+
+[`Client::user_search`]: super::Client::user_search*/
+    #[derive(Debug, Clone)]
+    pub struct UserSearch<'a> {
+        client: &'a super::Client,
+        user_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::SearchRequest, String>,
+    }
+    impl<'a> UserSearch<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                user_id: Err("user_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for user_id failed".to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SearchRequest>,
+            <V as std::convert::TryInto<types::SearchRequest>>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `SearchRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::SearchRequest,
+            ) -> types::builder::SearchRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/users/{user_id}/search`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::DocSearchResponse>, Error<types::Error>> {
+            let Self { client, user_id, body } = self;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::SearchRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/users/{}/search", client.baseurl, encode_path(& user_id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "user_search",
             };
             client.pre(&mut request, &info).await?;
             let result = client.exec(request, &info).await;

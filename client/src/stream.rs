@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use sse_stream::SseByteStream;
 
 use crate::Client;
-use crate::types::{ChatRequest, ChatUsage, RecalledDoc};
+use crate::types::{ChatRequest, ChatUsage, DocReference};
 
 /// One event of a streamed chat, in OpenAI's chunk shape. The last chunk has
 /// no choices and carries `usage` and `docs`.
@@ -29,7 +29,7 @@ pub struct ChatChunk {
     #[serde(default)]
     pub usage: Option<ChatUsage>,
     #[serde(default)]
-    pub docs: Option<Vec<RecalledDoc>>,
+    pub docs: Option<Vec<DocReference>>,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

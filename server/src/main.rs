@@ -98,8 +98,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Keys { common, action } => {
             let cfg = load_config(&common)?;
             let store = std::sync::Arc::new(SledStore::open(&cfg.server.data_dir, cfg.server.durability)?);
-            let app = App::new(store.clone());
-            let out = keys(&app, action).await;
+            let out = match App::new(store.clone()) {
+                Ok(app) => keys(&app, action).await,
+                Err(e) => Err(e.into()),
+            };
             store.close();
             out
         }

@@ -19,6 +19,8 @@ use crate::store::sled_store::SledStore;
 pub struct Running {
     pub server: dropshot::HttpServer<Ctx>,
     pub store: Arc<SledStore>,
+    /// The application the server runs (shares the store and the search index).
+    pub app: App,
     /// The key created because the store had none (shown once).
     pub first_key: Option<String>,
 }
@@ -70,7 +72,8 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
     // The tokenizer takes seconds to build; not inside the first chat.
     tokio::task::spawn_blocking(crate::chat::tokens::warm_up);
     let store = Arc::new(SledStore::open(&cfg.server.data_dir, cfg.server.durability)?);
-    let app = App::with_models(store.clone(), models);
+    // Rebuilds the search index from the store before the first request.
+    let app = App::new(store.clone())?.with_models(models);
     let spec = match crate::api::openapi() {
         serde_json::Value::Object(m) => m,
         _ => unreachable!("an OpenAPI document is an object"),
@@ -89,5 +92,5 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.server.bind))?;
     // Only once we listen: a key printed by a server that failed to start would be lost.
     let first_key = if app.no_keys()? { Some(app.key_create(DEFAULT_TENANT).await?.0) } else { None };
-    Ok(Running { server, store, first_key })
+    Ok(Running { server, store, app, first_key })
 }

@@ -25,6 +25,8 @@ pub struct TestServer {
     pub key: String,
     /// The generated client, authenticated with `key`.
     pub client: Client,
+    /// The model providers it was started with.
+    models: ModelsConfig,
 }
 
 /// A raw answer: status, headers and the body parsed as JSON (Null if empty).
@@ -43,21 +45,38 @@ impl TestServer {
     /// A server whose model providers are `models` (the environment is not read).
     pub async fn with_models(models: ModelsConfig) -> Self {
         let dir = tempfile::tempdir().expect("a temp dir");
-        let mut cfg = Config::default();
-        cfg.server.bind = "127.0.0.1:0".parse().unwrap();
-        cfg.server.data_dir = dir.path().join("data");
-        cfg.log.level = "warn".into();
-        cfg.models = models;
-        let running =
-            agent_platform::server::start_with_env(&cfg, |_| None).await.expect("the server starts");
+        let running = Self::serve(dir.path(), &models).await;
         let key = running.first_key.clone().expect("a fresh store prints a first key");
         let base = format!("http://{}", running.local_addr());
         let client = Client::with_key(&base, &key).unwrap();
-        TestServer { running: Some(running), dir, base, key, client }
+        TestServer { running: Some(running), dir, base, key, client, models }
     }
 
-    fn app(&self) -> App {
-        App::new(self.running.as_ref().expect("running").store.clone())
+    async fn serve(dir: &Path, models: &ModelsConfig) -> Running {
+        let mut cfg = Config::default();
+        cfg.server.bind = "127.0.0.1:0".parse().unwrap();
+        cfg.server.data_dir = dir.join("data");
+        cfg.log.level = "warn".into();
+        cfg.models = models.clone();
+        agent_platform::server::start_with_env(&cfg, |_| None).await.expect("the server starts")
+    }
+
+    /// Shuts the server down and starts a new one on the same data dir (a new
+    /// port: `base` and `client` are replaced; keys stay valid).
+    pub async fn restart(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.shutdown().await.unwrap();
+        }
+        let running = Self::serve(self.dir.path(), &self.models).await;
+        assert!(running.first_key.is_none(), "a store with keys creates no first key");
+        self.base = format!("http://{}", running.local_addr());
+        self.client = Client::with_key(&self.base, &self.key).unwrap();
+        self.running = Some(running);
+    }
+
+    /// The application the server runs (same store, same search index).
+    pub fn app(&self) -> &App {
+        &self.running.as_ref().expect("running").app
     }
 
     /// A new key for `tenant` (created on first use).
@@ -199,13 +218,38 @@ pub fn status_of<T: std::fmt::Debug>(r: Result<T, agent_platform_client::Error<t
     }
 }
 
-/// The built `agent-platform` binary (cargo builds it before running the workspace's tests).
+/// The `agent-platform` binary, built (once per test process) by the cargo
+/// that runs the tests: `cargo test` builds a package's binaries only for that
+/// package's own integration tests, so without this it could be missing or stale.
 pub fn binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
-    let bin = dir.join("agent-platform");
-    assert!(bin.exists(), "{} is missing: build it with `cargo build -p agent-platform`", bin.display());
-    bin
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let exe = std::env::current_exe().expect("the test binary's path");
+            let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
+            let target_dir = profile_dir.parent().expect("target/<profile>");
+            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+            let mut build = Command::new(cargo);
+            build.args([
+                "build",
+                "--quiet",
+                "-p",
+                "agent-platform",
+                "--bin",
+                "agent-platform",
+                "--target-dir",
+            ]);
+            build.arg(target_dir);
+            if profile_dir.file_name().is_some_and(|n| n == "release") {
+                build.arg("--release");
+            }
+            let status = build.status().expect("cargo runs");
+            assert!(status.success(), "`cargo build -p agent-platform` failed");
+            let bin = profile_dir.join("agent-platform");
+            assert!(bin.exists(), "{} is missing after the build", bin.display());
+            bin
+        })
+        .clone()
 }
 
 /// The real binary serving a data dir, killable.
@@ -256,5 +300,59 @@ impl Process {
     pub fn kill(mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
+    }
+}
+
+/// A JSON object as metadata (panics on anything else).
+pub fn meta(v: Value) -> serde_json::Map<String, Value> {
+    v.as_object().expect("metadata is a JSON object").clone()
+}
+
+/// A document body with these snippets.
+pub fn doc(title: &str, snippets: &[&str]) -> types::builder::CreateDocRequest {
+    let content = snippets.iter().map(|s| types::DocContentArrayItem::try_from(*s).unwrap()).collect();
+    types::CreateDocRequest::builder().title(title).content(types::DocContent::Array(content))
+}
+
+impl TestServer {
+    /// Creates an agent named `name`.
+    pub async fn agent(&self, name: &str) -> types::Agent {
+        self.client
+            .agent_create()
+            .body(types::CreateAgentRequest::builder().name(name))
+            .send()
+            .await
+            .expect("agent_create")
+            .into_inner()
+    }
+
+    /// Creates a user named `name`.
+    pub async fn user(&self, name: &str) -> types::User {
+        self.client
+            .user_create()
+            .body(types::CreateUserRequest::builder().name(Some(name.parse().unwrap())))
+            .send()
+            .await
+            .expect("user_create")
+            .into_inner()
+    }
+
+    /// Adds a document to an agent.
+    pub async fn agent_doc(&self, agent: uuid::Uuid, body: types::builder::CreateDocRequest) -> types::Doc {
+        self.client
+            .agent_doc_create()
+            .id(agent)
+            .body(body)
+            .send()
+            .await
+            .expect("agent_doc_create")
+            .into_inner()
+    }
+
+    /// The index's snippet count for an owner of the tenant `default` (what
+    /// search sees, beyond what the API can show).
+    pub fn indexed_snippets(&self, owner: uuid::Uuid) -> usize {
+        let tenant = self.app().authenticate(&self.key).unwrap().expect("the key is known").0;
+        self.app().search.snippet_count(agent_platform::search::OwnerKey { tenant, owner })
     }
 }

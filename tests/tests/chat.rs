@@ -474,3 +474,30 @@ async fn the_client_stream_helper_reports_a_cut_stream() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn recall_puts_the_matching_snippets_of_the_agent_and_the_user_in_the_system_message() {
+    let t = setup().await;
+    let user = t.s.raw("GET", &format!("/api/sessions/{}", t.session), None).await.body["users"][0].clone();
+    let agent_doc =
+        json!({"title": "Octopus facts", "content": ["Octopuses have three hearts.", "Paris is in France."]});
+    let r = t.s.raw("POST", &format!("/api/agents/{}/docs", t.agent), Some(&agent_doc.to_string())).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let user_doc = json!({"title": "Bob's notes", "content": "Bob's octopus is called Inky."});
+    let r =
+        t.s.raw("POST", &format!("/api/users/{}/docs", user.as_str().unwrap()), Some(&user_doc.to_string()))
+            .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let r = t.say("How many hearts does an octopus have?").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let system = t.sent()[0]["content"].as_str().unwrap().to_owned();
+    assert!(system.contains("Octopuses have three hearts."), "{system}");
+    assert!(system.contains("Bob's octopus is called Inky."), "{system}");
+    assert!(!system.contains("Paris"), "{system}");
+    let docs = r.body["docs"].as_array().unwrap();
+    assert_eq!(docs.len(), 2, "{}", r.body);
+    assert!(docs.iter().any(|d| d["owner"]["role"] == "user" && d["title"] == "Bob's notes"));
+    let r = t.chat(json!({"messages": [{"role": "user", "content": "octopus"}], "recall": false})).await;
+    assert_eq!(r.body["docs"], json!([]));
+    assert!(!t.sent()[0]["content"].as_str().unwrap().contains("three hearts"));
+}

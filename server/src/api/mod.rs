@@ -327,6 +327,109 @@ pub trait AgentPlatformApi {
     /// Delete a task of an agent.
     #[endpoint { method = DELETE, path = "/api/agents/{id}/tasks/{task_id}", tags = ["tasks"] }]
     async fn task_delete(rqctx: RequestContext<Self::Context>, path: PathParams<AgentTaskPath>) -> Deleted;
+    // ------------------------------------------------------------ documents and search
+
+    /// Add a document to an agent.
+    ///
+    /// The document is searchable as soon as this answers. `embeddings`, when
+    /// given, are one vector per snippet, of the dimension of the agent's other
+    /// vectors (422 otherwise).
+    #[endpoint { method = POST, path = "/api/agents/{id}/docs", tags = ["docs"] }]
+    async fn agent_doc_create(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        body: JsonBody<CreateDocRequest>,
+    ) -> Created<Doc>;
+
+    /// List an agent's documents.
+    #[endpoint { method = GET, path = "/api/agents/{id}/docs", tags = ["docs"] }]
+    async fn agent_doc_list(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Doc>>;
+
+    /// Get a document of an agent.
+    #[endpoint { method = GET, path = "/api/agents/{id}/docs/{doc_id}", tags = ["docs"] }]
+    async fn agent_doc_get(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentDocPath>,
+    ) -> Ok200<Doc>;
+
+    /// Delete a document of an agent. It is gone from search results when this answers.
+    #[endpoint { method = DELETE, path = "/api/agents/{id}/docs/{doc_id}", tags = ["docs"] }]
+    async fn agent_doc_delete(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentDocPath>,
+    ) -> Deleted;
+
+    /// Search an agent's documents by text (BM25).
+    ///
+    /// Answers the best matching snippets first, one entry per snippet. Words
+    /// are matched after Unicode segmentation, case and accent folding and
+    /// English stemming (`running` finds `runs`); any one query word matches.
+    #[endpoint { method = GET, path = "/api/agents/{id}/search", tags = ["docs"] }]
+    async fn agent_search_text(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        query: QueryParams<TextSearchParams>,
+    ) -> Ok200<DocSearchResponse>;
+
+    /// Search an agent's documents by text, by vector, or both (hybrid).
+    ///
+    /// Give `text`, `vector` or both; `mode` defaults from what is given. A
+    /// vector or hybrid search without `vector` embeds `text` with the
+    /// embedding model, and is a 400 when none is configured.
+    #[endpoint { method = POST, path = "/api/agents/{id}/search", tags = ["docs"] }]
+    async fn agent_search(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        body: JsonBody<SearchRequest>,
+    ) -> Ok200<DocSearchResponse>;
+
+    /// Add a document to a user.
+    ///
+    /// The document is searchable as soon as this answers. `embeddings`, when
+    /// given, are one vector per snippet, of the dimension of the user's other
+    /// vectors (422 otherwise).
+    #[endpoint { method = POST, path = "/api/users/{user_id}/docs", tags = ["docs"] }]
+    async fn user_doc_create(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserPath>,
+        body: JsonBody<CreateDocRequest>,
+    ) -> Created<Doc>;
+
+    /// List a user's documents.
+    #[endpoint { method = GET, path = "/api/users/{user_id}/docs", tags = ["docs"] }]
+    async fn user_doc_list(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserPath>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Doc>>;
+
+    /// Get a document of a user.
+    #[endpoint { method = GET, path = "/api/users/{user_id}/docs/{doc_id}", tags = ["docs"] }]
+    async fn user_doc_get(rqctx: RequestContext<Self::Context>, path: PathParams<UserDocPath>) -> Ok200<Doc>;
+
+    /// Delete a document of a user. It is gone from search results when this answers.
+    #[endpoint { method = DELETE, path = "/api/users/{user_id}/docs/{doc_id}", tags = ["docs"] }]
+    async fn user_doc_delete(rqctx: RequestContext<Self::Context>, path: PathParams<UserDocPath>) -> Deleted;
+
+    /// Search a user's documents by text (BM25); see `agent_search_text`.
+    #[endpoint { method = GET, path = "/api/users/{user_id}/search", tags = ["docs"] }]
+    async fn user_search_text(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserPath>,
+        query: QueryParams<TextSearchParams>,
+    ) -> Ok200<DocSearchResponse>;
+
+    /// Search a user's documents by text, by vector, or both (hybrid); see `agent_search`.
+    #[endpoint { method = POST, path = "/api/users/{user_id}/search", tags = ["docs"] }]
+    async fn user_search(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserPath>,
+        body: JsonBody<SearchRequest>,
+    ) -> Ok200<DocSearchResponse>;
 }
 
 /// Routes that need no API key.

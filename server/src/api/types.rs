@@ -102,14 +102,17 @@ impl Check for ListParams {
     }
 }
 
+/// The object of a `metadata_filter` query value that [`parse_metadata_filter`] accepted.
+fn metadata_filter_object(raw: Option<&str>) -> Option<Metadata> {
+    match raw.map(serde_json::from_str::<Value>) {
+        Some(Ok(Value::Object(m))) => Some(m),
+        _ => None,
+    }
+}
+
 impl ListParams {
     pub fn filter(&self) -> Option<Metadata> {
-        self.metadata_filter.as_deref().and_then(|s| serde_json::from_str::<Value>(s).ok()).and_then(|v| {
-            match v {
-                Value::Object(m) => Some(m),
-                _ => None,
-            }
-        })
+        metadata_filter_object(self.metadata_filter.as_deref())
     }
 }
 
@@ -337,3 +340,281 @@ pub struct PatchAgentRequest {
 
 impl Check for CreateAgentRequest {}
 impl Check for PatchAgentRequest {}
+
+// ---------------------------------------------------------------- documents
+
+/// The most snippets one document may have.
+pub const MAX_SNIPPETS: usize = 1000;
+
+/// Whether a document belongs to an agent or to a user.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum OwnerRole {
+    Agent,
+    User,
+}
+
+/// The agent or user a document belongs to.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq, Hash)]
+pub struct DocOwner {
+    pub id: Uuid,
+    pub role: OwnerRole,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AgentDocPath {
+    /// The agent's id.
+    pub id: Uuid,
+    /// The document's id.
+    pub doc_id: Uuid,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct UserDocPath {
+    /// The user's id.
+    pub user_id: Uuid,
+    /// The document's id.
+    pub doc_id: Uuid,
+}
+
+impl Check for AgentDocPath {}
+impl Check for UserDocPath {}
+
+/// A document of an agent or a user: a title and text snippets, searchable
+/// by text, by vector and both.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Doc {
+    pub id: Uuid,
+    pub owner: DocOwner,
+    pub title: String,
+    /// The snippets, each searched (and found) on its own.
+    pub content: Vec<String>,
+    pub metadata: Option<Metadata>,
+    /// One vector per snippet, or null when the document has none.
+    pub embeddings: Option<Vec<Vec<f32>>>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A document's text: one string, or a list of 1 to 1000 snippets; each at
+/// most 100,000 characters.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum DocContent {
+    One(#[schemars(length(max = 100000))] String),
+    Many(#[schemars(length(min = 1, max = 1000), inner(length(max = 100000)))] Vec<String>),
+}
+
+impl DocContent {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            DocContent::One(s) => vec![s],
+            DocContent::Many(v) => v,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        match self {
+            DocContent::One(_) => 1,
+            DocContent::Many(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Body of `POST /api/agents/{id}/docs` and `POST /api/users/{user_id}/docs`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+pub struct CreateDocRequest {
+    /// The title (1 to 800 characters).
+    #[schemars(length(min = 1, max = 800))]
+    pub title: String,
+    /// A string, or a list of 1 to 1000 snippets (each at most 100,000
+    /// characters); stored as a list.
+    pub content: DocContent,
+    #[serde(default)]
+    pub metadata: Option<Metadata>,
+    /// One vector per snippet, all of one dimension: the dimension of the
+    /// owner's other vectors, if it has any. When omitted and an embedding
+    /// model is configured, the server computes them.
+    #[serde(default)]
+    #[schemars(inner(length(min = 1)))]
+    pub embeddings: Option<Vec<Vec<f32>>>,
+}
+
+/// Reports vectors that cannot be compared (non-finite numbers) at `at`.
+fn check_finite(vector: &[f32], at: &[LocPart], issues: &mut Issues) {
+    if vector.iter().any(|x| !x.is_finite()) {
+        issues.push(at, "finite_number", "Input should be a finite number (too large for a 32-bit float)");
+    }
+}
+
+impl Check for CreateDocRequest {
+    fn check(&self, issues: &mut Issues) {
+        let Some(embeddings) = &self.embeddings else { return };
+        let key = || LocPart::Key("embeddings".into());
+        if embeddings.len() != self.content.len() {
+            issues.push(
+                &[key()],
+                "value_error",
+                format!(
+                    "expected one vector per snippet: {} snippets but {} vectors",
+                    self.content.len(),
+                    embeddings.len()
+                ),
+            );
+            return;
+        }
+        let dim = embeddings.first().map_or(0, Vec::len);
+        for (i, v) in embeddings.iter().enumerate() {
+            let at = [key(), LocPart::Index(i)];
+            if v.len() != dim {
+                issues.push(
+                    &at,
+                    "value_error",
+                    format!(
+                        "all vectors must have one dimension: vector {i} has {} but vector 0 has {dim}",
+                        v.len()
+                    ),
+                );
+            }
+            check_finite(v, &at, issues);
+        }
+    }
+}
+
+// ---------------------------------------------------------------- search
+
+fn default_search_limit() -> i64 {
+    10
+}
+
+fn default_alpha() -> f64 {
+    0.5
+}
+
+/// How a search scores snippets.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchMode {
+    /// BM25 over the snippets' words.
+    Text,
+    /// Cosine similarity of the snippets' embeddings to the query vector.
+    Vector,
+    /// Both, fused: `alpha` × vector + (1 − `alpha`) × text, each normalised.
+    Hybrid,
+}
+
+/// Query of `GET /api/agents/{id}/search` and `GET /api/users/{user_id}/search`: a text search.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+pub struct TextSearchParams {
+    /// The words to look for (1 to 10,000 characters).
+    #[schemars(length(min = 1, max = 10000))]
+    pub text: String,
+    /// How many snippets to answer at most (1 to 100).
+    #[serde(default = "default_search_limit")]
+    #[schemars(range(min = 1, max = 100))]
+    pub limit: i64,
+    /// A JSON object, e.g. `{"lang":"en"}`: only documents whose metadata has
+    /// every given top-level key with an equal value.
+    #[serde(default)]
+    pub metadata_filter: Option<String>,
+}
+
+impl Check for TextSearchParams {
+    fn check(&self, issues: &mut Issues) {
+        parse_metadata_filter(self.metadata_filter.as_deref(), issues);
+    }
+}
+
+/// Body of `POST /api/agents/{id}/search` and `POST /api/users/{user_id}/search`.
+///
+/// Give `text`, `vector` or both. The mode defaults from what is given: text
+/// alone is a text search, a vector alone a vector search, both a hybrid one.
+/// A vector or hybrid search without a vector embeds `text` with the embedding
+/// model, and is a 400 when none is configured.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+pub struct SearchRequest {
+    /// The words to look for (1 to 10,000 characters).
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 10000))]
+    pub text: Option<String>,
+    /// A query vector, of the dimension of the owner's embeddings.
+    #[serde(default)]
+    #[schemars(length(min = 1))]
+    pub vector: Option<Vec<f32>>,
+    #[serde(default)]
+    pub mode: Option<SearchMode>,
+    /// How many snippets to answer at most (1 to 100).
+    #[serde(default = "default_search_limit")]
+    #[schemars(range(min = 1, max = 100))]
+    pub limit: i64,
+    /// Hybrid only: the weight of the vector side, 0 to 1 (0 ranks as text search, 1 as vector search).
+    #[serde(default = "default_alpha")]
+    #[schemars(range(min = 0, max = 1))]
+    pub alpha: f64,
+    /// Only documents whose metadata has every given top-level key with an equal value.
+    #[serde(default)]
+    pub metadata_filter: Option<Metadata>,
+}
+
+impl Check for SearchRequest {
+    fn check(&self, issues: &mut Issues) {
+        let key = |k: &str| [LocPart::Key(k.into())];
+        if self.text.is_none() && self.vector.is_none() {
+            issues.push(&[], "value_error", "give `text`, `vector` or both");
+            return;
+        }
+        if self.text.is_none() && matches!(self.mode, Some(SearchMode::Text | SearchMode::Hybrid)) {
+            issues.push(&key("text"), "missing", "Field required: a text or hybrid search needs `text`");
+        }
+        if let Some(v) = &self.vector {
+            check_finite(v, &key("vector"), issues);
+        }
+    }
+}
+
+impl From<TextSearchParams> for SearchRequest {
+    fn from(p: TextSearchParams) -> Self {
+        let metadata_filter = metadata_filter_object(p.metadata_filter.as_deref());
+        SearchRequest {
+            text: Some(p.text),
+            vector: None,
+            mode: Some(SearchMode::Text),
+            limit: p.limit,
+            alpha: default_alpha(),
+            metadata_filter,
+        }
+    }
+}
+
+/// The snippet a search found.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Snippet {
+    /// Its position in the document's `content`.
+    pub index: usize,
+    pub content: String,
+}
+
+/// One search result: a snippet of a document.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct DocReference {
+    /// The document's id.
+    pub id: Uuid,
+    pub title: String,
+    pub owner: DocOwner,
+    pub snippet: Snippet,
+    /// Higher is better: BM25 (text), cosine similarity (vector) or the fused score in 0..=1 (hybrid).
+    pub score: f64,
+    pub metadata: Option<Metadata>,
+}
+
+/// The answer of a search.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct DocSearchResponse {
+    /// The matching snippets, best first (one entry per snippet).
+    pub docs: Vec<DocReference>,
+    /// How long the search took, in seconds.
+    pub time: f64,
+}

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::error::LocPart;
-use super::types::{ChatSettings, Metadata, default_true};
+use super::types::{ChatSettings, DocReference, Metadata, default_true};
 use super::types_sessions::{CreateMessageRequest, Role, ToolCall, ToolCallType};
 use super::validate::{Check, Issues};
 
@@ -156,37 +156,6 @@ pub struct ChatUsage {
     pub total_tokens: i64,
 }
 
-/// Whose document a recalled snippet is.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum RecalledOwnerRole {
-    Agent,
-    User,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
-pub struct RecalledOwner {
-    pub id: Uuid,
-    pub role: RecalledOwnerRole,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
-pub struct RecalledSnippet {
-    pub index: i64,
-    pub content: String,
-}
-
-/// A document snippet recalled for the chat and shown to the model.
-#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
-pub struct RecalledDoc {
-    pub id: Uuid,
-    pub title: String,
-    pub owner: RecalledOwner,
-    pub snippet: RecalledSnippet,
-    pub score: f64,
-    pub metadata: Option<Metadata>,
-}
-
 /// The answer of a chat (OpenAI's chat completion, plus the recalled `docs`).
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ChatResponse {
@@ -197,5 +166,5 @@ pub struct ChatResponse {
     pub choices: Vec<ChatChoice>,
     pub usage: ChatUsage,
     /// The document snippets recalled and put in the system message.
-    pub docs: Vec<RecalledDoc>,
+    pub docs: Vec<DocReference>,
 }

@@ -5,7 +5,7 @@ use uuid::Uuid;
 
 use super::records::{Resource, encode, merge_metadata};
 use super::{App, Error, Result, Tenant};
-use crate::api::types::{Agent, ChatSettings, CreateAgentRequest, PatchAgentRequest};
+use crate::api::types::{Agent, ChatSettings, CreateAgentRequest, DocOwner, OwnerRole, PatchAgentRequest};
 use crate::store::{Kind, ListQuery, Record, new_id};
 
 /// An agent's stored fields (besides id, timestamps and metadata).
@@ -98,6 +98,8 @@ impl App {
     }
 
     pub async fn agent_delete(&self, t: Tenant, id: Uuid) -> Result<()> {
-        self.delete_participant(t, Kind::Agent, id, &[Kind::Doc, Kind::Tool, Kind::Task]).await
+        self.delete_participant(t, Kind::Agent, id, &[Kind::Doc, Kind::Tool, Kind::Task]).await?;
+        self.forget_docs_of(t, DocOwner { id, role: OwnerRole::Agent }).await;
+        Ok(())
     }
 }

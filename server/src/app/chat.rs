@@ -13,10 +13,11 @@ use tokio::sync::OwnedMutexGuard;
 use uuid::Uuid;
 
 use super::{App, Error, Result, Tenant};
-use crate::api::types::{Agent, ChatSettings, User};
+use crate::api::types::{
+    Agent, ChatSettings, DocOwner, DocReference, OwnerRole, SearchMode, SearchRequest, User,
+};
 use crate::api::types_chat::{
-    ChatAnswerMessage, ChatChoice, ChatRequest, ChatResponse, ChatToolChoice, ChatUsage, RecalledDoc,
-    ToolChoiceMode,
+    ChatAnswerMessage, ChatChoice, ChatRequest, ChatResponse, ChatToolChoice, ChatUsage, ToolChoiceMode,
 };
 use crate::api::types_sessions::{
     ContextOverflow, CreateMessageRequest, FunctionCall, Message, Role, Session, ToolCall, ToolCallType,
@@ -27,6 +28,9 @@ use crate::chat::{
 };
 use crate::store::{Direction, ListQuery, SortBy};
 
+/// The most document snippets one chat recalls.
+pub const RECALL_LIMIT: usize = 5;
+
 /// One async lock per session that has had a chat: chats on one session run
 /// one after the other, chats on different sessions in parallel.
 pub type ChatLocks = Arc<Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<()>>>>>;
@@ -36,7 +40,7 @@ pub type ChatLocks = Arc<Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<()>>>>>;
 pub struct PreparedChat {
     pub provider: Provider,
     pub request: wire::ChatRequest,
-    pub docs: Vec<RecalledDoc>,
+    pub docs: Vec<DocReference>,
     pub save: bool,
     tenant: Tenant,
     session: Uuid,
@@ -170,10 +174,28 @@ impl App {
         }
     }
 
-    /// Step 2: the participants' document snippets matching `text`, best first.
-    /// Documents are not in this build yet, so nothing is recalled.
-    fn recall(&self, _t: Tenant, _agent: Uuid, _users: &[Uuid], _text: &str) -> Result<Vec<RecalledDoc>> {
-        Ok(Vec::new())
+    /// Step 2: the snippets of the agent's and the users' documents that best
+    /// match `text` (hybrid search when an embedding model is configured, else
+    /// text), best first, at most [`RECALL_LIMIT`].
+    async fn recall(&self, t: Tenant, agent: Uuid, users: &[Uuid], text: &str) -> Result<Vec<DocReference>> {
+        let text: String = text.chars().take(10_000).collect();
+        let owners = std::iter::once(DocOwner { id: agent, role: OwnerRole::Agent })
+            .chain(users.iter().map(|u| DocOwner { id: *u, role: OwnerRole::User }));
+        let mut docs = Vec::new();
+        for owner in owners {
+            let req = SearchRequest {
+                text: Some(text.clone()),
+                vector: None,
+                mode: Some(if self.embedder.is_some() { SearchMode::Hybrid } else { SearchMode::Text }),
+                limit: RECALL_LIMIT as i64,
+                alpha: 0.5,
+                metadata_filter: None,
+            };
+            docs.extend(self.doc_search(t, owner, req).await?.docs);
+        }
+        docs.sort_by(|a, b| b.score.total_cmp(&a.score));
+        docs.truncate(RECALL_LIMIT);
+        Ok(docs)
     }
 
     /// Steps 1 to 4: settings, recall, system message, history within the budget.
@@ -215,7 +237,7 @@ impl App {
             let last_user = req.messages.iter().rev().find(|m| m.role == Role::User);
             match last_user {
                 Some(m) if !m.content.trim().is_empty() => {
-                    self.recall(t, agent_id, &session.users, &m.content)?
+                    self.recall(t, agent_id, &session.users, &m.content).await?
                 }
                 _ => Vec::new(),
             }

@@ -5,6 +5,8 @@
 
 pub mod agents;
 pub mod chat;
+pub mod docs;
+pub mod embedding;
 pub mod keys;
 pub mod messages;
 pub mod records;
@@ -18,8 +20,10 @@ use std::sync::{Arc, RwLock};
 
 use uuid::Uuid;
 
+pub use self::embedding::Embedder;
 use crate::api::error::Issue;
 use crate::chat::Providers;
+use crate::search::SearchIndex;
 use crate::store::{Kind, Store, StoreError};
 
 /// The tenant of the API key of a request: every query is scoped by it.
@@ -70,7 +74,8 @@ impl From<StoreError> for Error {
     }
 }
 
-/// The application: the store and the settings the domain needs.
+/// The application: the store, the indexes kept in memory beside it, and the
+/// settings the domain needs. Cheap to clone (everything is shared).
 #[derive(Clone)]
 pub struct App {
     pub store: Arc<dyn Store>,
@@ -78,6 +83,11 @@ pub struct App {
     /// this `App` (or the CLI while the server is stopped: the store admits one
     /// process), so the cache is invalidated where keys are revoked.
     key_cache: Arc<RwLock<HashMap<String, Tenant>>>,
+    /// The search index of every document in the store (see [`docs`]).
+    pub search: Arc<SearchIndex>,
+    /// The embedding model, when one is configured (`models.embedding_model`).
+    pub embedder: Option<Arc<dyn Embedder>>,
+    doc_locks: Arc<docs::OwnerLocks>,
     /// The model providers chats go through.
     pub models: Arc<Providers>,
     /// One lock per session with a chat under way, so exchanges do not interleave.
@@ -85,12 +95,38 @@ pub struct App {
 }
 
 impl App {
-    /// An application with no model provider (chats answer 503).
-    pub fn new(store: Arc<dyn Store>) -> Self {
-        Self::with_models(store, Providers::none())
+    /// Opens the application on a store, rebuilding the search index from it.
+    /// It has no model provider (chats answer 503) until [`App::with_models`].
+    pub fn new(store: Arc<dyn Store>) -> Result<Self> {
+        let search = Arc::new(docs::rebuild_index(store.as_ref())?);
+        Ok(App {
+            store,
+            key_cache: Arc::default(),
+            search,
+            embedder: None,
+            doc_locks: Default::default(),
+            models: Arc::new(Providers::none()),
+            chat_locks: Default::default(),
+        })
     }
 
-    pub fn with_models(store: Arc<dyn Store>, models: Providers) -> Self {
-        App { store, key_cache: Arc::default(), models: Arc::new(models), chat_locks: Default::default() }
+    /// Installs an embedding model (see [`embedding`]).
+    pub fn with_embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
+        self.embedder = Some(embedder);
+        self
+    }
+
+    /// Installs the model providers, and the embedding model when they configure one.
+    pub fn with_models(mut self, models: Providers) -> Self {
+        if let Some(model) = models.embedding_model()
+            && let Ok(provider) = models.resolve(model)
+        {
+            self.embedder = Some(Arc::new(embedding::ProviderEmbedder {
+                provider: provider.clone(),
+                model: model.to_owned(),
+            }));
+        }
+        self.models = Arc::new(models);
+        self
     }
 }

@@ -5,7 +5,7 @@ use uuid::Uuid;
 
 use super::records::{Resource, encode, merge_metadata};
 use super::{App, Result, Tenant};
-use crate::api::types::{CreateUserRequest, PatchUserRequest, UpdateUserRequest, User};
+use crate::api::types::{CreateUserRequest, DocOwner, OwnerRole, PatchUserRequest, UpdateUserRequest, User};
 use crate::store::{Kind, ListQuery, Record, new_id};
 
 /// A user's stored fields (besides id, timestamps and metadata).
@@ -80,6 +80,8 @@ impl App {
     }
 
     pub async fn user_delete(&self, t: Tenant, id: Uuid) -> Result<()> {
-        self.delete_participant(t, Kind::User, id, &[Kind::Doc]).await
+        self.delete_participant(t, Kind::User, id, &[Kind::Doc]).await?;
+        self.forget_docs_of(t, DocOwner { id, role: OwnerRole::User }).await;
+        Ok(())
     }
 }

@@ -1,0 +1,527 @@
+//! Documents of agents and users, and searching them.
+//!
+//! A document is a record of [`Kind::Doc`] whose scope is its owner (an agent
+//! or a user). The store is the truth; [`App::search`] is an in-memory
+//! [`SearchIndex`] rebuilt from it at start ([`rebuild_index`]) and updated
+//! after each committed create or delete, before the request answers (read
+//! your writes).
+//!
+//! Keeping the two in step under concurrency: every index change of an owner
+//! happens under that owner's lock ([`OwnerLocks`]), and a create applies its
+//! index change only if the doc still exists in the store at that moment. A
+//! delete (of the doc, or of its owner) commits first and changes the index
+//! under the lock afterwards, so whichever of the two takes the lock second
+//! sees the other's effect: an index entry is never added after the delete of
+//! its doc. Commits themselves are not serialised, so concurrent creates share
+//! the store's group commit. A create that carries embeddings holds the lock
+//! from its dimension check through its commit, so two documents of different
+//! dimensions cannot both get in.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::records::{Resource, decode, encode};
+use super::{App, Error, Result, Tenant};
+use crate::api::error::LocPart;
+use crate::api::types::{
+    CreateDocRequest, Doc, DocOwner, DocReference, DocSearchResponse, OwnerRole, SearchMode, SearchRequest,
+    Snippet,
+};
+use crate::api::validate::{Issues, Source};
+use crate::search::{self, DocEntry, OwnerKey, Query, SearchError, SearchIndex};
+use crate::store::{Expect, Kind, ListQuery, Op, Record, Store, new_id};
+
+/// A document's stored fields (besides id, owner id = scope, created_at and metadata).
+#[derive(Serialize, Deserialize)]
+pub struct DocData {
+    pub role: OwnerRole,
+    pub title: String,
+    pub content: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embeddings: Option<Vec<Vec<f32>>>,
+}
+
+impl Resource for Doc {
+    const KIND: Kind = Kind::Doc;
+    type Data = DocData;
+    fn from_parts(rec: &Record, d: DocData) -> Self {
+        Doc {
+            id: rec.id,
+            owner: DocOwner { id: rec.scope, role: d.role },
+            title: d.title,
+            content: d.content,
+            metadata: rec.metadata.clone(),
+            embeddings: d.embeddings,
+            created_at: rec.created_at,
+        }
+    }
+}
+
+fn owner_kind(role: OwnerRole) -> Kind {
+    match role {
+        OwnerRole::Agent => Kind::Agent,
+        OwnerRole::User => Kind::User,
+    }
+}
+
+fn owner_key(t: Tenant, owner: DocOwner) -> OwnerKey {
+    OwnerKey { tenant: t.0, owner: owner.id }
+}
+
+/// Per-owner locks, striped: a fixed set of mutexes, an owner maps to one by hash.
+/// Two owners sharing a stripe only wait for each other's (short) index updates.
+pub struct OwnerLocks {
+    stripes: Vec<tokio::sync::Mutex<()>>,
+}
+
+impl Default for OwnerLocks {
+    fn default() -> Self {
+        OwnerLocks { stripes: (0..64).map(|_| tokio::sync::Mutex::new(())).collect() }
+    }
+}
+
+impl OwnerLocks {
+    fn of(&self, key: OwnerKey) -> &tokio::sync::Mutex<()> {
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
+        &self.stripes[(hash % self.stripes.len() as u64) as usize]
+    }
+}
+
+/// Builds the search index of every document in the store.
+pub fn rebuild_index(store: &dyn Store) -> Result<SearchIndex> {
+    let index = SearchIndex::new();
+    for (tenant, rec) in store.scan_kind(Kind::Doc)? {
+        let data: DocData = serde_json::from_value(rec.data)
+            .map_err(|e| Error::Internal(format!("stored doc {} is unreadable: {e}", rec.id)))?;
+        let entry = DocEntry {
+            id: rec.id,
+            snippets: data.content,
+            embeddings: data.embeddings,
+            metadata: rec.metadata,
+        };
+        index.upsert_doc(OwnerKey { tenant, owner: rec.scope }, entry);
+    }
+    Ok(index)
+}
+
+/// A 422 for one field of the request body.
+fn body_issue(path: &[LocPart], kind: &str, msg: impl Into<String>) -> Error {
+    let mut issues = Issues::new(Source::Body);
+    issues.push(path, kind, msg);
+    Error::Validation(issues.into_vec())
+}
+
+fn embeddings_loc(i: usize) -> [LocPart; 2] {
+    [LocPart::Key("embeddings".into()), LocPart::Index(i)]
+}
+
+fn dimension_issue(owner: DocOwner, expected: usize, got: usize) -> Error {
+    body_issue(
+        &embeddings_loc(0),
+        "value_error",
+        format!(
+            "the vectors have dimension {got} but the {} {}'s documents have dimension {expected}: \
+             all vectors of one owner have one dimension",
+            owner_kind(owner.role).name(),
+            owner.id
+        ),
+    )
+}
+
+impl App {
+    /// 404 unless the owner exists in the tenant.
+    fn require_owner(&self, t: Tenant, owner: DocOwner) -> Result<()> {
+        self.load(t, owner_kind(owner.role), owner.id).map(|_| ())
+    }
+
+    pub async fn doc_create(&self, t: Tenant, owner: DocOwner, req: CreateDocRequest) -> Result<Doc> {
+        self.require_owner(t, owner)?;
+        let content = req.content.into_vec();
+        let embeddings = match (req.embeddings, &self.embedder) {
+            (Some(e), _) => Some(e),
+            (None, Some(model)) => Some(self.embed_snippets(model.as_ref(), &content).await?),
+            (None, None) => None,
+        };
+        let id = new_id();
+        let data = DocData { role: owner.role, title: req.title, content, embeddings };
+        let entry = DocEntry {
+            id,
+            snippets: data.content.clone(),
+            embeddings: data.embeddings.clone(),
+            metadata: req.metadata.clone(),
+        };
+        let dim = data.embeddings.as_ref().and_then(|e| e.first()).map(Vec::len);
+        let mut rec = Record::new(Kind::Doc, id, owner.id, encode(&data)?);
+        rec.metadata = req.metadata;
+        let answer = decode::<Doc>(&rec)?;
+
+        // Text analysis is the expensive part: do it off the async workers, before any lock.
+        let prepared = tokio::task::spawn_blocking(move || SearchIndex::prepare_strict(entry))
+            .await
+            .map_err(|e| Error::Internal(format!("indexing a doc failed: {e}")))?
+            .map_err(|e| body_issue(&[LocPart::Key("embeddings".into())], "value_error", e.to_string()))?;
+
+        let key = owner_key(t, owner);
+        let lock = self.doc_locks.of(key);
+        // With vectors, hold the owner's lock from the dimension check through the commit.
+        let early = match dim {
+            Some(got) => {
+                let guard = lock.lock().await;
+                if let Some(expected) = self.search.dimension(key).filter(|d| *d != got) {
+                    return Err(dimension_issue(owner, expected, got));
+                }
+                Some(guard)
+            }
+            None => None,
+        };
+        self.store
+            .commit(
+                t.0,
+                vec![
+                    Op::Put { record: rec, expect: Expect::Absent },
+                    Op::Require { kind: owner_kind(owner.role), id: owner.id },
+                ],
+            )
+            .await?;
+        let _guard = match early {
+            Some(g) => g,
+            None => lock.lock().await,
+        };
+        // Deleted (with its owner, or by id) between the commit and now: the
+        // delete has already cleaned the index, so add nothing.
+        if self.store.get(t.0, Kind::Doc, id)?.is_none() {
+            return Ok(answer);
+        }
+        if let Err(e) = self.search.upsert_prepared(key, prepared) {
+            // Unreachable while every index change of this owner holds its lock;
+            // if it happens, undo the create rather than keep an unsearchable doc.
+            self.store.commit(t.0, vec![Op::Delete { kind: Kind::Doc, id, version: None }]).await?;
+            return Err(match e {
+                SearchError::DimensionMismatch { expected, got } => dimension_issue(owner, expected, got),
+                e => body_issue(&[LocPart::Key("embeddings".into())], "value_error", e.to_string()),
+            });
+        }
+        Ok(answer)
+    }
+
+    async fn embed_snippets(&self, model: &dyn super::Embedder, content: &[String]) -> Result<Vec<Vec<f32>>> {
+        let vectors = model.embed(content).await?;
+        let dims: Vec<usize> = vectors.iter().map(Vec::len).collect();
+        if vectors.len() != content.len() || dims.windows(2).any(|w| w[0] != w[1]) || dims.contains(&0) {
+            return Err(Error::Upstream(format!(
+                "the embedding model answered {} vectors of dimensions {dims:?} for {} snippets",
+                vectors.len(),
+                content.len()
+            )));
+        }
+        Ok(vectors)
+    }
+
+    pub fn doc_list(&self, t: Tenant, owner: DocOwner, q: &ListQuery) -> Result<Vec<Doc>> {
+        self.require_owner(t, owner)?;
+        self.list_resources(t, owner.id, q)
+    }
+
+    /// The doc, if it exists and belongs to `owner` (404 otherwise).
+    pub fn doc_get(&self, t: Tenant, owner: DocOwner, id: Uuid) -> Result<Doc> {
+        self.require_owner(t, owner)?;
+        let doc: Doc = self.get_resource(t, id)?;
+        if doc.owner != owner {
+            return Err(Error::not_found(Kind::Doc, id));
+        }
+        Ok(doc)
+    }
+
+    pub async fn doc_delete(&self, t: Tenant, owner: DocOwner, id: Uuid) -> Result<()> {
+        self.doc_get(t, owner, id)?;
+        self.store.commit(t.0, vec![Op::Delete { kind: Kind::Doc, id, version: None }]).await?;
+        let key = owner_key(t, owner);
+        let _guard = self.doc_locks.of(key).lock().await;
+        self.search.remove_doc(key, id);
+        Ok(())
+    }
+
+    /// Drops an owner's documents from the index, once its deletion (which
+    /// deletes them from the store) has committed.
+    pub(super) async fn forget_docs_of(&self, t: Tenant, owner: DocOwner) {
+        let key = owner_key(t, owner);
+        let _guard = self.doc_locks.of(key).lock().await;
+        self.search.remove_owner(key);
+    }
+
+    pub async fn doc_search(
+        &self,
+        t: Tenant,
+        owner: DocOwner,
+        req: SearchRequest,
+    ) -> Result<DocSearchResponse> {
+        let start = Instant::now();
+        self.require_owner(t, owner)?;
+        let mode = match (req.mode, &req.text, &req.vector) {
+            (Some(m), _, _) => m,
+            (None, Some(_), Some(_)) => SearchMode::Hybrid,
+            (None, None, Some(_)) => SearchMode::Vector,
+            _ => SearchMode::Text,
+        };
+        let needs_vector = matches!(mode, SearchMode::Vector | SearchMode::Hybrid);
+        let needs_text = matches!(mode, SearchMode::Text | SearchMode::Hybrid);
+        if needs_text && req.text.is_none() {
+            return Err(body_issue(&[LocPart::Key("text".into())], "missing", "Field required"));
+        }
+        let client_vector = req.vector.is_some();
+        let vector = match (needs_vector, req.vector, &req.text, &self.embedder) {
+            (false, _, _, _) => None,
+            (true, Some(v), _, _) => Some(v),
+            (true, None, Some(text), Some(model)) => {
+                let mut v = model.embed(std::slice::from_ref(text)).await?;
+                if v.len() != 1 || v[0].is_empty() {
+                    return Err(Error::Upstream(
+                        "the embedding model answered no vector for the text".into(),
+                    ));
+                }
+                v.pop()
+            }
+            (true, None, _, None) => {
+                return Err(Error::BadRequest(
+                    "a vector or hybrid search needs a `vector`: no embedding model is configured to \
+                     embed `text`. Send `vector`, or search with mode `text`"
+                        .into(),
+                ));
+            }
+            (true, None, None, Some(_)) => {
+                return Err(body_issue(&[], "value_error", "give `text`, `vector` or both"));
+            }
+        };
+        let query = Query {
+            text: req.text,
+            vector,
+            mode: match mode {
+                SearchMode::Text => search::Mode::Text,
+                SearchMode::Vector => search::Mode::Vector,
+                SearchMode::Hybrid => search::Mode::Hybrid,
+            },
+            limit: req.limit.clamp(1, 100) as usize,
+            alpha: req.alpha,
+            metadata_filter: req.metadata_filter,
+        };
+        let hits = self.search.search(owner_key(t, owner), &query).map_err(|e| match e {
+            SearchError::DimensionMismatch { expected, got } if client_vector => body_issue(
+                &[LocPart::Key("vector".into())],
+                "value_error",
+                format!(
+                    "the vector has dimension {got} but the {} {}'s documents have dimension {expected}",
+                    owner_kind(owner.role).name(),
+                    owner.id
+                ),
+            ),
+            SearchError::DimensionMismatch { expected, got } => Error::Upstream(format!(
+                "the embedding model's vectors have dimension {got} but the documents' have {expected}"
+            )),
+            other => body_issue(&[], "value_error", other.to_string()),
+        })?;
+
+        // The index knows ids and positions; titles, snippets and metadata come
+        // from the store. A doc deleted since the index was read is skipped.
+        let mut records: HashMap<Uuid, Option<Record>> = HashMap::new();
+        let mut docs = Vec::with_capacity(hits.len());
+        for hit in hits {
+            let rec = match records.get(&hit.doc_id) {
+                Some(r) => r,
+                None => {
+                    let r = self.store.get(t.0, Kind::Doc, hit.doc_id)?;
+                    records.entry(hit.doc_id).or_insert(r)
+                }
+            };
+            let Some(rec) = rec else { continue };
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            docs.push(DocReference {
+                id: rec.id,
+                title: text(&rec.data["title"]),
+                owner,
+                snippet: Snippet {
+                    index: hit.snippet_index,
+                    content: text(&rec.data["content"][hit.snippet_index]),
+                },
+                score: hit.score,
+                metadata: rec.metadata.clone(),
+            });
+        }
+        Ok(DocSearchResponse { docs, time: start.elapsed().as_secs_f64() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The races between a create's commit and its index update, made
+    //! deterministic by a store that pauses right after a doc's commit.
+
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use tokio::sync::oneshot;
+
+    use super::*;
+    use crate::api::types::DocContent;
+    use crate::store::sled_store::{Durability, SledStore};
+    use crate::store::{Store, StoreResult};
+
+    struct Gate {
+        committed: oneshot::Sender<Uuid>,
+        release: oneshot::Receiver<()>,
+    }
+
+    /// A sled store whose next commit of a new doc, once armed, reports the
+    /// doc's id and waits to be released before it answers.
+    struct GatedStore {
+        inner: SledStore,
+        gate: parking_lot::Mutex<Option<Gate>>,
+    }
+
+    impl GatedStore {
+        fn arm(&self) -> (oneshot::Receiver<Uuid>, oneshot::Sender<()>) {
+            let (committed, on_commit) = oneshot::channel();
+            let (release, on_release) = oneshot::channel();
+            *self.gate.lock() = Some(Gate { committed, release: on_release });
+            (on_commit, release)
+        }
+    }
+
+    #[async_trait]
+    impl Store for GatedStore {
+        fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
+            self.inner.get(tenant, kind, id)
+        }
+        fn list(&self, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> StoreResult<Vec<Record>> {
+            self.inner.list(tenant, kind, scope, q)
+        }
+        fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>> {
+            self.inner.referencing(tenant, kind, target)
+        }
+        fn lookup_unique(
+            &self,
+            tenant: Uuid,
+            kind: Kind,
+            scope: Uuid,
+            name: &str,
+        ) -> StoreResult<Option<Uuid>> {
+            self.inner.lookup_unique(tenant, kind, scope, name)
+        }
+        fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>> {
+            self.inner.scan_kind(kind)
+        }
+        async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()> {
+            let new_doc = ops.iter().find_map(|op| match op {
+                Op::Put { record, expect: Expect::Absent } if record.kind == Kind::Doc => Some(record.id),
+                _ => None,
+            });
+            let result = self.inner.commit(tenant, ops).await;
+            if let Some(id) = new_doc {
+                let gate = self.gate.lock().take();
+                if let Some(Gate { committed, release }) = gate {
+                    let _ = committed.send(id);
+                    let _ = release.await;
+                }
+            }
+            result
+        }
+    }
+
+    const T: Tenant = Tenant(Uuid::from_u128(1));
+
+    async fn setup() -> (App, Arc<GatedStore>, DocOwner, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = SledStore::open(dir.path(), Durability::Flush).unwrap();
+        let store = Arc::new(GatedStore { inner, gate: parking_lot::Mutex::new(None) });
+        let app = App::new(store.clone()).unwrap();
+        let agent = app.agent_create(T, serde_json::from_value(serde_json::json!({"name": "A"})).unwrap());
+        let owner = DocOwner { id: agent.await.unwrap().id, role: OwnerRole::Agent };
+        (app, store, owner, dir)
+    }
+
+    fn request(text: &str, embeddings: Option<Vec<Vec<f32>>>) -> CreateDocRequest {
+        CreateDocRequest {
+            title: "t".into(),
+            content: DocContent::Many(vec![text.into()]),
+            metadata: None,
+            embeddings,
+        }
+    }
+
+    fn hits(app: &App, owner: DocOwner, text: &str) -> usize {
+        app.search.search(owner_key(T, owner), &Query::text(text)).unwrap().len()
+    }
+
+    #[tokio::test]
+    async fn a_doc_deleted_between_its_commit_and_its_index_update_stays_out_of_the_index() {
+        let (app, store, owner, _dir) = setup().await;
+        let (committed, release) = store.arm();
+        let create = tokio::spawn({
+            let app = app.clone();
+            async move { app.doc_create(T, owner, request("racing words", None)).await }
+        });
+        let id = committed.await.unwrap();
+        app.doc_delete(T, owner, id).await.unwrap();
+        release.send(()).unwrap();
+        create.await.unwrap().unwrap();
+        assert_eq!(hits(&app, owner, "racing"), 0);
+        assert_eq!(app.search.doc_count(owner_key(T, owner)), 0);
+    }
+
+    #[tokio::test]
+    async fn a_doc_whose_owner_is_deleted_before_its_index_update_stays_out_of_the_index() {
+        let (app, store, owner, _dir) = setup().await;
+        let (committed, release) = store.arm();
+        let create = tokio::spawn({
+            let app = app.clone();
+            async move { app.doc_create(T, owner, request("racing words", None)).await }
+        });
+        let id = committed.await.unwrap();
+        app.agent_delete(T, owner.id).await.unwrap();
+        release.send(()).unwrap();
+        create.await.unwrap().unwrap();
+        assert!(app.store.get(T.0, Kind::Doc, id).unwrap().is_none());
+        assert_eq!(app.search.doc_count(owner_key(T, owner)), 0);
+    }
+
+    #[tokio::test]
+    async fn the_first_of_two_racing_creates_fixes_the_dimension_and_the_second_is_422() {
+        let (app, store, owner, _dir) = setup().await;
+        let (committed, release) = store.arm();
+        let first = tokio::spawn({
+            let app = app.clone();
+            async move { app.doc_create(T, owner, request("first", Some(vec![vec![1.0, 0.0]]))).await }
+        });
+        committed.await.unwrap();
+        let second = tokio::spawn({
+            let app = app.clone();
+            async move { app.doc_create(T, owner, request("second", Some(vec![vec![1.0, 0.0, 0.0]]))).await }
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        release.send(()).unwrap();
+        let (first, second) = (first.await.unwrap(), second.await.unwrap());
+        assert!(first.is_ok(), "{first:?}");
+        assert!(matches!(second, Err(Error::Validation(_))), "{second:?}");
+        let stored = app.doc_list(T, owner, &ListQuery { limit: 10, ..Default::default() }).unwrap();
+        assert_eq!(stored.len(), 1);
+        assert_eq!(app.search.doc_count(owner_key(T, owner)), 1);
+        assert_eq!(app.search.dimension(owner_key(T, owner)), Some(2));
+    }
+
+    #[tokio::test]
+    async fn the_index_is_rebuilt_from_the_store() {
+        let (app, _store, owner, _dir) = setup().await;
+        let kept = app.doc_create(T, owner, request("kept words", Some(vec![vec![0.5, 0.5]]))).await.unwrap();
+        let gone = app.doc_create(T, owner, request("gone words", Some(vec![vec![1.0, 0.0]]))).await.unwrap();
+        app.doc_delete(T, owner, gone.id).await.unwrap();
+        let rebuilt = rebuild_index(app.store.as_ref()).unwrap();
+        let key = owner_key(T, owner);
+        let found = rebuilt.search(key, &Query::text("words")).unwrap();
+        assert_eq!(found.iter().map(|h| h.doc_id).collect::<Vec<_>>(), vec![kept.id]);
+        assert_eq!(rebuilt.dimension(key), Some(2));
+    }
+}

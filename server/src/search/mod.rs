@@ -1,0 +1,323 @@
+//! In-memory search over agent and user documents: full-text (BM25), vector
+//! (cosine) and hybrid, with metadata filtering.
+//!
+//! This module owns:
+//! * text analysis — [`tokenize`]: Unicode word segmentation, lowercasing,
+//!   accent folding (NFKD minus combining marks), English Snowball stemming;
+//! * one inverted index per [`OwnerKey`] (postings lists with term
+//!   frequencies) with BM25 scoring (k1 = 1.2, b = 0.75) whose corpus
+//!   statistics (N, avgdl, df) are per owner, and top-k selection;
+//! * brute-force cosine similarity over snippet embeddings;
+//! * hybrid fusion (normalised weighted sum) and metadata filters.
+//!
+//! It does not own persistence: the index is memory only, and the domain
+//! ([`crate::app::docs`]) rebuilds it from the store at start and keeps it in
+//! step with committed writes. Every operation is scoped to one owner of one
+//! tenant; nothing crosses owners. [`SearchIndex`] is `Send + Sync` and meant
+//! to be shared in an `Arc`: owners are locked independently, searches only
+//! take read locks, and text analysis ([`SearchIndex::prepare`]) can happen
+//! before any lock is taken.
+
+mod filter;
+mod index;
+mod rank;
+#[cfg(test)]
+mod tests;
+mod tokenize;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use self::index::OwnerIndex;
+pub use self::tokenize::tokenize;
+
+/// Whose documents: all search state is partitioned by this key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct OwnerKey {
+    pub tenant: Uuid,
+    pub owner: Uuid,
+}
+
+/// A searchable document: several text snippets, optionally one embedding
+/// per snippet (`embeddings[i]` belongs to `snippets[i]`), optional metadata.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DocEntry {
+    pub id: Uuid,
+    pub snippets: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embeddings: Option<Vec<Vec<f32>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+/// How a [`Query`] is scored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// BM25 over the snippet text; needs [`Query::text`].
+    Text,
+    /// Cosine similarity to the snippet embeddings; needs [`Query::vector`].
+    Vector,
+    /// Weighted fusion of both; needs text and vector.
+    Hybrid,
+}
+
+/// A search request. Use the constructors for the defaults (limit 10,
+/// alpha 0.5, no filter); when deserialised, only `mode` is required.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Query {
+    #[serde(default)]
+    pub text: Option<String>,
+    #[serde(default)]
+    pub vector: Option<Vec<f32>>,
+    pub mode: Mode,
+    /// Maximum number of hits.
+    #[serde(default = "Query::default_limit")]
+    pub limit: usize,
+    /// Hybrid only: weight of the vector side, in [0, 1].
+    #[serde(default = "Query::default_alpha")]
+    pub alpha: f64,
+    /// Only docs whose metadata has every one of these top-level keys with
+    /// an equal JSON value (numbers compare by value: `1 == 1.0`).
+    #[serde(default)]
+    pub metadata_filter: Option<Map<String, Value>>,
+}
+
+impl Query {
+    pub const DEFAULT_LIMIT: usize = 10;
+    pub const DEFAULT_ALPHA: f64 = 0.5;
+
+    fn default_limit() -> usize {
+        Self::DEFAULT_LIMIT
+    }
+
+    fn default_alpha() -> f64 {
+        Self::DEFAULT_ALPHA
+    }
+
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: Some(text.into()),
+            vector: None,
+            mode: Mode::Text,
+            limit: Self::DEFAULT_LIMIT,
+            alpha: Self::DEFAULT_ALPHA,
+            metadata_filter: None,
+        }
+    }
+
+    pub fn vector(vector: Vec<f32>) -> Self {
+        Self { text: None, vector: Some(vector), mode: Mode::Vector, ..Self::text("") }
+    }
+
+    pub fn hybrid(text: impl Into<String>, vector: Vec<f32>, alpha: f64) -> Self {
+        Self { text: Some(text.into()), vector: Some(vector), mode: Mode::Hybrid, alpha, ..Self::text("") }
+    }
+
+    pub fn with_limit(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    pub fn with_filter(mut self, filter: Map<String, Value>) -> Self {
+        self.metadata_filter = Some(filter);
+        self
+    }
+
+    /// Owner-independent checks.
+    fn validate(&self) -> Result<(), SearchError> {
+        let needs_text = matches!(self.mode, Mode::Text | Mode::Hybrid);
+        let needs_vector = matches!(self.mode, Mode::Vector | Mode::Hybrid);
+        if needs_text && self.text.is_none() {
+            return Err(SearchError::MissingText);
+        }
+        if needs_vector {
+            let vector = self.vector.as_deref().ok_or(SearchError::MissingVector)?;
+            index::check_vector(vector)?;
+        }
+        if self.mode == Mode::Hybrid && !(0.0..=1.0).contains(&self.alpha) {
+            return Err(SearchError::InvalidAlpha(self.alpha));
+        }
+        Ok(())
+    }
+}
+
+/// One matching snippet. `score` is BM25 (Text), cosine similarity
+/// (Vector) or the fused score in [0, 1] (Hybrid); higher is better.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Hit {
+    pub doc_id: Uuid,
+    pub snippet_index: usize,
+    pub score: f64,
+}
+
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SearchError {
+    #[error("vector has dimension {got}, expected {expected}")]
+    DimensionMismatch { expected: usize, got: usize },
+    #[error("this search mode needs query text")]
+    MissingText,
+    #[error("this search mode needs a query vector")]
+    MissingVector,
+    #[error("alpha must be within [0, 1], got {0}")]
+    InvalidAlpha(f64),
+    #[error("vectors must be non-empty and contain only finite numbers")]
+    InvalidVector,
+    #[error("doc has {snippets} snippets but {embeddings} embeddings")]
+    EmbeddingCountMismatch { snippets: usize, embeddings: usize },
+}
+
+type SharedOwner = Arc<RwLock<OwnerIndex>>;
+
+/// A doc analysed by [`SearchIndex::prepare`] or [`SearchIndex::prepare_strict`],
+/// ready for [`SearchIndex::upsert_prepared`].
+pub struct PreparedDoc {
+    doc: index::PreparedDoc,
+    strict: bool,
+}
+
+/// The search index of all owners. See the module docs.
+#[derive(Default)]
+pub struct SearchIndex {
+    owners: RwLock<HashMap<OwnerKey, SharedOwner>>,
+}
+
+impl fmt::Debug for SearchIndex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SearchIndex").field("owners", &self.owners.read().len()).finish()
+    }
+}
+
+impl SearchIndex {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `doc`, replacing the owner's doc with the same id (if any).
+    ///
+    /// Lenient: embeddings that cannot be used — empty, non-finite, or of
+    /// a dimension other than the owner's — are dropped (the snippet stays
+    /// text-searchable); missing trailing embeddings mean "no embedding",
+    /// extra ones are ignored. Use [`Self::try_upsert_doc`] to reject those.
+    pub fn upsert_doc(&self, owner: OwnerKey, doc: DocEntry) {
+        // Cannot fail when not strict.
+        let _ = self.upsert_prepared(owner, Self::prepare(doc));
+    }
+
+    /// Like [`Self::upsert_doc`] but rejects, without changing anything, a
+    /// doc whose embeddings are not one valid vector per snippet, all of the
+    /// owner's dimension (the owner's dimension is free to change when the
+    /// doc being replaced holds all of its vectors).
+    pub fn try_upsert_doc(&self, owner: OwnerKey, doc: DocEntry) -> Result<(), SearchError> {
+        self.upsert_prepared(owner, Self::prepare_strict(doc)?)
+    }
+
+    /// The expensive, lock-free half of [`Self::upsert_doc`]: tokenises the
+    /// snippets and normalises the vectors. Lenient (see [`Self::upsert_doc`]).
+    pub fn prepare(doc: DocEntry) -> PreparedDoc {
+        PreparedDoc { doc: index::prepare(doc), strict: false }
+    }
+
+    /// The lock-free half of [`Self::try_upsert_doc`]: rejects malformed
+    /// embeddings now; the owner's dimension is checked at upsert.
+    pub fn prepare_strict(doc: DocEntry) -> Result<PreparedDoc, SearchError> {
+        index::validate_doc(&doc)?;
+        Ok(PreparedDoc { doc: index::prepare(doc), strict: true })
+    }
+
+    /// Adds a prepared doc, replacing the owner's doc with the same id.
+    /// A strict one is rejected, without any change, when its embeddings
+    /// are not of the owner's dimension.
+    pub fn upsert_prepared(&self, owner: OwnerKey, doc: PreparedDoc) -> Result<(), SearchError> {
+        let PreparedDoc { doc, strict } = doc;
+        self.with_owner_mut(owner, |ix| ix.upsert(doc, strict))
+    }
+
+    /// Removes the doc; a no-op when it does not exist.
+    pub fn remove_doc(&self, owner: OwnerKey, doc_id: Uuid) {
+        let now_empty = {
+            let owners = self.owners.read();
+            let Some(ix) = owners.get(&owner) else {
+                return;
+            };
+            let mut ix = ix.write();
+            ix.remove(doc_id);
+            ix.is_empty()
+        };
+        if now_empty {
+            self.drop_owner_if_empty(owner);
+        }
+    }
+
+    /// Forgets everything indexed for this owner.
+    pub fn remove_owner(&self, owner: OwnerKey) {
+        self.owners.write().remove(&owner);
+    }
+
+    /// Dimension of this owner's embeddings; `None` while it has none.
+    pub fn dimension(&self, owner: OwnerKey) -> Option<usize> {
+        self.owner(owner).and_then(|ix| ix.read().dimension())
+    }
+
+    /// Number of indexed snippets of this owner.
+    pub fn snippet_count(&self, owner: OwnerKey) -> usize {
+        self.owner(owner).map_or(0, |ix| ix.read().snippet_count())
+    }
+
+    /// Number of indexed docs of this owner.
+    pub fn doc_count(&self, owner: OwnerKey) -> usize {
+        self.owner(owner).map_or(0, |ix| ix.read().doc_count())
+    }
+
+    /// Best hits first, at most `q.limit`; equal scores ordered by doc id,
+    /// then snippet index. Searching an owner with nothing indexed returns
+    /// no hits (a query vector's dimension is only checked against an owner
+    /// that has vectors).
+    pub fn search(&self, owner: OwnerKey, q: &Query) -> Result<Vec<Hit>, SearchError> {
+        q.validate()?;
+        if q.limit == 0 {
+            return Ok(Vec::new());
+        }
+        match self.owner(owner) {
+            Some(ix) => ix.read().search(q),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    fn owner(&self, owner: OwnerKey) -> Option<SharedOwner> {
+        self.owners.read().get(&owner).cloned()
+    }
+
+    /// Runs `f` on the owner's index, creating it if needed. The map lock is
+    /// held (shared) throughout, so a concurrent `remove_owner` cannot
+    /// silently discard the write.
+    fn with_owner_mut<R>(&self, owner: OwnerKey, f: impl FnOnce(&mut OwnerIndex) -> R) -> R {
+        {
+            let owners = self.owners.read();
+            if let Some(ix) = owners.get(&owner) {
+                return f(&mut ix.write());
+            }
+        }
+        let mut owners = self.owners.write();
+        let ix = owners.entry(owner).or_default().clone();
+        let mut guard = ix.write();
+        let result = f(&mut guard);
+        if guard.is_empty() {
+            owners.remove(&owner);
+        }
+        result
+    }
+
+    fn drop_owner_if_empty(&self, owner: OwnerKey) {
+        let mut owners = self.owners.write();
+        if owners.get(&owner).is_some_and(|ix| ix.read().is_empty()) {
+            owners.remove(&owner);
+        }
+    }
+}

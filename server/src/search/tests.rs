@@ -1,0 +1,690 @@
+//! Behavioural specification of the search module.
+
+use serde_json::{Map, Value, json};
+use uuid::Uuid;
+
+use super::index::{bm25_idf, bm25_norm, bm25_term};
+use super::*;
+
+fn owner() -> OwnerKey {
+    OwnerKey { tenant: Uuid::from_u128(1), owner: Uuid::from_u128(10) }
+}
+
+fn id(n: u128) -> Uuid {
+    Uuid::from_u128(0x1000 + n)
+}
+
+fn text_doc(n: u128, snippets: &[&str]) -> DocEntry {
+    DocEntry {
+        id: id(n),
+        snippets: snippets.iter().map(|s| s.to_string()).collect(),
+        embeddings: None,
+        metadata: None,
+    }
+}
+
+fn vec_doc(n: u128, snippet: &str, embedding: Vec<f32>) -> DocEntry {
+    DocEntry { embeddings: Some(vec![embedding]), ..text_doc(n, &[snippet]) }
+}
+
+fn with_metadata(mut doc: DocEntry, metadata: Value) -> DocEntry {
+    let Value::Object(map) = metadata else { panic!("metadata must be an object") };
+    doc.metadata = Some(map);
+    doc
+}
+
+fn object(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        _ => panic!("not an object"),
+    }
+}
+
+fn index_of(docs: Vec<DocEntry>) -> SearchIndex {
+    let index = SearchIndex::new();
+    for doc in docs {
+        index.upsert_doc(owner(), doc);
+    }
+    index
+}
+
+fn search(index: &SearchIndex, q: &Query) -> Vec<Hit> {
+    index.search(owner(), q).expect("search failed")
+}
+
+fn ids(hits: &[Hit]) -> Vec<(Uuid, usize)> {
+    hits.iter().map(|h| (h.doc_id, h.snippet_index)).collect()
+}
+
+// ---------------------------------------------------------------- tokenizer
+
+#[test]
+fn tokenizer_segments_folds_case_and_accents_and_stems() {
+    assert_eq!(tokenize("The Café's RUNNING, naïve runners!"), vec!["the", "cafe", "run", "naiv", "runner"]);
+}
+
+#[test]
+fn tokenizer_drops_punctuation_and_whitespace() {
+    assert!(tokenize("  ... -- !!! \n\t").is_empty());
+}
+
+#[test]
+fn tokenizer_folds_compatibility_forms_and_apostrophes() {
+    assert_eq!(tokenize("ﬁle"), tokenize("file"));
+    assert_eq!(tokenize("don’t"), tokenize("don't"));
+}
+
+// --------------------------------------------------------------------- text
+
+#[test]
+fn unique_phrase_finds_its_doc_first() {
+    let index = index_of(vec![
+        text_doc(1, &["the weather today is sunny and warm"]),
+        text_doc(2, &["a quarterly report on the zebra migration budget"]),
+        text_doc(3, &["the budget meeting is today"]),
+    ]);
+    let hits = search(&index, &Query::text("zebra migration"));
+    assert_eq!(hits[0].doc_id, id(2));
+}
+
+#[test]
+fn stemming_lets_running_find_runs() {
+    let index =
+        index_of(vec![text_doc(1, &["she runs every morning"]), text_doc(2, &["he swims every morning"])]);
+    let hits = search(&index, &Query::text("running"));
+    assert_eq!(ids(&hits), vec![(id(1), 0)]);
+}
+
+#[test]
+fn case_and_accents_are_folded() {
+    let index =
+        index_of(vec![text_doc(1, &["Meet me at the CAFÉ"]), text_doc(2, &["meet me at the station"])]);
+    for query in ["cafe", "Café", "CAFE", "café"] {
+        let hits = search(&index, &Query::text(query));
+        assert_eq!(ids(&hits), vec![(id(1), 0)], "query {query:?}");
+    }
+}
+
+#[test]
+fn only_snippets_containing_a_query_term_match() {
+    let index = index_of(vec![text_doc(1, &["alpha beta", "gamma delta"]), text_doc(2, &["epsilon"])]);
+    let hits = search(&index, &Query::text("beta zeta"));
+    assert_eq!(ids(&hits), vec![(id(1), 0)]);
+    assert!(search(&index, &Query::text("zeta")).is_empty());
+}
+
+#[test]
+fn every_matching_snippet_is_its_own_hit() {
+    let index = index_of(vec![text_doc(1, &["orange juice", "no fruit here", "orange orange orange"])]);
+    let hits = search(&index, &Query::text("orange"));
+    assert_eq!(ids(&hits), vec![(id(1), 2), (id(1), 0)]);
+}
+
+#[test]
+fn multi_word_queries_use_or_semantics_and_reward_more_matches() {
+    let index = index_of(vec![
+        text_doc(1, &["red apple"]),
+        text_doc(2, &["red apple pie"]),
+        text_doc(3, &["green pie"]),
+        text_doc(4, &["blue sky"]),
+    ]);
+    let hits = search(&index, &Query::text("red pie"));
+    assert_eq!(hits.len(), 3);
+    assert_eq!(hits[0].doc_id, id(2));
+}
+
+#[test]
+fn limit_caps_the_number_of_hits() {
+    let index = index_of((0..20).map(|n| text_doc(n, &["common word"])).collect());
+    assert_eq!(search(&index, &Query::text("common").with_limit(5)).len(), 5);
+    assert_eq!(search(&index, &Query::text("common").with_limit(50)).len(), 20);
+    assert!(search(&index, &Query::text("common").with_limit(0)).is_empty());
+}
+
+#[test]
+fn equal_scores_are_ordered_by_doc_id_then_snippet_index() {
+    let index = index_of(vec![
+        text_doc(3, &["same text", "same text"]),
+        text_doc(1, &["same text"]),
+        text_doc(2, &["same text"]),
+    ]);
+    let hits = search(&index, &Query::text("same"));
+    assert_eq!(ids(&hits), vec![(id(1), 0), (id(2), 0), (id(3), 0), (id(3), 1)]);
+    assert!(hits.windows(2).all(|w| w[0].score == w[1].score));
+}
+
+#[test]
+fn scores_are_bm25_with_per_owner_statistics() {
+    let index = index_of(vec![text_doc(1, &["cat sat on the mat"]), text_doc(2, &["the dog"])]);
+    // Another owner's docs must not change this owner's statistics.
+    let other = OwnerKey { owner: Uuid::from_u128(99), ..owner() };
+    index.upsert_doc(other, text_doc(9, &["cat cat cat cat"]));
+
+    let hits = search(&index, &Query::text("cat"));
+    let (n, df, dl, avgdl) = (2, 1, 5, 3.5);
+    let expected = bm25_term(bm25_idf(n, df), 1, bm25_norm(dl, avgdl));
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].score, expected);
+    // ln(1 + 1.5/1.5) * 2.2 / (1 + 1.2 * (0.25 + 0.75 * 5 / 3.5))
+    assert!((hits[0].score - 0.5897).abs() < 1e-4, "{}", hits[0].score);
+}
+
+#[test]
+fn text_ranking_matches_a_naive_bm25_reference() {
+    let mut rng = Lcg(7);
+    let vocab: Vec<String> = (0..40).map(|i| format!("w{i}")).collect();
+    let mut docs: Vec<DocEntry> = (0..150)
+        .map(|n| {
+            let snippets = (0..1 + rng.below(3))
+                .map(|_| {
+                    (0..1 + rng.below(12))
+                        .map(|_| vocab[rng.below(vocab.len())].as_str())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect();
+            DocEntry {
+                id: id(rng.below(1000) as u128 * 1000 + n),
+                snippets,
+                embeddings: None,
+                metadata: None,
+            }
+        })
+        .collect();
+    let index = index_of(docs.clone());
+    // Churn: remove some docs and re-upsert others with new text.
+    for doc in docs.iter_mut().step_by(5) {
+        index.remove_doc(owner(), doc.id);
+        doc.snippets.clear();
+    }
+    for doc in docs.iter_mut().skip(1).step_by(7) {
+        doc.snippets = vec![format!("{} w1 w2", doc.snippets.join(" "))];
+        index.upsert_doc(owner(), doc.clone());
+    }
+    docs.retain(|d| !d.snippets.is_empty());
+
+    for query in ["w1", "w3 w7", "w0 w5 w9 w5", "w39 nothing", "w2 w3 w4 w5 w6"] {
+        for limit in [1, 7, 1000] {
+            let expected = naive_bm25(&docs, query, limit);
+            let got = search(&index, &Query::text(query).with_limit(limit));
+            assert_eq!(got, expected, "query {query:?} limit {limit}");
+        }
+    }
+}
+
+fn naive_bm25(docs: &[DocEntry], query: &str, limit: usize) -> Vec<Hit> {
+    let snippets: Vec<(Uuid, usize, Vec<String>)> = docs
+        .iter()
+        .flat_map(|d| d.snippets.iter().enumerate().map(|(i, s)| (d.id, i, tokenize(s))))
+        .collect();
+    let n = snippets.len();
+    let avgdl = snippets.iter().map(|s| s.2.len()).sum::<usize>() as f64 / n as f64;
+    let mut terms = tokenize(query);
+    terms.sort();
+    terms.dedup();
+    let mut hits: Vec<Hit> = snippets
+        .iter()
+        .filter_map(|(doc_id, snippet_index, tokens)| {
+            let mut score = 0.0;
+            let mut matched = false;
+            for term in &terms {
+                let tf = tokens.iter().filter(|t| *t == term).count() as u32;
+                if tf == 0 {
+                    continue;
+                }
+                let df = snippets.iter().filter(|s| s.2.contains(term)).count() as u32;
+                let norm = bm25_norm(tokens.len() as u32, avgdl);
+                score += bm25_term(bm25_idf(n, df), tf, norm);
+                matched = true;
+            }
+            matched.then_some(Hit { doc_id: *doc_id, snippet_index: *snippet_index, score })
+        })
+        .collect();
+    hits.sort_by(|a, b| {
+        b.score.total_cmp(&a.score).then(a.doc_id.cmp(&b.doc_id)).then(a.snippet_index.cmp(&b.snippet_index))
+    });
+    hits.truncate(limit);
+    hits
+}
+
+/// Tiny deterministic PRNG for test corpora.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 33) as usize) % n
+    }
+}
+
+// ----------------------------------------------------------------- metadata
+
+#[test]
+fn metadata_filter_keeps_only_docs_with_every_key_equal() {
+    let index = index_of(vec![
+        with_metadata(text_doc(1, &["report"]), json!({"kind": "memo", "year": 2024})),
+        with_metadata(text_doc(2, &["report"]), json!({"kind": "memo", "year": 2023})),
+        with_metadata(text_doc(3, &["report"]), json!({"kind": "note", "year": 2024})),
+        text_doc(4, &["report"]),
+    ]);
+    let q = Query::text("report").with_filter(object(json!({"kind": "memo", "year": 2024})));
+    assert_eq!(ids(&search(&index, &q)), vec![(id(1), 0)]);
+
+    let q = Query::text("report").with_filter(object(json!({"year": 2024.0})));
+    assert_eq!(ids(&search(&index, &q)), vec![(id(1), 0), (id(3), 0)]);
+
+    let q = Query::text("report").with_filter(Map::new());
+    assert_eq!(search(&index, &q).len(), 4);
+}
+
+#[test]
+fn metadata_filter_is_applied_before_the_limit() {
+    let mut docs: Vec<DocEntry> =
+        (0..50).map(|n| text_doc(n, &["needle needle needle in a stack"])).collect();
+    docs.push(with_metadata(
+        text_doc(99, &["a needle somewhere in a very long and rambling haystack of words"]),
+        json!({"wanted": true}),
+    ));
+    let index = index_of(docs);
+    let q = Query::text("needle").with_limit(1).with_filter(object(json!({"wanted": true})));
+    assert_eq!(ids(&search(&index, &q)), vec![(id(99), 0)]);
+
+    let unit = vec![1.0, 0.0];
+    let index = index_of(vec![
+        vec_doc(1, "x", unit.clone()),
+        with_metadata(vec_doc(2, "y", vec![0.0, 1.0]), json!({"wanted": true})),
+    ]);
+    for q in [Query::vector(unit.clone()), Query::hybrid("x y", unit.clone(), 0.5)] {
+        let q = q.with_limit(1).with_filter(object(json!({"wanted": true})));
+        assert_eq!(ids(&search(&index, &q)), vec![(id(2), 0)], "{:?}", q.mode);
+    }
+}
+
+// ------------------------------------------------------------------- vector
+
+#[test]
+fn vector_search_finds_the_nearest_snippet_first() {
+    let index = index_of(vec![
+        vec_doc(1, "a", vec![1.0, 0.0, 0.0]),
+        vec_doc(2, "b", vec![0.0, 1.0, 0.0]),
+        vec_doc(3, "c", vec![0.7, 0.7, 0.0]),
+    ]);
+    let hits = search(&index, &Query::vector(vec![0.1, 0.9, 0.0]));
+    assert_eq!(ids(&hits), vec![(id(2), 0), (id(3), 0), (id(1), 0)]);
+    assert!(hits[0].score > 0.99 && hits[0].score <= 1.0 + 1e-6);
+}
+
+#[test]
+fn vector_search_skips_docs_without_embeddings() {
+    let index = index_of(vec![vec_doc(1, "a", vec![1.0, 0.0]), text_doc(2, &["no embedding"])]);
+    let hits = search(&index, &Query::vector(vec![1.0, 1.0]));
+    assert_eq!(ids(&hits), vec![(id(1), 0)]);
+}
+
+#[test]
+fn zero_vectors_score_zero_not_nan() {
+    let index = index_of(vec![vec_doc(1, "a", vec![0.0, 0.0]), vec_doc(2, "b", vec![1.0, 0.0])]);
+    for q in [vec![0.0, 0.0], vec![1.0, 0.0]] {
+        let hits = search(&index, &Query::vector(q));
+        assert_eq!(hits.len(), 2);
+        assert!(hits.iter().all(|h| h.score.is_finite()));
+    }
+    let hits = search(&index, &Query::hybrid("a b", vec![0.0, 0.0], 0.5));
+    assert!(hits.iter().all(|h| h.score.is_finite()));
+}
+
+#[test]
+fn query_vector_of_the_wrong_dimension_is_an_error() {
+    let index = index_of(vec![vec_doc(1, "a", vec![1.0, 0.0, 0.0])]);
+    assert_eq!(index.dimension(owner()), Some(3));
+    for q in [Query::vector(vec![1.0, 0.0]), Query::hybrid("a", vec![1.0, 0.0], 0.5)] {
+        assert_eq!(index.search(owner(), &q), Err(SearchError::DimensionMismatch { expected: 3, got: 2 }));
+    }
+}
+
+#[test]
+fn strict_upsert_rejects_embeddings_of_the_wrong_dimension() {
+    let index = index_of(vec![vec_doc(1, "a", vec![1.0, 0.0, 0.0])]);
+    let result = index.try_upsert_doc(owner(), vec_doc(2, "b", vec![1.0, 0.0]));
+    assert_eq!(result, Err(SearchError::DimensionMismatch { expected: 3, got: 2 }));
+    assert_eq!(index.snippet_count(owner()), 1);
+    // Replacing the doc that holds every vector may change the dimension.
+    assert_eq!(index.try_upsert_doc(owner(), vec_doc(1, "a", vec![1.0, 0.0])), Ok(()));
+    assert_eq!(index.dimension(owner()), Some(2));
+}
+
+#[test]
+fn strict_upsert_rejects_malformed_embeddings() {
+    let index = SearchIndex::new();
+    let mut doc = text_doc(1, &["a", "b"]);
+    doc.embeddings = Some(vec![vec![1.0]]);
+    assert_eq!(
+        index.try_upsert_doc(owner(), doc.clone()),
+        Err(SearchError::EmbeddingCountMismatch { snippets: 2, embeddings: 1 })
+    );
+    doc.embeddings = Some(vec![vec![1.0], vec![f32::NAN]]);
+    assert_eq!(index.try_upsert_doc(owner(), doc), Err(SearchError::InvalidVector));
+    assert_eq!(index.snippet_count(owner()), 0);
+}
+
+#[test]
+fn lenient_upsert_keeps_the_text_but_drops_unusable_embeddings() {
+    let index =
+        index_of(vec![vec_doc(1, "first", vec![1.0, 0.0, 0.0]), vec_doc(2, "second", vec![1.0, 0.0])]);
+    assert_eq!(index.dimension(owner()), Some(3));
+    assert_eq!(ids(&search(&index, &Query::text("second"))), vec![(id(2), 0)]);
+    let hits = search(&index, &Query::vector(vec![1.0, 0.0, 0.0]));
+    assert_eq!(ids(&hits), vec![(id(1), 0)]);
+}
+
+#[test]
+fn dimension_is_forgotten_when_the_last_vector_is_removed() {
+    let index = index_of(vec![vec_doc(1, "a", vec![1.0, 0.0]), text_doc(2, &["b"])]);
+    assert_eq!(index.dimension(owner()), Some(2));
+    index.remove_doc(owner(), id(1));
+    assert_eq!(index.dimension(owner()), None);
+    index.upsert_doc(owner(), vec_doc(3, "c", vec![1.0, 0.0, 0.0, 0.0]));
+    assert_eq!(index.dimension(owner()), Some(4));
+}
+
+// ------------------------------------------------------------------- hybrid
+
+/// Text and vector rankings disagree: text prefers 1 > 2 > 3 (4 and 5 tie,
+/// 6 has no embedding), vector prefers 3 > 2 > 1, 7 matches only by vector.
+fn disagreeing_corpus() -> SearchIndex {
+    let docs = vec![
+        vec_doc(1, "rust rust rust borrow checker", vec![0.1, 1.0]),
+        vec_doc(2, "rust borrow checker and lifetimes", vec![0.6, 0.8]),
+        vec_doc(3, "a long text that mentions rust only once among many other words", vec![1.0, 0.1]),
+        vec_doc(4, "rust lifetimes", vec![0.5, 0.5]),
+        vec_doc(5, "rust lifetimes", vec![0.4, 0.6]),
+        text_doc(6, &["rust rust without embedding"]),
+        vec_doc(7, "unrelated gardening", vec![0.9, 0.3]),
+    ];
+    index_of(docs)
+}
+
+const Q_VEC: [f32; 2] = [1.0, 0.05];
+
+#[test]
+fn hybrid_with_alpha_zero_orders_like_text() {
+    let index = disagreeing_corpus();
+    let text = search(&index, &Query::text("rust lifetimes").with_limit(100));
+    let vector = search(&index, &Query::vector(Q_VEC.to_vec()).with_limit(100));
+    assert_ne!(ids(&text), ids(&vector)[..text.len()], "corpus must disagree");
+
+    let hybrid = search(&index, &Query::hybrid("rust lifetimes", Q_VEC.to_vec(), 0.0).with_limit(100));
+    assert_eq!(ids(&hybrid)[..text.len()], ids(&text)[..]);
+    for limit in 1..=text.len() {
+        let q = Query::hybrid("rust lifetimes", Q_VEC.to_vec(), 0.0).with_limit(limit);
+        let q_text = Query::text("rust lifetimes").with_limit(limit);
+        assert_eq!(ids(&search(&index, &q)), ids(&search(&index, &q_text)));
+    }
+}
+
+#[test]
+fn hybrid_with_alpha_one_orders_like_vector() {
+    let index = disagreeing_corpus();
+    let vector = search(&index, &Query::vector(Q_VEC.to_vec()).with_limit(100));
+    let hybrid = search(&index, &Query::hybrid("rust lifetimes", Q_VEC.to_vec(), 1.0).with_limit(100));
+    assert_eq!(ids(&hybrid)[..vector.len()], ids(&vector)[..]);
+    // The text-only doc comes last, with fused score 0.
+    assert_eq!(ids(&hybrid)[vector.len()..], [(id(6), 0)]);
+    for limit in 1..=vector.len() {
+        let q = Query::hybrid("rust lifetimes", Q_VEC.to_vec(), 1.0).with_limit(limit);
+        let q_vec = Query::vector(Q_VEC.to_vec()).with_limit(limit);
+        assert_eq!(ids(&search(&index, &q)), ids(&search(&index, &q_vec)));
+    }
+}
+
+#[test]
+fn hybrid_alpha_endpoints_match_text_and_vector_orders_on_random_corpora() {
+    let mut rng = Lcg(3);
+    let words = ["ant", "bee", "cat", "dog", "eel"];
+    for _ in 0..20 {
+        // Few words and tiny integer vectors: lots of exactly tied scores.
+        let docs: Vec<DocEntry> = (0..60)
+            .map(|n| {
+                let text: Vec<&str> = (0..1 + rng.below(4)).map(|_| words[rng.below(5)]).collect();
+                let v = vec![rng.below(3) as f32, rng.below(3) as f32];
+                if rng.below(4) == 0 {
+                    text_doc(n, &[&text.join(" ")])
+                } else {
+                    vec_doc(n, &text.join(" "), v)
+                }
+            })
+            .collect();
+        let index = index_of(docs);
+        let text = words[rng.below(5)].to_string() + " " + words[rng.below(5)];
+        let v = vec![rng.below(3) as f32, 1.0 + rng.below(2) as f32];
+        for limit in [1, 5, 100] {
+            let by_text = search(&index, &Query::text(&text).with_limit(limit));
+            let by_vec = search(&index, &Query::vector(v.clone()).with_limit(limit));
+            let h0 = search(&index, &Query::hybrid(&text, v.clone(), 0.0).with_limit(limit));
+            let h1 = search(&index, &Query::hybrid(&text, v.clone(), 1.0).with_limit(limit));
+            assert_eq!(ids(&h0)[..by_text.len()], ids(&by_text)[..], "{text:?} {limit}");
+            assert_eq!(ids(&h1)[..by_vec.len()], ids(&by_vec)[..], "{v:?} {limit}");
+        }
+    }
+}
+
+#[test]
+fn query_deserialises_with_defaults() {
+    let q: Query = serde_json::from_value(json!({"mode": "text", "text": "hi"})).unwrap();
+    assert_eq!(q, Query::text("hi"));
+}
+
+#[test]
+fn hybrid_blends_both_sides_into_scores_within_zero_and_one() {
+    let index = disagreeing_corpus();
+    let hits = search(&index, &Query::hybrid("rust lifetimes", Q_VEC.to_vec(), 0.5).with_limit(100));
+    assert_eq!(hits.len(), 7);
+    assert!(hits.iter().all(|h| (0.0..=1.0).contains(&h.score)));
+    assert!(hits.windows(2).all(|w| w[0].score >= w[1].score));
+}
+
+#[test]
+fn hybrid_needs_text_and_vector_and_a_valid_alpha() {
+    let index = disagreeing_corpus();
+    let mut q = Query::hybrid("rust", Q_VEC.to_vec(), 0.5);
+    q.text = None;
+    assert_eq!(index.search(owner(), &q), Err(SearchError::MissingText));
+    let mut q = Query::hybrid("rust", Q_VEC.to_vec(), 0.5);
+    q.vector = None;
+    assert_eq!(index.search(owner(), &q), Err(SearchError::MissingVector));
+    for alpha in [-0.1, 1.1, f64::NAN] {
+        let q = Query::hybrid("rust", Q_VEC.to_vec(), alpha);
+        assert!(matches!(index.search(owner(), &q), Err(SearchError::InvalidAlpha(_))));
+    }
+    let mut q = Query::text("rust");
+    q.text = None;
+    assert_eq!(index.search(owner(), &q), Err(SearchError::MissingText));
+    let mut q = Query::vector(vec![]);
+    assert_eq!(index.search(owner(), &q), Err(SearchError::InvalidVector));
+    q.vector = None;
+    assert_eq!(index.search(owner(), &q), Err(SearchError::MissingVector));
+}
+
+// ---------------------------------------------------------------- lifecycle
+
+#[test]
+fn removed_doc_never_comes_back() {
+    let index = index_of(vec![
+        vec_doc(1, "ephemeral secret", vec![1.0, 0.0]),
+        vec_doc(2, "permanent record", vec![0.0, 1.0]),
+    ]);
+    index.remove_doc(owner(), id(1));
+    index.remove_doc(owner(), id(1)); // idempotent
+    let queries = [
+        Query::text("ephemeral secret"),
+        Query::vector(vec![1.0, 0.0]),
+        Query::hybrid("ephemeral", vec![1.0, 0.0], 0.5),
+    ];
+    for q in &queries {
+        assert!(search(&index, q).iter().all(|h| h.doc_id != id(1)), "{:?}", q.mode);
+    }
+    // Nor after enough churn to compact the index.
+    for n in 100..3100 {
+        index.upsert_doc(owner(), text_doc(n, &["filler secret"]));
+        index.remove_doc(owner(), id(n));
+    }
+    for q in &queries {
+        assert!(search(&index, q).iter().all(|h| h.doc_id != id(1)), "{:?}", q.mode);
+    }
+    assert_eq!(index.snippet_count(owner()), 1);
+}
+
+#[test]
+fn upsert_replaces_the_previous_version() {
+    let index = index_of(vec![text_doc(1, &["old words", "more old words"]), text_doc(2, &["other"])]);
+    index.upsert_doc(owner(), text_doc(1, &["new words"]));
+    assert_eq!(index.snippet_count(owner()), 2);
+    assert_eq!(index.doc_count(owner()), 2);
+    assert!(search(&index, &Query::text("old")).is_empty());
+    assert_eq!(ids(&search(&index, &Query::text("new"))), vec![(id(1), 0)]);
+    // Statistics follow: same scores as an index that only ever saw the new version.
+    let fresh = index_of(vec![text_doc(2, &["other"]), text_doc(1, &["new words"])]);
+    assert_eq!(search(&index, &Query::text("new words")), search(&fresh, &Query::text("new words")));
+}
+
+#[test]
+fn compaction_preserves_results() {
+    let mut rng = Lcg(42);
+    let words = ["ant", "bee", "cat", "dog", "eel", "fox", "gnu", "hen"];
+    let docs: Vec<DocEntry> = (0..3000)
+        .map(|n| {
+            let text: Vec<&str> = (0..1 + rng.below(6)).map(|_| words[rng.below(8)]).collect();
+            let v = vec![rng.below(100) as f32, rng.below(100) as f32];
+            vec_doc(n, &text.join(" "), v)
+        })
+        .collect();
+    let churned = index_of(docs.clone());
+    let allocated_before = churned.owner(owner()).unwrap().read().allocated_slots();
+    for doc in docs.iter().filter(|d| d.id.as_u128() % 6 != 0) {
+        churned.remove_doc(owner(), doc.id);
+    }
+    let allocated_after = churned.owner(owner()).unwrap().read().allocated_slots();
+    assert!(allocated_after < allocated_before, "compaction must have run");
+
+    let fresh = index_of(docs.into_iter().filter(|d| d.id.as_u128() % 6 == 0).collect());
+    assert_eq!(churned.snippet_count(owner()), fresh.snippet_count(owner()));
+    for q in [
+        Query::text("ant"),
+        Query::text("bee cat hen"),
+        Query::vector(vec![3.0, 1.0]),
+        Query::hybrid("dog eel", vec![1.0, 2.0], 0.3),
+    ] {
+        let q = q.with_limit(50);
+        assert_eq!(search(&churned, &q), search(&fresh, &q), "{:?}", q.mode);
+    }
+}
+
+#[test]
+fn other_owners_docs_never_appear() {
+    let index = index_of(vec![vec_doc(1, "mine", vec![1.0, 0.0])]);
+    let other = OwnerKey { owner: Uuid::from_u128(11), ..owner() };
+    index.upsert_doc(other, vec_doc(2, "theirs mine", vec![1.0, 0.0]));
+    let hits = search(&index, &Query::hybrid("mine theirs", vec![1.0, 0.0], 0.5).with_limit(100));
+    assert_eq!(ids(&hits), vec![(id(1), 0)]);
+    assert_eq!(index.snippet_count(owner()), 1);
+}
+
+#[test]
+fn other_tenants_docs_never_appear() {
+    let index = index_of(vec![vec_doc(1, "mine", vec![1.0, 0.0])]);
+    let same_owner_other_tenant = OwnerKey { tenant: Uuid::from_u128(2), ..owner() };
+    index.upsert_doc(same_owner_other_tenant, vec_doc(2, "theirs mine", vec![0.0, 1.0]));
+    for q in [
+        Query::text("mine theirs"),
+        Query::vector(vec![0.0, 1.0]),
+        Query::hybrid("theirs", vec![0.0, 1.0], 0.5),
+    ] {
+        let hits = search(&index, &q.with_limit(100));
+        assert_eq!(ids(&hits), vec![(id(1), 0)]);
+    }
+    // The same doc id under two tenants is two docs.
+    index.upsert_doc(same_owner_other_tenant, vec_doc(1, "shadow", vec![0.0, 1.0]));
+    assert!(search(&index, &Query::text("shadow")).is_empty());
+}
+
+#[test]
+fn remove_owner_forgets_everything() {
+    let index = index_of(vec![vec_doc(1, "something", vec![1.0, 0.0])]);
+    index.remove_owner(owner());
+    assert_eq!(index.snippet_count(owner()), 0);
+    assert_eq!(index.dimension(owner()), None);
+    assert!(search(&index, &Query::text("something")).is_empty());
+    // Any dimension is accepted afresh.
+    assert!(search(&index, &Query::vector(vec![1.0, 2.0, 3.0])).is_empty());
+}
+
+#[test]
+fn empty_index_searches_return_empty() {
+    let index = SearchIndex::new();
+    for q in [
+        Query::text("anything"),
+        Query::text(""),
+        Query::vector(vec![1.0, 2.0]),
+        Query::hybrid("anything", vec![1.0], 0.5),
+    ] {
+        assert_eq!(index.search(owner(), &q), Ok(vec![]), "{:?}", q.mode);
+    }
+    assert_eq!(index.snippet_count(owner()), 0);
+    assert_eq!(index.dimension(owner()), None);
+
+    // An owner whose docs were all removed, or that has only empty docs.
+    let index = index_of(vec![text_doc(1, &["gone"]), text_doc(2, &[]), text_doc(3, &[""])]);
+    index.remove_doc(owner(), id(1));
+    assert!(search(&index, &Query::text("gone")).is_empty());
+    assert!(search(&index, &Query::vector(vec![1.0])).is_empty());
+    assert!(search(&index, &Query::hybrid("gone", vec![1.0], 0.5)).is_empty());
+}
+
+#[test]
+fn search_index_is_send_and_sync() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    assert_send_sync::<SearchIndex>();
+}
+
+#[test]
+fn concurrent_readers_and_writers_do_not_interfere() {
+    let index = std::sync::Arc::new(SearchIndex::new());
+    let writers: Vec<_> = (0..4u128)
+        .map(|t| {
+            let index = index.clone();
+            std::thread::spawn(move || {
+                for n in 0..200 {
+                    index.upsert_doc(owner(), text_doc(t * 1000 + n, &["shared words here"]));
+                    let _ = index.search(owner(), &Query::text("shared"));
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    assert_eq!(index.snippet_count(owner()), 800);
+    assert_eq!(search(&index, &Query::text("words").with_limit(1000)).len(), 800);
+}
+
+#[test]
+fn a_doc_prepared_ahead_is_indexed_as_an_upserted_one() {
+    let docs = vec![text_doc(1, &["alpha beta", "gamma"]), vec_doc(2, "beta delta", vec![1.0, 0.0])];
+    let upserted = index_of(docs.clone());
+    let prepared = SearchIndex::new();
+    for doc in docs {
+        let doc = SearchIndex::prepare_strict(doc).expect("a valid doc");
+        prepared.upsert_prepared(owner(), doc).expect("same dimension");
+    }
+    for q in [Query::text("beta"), Query::vector(vec![1.0, 0.5]), Query::hybrid("gamma", vec![0.0, 1.0], 0.5)]
+    {
+        assert_eq!(search(&prepared, &q), search(&upserted, &q), "{q:?}");
+    }
+    assert_eq!(
+        SearchIndex::prepare_strict(vec_doc(3, "x", vec![f32::INFINITY])).err(),
+        Some(SearchError::InvalidVector)
+    );
+    let lenient = SearchIndex::prepare(vec_doc(3, "x", vec![f32::INFINITY]));
+    assert_eq!(prepared.upsert_prepared(owner(), lenient), Ok(()), "dropped, the text kept");
+    assert_eq!(prepared.snippet_count(owner()), 4);
+}
