@@ -8,7 +8,8 @@
 //! The service side includes auth, loading the session, agent, users, tools
 //! and 1,000 messages, rendering the system template, token counting, the
 //! provider call and (not here: `save: false` keeps the history constant) the
-//! save. Documents are not in this build, so recall finds nothing.
+//! save. 100 documents (half the agent's, half the user's) match the question,
+//! so recall puts 5 snippets in the system message.
 
 use std::time::{Duration, Instant};
 
@@ -20,6 +21,7 @@ use serde_json::{Value, json};
 
 const MESSAGES: usize = 1000;
 const ROUNDS: usize = 200;
+const DOCS: usize = 100;
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
@@ -133,10 +135,23 @@ async fn main() {
             assert_eq!(r.unwrap().status(), 201);
         }
     }
-    println!("setup: session with {MESSAGES} messages in {:.1} s", started.elapsed().as_secs_f64());
+    for i in 0..DOCS {
+        let owner = if i % 2 == 0 {
+            format!("/api/agents/{}/docs", agent["id"].as_str().unwrap())
+        } else {
+            format!("/api/users/{}/docs", user["id"].as_str().unwrap())
+        };
+        let doc = json!({"title": format!("Doc {i}"), "content": [format!("Notes {i} on cells and membranes."), format!("Summary {i}: proteins fold.")]});
+        assert_eq!(post(&owner, doc).await.unwrap().status(), 201);
+    }
+    println!(
+        "setup: session with {MESSAGES} messages, {DOCS} docs in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
 
     let chat_url = format!("{base}/api/sessions/{sid}/chat");
-    let chat = json!({"messages": [{"role": "user", "content": "Summarise what we said."}], "save": false});
+    let chat =
+        json!({"messages": [{"role": "user", "content": "What did we say about cells?"}], "save": false});
     // Warm up, and capture the exact request the service sends upstream.
     for _ in 0..5 {
         measure_once(&http, &chat_url, &auth, &chat).await;

@@ -130,6 +130,9 @@ async fn keys(app: &App, action: KeysAction) -> anyhow::Result<()> {
 }
 
 async fn serve(cfg: Config) -> anyhow::Result<()> {
+    // Listen for SIGTERM before the key is printed: a caller may stop us as soon as it has it.
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| anyhow::anyhow!("cannot listen for SIGTERM: {e}"))?;
     let running = agent_platform::server::start(&cfg).await?;
     let addr = running.local_addr();
     eprintln!("agent-platform {} listening on http://{addr}", env!("CARGO_PKG_VERSION"));
@@ -141,14 +144,12 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         eprintln!("  It is shown this once; keep it (more with `agent-platform keys create`):");
         println!("{key}");
     }
-    shutdown_signal().await;
+    shutdown_signal(term).await;
     eprintln!("shutting down: finishing requests under way, flushing the store");
     running.shutdown().await
 }
 
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("can listen for SIGTERM");
+async fn shutdown_signal(mut term: tokio::signal::unix::Signal) {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}

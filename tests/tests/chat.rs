@@ -18,8 +18,9 @@ fn models(fake: &FakeUpstream) -> ModelsConfig {
             models: Vec::new(),
         }],
         default_model: Some("fake-model".into()),
-        request_timeout_s: Some(1.0),
-        stream_idle_timeout_s: Some(1.0),
+        // Short, for the timeout tests; long enough for the tokenizer's first load.
+        request_timeout_s: Some(2.0),
+        stream_idle_timeout_s: Some(2.0),
         ..ModelsConfig::default()
     }
 }
@@ -258,7 +259,7 @@ async fn upstream_failures_map_to_502_504_503_and_save_nothing() {
             502,
             "bad model",
         ),
-        (Behaviour::Hang(Duration::from_secs(3)), 504, "upstream_timeout"),
+        (Behaviour::Hang(Duration::from_secs(5)), 504, "upstream_timeout"),
         (Behaviour::Garbage, 502, "upstream_error"),
     ];
     for (behaviour, status, needle) in cases {
@@ -500,4 +501,25 @@ async fn recall_puts_the_matching_snippets_of_the_agent_and_the_user_in_the_syst
     let r = t.chat(json!({"messages": [{"role": "user", "content": "octopus"}], "recall": false})).await;
     assert_eq!(r.body["docs"], json!([]));
     assert!(!t.sent()[0]["content"].as_str().unwrap().contains("three hearts"));
+}
+
+#[tokio::test]
+async fn with_an_embedding_model_docs_are_embedded_and_recall_is_hybrid() {
+    let fake = FakeUpstream::start().await;
+    let s =
+        TestServer::with_models(ModelsConfig { embedding_model: Some("embedder".into()), ..models(&fake) })
+            .await;
+    let agent = s.create_agent("Ada").await;
+    let doc = json!({"title": "Octopus facts", "content": ["Octopuses have three hearts."]});
+    let r = s.raw("POST", &format!("/api/agents/{}/docs", agent.id), Some(&doc.to_string())).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let embedded = fake.requests().iter().filter(|r| r.path == "/v1/embeddings").count();
+    assert_eq!(embedded, 1, "the doc's snippets were embedded");
+    let session = s.create_session(&[agent.id], &[]).await;
+    let body = json!({"messages": [{"role": "user", "content": "octopus hearts"}]});
+    let r = s.raw("POST", &format!("/api/sessions/{}/chat", session.id), Some(&body.to_string())).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["docs"][0]["title"], "Octopus facts");
+    let embedded = fake.requests().iter().filter(|r| r.path == "/v1/embeddings").count();
+    assert_eq!(embedded, 2, "the question was embedded for a hybrid search");
 }

@@ -1,10 +1,10 @@
 //! The embedding model hook: turns text into vectors for vector and hybrid search.
 //!
-//! No embedding model is wired in yet ([`crate::app::App::embedder`] is `None`);
-//! a provider (an OpenAI-compatible `/embeddings` endpoint, say) implements
-//! [`Embedder`] and is installed with [`crate::app::App::with_embedder`]. Then
-//! documents created without `embeddings` get them computed, and vector or
-//! hybrid searches without a `vector` embed their `text`.
+//! With `models.embedding_model` configured, [`ProviderEmbedder`] (the
+//! provider's OpenAI-compatible `/embeddings`) is installed by
+//! [`crate::app::App::with_models`]: documents created without `embeddings`
+//! get them computed, and vector or hybrid searches without a `vector` (and
+//! chat recall) embed their `text`.
 
 use async_trait::async_trait;
 
