@@ -139,6 +139,18 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     eprintln!("  store:   {} (sled, durability: {:?})", cfg.server.data_dir.display(), cfg.server.durability);
     eprintln!("  health:  curl http://{addr}/api/healthz");
     eprintln!("  spec:    http://{addr}/api/openapi.json");
+    let models = &running.server.app_private().app.models;
+    if models.is_empty() {
+        eprintln!("  models:  none (chat answers 503; set OPENAI_BASE_URL or add [[models.providers]])");
+    } else {
+        for p in models.list() {
+            eprintln!("  models:  provider '{}' at {}", p.name(), p.base_url());
+        }
+        eprintln!(
+            "  default model: {}",
+            models.default_model().unwrap_or("(none: requests or agents name it)")
+        );
+    }
     if let Some(key) = &running.first_key {
         eprintln!("  The store was empty, so an API key was created for tenant 'default'.");
         eprintln!("  It is shown this once; keep it (more with `agent-platform keys create`):");
