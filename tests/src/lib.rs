@@ -218,15 +218,19 @@ pub fn status_of<T: std::fmt::Debug>(r: Result<T, agent_platform_client::Error<t
     }
 }
 
-/// The `agent-platform` binary, built (once per test process) by the cargo
-/// that runs the tests: `cargo test` builds a package's binaries only for that
-/// package's own integration tests, so without this it could be missing or stale.
+/// The `agent-platform` binary. `cargo test --workspace` builds it (the server's
+/// own `tests/cli.rs` needs it); when it is missing — e.g. only this package's
+/// tests were asked for — it is built once here.
 pub fn binary() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT
         .get_or_init(|| {
             let exe = std::env::current_exe().expect("the test binary's path");
             let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
+            let bin = profile_dir.join("agent-platform");
+            if bin.exists() {
+                return bin;
+            }
             let target_dir = profile_dir.parent().expect("target/<profile>");
             let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
             let mut build = Command::new(cargo);
@@ -245,7 +249,6 @@ pub fn binary() -> PathBuf {
             }
             let status = build.status().expect("cargo runs");
             assert!(status.success(), "`cargo build -p agent-platform` failed");
-            let bin = profile_dir.join("agent-platform");
             assert!(bin.exists(), "{} is missing after the build", bin.display());
             bin
         })
