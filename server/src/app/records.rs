@@ -26,7 +26,8 @@ pub fn decode<R: Resource>(rec: &Record) -> Result<R> {
 
 /// The kind-specific fields of a stored record.
 pub fn decode_data<R: Resource>(rec: &Record) -> Result<R::Data> {
-    serde_json::from_value(rec.data.clone())
+    // Deserialise from the borrowed value: no copy of the whole tree per read.
+    <R::Data as serde::Deserialize>::deserialize(&rec.data)
         .map_err(|e| Error::Internal(format!("stored {} {} is unreadable: {e}", R::KIND.name(), rec.id)))
 }
 
