@@ -338,6 +338,14 @@ impl Provider {
         &self.models
     }
 
+    /// A non-streamed call: POST `body` as JSON within the request timeout and
+    /// answer the body of a success response.
+    async fn post_json<B: Serialize>(&self, path: &str, body: &B) -> Result<Bytes, UpstreamError> {
+        let response =
+            self.post(path).timeout(self.timeouts.request).json(body).send().await.map_err(map_send_error)?;
+        read_success_body(response).await
+    }
+
     fn post(&self, path: &str) -> reqwest::RequestBuilder {
         let request = self.http.post(format!("{}{path}", self.base_url));
         match &self.api_key {
@@ -353,14 +361,7 @@ impl Provider {
         let mut req = req.clone();
         req.stream = false;
         req.stream_options = None;
-        let response = self
-            .post("/chat/completions")
-            .timeout(self.timeouts.request)
-            .json(&req)
-            .send()
-            .await
-            .map_err(map_send_error)?;
-        let body = read_success_body(response).await?;
+        let body = self.post_json("/chat/completions", &req).await?;
         let mut answer: ChatResponse = parse_json(&body)?;
         if answer.choices.is_empty() {
             return Err(UpstreamError::Invalid(format!(
@@ -434,14 +435,7 @@ impl Provider {
             input: inputs.to_vec(),
             encoding_format: Some("float".to_owned()),
         };
-        let response = self
-            .post("/embeddings")
-            .timeout(self.timeouts.request)
-            .json(&req)
-            .send()
-            .await
-            .map_err(map_send_error)?;
-        let body = read_success_body(response).await?;
+        let body = self.post_json("/embeddings", &req).await?;
         let mut answer: EmbeddingResponse = parse_json(&body)?;
         if answer.data.len() != inputs.len() {
             return Err(UpstreamError::Invalid(format!(
