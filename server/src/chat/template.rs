@@ -9,6 +9,7 @@
 
 use std::fmt;
 use std::io;
+use std::sync::LazyLock;
 
 use minijinja::syntax::SyntaxConfig;
 use minijinja::value::Serde;
@@ -123,10 +124,27 @@ pub fn check_template(src: &str) -> Result<(), TemplateError> {
     Ok(())
 }
 
-/// Renders `src` with `ctx` (normally a JSON object).
+/// The default template, compiled once.
+static DEFAULT: LazyLock<Environment<'static>> = LazyLock::new(|| {
+    let mut env = environment();
+    env.add_template("default", DEFAULT_SYSTEM_TEMPLATE).expect("the default template compiles");
+    env
+});
+
+/// Renders `src` with `ctx` (normally a JSON object). The default template
+/// is compiled once; others at each call (sessions' templates are few and short).
 pub fn render(src: &str, ctx: &serde_json::Value) -> Result<String, TemplateError> {
+    if src == DEFAULT_SYSTEM_TEMPLATE {
+        return render_template(&DEFAULT.get_template("default")?, ctx);
+    }
     let env = environment();
-    let template = env.template_from_str(src)?;
+    render_template(&env.template_from_str(src)?, ctx)
+}
+
+fn render_template(
+    template: &minijinja::Template<'_, '_>,
+    ctx: &serde_json::Value,
+) -> Result<String, TemplateError> {
     let mut out = CappedWriter::default();
     match template.render_captured_to(Value::from(Serde(ctx)), &mut out) {
         Ok(_) => {}
