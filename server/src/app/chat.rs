@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use tokio::sync::OwnedMutexGuard;
 use uuid::Uuid;
 
+use super::history::{History, HistoryItem, Lookup};
 use super::{App, Error, Result, Tenant};
 use crate::api::types::{
     Agent, ChatSettings, DocOwner, DocReference, OwnerRole, SearchMode, SearchRequest, User,
@@ -132,6 +133,11 @@ fn history_message(m: &Message) -> wire::ChatMessage {
     to_wire_message(m.role, &m.content, m.name.as_ref(), m.tool_calls.as_ref(), m.tool_call_id.as_ref())
 }
 
+/// A stored message as the history cache keeps it.
+pub(super) fn history_item(m: &Message) -> HistoryItem {
+    HistoryItem::new((m.created_at, m.id), history_message(m), m.token_count.max(0) as usize)
+}
+
 fn new_message(m: &CreateMessageRequest) -> wire::ChatMessage {
     to_wire_message(m.role, &m.content, m.name.as_ref(), m.tool_calls.as_ref(), m.tool_call_id.as_ref())
 }
@@ -154,22 +160,32 @@ impl App {
         lock.lock_owned().await
     }
 
-    /// Every message of a session, oldest first.
-    fn all_messages(&self, t: Tenant, session: Uuid) -> Result<Vec<Message>> {
-        let mut all = Vec::new();
+    /// The session's history, oldest first, from the cache or the store.
+    fn history(&self, t: Tenant, session: Uuid) -> Result<History> {
+        let ticket = match self.history.lookup(t, session) {
+            Lookup::Hit(history) => return Ok(history),
+            Lookup::Miss(ticket) => ticket,
+        };
+        let mut items = Vec::new();
         loop {
             let q = ListQuery {
                 limit: 1000,
-                offset: all.len(),
+                offset: items.len(),
                 sort_by: SortBy::CreatedAt,
                 direction: Direction::Asc,
                 metadata_filter: None,
             };
-            let page: Vec<Message> = self.message_list(t, session, &q)?;
+            let page: Vec<Message> = match self.message_list(t, session, &q) {
+                Ok(page) => page,
+                Err(e) => {
+                    self.history.forget(t, session);
+                    return Err(e);
+                }
+            };
             let done = page.len() < 1000;
-            all.extend(page);
+            items.extend(page.iter().map(history_item));
             if done {
-                return Ok(all);
+                return Ok(self.history.loaded(t, session, ticket, items));
             }
         }
     }
@@ -303,24 +319,20 @@ impl App {
             }
         }
 
-        // 4. History within the token budget.
+        // 4. History within the token budget. Each message's cost is known
+        // (stored token counts), so the budget is kept with sums, not recounts.
         let system_msg = wire::ChatMessage::system(system);
-        let mut history: Vec<wire::ChatMessage> =
-            self.all_messages(t, session_id)?.iter().map(history_message).collect();
+        let history = self.history(t, session_id)?;
         let new_wire: Vec<wire::ChatMessage> = new_messages.iter().map(new_message).collect();
-        let assemble = |summary: Option<&wire::ChatMessage>, history: &[wire::ChatMessage]| {
-            let mut all = vec![system_msg.clone()];
-            all.extend(summary.cloned());
-            all.extend_from_slice(history);
-            all.extend(new_wire.iter().cloned());
-            all
-        };
-        let mut messages = assemble(None, &history);
+        let mut start = 0; // the oldest history message sent
+        let mut summary = None;
         if let Some(budget) = session.token_budget {
             let budget = budget.max(0) as usize;
-            let total = count_chat_tokens(&messages);
+            // The prompt without history: system, new messages, the reply's priming.
+            let fixed = count_chat_tokens(&[system_msg.clone()]) + count_chat_tokens(&new_wire)
+                - chat::tokens::REPLY_PRIMING_TOKENS;
+            let total = fixed + history.iter().map(|h| h.tokens).sum::<usize>();
             if total > budget {
-                let fixed = count_chat_tokens(&assemble(None, &[]));
                 if fixed > budget {
                     return Err(Error::BadRequest(format!(
                         "the system message and the new messages alone have {fixed} tokens, over the \
@@ -334,33 +346,33 @@ impl App {
                              raise token_budget or set context_overflow to \"truncate\" or \"adaptive\""
                         )));
                     }
-                    Some(ContextOverflow::Truncate) => {
-                        drop_oldest(&mut history, |h| count_chat_tokens(&assemble(None, h)) > budget);
-                        messages = assemble(None, &history);
-                    }
+                    Some(ContextOverflow::Truncate) => start = drop_oldest(&history, 0, fixed, budget),
                     Some(ContextOverflow::Adaptive) => {
                         // Leave room for the summary: a quarter of the budget, at most 512 tokens.
                         let room = (budget / 4).min(512);
                         let target = budget.saturating_sub(room).max(fixed);
-                        let dropped =
-                            drop_oldest(&mut history, |h| count_chat_tokens(&assemble(None, h)) > target);
-                        let summary = self.summarise(&provider, &model, &dropped, room).await?;
-                        let summary = wire::ChatMessage::system(format!(
-                            "Summary of the earlier conversation: {summary}"
-                        ));
+                        start = drop_oldest(&history, 0, fixed, target);
+                        let dropped: Vec<_> = history[..start].iter().map(|h| h.message.clone()).collect();
+                        let text = self.summarise(&provider, &model, &dropped, room).await?;
+                        let message =
+                            wire::ChatMessage::system(format!("Summary of the earlier conversation: {text}"));
+                        let cost = count_chat_tokens(std::slice::from_ref(&message))
+                            - chat::tokens::REPLY_PRIMING_TOKENS;
                         // A summary longer than asked: drop more history, then the summary itself.
-                        drop_oldest(&mut history, |h| {
-                            count_chat_tokens(&assemble(Some(&summary), h)) > budget
-                        });
-                        messages = if count_chat_tokens(&assemble(Some(&summary), &history)) > budget {
-                            assemble(None, &history)
-                        } else {
-                            assemble(Some(&summary), &history)
-                        };
+                        start = drop_oldest(&history, start, fixed + cost, budget);
+                        let rest: usize = history[start..].iter().map(|h| h.tokens).sum();
+                        if fixed + cost + rest <= budget {
+                            summary = Some(message);
+                        }
                     }
                 }
             }
         }
+        let mut messages = Vec::with_capacity(2 + history.len() - start + new_wire.len());
+        messages.push(system_msg);
+        messages.extend(summary);
+        messages.extend(history[start..].iter().map(|h| h.message.clone()));
+        messages.extend(new_wire);
 
         let tool_choice = req.tool_choice.map(|c| match c {
             ChatToolChoice::Mode(ToolChoiceMode::Auto) => wire::ToolChoice::auto(),
@@ -455,17 +467,18 @@ impl App {
     }
 }
 
-/// Drops the oldest history while `over` says the prompt is too long; never
-/// leaves a `tool` message first (its call would be gone). Answers the dropped part.
-fn drop_oldest(
-    history: &mut Vec<wire::ChatMessage>,
-    over: impl Fn(&[wire::ChatMessage]) -> bool,
-) -> Vec<wire::ChatMessage> {
-    let mut n = 0;
-    while n < history.len() && (over(&history[n..]) || history[n].role == wire::Role::Tool) {
+/// Where the history sent starts when the prompt without history costs
+/// `fixed` and must fit `limit`: the oldest messages from `from` on are
+/// dropped until the rest fits, never leaving a `tool` message first (its
+/// call would be gone).
+fn drop_oldest(history: &[HistoryItem], from: usize, fixed: usize, limit: usize) -> usize {
+    let mut rest: usize = history[from..].iter().map(|h| h.tokens).sum();
+    let mut n = from;
+    while n < history.len() && (fixed + rest > limit || history[n].message.role == wire::Role::Tool) {
+        rest -= history[n].tokens;
         n += 1;
     }
-    history.drain(..n).collect()
+    n
 }
 
 /// The usage the provider reported, or our own count when it sent none.

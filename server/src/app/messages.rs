@@ -78,7 +78,16 @@ impl App {
             answer.push(decode::<Message>(&rec)?);
             ops.push(Op::Put { record: rec, expect: Expect::Absent });
         }
-        self.store.commit(t.0, ops).await?;
+        let committed = self.store.commit(t.0, ops).await;
+        match &committed {
+            Ok(()) => {
+                let items: Vec<_> = answer.iter().map(super::chat::history_item).collect();
+                self.history.appended(t, session, &items);
+            }
+            // Whether it landed is unknown: the cached history can't tell.
+            Err(_) => self.history.forget(t, session),
+        }
+        committed?;
         Ok(answer)
     }
 

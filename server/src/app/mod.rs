@@ -7,6 +7,7 @@ pub mod agents;
 pub mod chat;
 pub mod docs;
 pub mod embedding;
+pub mod history;
 pub mod keys;
 pub mod messages;
 pub mod records;
@@ -92,6 +93,8 @@ pub struct App {
     pub models: Arc<Providers>,
     /// One lock per session with a chat under way, so exchanges do not interleave.
     chat_locks: chat::ChatLocks,
+    /// Recently chatted sessions' histories, kept exact by every message write.
+    history: Arc<history::HistoryCache>,
 }
 
 impl App {
@@ -107,6 +110,7 @@ impl App {
             doc_locks: Default::default(),
             models: Arc::new(Providers::none()),
             chat_locks: Default::default(),
+            history: Default::default(),
         })
     }
 

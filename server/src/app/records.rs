@@ -129,6 +129,7 @@ impl App {
             for k in owned {
                 ops.push(Op::DeleteScope { kind: *k, scope: id });
             }
+            let mut gone = Vec::new();
             for sid in self.store.referencing(t.0, Kind::Session, id)? {
                 let Some(mut s) = self.store.get(t.0, Kind::Session, sid)? else { continue };
                 let list: Vec<Uuid> = s
@@ -140,6 +141,7 @@ impl App {
                 if rest.is_empty() && list.contains(&id) {
                     ops.push(Op::Delete { kind: Kind::Session, id: sid, version: Some(s.version) });
                     ops.push(Op::DeleteScope { kind: Kind::Message, scope: sid });
+                    gone.push(sid);
                 } else {
                     let version = s.version;
                     s.data[field] = encode(&rest)?;
@@ -148,7 +150,11 @@ impl App {
                     ops.push(Op::Put { record: s, expect: Expect::Version(version) });
                 }
             }
-            match self.store.commit(t.0, ops).await {
+            let committed = self.store.commit(t.0, ops).await;
+            for sid in gone {
+                self.history.forget(t, sid);
+            }
+            match committed {
                 Ok(()) => return Ok(()),
                 Err(StoreError::Stale) => continue,
                 Err(e) => return Err(e.into()),

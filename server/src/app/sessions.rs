@@ -125,7 +125,9 @@ impl App {
             Op::Delete { kind: Kind::Session, id, version: None },
             Op::DeleteScope { kind: Kind::Message, scope: id },
         ];
-        Ok(self.store.commit(t.0, ops).await?)
+        let deleted = self.store.commit(t.0, ops).await;
+        self.history.forget(t, id);
+        Ok(deleted?)
     }
 
     /// The tools of the session's agents: agent by agent, each agent's oldest first.
