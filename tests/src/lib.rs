@@ -27,6 +27,9 @@ pub struct TestServer {
     pub client: Client,
     /// The model providers it was started with.
     models: ModelsConfig,
+    /// The HTTP client of [`TestServer::raw_with`]: one for the server's life,
+    /// as building a `reqwest::Client` costs tens of milliseconds.
+    http: reqwest::Client,
 }
 
 /// A raw answer: status, headers and the body parsed as JSON (Null if empty).
@@ -49,7 +52,7 @@ impl TestServer {
         let key = running.first_key.clone().expect("a fresh store prints a first key");
         let base = format!("http://{}", running.local_addr());
         let client = Client::with_key(&base, &key).unwrap();
-        TestServer { running: Some(running), dir, base, key, client, models }
+        TestServer { running: Some(running), dir, base, key, client, models, http: reqwest::Client::new() }
     }
 
     async fn serve(dir: &Path, models: &ModelsConfig) -> Running {
@@ -96,8 +99,7 @@ impl TestServer {
     }
 
     pub async fn raw_with(&self, method: &str, path: &str, body: Option<&str>, auth: Option<&str>) -> Raw {
-        let http = reqwest::Client::new();
-        let mut req = http.request(method.parse().unwrap(), format!("{}{path}", self.base));
+        let mut req = self.http.request(method.parse().unwrap(), format!("{}{path}", self.base));
         if let Some(a) = auth {
             req = req.header("authorization", a);
         }

@@ -33,8 +33,10 @@ use crate::store::{Direction, ListQuery, SortBy};
 pub const RECALL_LIMIT: usize = 5;
 
 /// One async lock per session that has had a chat: chats on one session run
-/// one after the other, chats on different sessions in parallel.
-pub type ChatLocks = Arc<Mutex<HashMap<Uuid, Arc<tokio::sync::Mutex<()>>>>>;
+/// one after the other, chats on different sessions in parallel. Keyed by
+/// tenant too, so a request naming another tenant's session never waits for
+/// (or holds up) that session's chats.
+pub type ChatLocks = Arc<Mutex<HashMap<(Tenant, Uuid), Arc<tokio::sync::Mutex<()>>>>>;
 
 /// A chat ready for the model call: the request to send and what to save.
 /// Holds the session's chat lock until dropped.
@@ -148,14 +150,14 @@ fn template_error(what: &str, e: chat::TemplateError) -> Error {
 
 impl App {
     /// Waits for the session's other chats to finish, then holds its lock.
-    async fn chat_lock(&self, session: Uuid) -> OwnedMutexGuard<()> {
+    async fn chat_lock(&self, t: Tenant, session: Uuid) -> OwnedMutexGuard<()> {
         let lock = {
             let mut locks = self.chat_locks.lock().unwrap_or_else(|e| e.into_inner());
             if locks.len() > 4096 {
                 // Forget the locks nobody holds or waits for.
                 locks.retain(|_, l| Arc::strong_count(l) > 1);
             }
-            locks.entry(session).or_default().clone()
+            locks.entry((t, session)).or_default().clone()
         };
         lock.lock_owned().await
     }
@@ -216,7 +218,7 @@ impl App {
 
     /// Steps 1 to 4: settings, recall, system message, history within the budget.
     pub async fn chat_prepare(&self, t: Tenant, session_id: Uuid, req: ChatRequest) -> Result<PreparedChat> {
-        let lock = self.chat_lock(session_id).await;
+        let lock = self.chat_lock(t, session_id).await;
         let session: Session = self.session_get(t, session_id)?;
         let agent_id = match req.agent {
             Some(a) if !session.agents.contains(&a) => {

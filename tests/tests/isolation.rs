@@ -1,0 +1,621 @@
+//! Tenant isolation (API.md, "Authentication and tenants"): another tenant's id
+//! answers exactly as a missing one does, in every route, and lists and
+//! searches never show another tenant's records.
+//!
+//! The id routes are taken from `spec/openapi.json`, so a new route that takes
+//! an id fails [`every_id_route_answers_another_tenants_ids_as_unknown_ones`]
+//! until it is given a request in [`sweep_table`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use agent_platform::chat::fake_upstream::{Behaviour, FakeUpstream};
+use agent_platform::chat::{ModelsConfig, ProviderConfig};
+use agent_platform_tests::{Raw, TestServer};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+fn models(fake: &FakeUpstream) -> ModelsConfig {
+    ModelsConfig {
+        providers: vec![ProviderConfig {
+            name: "fake".into(),
+            base_url: fake.base_url(),
+            api_key_env: None,
+            models: Vec::new(),
+        }],
+        default_model: Some("fake-model".into()),
+        request_timeout_s: Some(30.0),
+        stream_idle_timeout_s: Some(30.0),
+        ..ModelsConfig::default()
+    }
+}
+
+/// `{"shared": "yes"}`, a filter every record of both tenants matches.
+const SHARED: &str = "metadata_filter=%7B%22shared%22%3A%22yes%22%7D";
+
+/// A request as the holder of `key`.
+async fn call(s: &TestServer, key: &str, method: &str, path: &str, body: Option<&Value>) -> Raw {
+    let body = body.map(Value::to_string);
+    s.raw_with(method, path, body.as_deref(), Some(&format!("Bearer {key}"))).await
+}
+
+fn id_of(r: &Raw) -> Uuid {
+    r.body["id"].as_str().unwrap_or_else(|| panic!("no id in {}", r.body)).parse().unwrap()
+}
+
+/// One tenant's records: one of each kind, all with metadata
+/// `{"shared": "yes", "tenant": <tag>}`, docs with one snippet and one vector.
+struct Records {
+    key: String,
+    tag: &'static str,
+    words: &'static str,
+    user: Uuid,
+    agent: Uuid,
+    session: Uuid,
+    message: Uuid,
+    tool: Uuid,
+    task: Uuid,
+    agent_doc: Uuid,
+    user_doc: Uuid,
+}
+
+impl Records {
+    async fn create(
+        s: &TestServer,
+        key: &str,
+        tag: &'static str,
+        words: &'static str,
+        vector: [f32; 3],
+    ) -> Self {
+        let meta = json!({"shared": "yes", "tenant": tag});
+        let post = |method: &'static str, path: String, mut body: Value, status: u16| {
+            body["metadata"] = meta.clone();
+            async move {
+                let r = call(s, key, method, &path, Some(&body)).await;
+                assert_eq!(r.status, status, "{method} {path}: {}", r.body);
+                id_of(&r)
+            }
+        };
+        let user = post("POST", "/api/users".into(), json!({"name": "Uma"}), 201).await;
+        let agent = post("POST", "/api/agents".into(), json!({"name": "Ada"}), 201).await;
+        let session = post("POST", "/api/sessions".into(), json!({"agent": agent, "user": user}), 201).await;
+        let message = post(
+            "POST",
+            format!("/api/sessions/{session}/messages"),
+            json!({"role": "user", "content": words}),
+            201,
+        )
+        .await;
+        let tool = post(
+            "POST",
+            format!("/api/agents/{agent}/tools"),
+            json!({"name": "lookup", "type": "function", "function": {"parameters": {"type": "object"}}}),
+            201,
+        )
+        .await;
+        let task = post(
+            "PUT",
+            format!("/api/agents/{agent}/tasks"),
+            json!({"name": "t", "main": [{"log": "x"}]}),
+            200,
+        )
+        .await;
+        let doc = json!({"title": format!("doc of {tag}"), "content": [words], "embeddings": [vector]});
+        let agent_doc = post("POST", format!("/api/agents/{agent}/docs"), doc.clone(), 201).await;
+        let user_doc = post("POST", format!("/api/users/{user}/docs"), doc, 201).await;
+        Records {
+            key: key.to_owned(),
+            tag,
+            words,
+            user,
+            agent,
+            session,
+            message,
+            tool,
+            task,
+            agent_doc,
+            user_doc,
+        }
+    }
+
+    fn all_ids(&self) -> [Uuid; 8] {
+        [
+            self.user,
+            self.agent,
+            self.session,
+            self.message,
+            self.tool,
+            self.task,
+            self.agent_doc,
+            self.user_doc,
+        ]
+    }
+
+    /// The id for a `{param}` that follows `collection` in a path under `/api/<root>`.
+    fn id_for(&self, root: &str, collection: &str) -> Uuid {
+        match (root, collection) {
+            ("agents", "agents") => self.agent,
+            ("users", "users") => self.user,
+            ("sessions", "sessions") => self.session,
+            ("agents", "docs") => self.agent_doc,
+            ("users", "docs") => self.user_doc,
+            ("agents", "tools") => self.tool,
+            ("agents", "tasks") => self.task,
+            _ => panic!("no record for a {collection} id under /api/{root}: add one to `Records`"),
+        }
+    }
+}
+
+/// `path` with its `{params}` replaced, the n-th by `pick(n, root, collection)`.
+fn fill(path: &str, pick: impl Fn(usize, &str, &str) -> Uuid) -> String {
+    let segments: Vec<&str> = path.split('/').collect();
+    let root = segments[2];
+    let mut n = 0;
+    let mut out = Vec::new();
+    for (i, seg) in segments.iter().enumerate() {
+        if seg.starts_with('{') {
+            out.push(pick(n, root, segments[i - 1]).to_string());
+            n += 1;
+        } else {
+            out.push((*seg).to_owned());
+        }
+    }
+    out.join("/")
+}
+
+/// An error body without its request id, every UUID in its text replaced by `<id>`.
+fn normalised(r: &Raw) -> Value {
+    let mut body = r.body.clone();
+    if let Some(o) = body.as_object_mut() {
+        o.remove("request_id");
+        if let Some(Value::String(d)) = o.get_mut("detail") {
+            *d = mask_ids(d);
+        }
+    }
+    body
+}
+
+fn mask_ids(s: &str) -> String {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(c) = rest.chars().next() {
+        if rest.len() >= 36 && rest.is_char_boundary(36) && Uuid::try_parse(&rest[..36]).is_ok() {
+            out.push_str("<id>");
+            rest = &rest[36..];
+        } else {
+            out.push(c);
+            rest = &rest[c.len_utf8()..];
+        }
+    }
+    out
+}
+
+/// One request of the sweep: a query string, a body (valid, so validation,
+/// which runs before any lookup, passes), and the status the owner of the ids
+/// gets (`None`: the spec's success status).
+struct Call {
+    query: &'static str,
+    body: Option<Value>,
+    own: Option<u16>,
+}
+
+fn plain() -> Call {
+    Call { query: "", body: None, own: None }
+}
+
+fn query(query: &'static str) -> Call {
+    Call { query, body: None, own: None }
+}
+
+fn body(body: Value) -> Call {
+    Call { query: "", body: Some(body), own: None }
+}
+
+/// The requests sent to every operation whose path takes an id, by operationId.
+fn sweep_table() -> BTreeMap<&'static str, Vec<Call>> {
+    let function_tool = |name: &str| json!({"name": name, "type": "function", "function": {}});
+    let listed = || vec![plain(), query(SHARED), query("limit=1000&offset=0&direction=asc")];
+    let text_search = || vec![query("text=words"), query("text=words&limit=5&metadata_filter=%7B%7D")];
+    let search = || {
+        vec![
+            body(json!({"text": "words"})),
+            body(json!({"vector": [1.0, 0.0, 0.0], "metadata_filter": {"shared": "yes"}})),
+            body(json!({"text": "words", "vector": [1.0, 0.0, 0.0], "alpha": 0.3})),
+            // The owner gets a 400 (no vector, no embedding model); anyone else a 404.
+            Call { own: Some(400), ..body(json!({"text": "words", "mode": "vector"})) },
+        ]
+    };
+    let chat = json!({"messages": [{"role": "user", "content": "hello"}]});
+    let streamed = json!({"messages": [{"role": "user", "content": "hello"}], "stream": true});
+    BTreeMap::from([
+        ("agent_get", vec![plain()]),
+        ("agent_update", vec![body(json!({"name": "Replaced"}))]),
+        ("agent_patch", vec![body(json!({"about": "patched", "metadata": {"x": 1}}))]),
+        ("agent_delete", vec![plain()]),
+        ("agent_doc_list", listed()),
+        ("agent_doc_create", vec![body(json!({"title": "new", "content": "new words"}))]),
+        ("agent_doc_get", vec![plain()]),
+        ("agent_doc_delete", vec![plain()]),
+        ("agent_search_text", text_search()),
+        ("agent_search", search()),
+        ("task_list", listed()),
+        ("task_create_or_update", vec![body(json!({"name": "t", "main": [{"log": "y"}]}))]),
+        ("task_get", vec![plain()]),
+        ("task_delete", vec![plain()]),
+        ("tool_list", listed()),
+        ("tool_create", vec![body(function_tool("another"))]),
+        ("tool_update", vec![body(function_tool("lookup"))]),
+        ("tool_patch", vec![body(json!({"description": "patched"}))]),
+        ("tool_delete", vec![plain()]),
+        ("session_get", vec![plain()]),
+        ("session_update", vec![body(json!({"situation": "changed"}))]),
+        ("session_patch", vec![body(json!({"situation": "changed", "metadata": {"x": 1}}))]),
+        ("session_delete", vec![plain()]),
+        ("session_chat", vec![body(chat), body(streamed)]),
+        ("message_list", listed()),
+        ("message_create", vec![body(json!({"role": "user", "content": "more"}))]),
+        ("session_tool_list", vec![plain()]),
+        ("user_get", vec![plain()]),
+        ("user_update", vec![body(json!({"name": "Replaced"}))]),
+        ("user_patch", vec![body(json!({"about": "patched", "metadata": {"x": 1}}))]),
+        ("user_delete", vec![plain()]),
+        ("user_doc_list", listed()),
+        ("user_doc_create", vec![body(json!({"title": "new", "content": "new words"}))]),
+        ("user_doc_get", vec![plain()]),
+        ("user_doc_delete", vec![plain()]),
+        ("user_search_text", text_search()),
+        ("user_search", search()),
+    ])
+}
+
+/// An operation of the spec whose path takes an id.
+struct Op {
+    id: String,
+    method: String,
+    path: String,
+    /// The success status the spec documents.
+    success: u16,
+}
+
+fn id_operations() -> Vec<Op> {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/openapi.json")).unwrap();
+    let spec: Value = serde_json::from_str(&text).unwrap();
+    let mut ops = Vec::new();
+    for (path, item) in spec["paths"].as_object().unwrap() {
+        if !path.contains('{') {
+            continue;
+        }
+        for (method, op) in item.as_object().unwrap() {
+            let success = op["responses"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .filter_map(|k| k.parse::<u16>().ok())
+                .find(|c| (200..300).contains(c))
+                .unwrap_or_else(|| panic!("{method} {path} documents no success"));
+            ops.push(Op {
+                id: op["operationId"].as_str().unwrap().to_owned(),
+                method: method.to_uppercase(),
+                path: path.clone(),
+                success,
+            });
+        }
+    }
+    ops
+}
+
+/// Everything the owner of `r` can read of them (search timings removed).
+async fn snapshot(s: &TestServer, r: &Records) -> Value {
+    let (a, u, se) = (r.agent, r.user, r.session);
+    let mut reads = vec![
+        "/api/users".to_owned(),
+        "/api/agents".to_owned(),
+        "/api/sessions".to_owned(),
+        format!("/api/users/{u}"),
+        format!("/api/agents/{a}"),
+        format!("/api/sessions/{se}"),
+        format!("/api/sessions/{se}/messages"),
+        format!("/api/sessions/{se}/tools"),
+        format!("/api/agents/{a}/tools"),
+        format!("/api/agents/{a}/tasks"),
+        format!("/api/agents/{a}/tasks/{}", r.task),
+        format!("/api/agents/{a}/docs"),
+        format!("/api/agents/{a}/docs/{}", r.agent_doc),
+        format!("/api/users/{u}/docs"),
+        format!("/api/users/{u}/docs/{}", r.user_doc),
+    ];
+    reads.extend([format!("/api/agents/{a}/search?text=words"), format!("/api/users/{u}/search?text=words")]);
+    let mut out = serde_json::Map::new();
+    for path in reads {
+        let got = call(s, &r.key, "GET", &path, None).await;
+        assert_eq!(got.status, 200, "GET {path}: {}", got.body);
+        let mut body = got.body;
+        if let Some(o) = body.as_object_mut() {
+            o.remove("time");
+        }
+        out.insert(path, body);
+    }
+    Value::Object(out)
+}
+
+#[track_caller]
+fn assert_same_404(what: &str, theirs: &Raw, unknown: &Raw) {
+    assert_eq!(theirs.status, 404, "{what} with another tenant's ids: {}", theirs.body);
+    assert_eq!(unknown.status, 404, "{what} with unknown ids: {}", unknown.body);
+    assert_eq!(theirs.body["code"], "not_found", "{what}: {}", theirs.body);
+    assert_eq!(
+        normalised(theirs),
+        normalised(unknown),
+        "{what}: another tenant's ids must answer exactly as unknown ones"
+    );
+}
+
+#[tokio::test]
+async fn every_id_route_answers_another_tenants_ids_as_unknown_ones() {
+    let fake = FakeUpstream::start().await;
+    let s = TestServer::with_models(models(&fake)).await;
+    let other_key = s.key_for("other-tenant").await;
+    let a = Records::create(&s, &s.key, "alpha-corp", "shared words alpha", [1.0, 0.1, 0.0]).await;
+    let b = Records::create(&s, &other_key, "beta-corp", "shared words beta", [0.1, 1.0, 0.0]).await;
+
+    let ops = id_operations();
+    let table = sweep_table();
+    let in_spec: BTreeSet<&str> = ops.iter().map(|o| o.id.as_str()).collect();
+    let in_table: BTreeSet<&str> = table.keys().copied().collect();
+    let missing: Vec<_> = in_spec.difference(&in_table).collect();
+    let stale: Vec<_> = in_table.difference(&in_spec).collect();
+    assert!(
+        missing.is_empty() && stale.is_empty(),
+        "`sweep_table` must cover exactly the spec's operations with an id in their path: \
+         missing {missing:?}, not in the spec {stale:?}"
+    );
+
+    let (a_before, b_before) = (snapshot(&s, &a).await, snapshot(&s, &b).await);
+    for op in &ops {
+        for c in &table[op.id.as_str()] {
+            let srv = &s;
+            let send = |key: &str, path: String| {
+                let path = if c.query.is_empty() { path } else { format!("{path}?{}", c.query) };
+                let key = key.to_owned();
+                async move { call(srv, &key, &op.method, &path, c.body.as_ref()).await }
+            };
+            let what = format!(
+                "{} {} ({}) {:?} {}",
+                op.method,
+                op.path,
+                op.id,
+                c.query,
+                c.body.as_ref().unwrap_or(&Value::Null)
+            );
+            // B with A's ids, and A with ids no one has.
+            let theirs = send(&b.key, fill(&op.path, |_, root, coll| a.id_for(root, coll))).await;
+            let unknown = send(&a.key, fill(&op.path, |_, _, _| Uuid::now_v7())).await;
+            assert_same_404(&what, &theirs, &unknown);
+            // Nested: B's own parent with A's child, and with an unknown child.
+            if op.path.matches('{').count() > 1 {
+                let mixed = |child: Option<&Records>| {
+                    fill(&op.path, |n, root, coll| match (n, child) {
+                        (0, _) => b.id_for(root, coll),
+                        (_, Some(r)) => r.id_for(root, coll),
+                        (_, None) => Uuid::now_v7(),
+                    })
+                };
+                let theirs = send(&b.key, mixed(Some(&a))).await;
+                let unknown = send(&b.key, mixed(None)).await;
+                assert_same_404(&format!("{what}, under the caller's own parent"), &theirs, &unknown);
+            }
+        }
+    }
+    assert_eq!(snapshot(&s, &a).await, a_before, "another tenant's requests changed nothing of A's");
+    assert_eq!(snapshot(&s, &b).await, b_before, "and nothing of B's");
+
+    // The same requests with A's key: the ids were real. Deletes last, children before parents.
+    let rank = |o: &Op| {
+        let depth = o.path.matches('{').count();
+        let root =
+            ["sessions", "users", "agents"].iter().position(|r| o.path.starts_with(&format!("/api/{r}")));
+        (o.method == "DELETE", std::cmp::Reverse(depth), root)
+    };
+    let mut ordered: Vec<&Op> = ops.iter().collect();
+    ordered.sort_by_key(|o| rank(o));
+    for op in ordered {
+        for c in &table[op.id.as_str()] {
+            let mut path = fill(&op.path, |_, root, coll| a.id_for(root, coll));
+            if !c.query.is_empty() {
+                path = format!("{path}?{}", c.query);
+            }
+            let r = call(&s, &a.key, &op.method, &path, c.body.as_ref()).await;
+            let expected = c.own.unwrap_or(op.success);
+            assert_eq!(r.status, expected, "{} {path} as its owner: {}", op.method, r.body);
+        }
+    }
+    assert_eq!(fake.requests().len(), 2, "only A's two chats reached the model");
+    s.stop().await;
+}
+
+/// The ids in a list's `items` or a search's `docs`.
+fn ids_in(body: &Value, field: &str) -> BTreeSet<Uuid> {
+    body[field]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {field} in {body}"))
+        .iter()
+        .map(|i| i["id"].as_str().unwrap().parse().unwrap())
+        .collect()
+}
+
+/// `me` sees exactly its own records in every list and search, never one of `them`.
+async fn sees_only_its_own(s: &TestServer, me: &Records, them: &Records) {
+    let their_filter = format!("metadata_filter=%7B%22tenant%22%3A%22{}%22%7D", them.tag);
+    let my_filter = format!("metadata_filter=%7B%22tenant%22%3A%22{}%22%7D", me.tag);
+    let queries = ["", SHARED, &my_filter, &their_filter, "limit=1000&sort_by=updated_at&direction=asc"];
+    let (a, u, se) = (me.agent, me.user, me.session);
+    let lists = [
+        ("/api/users".to_owned(), me.user),
+        ("/api/agents".to_owned(), me.agent),
+        ("/api/sessions".to_owned(), me.session),
+        (format!("/api/sessions/{se}/messages"), me.message),
+        (format!("/api/agents/{a}/tools"), me.tool),
+        (format!("/api/agents/{a}/tasks"), me.task),
+        (format!("/api/agents/{a}/docs"), me.agent_doc),
+        (format!("/api/users/{u}/docs"), me.user_doc),
+    ];
+    let check = |what: String, r: Raw, field: &str, expected: BTreeSet<Uuid>| {
+        assert_eq!(r.status, 200, "{what}: {}", r.body);
+        assert_eq!(ids_in(&r.body, field), expected, "{what} as tenant {}: {}", me.tag, r.body);
+        let text = r.body.to_string();
+        for id in them.all_ids() {
+            assert!(
+                !text.contains(&id.to_string()),
+                "{what} as tenant {} shows {id} of {}",
+                me.tag,
+                them.tag
+            );
+        }
+        assert!(!text.contains(&format!("\"{}\"", them.tag)), "{what} shows metadata of {}", them.tag);
+    };
+    for (path, mine) in &lists {
+        for q in queries {
+            let r = call(s, &me.key, "GET", &format!("{path}?{q}"), None).await;
+            let expected = if q == their_filter { BTreeSet::new() } else { BTreeSet::from([*mine]) };
+            check(format!("GET {path}?{q}"), r, "items", expected);
+        }
+    }
+    let r = call(s, &me.key, "GET", &format!("/api/sessions/{se}/tools"), None).await;
+    check(format!("GET /api/sessions/{se}/tools"), r, "items", BTreeSet::from([me.tool]));
+
+    // Searches, with their words and their vector: my own doc matches too (the
+    // shared words, a vector not orthogonal to theirs), theirs never.
+    let their_words = them.words.replace(' ', "%20");
+    let their_vector =
+        call(s, &them.key, "GET", &format!("/api/agents/{}/docs/{}", them.agent, them.agent_doc), None)
+            .await
+            .body["embeddings"][0]
+            .clone();
+    for (root, owner, mine) in [("agents", a, me.agent_doc), ("users", u, me.user_doc)] {
+        let path = format!("/api/{root}/{owner}/search");
+        for q in ["", SHARED, &my_filter, &their_filter] {
+            let r = call(s, &me.key, "GET", &format!("{path}?text={their_words}&{q}"), None).await;
+            let expected = if q == their_filter { BTreeSet::new() } else { BTreeSet::from([mine]) };
+            check(format!("GET {path}?text={their_words}&{q}"), r, "docs", expected);
+        }
+        let filters = [
+            (Value::Null, true),
+            (json!({"shared": "yes"}), true),
+            (json!({"tenant": me.tag}), true),
+            (json!({"tenant": them.tag}), false),
+        ];
+        for (filter, found) in filters {
+            for mut q in [
+                json!({"text": them.words}),
+                json!({"text": them.words, "mode": "text"}),
+                json!({"vector": their_vector}),
+                json!({"text": them.words, "vector": their_vector}),
+                json!({"text": them.words, "vector": their_vector, "alpha": 1.0, "limit": 100}),
+            ] {
+                q["metadata_filter"] = filter.clone();
+                let r = call(s, &me.key, "POST", &path, Some(&q)).await;
+                let expected = if found { BTreeSet::from([mine]) } else { BTreeSet::new() };
+                for hit in r.body["docs"].as_array().into_iter().flatten() {
+                    assert_eq!(hit["owner"]["id"], json!(owner), "POST {path} {q}: {}", r.body);
+                }
+                check(format!("POST {path} {q}"), r, "docs", expected);
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn lists_and_searches_show_only_the_callers_records() {
+    let s = TestServer::start().await;
+    let other_key = s.key_for("other-tenant").await;
+    let a = Records::create(&s, &s.key, "alpha-corp", "shared words alpha secret", [1.0, 0.2, 0.0]).await;
+    let b = Records::create(&s, &other_key, "beta-corp", "shared words beta", [0.2, 1.0, 0.0]).await;
+    sees_only_its_own(&s, &b, &a).await;
+    sees_only_its_own(&s, &a, &b).await;
+    s.stop().await;
+}
+
+/// Ids sent in a body rather than the path answer as unknown ones too.
+#[tokio::test]
+async fn another_tenants_ids_in_a_body_answer_as_unknown_ones() {
+    let s = TestServer::start().await;
+    let other_key = s.key_for("other-tenant").await;
+    let a = Records::create(&s, &s.key, "alpha-corp", "alpha", [1.0, 0.0, 0.0]).await;
+    let b = Records::create(&s, &other_key, "beta-corp", "beta", [0.0, 1.0, 0.0]).await;
+    let a_before = snapshot(&s, &a).await;
+
+    // A session naming A's agent or user.
+    for (theirs, unknown) in [
+        (json!({"agent": a.agent}), json!({"agent": Uuid::now_v7()})),
+        (json!({"agent": b.agent, "user": a.user}), json!({"agent": b.agent, "user": Uuid::now_v7()})),
+        (json!({"agents": [b.agent, a.agent]}), json!({"agents": [b.agent, Uuid::now_v7()]})),
+    ] {
+        let t = call(&s, &b.key, "POST", "/api/sessions", Some(&theirs)).await;
+        let u = call(&s, &b.key, "POST", "/api/sessions", Some(&unknown)).await;
+        assert_same_404(&format!("POST /api/sessions {theirs}"), &t, &u);
+    }
+    // A chat answered by A's agent (checked before any model is needed).
+    let chat = |agent: Uuid| json!({"messages": [{"role": "user", "content": "hi"}], "agent": agent});
+    let path = format!("/api/sessions/{}/chat", b.session);
+    let t = call(&s, &b.key, "POST", &path, Some(&chat(a.agent))).await;
+    let u = call(&s, &b.key, "POST", &path, Some(&chat(Uuid::now_v7()))).await;
+    assert_eq!((t.status, u.status), (400, 400), "{} / {}", t.body, u.body);
+    assert_eq!(normalised(&t), normalised(&u));
+    // A task PUT with A's task id: as with an id no one has, a new task of B's.
+    let path = format!("/api/agents/{}/tasks", b.agent);
+    for id in [a.task, Uuid::now_v7()] {
+        let r = call(
+            &s,
+            &b.key,
+            "PUT",
+            &path,
+            Some(&json!({"id": id, "name": format!("t{id}"), "main": [{"log": "x"}]})),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!((id_of(&r), r.body["agent_id"].clone()), (id, json!(b.agent)));
+    }
+    assert_eq!(snapshot(&s, &a).await, a_before, "A's records are unchanged");
+    s.stop().await;
+}
+
+/// A chat on another tenant's session id does not wait for that session's chat
+/// under way: it answers 404 at once, as for an unknown id.
+#[tokio::test]
+async fn a_chat_on_another_tenants_session_does_not_wait_for_its_chats() {
+    let fake = FakeUpstream::start().await;
+    let s = TestServer::with_models(models(&fake)).await;
+    let other_key = s.key_for("other-tenant").await;
+    let a = Records::create(&s, &s.key, "alpha-corp", "alpha", [1.0, 0.0, 0.0]).await;
+    fake.push(Behaviour::Hang(Duration::from_secs(3)));
+    let path = format!("/api/sessions/{}/chat", a.session);
+    let body = json!({"messages": [{"role": "user", "content": "hi"}]});
+    let mine = {
+        let (base, key, path, body) = (s.base.clone(), s.key.clone(), path.clone(), body.to_string());
+        tokio::spawn(async move {
+            let r = reqwest::Client::new()
+                .post(format!("{base}{path}"))
+                .bearer_auth(key)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            r.status().as_u16()
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while fake.requests().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "A's chat never reached the model");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let start = std::time::Instant::now();
+    let theirs = call(&s, &other_key, "POST", &path, Some(&body)).await;
+    let waited = start.elapsed();
+    let unknown =
+        call(&s, &other_key, "POST", &format!("/api/sessions/{}/chat", Uuid::now_v7()), Some(&body)).await;
+    assert!(waited < Duration::from_millis(1500), "B's chat waited {waited:?}, for A's to finish");
+    assert_same_404("POST chat", &theirs, &unknown);
+    assert_eq!(mine.await.unwrap(), 200);
+    s.stop().await;
+}
