@@ -162,6 +162,37 @@ async fn history_is_oldest_first_then_the_new_messages() {
     assert_eq!(sent, expected);
 }
 
+/// The history a chat sends is the stored history, whatever was appended
+/// since the last chat and however appends interleaved (the history cache
+/// must follow every write, in the store's order).
+#[tokio::test]
+async fn the_history_sent_is_the_stored_history_after_concurrent_posts_and_chats() {
+    let t = setup().await;
+    t.fake.set_default(Behaviour::Echo);
+    assert_eq!(t.say("first").await.status, 200);
+    let path = format!("/api/sessions/{}/messages", t.session);
+    let t = &t;
+    let posts = (0..12).map(|i| {
+        let body =
+            json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": format!("post {i}")});
+        let path = &path;
+        async move { t.s.raw("POST", path, Some(&body.to_string())).await.status }
+    });
+    let chats = (0..3).map(|i| async move { t.say(&format!("chat {i}")).await.status });
+    let (posts, chats) = futures::join!(futures::future::join_all(posts), futures::future::join_all(chats));
+    assert!(posts.iter().all(|s| *s == 201), "{posts:?}");
+    assert!(chats.iter().all(|s| *s == 200), "{chats:?}");
+    let stored = t.history().await;
+    assert_eq!(stored.len(), 2 + 12 + 6);
+    assert_eq!(t.say("last").await.status, 200);
+    let sent = t.sent();
+    let sent: Vec<(String, String)> = sent[1..sent.len() - 1]
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap().to_owned(), m["content"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(sent, stored);
+}
+
 #[tokio::test]
 async fn request_settings_override_the_agents_and_the_model_falls_back_to_the_default() {
     let t = setup().await;
