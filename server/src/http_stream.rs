@@ -84,6 +84,11 @@ pub async fn chat_stream(app: App, t: Tenant, session: Uuid, req: ChatRequest) -
         let _ = tx.send(event(&last.to_string())).await;
         let _ = tx.send(event("[DONE]")).await;
     });
-    let frames = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    // Answer once the first event is ready, so that the response head and the
+    // first chunk leave together. Dropshot's sockets keep Nagle's algorithm
+    // on, which holds a chunk written alone after the head until the client
+    // acknowledges the head (a delayed ACK: ~40 ms on Linux).
+    let first = rx.recv().await;
+    let frames = futures::stream::iter(first).chain(futures::stream::poll_fn(move |cx| rx.poll_recv(cx)));
     Ok(ChatAnswer::Stream(Body::wrap(StreamBody::new(frames))))
 }

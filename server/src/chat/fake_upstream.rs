@@ -217,6 +217,9 @@ async fn serve(listener: TcpListener, shared: Arc<Shared>) {
         tokio::select! {
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
+                // As real model servers do (uvicorn, llama.cpp, nginx): each
+                // streamed chunk leaves at once, not after the client's delayed ACK.
+                let _ = stream.set_nodelay(true);
                 let shared = shared.clone();
                 connections.spawn(async move {
                     let service = service_fn(move |req| handle(shared.clone(), req));
