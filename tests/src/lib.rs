@@ -147,40 +147,9 @@ impl TestServer {
         self.client.message_create().id(session).body(body).send().await.unwrap().into_inner()
     }
 
-    /// Every record, in any tenant, whose owner or participant is gone: a
-    /// message without its session, a tool, task or doc without its agent (or
-    /// user), a session naming a missing participant or left without agents.
+    /// Every record whose owner or participant is gone (see [`orphans_in`]).
     pub fn orphans(&self) -> Vec<String> {
-        let store = &self.running.as_ref().expect("running").store;
-        let exists = |tenant: Uuid, kind: Kind, id: Uuid| store.get(tenant, kind, id).unwrap().is_some();
-        let mut found = Vec::new();
-        for (tenant, s) in store.scan_kind(Kind::Session).unwrap() {
-            let ids = |field: &str| -> Vec<Uuid> { serde_json::from_value(s.data[field].clone()).unwrap() };
-            let (agents, users) = (ids("agents"), ids("users"));
-            if agents.is_empty() {
-                found.push(format!("session {} has no agent", s.id));
-            }
-            for (kind, id) in
-                agents.iter().map(|a| (Kind::Agent, *a)).chain(users.iter().map(|u| (Kind::User, *u)))
-            {
-                if !exists(tenant, kind, id) {
-                    found.push(format!("session {} names the missing {} {id}", s.id, kind.name()));
-                }
-            }
-        }
-        for (kind, parents) in [
-            (Kind::Message, &[Kind::Session][..]),
-            (Kind::Tool, &[Kind::Agent][..]),
-            (Kind::Task, &[Kind::Agent][..]),
-            (Kind::Doc, &[Kind::Agent, Kind::User][..]),
-        ] {
-            for (tenant, r) in store.scan_kind(kind).unwrap() {
-                if !parents.iter().any(|p| exists(tenant, *p, r.scope)) {
-                    found.push(format!("{} {} has lost its owner {}", kind.name(), r.id, r.scope));
-                }
-            }
-        }
-        found
+        orphans_in(self.running.as_ref().expect("running").store.as_ref())
     }
 
     pub async fn stop(mut self) {
@@ -210,6 +179,41 @@ impl Raw {
             self.body
         );
     }
+}
+
+/// Every record, in any tenant, whose owner or participant is gone: a
+/// message without its session, a tool, task or doc without its agent (or
+/// user), a session naming a missing participant or left without agents.
+pub fn orphans_in(store: &dyn Store) -> Vec<String> {
+    let exists = |tenant: Uuid, kind: Kind, id: Uuid| store.get(tenant, kind, id).unwrap().is_some();
+    let mut found = Vec::new();
+    for (tenant, s) in store.scan_kind(Kind::Session).unwrap() {
+        let ids = |field: &str| -> Vec<Uuid> { serde_json::from_value(s.data[field].clone()).unwrap() };
+        let (agents, users) = (ids("agents"), ids("users"));
+        if agents.is_empty() {
+            found.push(format!("session {} has no agent", s.id));
+        }
+        for (kind, id) in
+            agents.iter().map(|a| (Kind::Agent, *a)).chain(users.iter().map(|u| (Kind::User, *u)))
+        {
+            if !exists(tenant, kind, id) {
+                found.push(format!("session {} names the missing {} {id}", s.id, kind.name()));
+            }
+        }
+    }
+    for (kind, parents) in [
+        (Kind::Message, &[Kind::Session][..]),
+        (Kind::Tool, &[Kind::Agent][..]),
+        (Kind::Task, &[Kind::Agent][..]),
+        (Kind::Doc, &[Kind::Agent, Kind::User][..]),
+    ] {
+        for (tenant, r) in store.scan_kind(kind).unwrap() {
+            if !parents.iter().any(|p| exists(tenant, *p, r.scope)) {
+                found.push(format!("{} {} has lost its owner {}", kind.name(), r.id, r.scope));
+            }
+        }
+    }
+    found
 }
 
 /// The status code of a generated client's error.
@@ -267,12 +271,21 @@ pub struct Process {
 impl Process {
     /// Starts `agent-platform serve` on a free port and waits until it answers.
     pub fn serve(data_dir: &Path) -> Process {
+        Self::serve_with_env(data_dir, &[])
+    }
+
+    /// [`Process::serve`] with extra environment variables (e.g. `OPENAI_BASE_URL`).
+    /// On an empty data dir it also waits for the first key the binary prints.
+    pub fn serve_with_env(data_dir: &Path, env: &[(&str, &str)]) -> Process {
+        // A store that is not there yet creates a first key and prints it.
+        let fresh = std::fs::read_dir(data_dir).map_or(true, |mut d| d.next().is_none());
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let mut child = Command::new(binary())
             .args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--data-dir"])
             .arg(data_dir)
             .env("AGENT_PLATFORM_LOG_LEVEL", "error")
-            .stdout(Stdio::piped())
+            .envs(env.iter().copied())
+            .stdout(if fresh { Stdio::piped() } else { Stdio::null() })
             .stderr(Stdio::null())
             .spawn()
             .expect("the binary starts");
@@ -286,9 +299,8 @@ impl Process {
             assert!(child.try_wait().unwrap().is_none(), "the server exited early");
             std::thread::sleep(Duration::from_millis(20));
         }
-        // The first key, if the store was empty, is printed on stdout once listening.
-        let stdout = child.stdout.take().unwrap();
-        let key = {
+        // The first key is printed on stdout once the server listens.
+        let key = child.stdout.take().map(|stdout| {
             use std::io::BufRead;
             let (tx, rx) = std::sync::mpsc::channel();
             std::thread::spawn(move || {
@@ -296,8 +308,13 @@ impl Process {
                 let _ = std::io::BufReader::new(stdout).read_line(&mut line);
                 let _ = tx.send(line.trim().to_string());
             });
-            rx.recv_timeout(Duration::from_millis(1500)).ok().filter(|k| k.starts_with("ap_"))
-        };
+            let key = rx.recv_timeout(Duration::from_secs(20)).ok();
+            assert!(
+                key.as_ref().is_some_and(|k| k.starts_with("ap_")),
+                "a fresh store prints a first key, got {key:?}"
+            );
+            key.unwrap()
+        });
         Process { child, base, key }
     }
 

@@ -1,5 +1,9 @@
 //! A write answered 2xx survives SIGKILL of the real binary.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
 use agent_platform_tests::{Client, Process, types};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -22,9 +26,11 @@ async fn acknowledged_writes_survive_sigkill() {
             assert_eq!(&a.name, name);
         }
         // Concurrent writers; the process is killed while they are still writing.
+        let answered = Arc::new(AtomicUsize::new(0));
         let mut tasks = Vec::new();
         for w in 0..8 {
             let client = client.clone();
+            let answered = answered.clone();
             tasks.push(tokio::spawn(async move {
                 let mut done = Vec::new();
                 for i in 0.. {
@@ -35,14 +41,24 @@ async fn acknowledged_writes_survive_sigkill() {
                         .send()
                         .await
                     {
-                        Ok(a) => done.push((a.id, name)),
+                        Ok(a) => {
+                            done.push((a.id, name));
+                            answered.fetch_add(1, Ordering::SeqCst);
+                        }
                         Err(_) => break, // the server is gone
                     }
                 }
                 done
             }));
         }
-        tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        // The first write after a start can take long (lazy initialisation, a
+        // busy disk): kill 400 ms after writes are being answered.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while answered.load(Ordering::SeqCst) == 0 {
+            assert!(Instant::now() < deadline, "no write answered in 60 s");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(400)).await;
         p.kill();
         for t in tasks {
             acknowledged.extend(t.await.unwrap());
