@@ -86,10 +86,20 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
         log_headers: Vec::new(),
         ..Default::default()
     };
-    let server = ServerBuilder::new(api, Ctx { app: app.clone(), spec }, log)
+    let server = ServerBuilder::new(api, Ctx { app: app.clone(), spec }, log.clone())
         .config(config)
         .start()
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.server.bind))?;
+    // Connections accepted from now on inherit it (a connection accepted in
+    // the instant before only streams slower).
+    match crate::net::nodelay_on_listener(server.local_addr()) {
+        Ok(true) => {}
+        Ok(false) => slog::warn!(
+            log,
+            "TCP_NODELAY not set: listening socket not found; streamed chunks may wait for ACKs"
+        ),
+        Err(e) => slog::warn!(log, "TCP_NODELAY not set; streamed chunks may wait for ACKs"; "error" => %e),
+    }
     // Only once we listen: a key printed by a server that failed to start would be lost.
     let first_key = if app.no_keys()? { Some(app.key_create(DEFAULT_TENANT).await?.0) } else { None };
     Ok(Running { server, store, app, first_key })
