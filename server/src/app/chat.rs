@@ -331,7 +331,7 @@ impl App {
         if let Some(budget) = session.token_budget {
             let budget = budget.max(0) as usize;
             // The prompt without history: system, new messages, the reply's priming.
-            let fixed = count_chat_tokens(&[system_msg.clone()]) + count_chat_tokens(&new_wire)
+            let fixed = count_chat_tokens(std::slice::from_ref(&system_msg)) + count_chat_tokens(&new_wire)
                 - chat::tokens::REPLY_PRIMING_TOKENS;
             let total = fixed + history.iter().map(|h| h.tokens).sum::<usize>();
             if total > budget {
