@@ -26,7 +26,17 @@ pub fn spec_text() -> String {
 
 /// The Rust client generated from an OpenAPI document.
 pub fn client_text(spec: &str) -> anyhow::Result<String> {
-    let spec: openapiv3::OpenAPI = serde_json::from_str(spec)?;
+    let mut spec: serde_json::Value = serde_json::from_str(spec)?;
+    // Progenitor wants one error type per operation; the 414 (no body, from the
+    // HTTP layer) is left out, so the client reports it as an unexpected response.
+    for item in spec["paths"].as_object_mut().into_iter().flat_map(|paths| paths.values_mut()) {
+        for op in item.as_object_mut().into_iter().flat_map(|item| item.values_mut()) {
+            if let Some(responses) = op.get_mut("responses").and_then(serde_json::Value::as_object_mut) {
+                responses.remove("414");
+            }
+        }
+    }
+    let spec: openapiv3::OpenAPI = serde_json::from_value(spec)?;
     let mut settings = progenitor::GenerationSettings::default();
     settings
         .with_interface(progenitor::InterfaceStyle::Builder)
