@@ -10043,7 +10043,7 @@ Arguments:
 - `id`: The agent's id.
 - `limit`: How many snippets to answer at most (1 to 100).
 - `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only documents whose metadata has every given top-level key with an equal value.
-- `text`: The words to look for (1 to 10,000 characters).
+- `text`: The words to look for (1 to 10,000 characters). The whole request line must stay under 64 KiB, URL-encoded (414 otherwise): search long texts with POST.
 ```ignore
 let response = client.agent_search_text()
     .id(id)
@@ -10658,7 +10658,7 @@ Arguments:
 - `user_id`: The user's id.
 - `limit`: How many snippets to answer at most (1 to 100).
 - `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only documents whose metadata has every given top-level key with an equal value.
-- `text`: The words to look for (1 to 10,000 characters).
+- `text`: The words to look for (1 to 10,000 characters). The whole request line must stay under 64 KiB, URL-encoded (414 otherwise): search long texts with POST.
 ```ignore
 let response = client.user_search_text()
     .user_id(user_id)

@@ -1,4 +1,5 @@
 //! `cargo xtask generate [--check]`: write (or check) spec/openapi.json and the client.
+//! `cargo xtask spelled-out-patterns`: the spec's Unicode-class patterns as ranges (for `.ci/fuzz`).
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -20,9 +21,14 @@ fn main() -> anyhow::Result<()> {
                 anyhow::bail!("stale: {}; run `cargo xtask generate` and commit the result", stale.join(", "))
             }
         }
+        ["spelled-out-patterns"] => {
+            let map = xtask::patterns::spelled_out_patterns(&agent_platform::api::openapi())?;
+            println!("{}", serde_json::to_string_pretty(&map)?);
+            Ok(())
+        }
         _ => {
             eprintln!(
-                "usage: cargo xtask generate [--check]\n\n  generate          write spec/openapi.json (from the API trait) and client/src/generated.rs (from the spec)\n  generate --check  fail if either is stale"
+                "usage: cargo xtask generate [--check] | spelled-out-patterns\n\n  generate          write spec/openapi.json (from the API trait) and client/src/generated.rs (from the spec)\n  generate --check  fail if either is stale\n  spelled-out-patterns\n                    print, as JSON, each spec pattern with Unicode property classes (\\p{{..}})\n                    and the same regex with them written as ranges (schemathesis reads those)"
             );
             std::process::exit(2)
         }

@@ -438,7 +438,9 @@ pub const PUBLIC_PATHS: [&str; 2] = ["/api/healthz", "/api/openapi.json"];
 /// The OpenAPI document of the API, generated from the trait alone.
 ///
 /// Dropshot writes paths, parameters, bodies and schemas; we add what it cannot
-/// say: the API-key security scheme and the 401/422 responses.
+/// say: the API-key security scheme, the 401/422/414 responses, the chat's
+/// event-stream answer, the links from each create to the operations on what it
+/// created ([`LINKS`]), and an example name.
 pub fn openapi() -> Value {
     let api = agent_platform_api_mod::stub_api_description().expect("the API description is valid");
     let mut doc = api.openapi("agent-platform", semver(API_VERSION));
@@ -459,6 +461,11 @@ pub fn openapi() -> Value {
             "description": "An API key, created with `agent-platform keys create`. A bare key without `Bearer ` is accepted too."
         }
     });
+    // Not JSON, unlike every other error: hyper answers it before the API runs.
+    v["components"]["responses"]["UriTooLong"] = json!({
+        "description": "The request line is over 64 KiB (e.g. a very long `text` query: search with \
+                        POST instead). The HTTP layer refuses it before the API reads it: no body."
+    });
     let err_ref = json!({"$ref": "#/components/responses/Error"});
     if let Some(paths) = v["paths"].as_object_mut() {
         for (path, item) in paths.iter_mut() {
@@ -466,19 +473,173 @@ pub fn openapi() -> Value {
             let Some(item) = item.as_object_mut() else { continue };
             for (_method, op) in item.iter_mut() {
                 let Some(op) = op.as_object_mut() else { continue };
-                if public {
-                    op.insert("security".into(), json!([]));
-                    continue;
-                }
-                op.insert("security".into(), json!([{"apiKey": []}]));
                 if let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) {
-                    responses.insert("401".into(), err_ref.clone());
-                    responses.insert("422".into(), err_ref.clone());
+                    responses.insert("414".into(), json!({"$ref": "#/components/responses/UriTooLong"}));
+                    if !public {
+                        responses.insert("401".into(), err_ref.clone());
+                        responses.insert("422".into(), err_ref.clone());
+                    }
                 }
+                op.insert("security".into(), if public { json!([]) } else { json!([{"apiKey": []}]) });
             }
         }
     }
+    // A chat with `stream: true` answers server-sent events (see `ChatAnswer`).
+    let chat = operation_mut(&mut v, "session_chat").expect("the chat operation");
+    chat["responses"]["200"]["content"]["text/event-stream"] = json!({
+        "schema": {
+            "type": "string",
+            "description": "With `stream: true`: server-sent events, one `data: <chunk>` per delta, \
+                            then `data: [DONE]` (see the operation's description)."
+        }
+    });
+    add_links(&mut v);
+    add_name_examples(&mut v);
     v
+}
+
+/// A name matching [`types::NAME_PATTERN`], shown as the example of every name field.
+pub const EXAMPLE_NAME: &str = "Ada Lovelace";
+
+/// OpenAPI links, `(from, to, parameters, request body)`: from the success
+/// answer of an operation that creates something to the operations on what it
+/// created. Operation ids; parameters and body are JSON with runtime
+/// expressions (`""`: no body). A client can follow them, and fuzzers
+/// (schemathesis's stateful phase) use them to reach real records.
+pub const LINKS: &[(&str, &[&str], &str, &str)] = &[
+    (
+        "user_create",
+        &[
+            "user_get",
+            "user_update",
+            "user_patch",
+            "user_delete",
+            "user_doc_create",
+            "user_doc_list",
+            "user_search_text",
+            "user_search",
+        ],
+        r#"{"user_id": "$response.body#/id"}"#,
+        "",
+    ),
+    (
+        "agent_create",
+        &[
+            "agent_get",
+            "agent_update",
+            "agent_patch",
+            "agent_delete",
+            "agent_doc_create",
+            "agent_doc_list",
+            "agent_search_text",
+            "agent_search",
+            "tool_create",
+            "tool_list",
+            "task_list",
+            "task_create_or_update",
+        ],
+        r#"{"id": "$response.body#/id"}"#,
+        "",
+    ),
+    ("agent_create", &["session_create"], "{}", r#"{"agent": "$response.body#/id"}"#),
+    (
+        "session_create",
+        &[
+            "session_get",
+            "session_update",
+            "session_patch",
+            "session_delete",
+            "message_list",
+            "message_create",
+            "session_chat",
+            "session_tool_list",
+        ],
+        r#"{"id": "$response.body#/id"}"#,
+        "",
+    ),
+    (
+        "agent_doc_create",
+        &["agent_doc_get", "agent_doc_delete"],
+        r#"{"id": "$request.path.id", "doc_id": "$response.body#/id"}"#,
+        "",
+    ),
+    (
+        "user_doc_create",
+        &["user_doc_get", "user_doc_delete"],
+        r#"{"user_id": "$request.path.user_id", "doc_id": "$response.body#/id"}"#,
+        "",
+    ),
+    (
+        "tool_create",
+        &["tool_update", "tool_patch", "tool_delete"],
+        r#"{"id": "$request.path.id", "tool_id": "$response.body#/id"}"#,
+        "",
+    ),
+    (
+        "task_create_or_update",
+        &["task_get", "task_delete"],
+        r#"{"id": "$request.path.id", "task_id": "$response.body#/id"}"#,
+        "",
+    ),
+];
+
+/// Adds [`LINKS`] to the success response of each source operation. Panics on
+/// a link to an operation that does not exist or that has no such parameter.
+fn add_links(v: &mut Value) {
+    for (from, targets, parameters, body) in LINKS {
+        let parameters: Value = serde_json::from_str(parameters).expect("LINKS: parameters are JSON");
+        let parameters = parameters.as_object().expect("LINKS: parameters are an object").clone();
+        for to in *targets {
+            let target = operation_mut(v, to).unwrap_or_else(|| panic!("LINKS: no operation {to}"));
+            let names: Vec<&str> = target["parameters"]
+                .as_array()
+                .map(|ps| ps.iter().filter_map(|p| p["name"].as_str()).collect())
+                .unwrap_or_default();
+            for name in parameters.keys() {
+                assert!(names.contains(&name.as_str()), "LINKS: {to} has no parameter {name}");
+            }
+        }
+        let op = operation_mut(v, from).unwrap_or_else(|| panic!("LINKS: no operation {from}"));
+        let success = op["responses"]
+            .as_object_mut()
+            .and_then(|rs| rs.iter_mut().find(|(status, _)| status.starts_with('2')))
+            .map(|(_, r)| r)
+            .unwrap_or_else(|| panic!("LINKS: {from} has no success response"));
+        for to in *targets {
+            let mut link = json!({ "operationId": to });
+            if !parameters.is_empty() {
+                link["parameters"] = Value::Object(parameters.clone());
+            }
+            if !body.is_empty() {
+                link["requestBody"] = serde_json::from_str(body).expect("LINKS: a request body is JSON");
+            }
+            success["links"][*to] = link;
+        }
+    }
+}
+
+/// The operation with this `operationId`.
+fn operation_mut<'a>(v: &'a mut Value, operation_id: &str) -> Option<&'a mut Value> {
+    v["paths"]
+        .as_object_mut()?
+        .values_mut()
+        .filter_map(Value::as_object_mut)
+        .flat_map(|item| item.values_mut())
+        .find(|op| op["operationId"] == operation_id)
+}
+
+/// Gives every schema of a name ([`types::NAME_PATTERN`]) the example [`EXAMPLE_NAME`].
+fn add_name_examples(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            if m.get("pattern").and_then(Value::as_str) == Some(types::NAME_PATTERN) {
+                m.insert("example".into(), json!(EXAMPLE_NAME));
+            }
+            m.values_mut().for_each(add_name_examples);
+        }
+        Value::Array(a) => a.iter_mut().for_each(add_name_examples),
+        _ => {}
+    }
 }
 
 fn semver(s: &str) -> semver::Version {

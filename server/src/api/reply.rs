@@ -47,9 +47,10 @@ impl<R: HttpResponse> HttpResponse for Reply<R> {
 }
 
 /// The answer of a chat: the whole [`ChatResponse`] as JSON, or a
-/// `text/event-stream` body. Dropshot has no event-stream response type; the
-/// spec documents the JSON answer (one success type per operation) and the
-/// operation's description the stream.
+/// `text/event-stream` body. Dropshot has no event-stream response type and
+/// documents the JSON answer; [`super::openapi`] adds the event-stream media
+/// type to the spec (the Rust client keeps to the JSON one), the operation's
+/// description says what the stream carries.
 pub enum ChatAnswer {
     Json(ChatResponse),
     Stream(Body),

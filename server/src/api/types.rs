@@ -509,7 +509,8 @@ pub enum SearchMode {
 /// Query of `GET /api/agents/{id}/search` and `GET /api/users/{user_id}/search`: a text search.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 pub struct TextSearchParams {
-    /// The words to look for (1 to 10,000 characters).
+    /// The words to look for (1 to 10,000 characters). The whole request line
+    /// must stay under 64 KiB, URL-encoded (414 otherwise): search long texts with POST.
     #[schemars(length(min = 1, max = 10000))]
     pub text: String,
     /// How many snippets to answer at most (1 to 100).

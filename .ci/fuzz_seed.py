@@ -1,0 +1,98 @@
+"""Seeds records for .ci/fuzz and prints the schemathesis config that uses them.
+
+Usage: python fuzz_seed.py BASE_URL API_KEY > seeded.toml
+
+Creates, through the API, one of each record with an id in a path (a user, an
+agent, a session of both with a message, a document of each, a tool and a
+task of the agent), then prints TOML `[dictionaries]` of their ids and
+`[[operations]]` that draw ids from them half of the time (path ids, and the
+participants of sessions and chats), so that the fuzzer's valid cases reach
+real records (chat on a real session, a document that exists, ...) instead
+of 404s. DELETE operations are left out, so the
+records stay for the whole run (the stateful phase deletes what it created,
+following the spec's links).
+"""
+
+import json
+import sys
+import urllib.request
+
+
+def call(base: str, key: str, method: str, path: str, body: dict) -> dict:
+    req = urllib.request.Request(
+        base + path,
+        method=method,
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.load(resp)
+
+
+def main() -> None:
+    base, key = sys.argv[1], sys.argv[2]
+    user = call(base, key, "POST", "/api/users", {"name": "Ada Lovelace", "about": "seeded by .ci/fuzz"})["id"]
+    agent = call(base, key, "POST", "/api/agents", {"name": "Helper", "instructions": ["Be brief."]})["id"]
+    session = call(base, key, "POST", "/api/sessions", {"agent": agent, "user": user})["id"]
+    call(base, key, "POST", f"/api/sessions/{session}/messages", {"role": "user", "content": "Hello"})
+    doc = {"title": "Notes", "content": ["The analytical engine weaves algebraic patterns."]}
+    agent_doc = call(base, key, "POST", f"/api/agents/{agent}/docs", doc)["id"]
+    user_doc = call(base, key, "POST", f"/api/users/{user}/docs", doc)["id"]
+    tool = call(
+        base,
+        key,
+        "POST",
+        f"/api/agents/{agent}/tools",
+        {"name": "lookup", "type": "function", "function": {"description": "Looks a word up."}},
+    )["id"]
+    task = call(
+        base,
+        key,
+        "PUT",
+        f"/api/agents/{agent}/tasks",
+        {"name": "greet", "main": [{"prompt": "Say hello."}]},
+    )["id"]
+
+    ids = {
+        "users": user,
+        "agents": agent,
+        "sessions": session,
+        "agent_docs": agent_doc,
+        "user_docs": user_doc,
+        "tools": tool,
+        "tasks": task,
+    }
+    out = ["", "# Seeded by .ci/fuzz_seed.py."]
+    for name, value in ids.items():
+        out += [f"[dictionaries.{name}]", f'values = ["{value}"]']
+    # (path prefix, {path parameter: dictionary})
+    for prefix, params in (
+        ("/api/users/", {"user_id": "users", "doc_id": "user_docs"}),
+        ("/api/agents/", {"id": "agents", "doc_id": "agent_docs", "tool_id": "tools", "task_id": "tasks"}),
+        (
+            "/api/sessions",
+            {
+                "id": "sessions",
+                "body.agent": "agents",
+                "body.agents[*]": "agents",
+                "body.user": "users",
+                "body.users[*]": "users",
+            },
+        ),
+    ):
+        bindings = ", ".join(
+            f'"{param if "." in param else "path." + param}" = {{ dictionary = "{dictionary}", probability = 0.5 }}'
+            for param, dictionary in params.items()
+        )
+        out += [
+            "[[operations]]",
+            f'include-path-regex = "^{prefix}"',
+            'exclude-method = "DELETE"',
+            f"parameters = {{ {bindings} }}",
+        ]
+    print("\n".join(out))
+    print(f"seeded: {ids}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
