@@ -325,6 +325,23 @@ impl Process {
     }
 }
 
+/// Model providers of one provider, `fake` (its models all served; default
+/// model `fake-model`), with `timeout_s` for answers and stream pauses.
+pub fn fake_models(fake: &agent_platform::chat::fake_upstream::FakeUpstream, timeout_s: f64) -> ModelsConfig {
+    ModelsConfig {
+        providers: vec![agent_platform::chat::ProviderConfig {
+            name: "fake".into(),
+            base_url: fake.base_url(),
+            api_key_env: None,
+            models: Vec::new(),
+        }],
+        default_model: Some("fake-model".into()),
+        request_timeout_s: Some(timeout_s),
+        stream_idle_timeout_s: Some(timeout_s),
+        ..ModelsConfig::default()
+    }
+}
+
 /// A JSON object as metadata (panics on anything else).
 pub fn meta(v: Value) -> serde_json::Map<String, Value> {
     v.as_object().expect("metadata is a JSON object").clone()
@@ -337,28 +354,6 @@ pub fn doc(title: &str, snippets: &[&str]) -> types::builder::CreateDocRequest {
 }
 
 impl TestServer {
-    /// Creates an agent named `name`.
-    pub async fn agent(&self, name: &str) -> types::Agent {
-        self.client
-            .agent_create()
-            .body(types::CreateAgentRequest::builder().name(name))
-            .send()
-            .await
-            .expect("agent_create")
-            .into_inner()
-    }
-
-    /// Creates a user named `name`.
-    pub async fn user(&self, name: &str) -> types::User {
-        self.client
-            .user_create()
-            .body(types::CreateUserRequest::builder().name(Some(name.parse().unwrap())))
-            .send()
-            .await
-            .expect("user_create")
-            .into_inner()
-    }
-
     /// Adds a document to an agent.
     pub async fn agent_doc(&self, agent: uuid::Uuid, body: types::builder::CreateDocRequest) -> types::Doc {
         self.client

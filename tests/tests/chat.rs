@@ -3,26 +3,15 @@
 
 use std::time::{Duration, Instant};
 
+use agent_platform::chat::ModelsConfig;
 use agent_platform::chat::fake_upstream::{Behaviour, FakeUpstream};
-use agent_platform::chat::{ModelsConfig, ProviderConfig};
 use agent_platform_tests::{Raw, TestServer, types};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 fn models(fake: &FakeUpstream) -> ModelsConfig {
-    ModelsConfig {
-        providers: vec![ProviderConfig {
-            name: "fake".into(),
-            base_url: fake.base_url(),
-            api_key_env: None,
-            models: Vec::new(),
-        }],
-        default_model: Some("fake-model".into()),
-        // Short, for the timeout tests; long enough for the tokenizer's first load.
-        request_timeout_s: Some(2.0),
-        stream_idle_timeout_s: Some(2.0),
-        ..ModelsConfig::default()
-    }
+    // Short, for the timeout tests; long enough for the tokenizer's first load.
+    agent_platform_tests::fake_models(fake, 2.0)
 }
 
 struct Setup {

@@ -8,7 +8,7 @@ use uuid::Uuid;
 #[tokio::test]
 async fn agent_doc_routes_happy_path() {
     let s = TestServer::start().await;
-    let a = s.agent("Ada").await;
+    let a = s.create_agent("Ada").await;
     let created = s
         .client
         .agent_doc_create()
@@ -45,7 +45,7 @@ async fn agent_doc_routes_happy_path() {
 #[tokio::test]
 async fn user_doc_routes_happy_path() {
     let s = TestServer::start().await;
-    let u = s.user("Grace").await;
+    let u = s.create_user("Grace").await;
     let created =
         s.client.user_doc_create().user_id(u.id).body(doc("Diary", &["dear diary"])).send().await.unwrap();
     assert_eq!(created.status(), 201);
@@ -62,7 +62,7 @@ async fn user_doc_routes_happy_path() {
 #[tokio::test]
 async fn a_single_string_content_is_stored_as_a_one_snippet_list() {
     let s = TestServer::start().await;
-    let a = s.agent("Ada").await;
+    let a = s.create_agent("Ada").await;
     let r = s
         .raw("POST", &format!("/api/agents/{}/docs", a.id), Some(r#"{"title": "t", "content": "just one"}"#))
         .await;
@@ -76,7 +76,7 @@ async fn a_single_string_content_is_stored_as_a_one_snippet_list() {
 #[tokio::test]
 async fn embeddings_are_stored_and_answered() {
     let s = TestServer::start().await;
-    let a = s.agent("Ada").await;
+    let a = s.create_agent("Ada").await;
     let vectors = vec![vec![0.5, -1.0, 0.25], vec![1.0, 0.0, 0.0]];
     let d = s.agent_doc(a.id, doc("v", &["one", "two"]).embeddings(Some(vectors.clone()))).await;
     assert_eq!(d.embeddings, Some(vectors.clone()));
@@ -88,7 +88,7 @@ async fn embeddings_are_stored_and_answered() {
 #[tokio::test]
 async fn doc_list_pages_orders_and_filters_by_metadata() {
     let s = TestServer::start().await;
-    let a = s.agent("Ada").await;
+    let a = s.create_agent("Ada").await;
     let mut ids = Vec::new();
     for (i, lang) in ["en", "fr", "en"].iter().enumerate() {
         let d = s
@@ -152,7 +152,7 @@ async fn docs_of_an_unknown_owner_are_404() {
 #[tokio::test]
 async fn a_doc_is_found_only_under_its_own_owner() {
     let s = TestServer::start().await;
-    let (a, b, u) = (s.agent("A").await, s.agent("B").await, s.user("U").await);
+    let (a, b, u) = (s.create_agent("A").await, s.create_agent("B").await, s.create_user("U").await);
     let d = s.agent_doc(a.id, doc("t", &["x"])).await;
     assert_eq!(status_of(s.client.agent_doc_get().id(b.id).doc_id(d.id).send().await), 404);
     assert_eq!(status_of(s.client.agent_doc_delete().id(b.id).doc_id(d.id).send().await), 404);
@@ -166,7 +166,7 @@ async fn a_doc_is_found_only_under_its_own_owner() {
 #[tokio::test]
 async fn another_tenants_docs_are_404_everywhere() {
     let s = TestServer::start().await;
-    let a = s.agent("Ada").await;
+    let a = s.create_agent("Ada").await;
     let d = s.agent_doc(a.id, doc("t", &["x"])).await;
     let other = s.other_tenant().await;
     assert_eq!(status_of(other.agent_doc_get().id(a.id).doc_id(d.id).send().await), 404);
@@ -180,7 +180,7 @@ async fn another_tenants_docs_are_404_everywhere() {
 #[tokio::test]
 async fn doc_title_and_content_bounds_are_422_naming_the_field() {
     let s = TestServer::start().await;
-    let a = s.agent("Ada").await;
+    let a = s.create_agent("Ada").await;
     let path = format!("/api/agents/{}/docs", a.id);
     let post = |body: serde_json::Value| {
         let (s, path) = (&s, path.clone());
@@ -217,7 +217,7 @@ async fn doc_title_and_content_bounds_are_422_naming_the_field() {
 #[tokio::test]
 async fn embeddings_must_be_one_vector_per_snippet_all_of_the_owners_dimension() {
     let s = TestServer::start().await;
-    let a = s.agent("Ada").await;
+    let a = s.create_agent("Ada").await;
     let path = format!("/api/agents/{}/docs", a.id);
     let post = |body: serde_json::Value| {
         let (s, path) = (&s, path.clone());
@@ -248,7 +248,7 @@ async fn embeddings_must_be_one_vector_per_snippet_all_of_the_owners_dimension()
     assert_eq!(s.client.agent_doc_list().id(a.id).send().await.unwrap().items.len(), 1);
     // A doc without vectors is fine, and another owner has its own dimension.
     assert_eq!(post(json!({"title": "t", "content": ["c"]})).await.status, 201);
-    let b = s.agent("B").await;
+    let b = s.create_agent("B").await;
     s.agent_doc(b.id, doc("t", &["b"]).embeddings(Some(vec![vec![1.0, 0.0]]))).await;
     // Once the agent's last vectors are gone, a new dimension is welcome.
     let id = ok.body["id"].as_str().unwrap().parse::<Uuid>().unwrap();
@@ -260,7 +260,7 @@ async fn embeddings_must_be_one_vector_per_snippet_all_of_the_owners_dimension()
 #[tokio::test]
 async fn doc_path_ids_that_are_not_uuids_are_422_at_the_path() {
     let s = TestServer::start().await;
-    let a = s.agent("Ada").await;
+    let a = s.create_agent("Ada").await;
     s.raw("GET", &format!("/api/agents/{}/docs/nope", a.id), None)
         .await
         .assert_422(json!(["path", "doc_id"]), "uuid_parsing");
@@ -271,7 +271,7 @@ async fn doc_path_ids_that_are_not_uuids_are_422_at_the_path() {
 #[tokio::test]
 async fn deleting_an_agent_deletes_its_docs_from_the_store_and_the_index() {
     let s = TestServer::start().await;
-    let (a, keep) = (s.agent("Ada").await, s.agent("Keep").await);
+    let (a, keep) = (s.create_agent("Ada").await, s.create_agent("Keep").await);
     let d = s.agent_doc(a.id, doc("t", &["alpha beta", "gamma"])).await;
     s.agent_doc(keep.id, doc("t", &["alpha"])).await;
     assert_eq!(s.indexed_snippets(a.id), 2);
@@ -287,7 +287,7 @@ async fn deleting_an_agent_deletes_its_docs_from_the_store_and_the_index() {
 #[tokio::test]
 async fn deleting_a_user_deletes_its_docs_from_the_store_and_the_index() {
     let s = TestServer::start().await;
-    let u = s.user("Grace").await;
+    let u = s.create_user("Grace").await;
     let d = s.client.user_doc_create().user_id(u.id).body(doc("t", &["alpha"])).send().await.unwrap();
     assert_eq!(s.indexed_snippets(u.id), 1);
     s.client.user_delete().user_id(u.id).send().await.unwrap();
@@ -305,7 +305,7 @@ async fn creates_racing_an_owner_delete_leave_the_index_and_the_store_agreeing()
     let s = TestServer::start().await;
     let tenant = s.app().authenticate(&s.key).unwrap().unwrap();
     for round in 0..10 {
-        let a = s.agent("Racer").await;
+        let a = s.create_agent("Racer").await;
         let creates: Vec<_> = (0..8)
             .map(|i| {
                 let client = s.client.clone();

@@ -9,25 +9,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use agent_platform::chat::ModelsConfig;
 use agent_platform::chat::fake_upstream::{Behaviour, FakeUpstream};
-use agent_platform::chat::{ModelsConfig, ProviderConfig};
 use agent_platform_tests::{Raw, TestServer};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
 fn models(fake: &FakeUpstream) -> ModelsConfig {
-    ModelsConfig {
-        providers: vec![ProviderConfig {
-            name: "fake".into(),
-            base_url: fake.base_url(),
-            api_key_env: None,
-            models: Vec::new(),
-        }],
-        default_model: Some("fake-model".into()),
-        request_timeout_s: Some(30.0),
-        stream_idle_timeout_s: Some(30.0),
-        ..ModelsConfig::default()
-    }
+    agent_platform_tests::fake_models(fake, 30.0)
 }
 
 /// `{"shared": "yes"}`, a filter every record of both tenants matches.

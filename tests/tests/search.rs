@@ -17,7 +17,7 @@ const CORPUS: &[(&str, &[&str], &str)] = &[
 
 /// An agent with [`CORPUS`]; answers the agent and its docs' ids by title.
 async fn corpus(s: &TestServer) -> (types::Agent, Vec<(String, Uuid)>) {
-    let a = s.agent("Librarian").await;
+    let a = s.create_agent("Librarian").await;
     let mut ids = Vec::new();
     for (title, snippets, lang) in CORPUS {
         let d = s.agent_doc(a.id, doc(title, snippets).metadata(Some(meta(json!({ "lang": lang }))))).await;
@@ -97,7 +97,7 @@ async fn case_and_accents_are_folded() {
 #[tokio::test]
 async fn limit_caps_the_hits_and_defaults_to_10() {
     let s = TestServer::start().await;
-    let a = s.agent("Many").await;
+    let a = s.create_agent("Many").await;
     for i in 0..15 {
         s.agent_doc(a.id, doc(&format!("doc {i}"), &["a common word"])).await;
     }
@@ -156,7 +156,7 @@ async fn metadata_filter_keeps_only_matching_documents() {
 
 /// An agent whose snippets rank one way by text and another way by vector.
 async fn vector_corpus(s: &TestServer) -> (Uuid, Vec<Uuid>) {
-    let a = s.agent("Vectors").await.id;
+    let a = s.create_agent("Vectors").await.id;
     let docs = [
         ("north", "apple apple apple", [1.0, 0.0, 0.0]),
         ("north east", "apple apple banana", [0.7, 0.7, 0.0]),
@@ -314,7 +314,7 @@ async fn searching_an_unknown_owner_is_404() {
 #[tokio::test]
 async fn another_owners_and_another_tenants_documents_never_appear() {
     let s = TestServer::start().await;
-    let (a, b, u) = (s.agent("A").await, s.agent("B").await, s.user("U").await);
+    let (a, b, u) = (s.create_agent("A").await, s.create_agent("B").await, s.create_user("U").await);
     s.agent_doc(a.id, doc("mine", &["shared secret words"])).await;
     s.agent_doc(b.id, doc("agent b", &["shared secret words"])).await;
     s.client
@@ -360,7 +360,7 @@ async fn another_owners_and_another_tenants_documents_never_appear() {
 #[tokio::test]
 async fn searches_right_after_create_find_the_document() {
     let s = TestServer::start().await;
-    let a = s.agent("Fresh").await;
+    let a = s.create_agent("Fresh").await;
     let tasks: Vec<_> = (0..16)
         .map(|i| {
             let c = s.client.clone();
