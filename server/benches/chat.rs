@@ -23,7 +23,7 @@ use agent_platform::store::sled_store::Durability;
 use serde_json::{Value, json};
 
 const MESSAGES: usize = 1000;
-const ROUNDS: usize = 200;
+const ROUNDS: usize = 500;
 const DOCS: usize = 100;
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
@@ -35,32 +35,42 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
-/// Sends `body` to `url` `ROUNDS` times: (total latency, time to first body byte).
+/// One request: (total latency, time to the first body byte).
+async fn once(http: &reqwest::Client, url: &str, auth: Option<&str>, body: &Value) -> (Duration, Duration) {
+    let started = Instant::now();
+    let mut req = http.post(url).json(body);
+    if let Some(a) = auth {
+        req = req.header("authorization", a);
+    }
+    let mut resp = req.send().await.unwrap();
+    assert!(resp.status().is_success(), "{} from {url}", resp.status());
+    let mut first = None;
+    while let Some(bytes) = resp.chunk().await.unwrap() {
+        if first.is_none() && !bytes.is_empty() {
+            first = Some(started.elapsed());
+        }
+    }
+    (started.elapsed(), first.expect("a body"))
+}
+
+/// `ROUNDS` rounds of one request through the service then the same one
+/// direct, interleaved so that both see the machine in the same state.
+/// Answers (service, direct), each as (totals, first bytes).
 async fn measure(
     http: &reqwest::Client,
-    url: &str,
-    auth: Option<&str>,
-    body: &Value,
-) -> (Vec<Duration>, Vec<Duration>) {
-    let (mut total, mut first) = (Vec::new(), Vec::new());
+    service: (&str, &str, &Value),
+    direct: (&str, &Value),
+) -> ((Vec<Duration>, Vec<Duration>), (Vec<Duration>, Vec<Duration>)) {
+    let (mut s, mut d) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
     for _ in 0..ROUNDS {
-        let started = Instant::now();
-        let mut req = http.post(url).json(body);
-        if let Some(a) = auth {
-            req = req.header("authorization", a);
-        }
-        let mut resp = req.send().await.unwrap();
-        assert!(resp.status().is_success(), "{} from {url}", resp.status());
-        let mut got_first = false;
-        while let Some(bytes) = resp.chunk().await.unwrap() {
-            if !got_first && !bytes.is_empty() {
-                first.push(started.elapsed());
-                got_first = true;
-            }
-        }
-        total.push(started.elapsed());
+        let (total, first) = once(http, service.0, Some(service.1), service.2).await;
+        s.0.push(total);
+        s.1.push(first);
+        let (total, first) = once(http, direct.0, None, direct.1).await;
+        d.0.push(total);
+        d.1.push(first);
     }
-    (total, first)
+    (s, d)
 }
 
 fn report(name: &str, service: &mut [Duration], direct: &mut [Duration]) {
@@ -164,20 +174,20 @@ async fn main() {
 
     upstream_body["stream"] = json!(false);
     upstream_body.as_object_mut().unwrap().remove("stream_options");
-    let (mut svc, _) = measure(&http, &chat_url, Some(&auth), &chat).await;
-    let (mut direct, _) = measure(&http, &upstream_url, None, &upstream_body).await;
+    let ((mut svc, _), (mut direct, _)) =
+        measure(&http, (&chat_url, &auth, &chat), (&upstream_url, &upstream_body)).await;
     report("non-streamed: latency", &mut svc, &mut direct);
 
     let mut chat_stream = chat.clone();
     chat_stream["stream"] = json!(true);
     upstream_body["stream"] = json!(true);
     upstream_body["stream_options"] = json!({"include_usage": true});
-    let (mut svc_total, mut svc_first) = measure(&http, &chat_url, Some(&auth), &chat_stream).await;
-    let (mut direct_total, mut direct_first) = measure(&http, &upstream_url, None, &upstream_body).await;
+    let ((mut svc_total, mut svc_first), (mut direct_total, mut direct_first)) =
+        measure(&http, (&chat_url, &auth, &chat_stream), (&upstream_url, &upstream_body)).await;
     report("streamed: first byte", &mut svc_first, &mut direct_first);
     report("streamed: whole answer", &mut svc_total, &mut direct_total);
     println!(
-        "({ROUNDS} sequential requests each; prompt of {} messages; upstream requests seen: {})",
+        "({ROUNDS} rounds of one request each way, interleaved; prompt of {} messages; upstream requests seen: {})",
         upstream_body["messages"].as_array().unwrap().len(),
         fake.requests().len()
     );

@@ -2,6 +2,7 @@
 //! serves which model, and the HTTP calls (`/chat/completions`, streamed or
 //! not, and `/embeddings`) with timeouts and error mapping.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::pin::Pin;
 use std::time::Duration;
@@ -358,10 +359,16 @@ impl Provider {
     /// with [`UpstreamError::Timeout`] after `request_timeout_s`, and with
     /// [`UpstreamError::Invalid`] when the answer has no choices.
     pub async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, UpstreamError> {
-        let mut req = req.clone();
-        req.stream = false;
-        req.stream_options = None;
-        let body = self.post_json("/chat/completions", &req).await?;
+        // Copied (all the history) only when its stream fields must change.
+        let req = if !req.stream && req.stream_options.is_none() {
+            Cow::Borrowed(req)
+        } else {
+            let mut req = req.clone();
+            req.stream = false;
+            req.stream_options = None;
+            Cow::Owned(req)
+        };
+        let body = self.post_json("/chat/completions", &*req).await?;
         let mut answer: ChatResponse = parse_json(&body)?;
         if answer.choices.is_empty() {
             return Err(UpstreamError::Invalid(format!(
@@ -387,9 +394,16 @@ impl Provider {
     /// item the stream ends. Tool calls lacking an `id` get one in the
     /// fragment that opens them (same as `chat`).
     pub async fn chat_stream(&self, req: &ChatRequest) -> Result<ChatStream, UpstreamError> {
-        let mut req = req.clone();
-        req.stream = true;
-        req.stream_options = Some(StreamOptions { include_usage: true });
+        let wanted = Some(StreamOptions { include_usage: true });
+        // Copied (all the history) only when its stream fields must change.
+        let req = if req.stream && req.stream_options == wanted {
+            Cow::Borrowed(req)
+        } else {
+            let mut req = req.clone();
+            req.stream = true;
+            req.stream_options = wanted;
+            Cow::Owned(req)
+        };
         let idle = self.timeouts.stream_idle;
         let send = self
             .post("/chat/completions")
