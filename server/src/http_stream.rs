@@ -21,7 +21,6 @@ use crate::api::types_chat::ChatRequest;
 use crate::app::chat::usage_of;
 use crate::app::{self, App, Tenant};
 use crate::chat::ChunkAccumulator;
-use crate::chat::wire::StreamOptions;
 
 type Frames = Result<Frame<Bytes>, std::convert::Infallible>;
 
@@ -32,10 +31,7 @@ fn event(data: &str) -> Frames {
 /// Prepares the chat and opens the upstream stream (so that a provider that
 /// fails at once answers an ordinary 502/503/504), then streams.
 pub async fn chat_stream(app: App, t: Tenant, session: Uuid, req: ChatRequest) -> app::Result<ChatAnswer> {
-    let mut prepared = app.chat_prepare(t, session, req).await?;
-    // What `chat_stream` sends: set here, it need not copy the request.
-    prepared.request.stream = true;
-    prepared.request.stream_options = Some(StreamOptions { include_usage: true });
+    let prepared = app.chat_prepare(t, session, req).await?;
     let mut upstream = prepared.provider.chat_stream(&prepared.request).await?;
     let (tx, mut rx) = mpsc::channel::<Frames>(16);
     tokio::spawn(async move {

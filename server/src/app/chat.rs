@@ -24,6 +24,7 @@ use crate::api::types_sessions::{
     ContextOverflow, CreateMessageRequest, FunctionCall, Message, Role, Session, ToolCall, ToolCallType,
 };
 use crate::api::types_tools::ToolType;
+use crate::chat::tokens::{REPLY_PRIMING_TOKENS, message_tokens};
 use crate::chat::{
     self, DEFAULT_SYSTEM_TEMPLATE, NoProvider, Provider, UpstreamError, count_chat_tokens, wire,
 };
@@ -331,8 +332,9 @@ impl App {
         if let Some(budget) = session.token_budget {
             let budget = budget.max(0) as usize;
             // The prompt without history: system, new messages, the reply's priming.
-            let fixed = count_chat_tokens(std::slice::from_ref(&system_msg)) + count_chat_tokens(&new_wire)
-                - chat::tokens::REPLY_PRIMING_TOKENS;
+            let fixed = message_tokens(&system_msg)
+                + new_wire.iter().map(message_tokens).sum::<usize>()
+                + REPLY_PRIMING_TOKENS;
             let total = fixed + history.iter().map(|h| h.tokens).sum::<usize>();
             if total > budget {
                 if fixed > budget {
@@ -358,8 +360,7 @@ impl App {
                         let text = self.summarise(&provider, &model, &dropped, room).await?;
                         let message =
                             wire::ChatMessage::system(format!("Summary of the earlier conversation: {text}"));
-                        let cost = count_chat_tokens(std::slice::from_ref(&message))
-                            - chat::tokens::REPLY_PRIMING_TOKENS;
+                        let cost = message_tokens(&message);
                         // A summary longer than asked: drop more history, then the summary itself.
                         start = drop_oldest(&history, start, fixed + cost, budget);
                         let rest: usize = history[start..].iter().map(|h| h.tokens).sum();
@@ -395,6 +396,9 @@ impl App {
             frequency_penalty: settings.frequency_penalty.map(|v| v as f32),
             presence_penalty: settings.presence_penalty.map(|v| v as f32),
             response_format: req.response_format.map(|f| serde_json::to_value(f).unwrap_or(Value::Null)),
+            // As the provider sends it, so that it need not copy the request.
+            stream: req.stream,
+            stream_options: req.stream.then_some(wire::StreamOptions { include_usage: true }),
             ..wire::ChatRequest::default()
         };
         Ok(PreparedChat {

@@ -39,7 +39,7 @@ pub struct HistoryItem {
     /// The store's order: (`created_at`, id).
     pub at: (DateTime<Utc>, Uuid),
     pub message: wire::ChatMessage,
-    /// What the message costs in a prompt (see [`tokens::count_chat_tokens`]).
+    /// What the message costs in a prompt (as [`tokens::message_tokens`] counts).
     pub tokens: usize,
 }
 

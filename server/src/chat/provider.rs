@@ -324,6 +324,20 @@ impl Providers {
     }
 }
 
+/// `req` with its stream fields as a streamed (`stream_options.include_usage`)
+/// or whole answer needs them: borrowed when they already are (a prepared
+/// chat's request), else copied, with all its history.
+fn with_stream(req: &ChatRequest, stream: bool) -> Cow<'_, ChatRequest> {
+    let options = stream.then_some(StreamOptions { include_usage: true });
+    if req.stream == stream && req.stream_options == options {
+        return Cow::Borrowed(req);
+    }
+    let mut req = req.clone();
+    req.stream = stream;
+    req.stream_options = options;
+    Cow::Owned(req)
+}
+
 impl Provider {
     pub fn name(&self) -> &str {
         &self.name
@@ -359,15 +373,7 @@ impl Provider {
     /// with [`UpstreamError::Timeout`] after `request_timeout_s`, and with
     /// [`UpstreamError::Invalid`] when the answer has no choices.
     pub async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, UpstreamError> {
-        // Copied (all the history) only when its stream fields must change.
-        let req = if !req.stream && req.stream_options.is_none() {
-            Cow::Borrowed(req)
-        } else {
-            let mut req = req.clone();
-            req.stream = false;
-            req.stream_options = None;
-            Cow::Owned(req)
-        };
+        let req = with_stream(req, false);
         let body = self.post_json("/chat/completions", &*req).await?;
         let mut answer: ChatResponse = parse_json(&body)?;
         if answer.choices.is_empty() {
@@ -394,16 +400,7 @@ impl Provider {
     /// item the stream ends. Tool calls lacking an `id` get one in the
     /// fragment that opens them (same as `chat`).
     pub async fn chat_stream(&self, req: &ChatRequest) -> Result<ChatStream, UpstreamError> {
-        let wanted = Some(StreamOptions { include_usage: true });
-        // Copied (all the history) only when its stream fields must change.
-        let req = if req.stream && req.stream_options == wanted {
-            Cow::Borrowed(req)
-        } else {
-            let mut req = req.clone();
-            req.stream = true;
-            req.stream_options = wanted;
-            Cow::Owned(req)
-        };
+        let req = with_stream(req, true);
         let idle = self.timeouts.stream_idle;
         let send = self
             .post("/chat/completions")

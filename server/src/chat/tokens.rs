@@ -46,23 +46,21 @@ pub fn count_message_tokens(role: &str, content: &str, name: Option<&str>) -> us
     TOKENS_PER_MESSAGE + count_tokens(role) + count_tokens(content) + name_tokens
 }
 
-/// Tokens a whole request's messages cost, tool calls (name and arguments)
-/// included, plus the reply priming. Tool *definitions* are not counted.
-pub fn count_chat_tokens(messages: &[ChatMessage]) -> usize {
-    let per_message: usize = messages
+/// Tokens one message costs in a prompt, tool calls (name and arguments) included.
+pub fn message_tokens(m: &ChatMessage) -> usize {
+    let calls: usize = m
+        .tool_calls
         .iter()
-        .map(|m| {
-            let calls: usize = m
-                .tool_calls
-                .iter()
-                .flatten()
-                .map(|c| count_tokens(&c.function.name) + count_tokens(&c.function.arguments))
-                .sum();
-            count_message_tokens(m.role.as_str(), m.content.as_deref().unwrap_or(""), m.name.as_deref())
-                + calls
-        })
+        .flatten()
+        .map(|c| count_tokens(&c.function.name) + count_tokens(&c.function.arguments))
         .sum();
-    per_message + REPLY_PRIMING_TOKENS
+    count_message_tokens(m.role.as_str(), m.content.as_deref().unwrap_or(""), m.name.as_deref()) + calls
+}
+
+/// Tokens a whole request's messages cost ([`message_tokens`] each) plus the
+/// reply priming. Tool *definitions* are not counted.
+pub fn count_chat_tokens(messages: &[ChatMessage]) -> usize {
+    messages.iter().map(message_tokens).sum::<usize>() + REPLY_PRIMING_TOKENS
 }
 
 #[cfg(test)]
