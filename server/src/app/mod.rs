@@ -9,6 +9,7 @@ pub mod docs;
 pub mod embedding;
 pub mod history;
 pub mod keys;
+pub mod locks;
 pub mod messages;
 pub mod records;
 pub mod sessions;
@@ -67,9 +68,14 @@ impl From<StoreError> for Error {
         match e {
             StoreError::NotFound { kind, id } => Error::not_found(kind, id),
             e @ (StoreError::Duplicate { .. } | StoreError::IdTaken { .. }) => Error::Conflict(e.to_string()),
-            StoreError::Stale => {
-                Error::Internal("the record kept changing while being updated; try again".into())
-            }
+            // Writers of one record queue (see `records`), so this takes other
+            // writers changing it more than RETRIES times during one update: a
+            // conflict the client resolves by sending the request again.
+            StoreError::Stale => Error::Conflict(
+                "the record was changed by other requests while this one was being applied; \
+                 send the request again"
+                    .into(),
+            ),
             StoreError::Io(m) => Error::Internal(m),
         }
     }
@@ -95,6 +101,8 @@ pub struct App {
     chat_locks: chat::ChatLocks,
     /// Recently chatted sessions' histories, kept exact by every message write.
     history: Arc<history::HistoryCache>,
+    /// One lock per record being updated: its writers queue (see [`records`]).
+    record_locks: locks::KeyedLocks<(Tenant, Kind, Uuid)>,
 }
 
 impl App {
@@ -111,6 +119,7 @@ impl App {
             models: Arc::new(Providers::none()),
             chat_locks: Default::default(),
             history: Default::default(),
+            record_locks: Default::default(),
         })
     }
 
