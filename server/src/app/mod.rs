@@ -8,6 +8,7 @@ pub mod chat;
 pub mod docs;
 pub mod embedding;
 pub mod history;
+pub mod idempotency;
 pub mod keys;
 pub mod locks;
 pub mod messages;
@@ -17,7 +18,6 @@ pub mod tasks;
 pub mod tools;
 pub mod users;
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use uuid::Uuid;
@@ -89,7 +89,7 @@ pub struct App {
     /// Key hash → tenant, for keys seen by this process. Keys change only through
     /// this `App` (or the CLI while the server is stopped: the store admits one
     /// process), so the cache is invalidated where keys are revoked.
-    key_cache: Arc<RwLock<HashMap<String, Tenant>>>,
+    key_cache: Arc<RwLock<keys::KeyCache>>,
     /// The search index of every document in the store (see [`docs`]).
     pub search: Arc<SearchIndex>,
     /// The embedding model, when one is configured (`models.embedding_model`).
@@ -103,6 +103,8 @@ pub struct App {
     history: Arc<history::HistoryCache>,
     /// One lock per record being updated: its writers queue (see [`records`]).
     record_locks: locks::KeyedLocks<(Tenant, Kind, Uuid)>,
+    /// One lock per idempotency key in use: its requests queue (see [`idempotency`]).
+    idempotency_locks: locks::KeyedLocks<(Tenant, Uuid)>,
 }
 
 impl App {
@@ -120,6 +122,7 @@ impl App {
             chat_locks: Default::default(),
             history: Default::default(),
             record_locks: Default::default(),
+            idempotency_locks: Default::default(),
         })
     }
 

@@ -84,8 +84,9 @@ impl App {
         self.store.list(t.0, R::KIND, scope, q)?.iter().map(decode).collect()
     }
 
-    /// Inserts a new record (plus extra ops in the same atomic commit) and answers it.
-    pub async fn insert_resource<R: Resource>(
+    /// Inserts a new record (plus extra ops in the same atomic commit) and answers
+    /// it (remembered with the request's idempotency key, if any).
+    pub async fn insert_resource<R: Resource + Serialize>(
         &self,
         t: Tenant,
         rec: Record,
@@ -93,7 +94,7 @@ impl App {
     ) -> Result<R> {
         let answer = decode::<R>(&rec)?;
         extra.insert(0, Op::Put { record: rec, expect: Expect::Absent });
-        self.store.commit(t.0, extra).await?;
+        self.commit_answering(t, extra, Some(&answer)).await?;
         Ok(answer)
     }
 

@@ -1,0 +1,233 @@
+//! Idempotency keys: a POST sent again with the same `Idempotency-Key` answers
+//! what the first one answered, without doing it again.
+//!
+//! A key's record ([`Kind::Idempotency`], in the caller's tenant, its id derived
+//! from the key) holds a fingerprint of the request (method, path, body), the
+//! answer's status and JSON body, and its time. Its life:
+//!
+//! - [`App::idempotency_begin`] queues the requests of one (tenant, key) on an
+//!   in-process lock (a second one waits for the first's answer, at most
+//!   [`IN_PROGRESS_WAIT`], else a 409 saying a request with this key is in
+//!   progress), then reads the record: the same request replays its answer,
+//!   another request with the key is a 409, no record (or one older than
+//!   [`LIFETIME`]) gives a [`Claim`].
+//! - The request runs with the claim in a task-local ([`Claim::scope`]). A write
+//!   commits through [`App::commit_answering`], which adds the key's record with
+//!   the answer to the SAME atomic commit: the write and its remembered answer
+//!   land together or not at all, so no crash can leave a write whose retry
+//!   writes again. (The record is put with an insert-if-absent precondition, so
+//!   even two processes could not both write for one key.)
+//! - A request that wrote nothing that way (a search, a chat with `save: false`,
+//!   a key creation, whose commit is in the system tenant) has its answer saved
+//!   by [`App::idempotency_save`] after it answered; nothing else was written,
+//!   so there is no window to lose a write in — except for `POST /api/keys`,
+//!   whose key is committed first: a crash between the two commits lets a retry
+//!   create a second key.
+//! - Failures (4xx, 5xx) are not remembered: a failed request leaves the store
+//!   as it was, so running its retry again is right (and replaying a 5xx would
+//!   make retrying useless).
+//!
+//! Records older than [`LIFETIME`] count as absent and are overwritten by the
+//! next use of their key; [`App::sweep_idempotency`] deletes a tenant's expired
+//! records a few at a time, oldest first, after each new keyed request, so they
+//! do not pile up while the tenant keeps sending keyed requests.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use super::locks::KeyedGuard;
+use super::{App, Error, Result, Tenant};
+use crate::store::{Direction, Expect, Kind, ListQuery, Op, Record, SortBy, StoreError, StoreResult, now};
+
+/// How long a key's answer is remembered.
+pub const LIFETIME: chrono::TimeDelta = chrono::TimeDelta::hours(24);
+/// How long a request waits for another one with its key to finish.
+pub const IN_PROGRESS_WAIT: Duration = Duration::from_secs(10);
+/// How many expired records one sweep looks at.
+const SWEEP_BATCH: usize = 16;
+
+/// What a key's record remembers of the first request's answer.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Remembered {
+    /// The status and the JSON body, byte for byte.
+    Answer { status: u16, body: String },
+    /// An answer that must not be stored (it carries a secret): a repeat is a
+    /// 409 with this explanation.
+    Withheld { detail: String },
+}
+
+#[derive(Serialize, Deserialize)]
+struct IdempotencyData {
+    key: String,
+    /// Hex SHA-256 of the method, the path and the body.
+    fingerprint: String,
+    /// `METHOD /path`, to name it in a 409.
+    request: String,
+    answer: Remembered,
+}
+
+/// The fingerprint of a request: what "the same request" means.
+pub fn fingerprint(method: &str, path: &str, body: &[u8]) -> String {
+    let mut h = Sha256::new();
+    for part in [method.as_bytes(), path.as_bytes(), body] {
+        h.update((part.len() as u64).to_be_bytes());
+        h.update(part);
+    }
+    hex::encode(h.finalize())
+}
+
+/// The record id of a key in a tenant (the tenant is in the store's key).
+fn record_id(key: &str) -> Uuid {
+    let digest = Sha256::digest([b"idempotency-key\0".as_slice(), key.as_bytes()].concat());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    Uuid::from_bytes(bytes)
+}
+
+/// The right to run a keyed request and remember its answer.
+pub struct Claim {
+    tenant: Tenant,
+    id: Uuid,
+    key: String,
+    fingerprint: String,
+    request: String,
+    /// The success status the request answers (the answer's status when saved).
+    status: u16,
+    /// Absent, or the version of the expired record this one replaces.
+    expect: Expect,
+    saved: AtomicBool,
+}
+
+tokio::task_local! {
+    static CLAIM: Arc<Claim>;
+}
+
+/// What [`App::idempotency_begin`] found.
+pub enum Begun {
+    /// The same request was answered before: answer this.
+    Replay(Remembered),
+    /// Run the request under this claim, holding the guard until it has answered.
+    Fresh(Arc<Claim>, KeyedGuard<(Tenant, Uuid)>),
+}
+
+impl Claim {
+    /// Runs `fut` with this claim visible to [`App::commit_answering`].
+    pub async fn scope<F: Future>(self: &Arc<Self>, fut: F) -> F::Output {
+        CLAIM.scope(self.clone(), fut).await
+    }
+
+    /// True once the answer is in the store.
+    pub fn saved(&self) -> bool {
+        self.saved.load(Ordering::SeqCst)
+    }
+
+    fn record_op(&self, answer: Remembered) -> StoreResult<Op> {
+        let data = IdempotencyData {
+            key: self.key.clone(),
+            fingerprint: self.fingerprint.clone(),
+            request: self.request.clone(),
+            answer,
+        };
+        let data = serde_json::to_value(data).map_err(|e| StoreError::Io(e.to_string()))?;
+        Ok(Op::Put { record: Record::new(Kind::Idempotency, self.id, Uuid::nil(), data), expect: self.expect })
+    }
+}
+
+impl App {
+    /// Queues behind the requests with this key, then finds what to do (see the module docs).
+    pub async fn idempotency_begin(
+        &self,
+        t: Tenant,
+        key: &str,
+        request: String,
+        fingerprint: String,
+        status: u16,
+    ) -> Result<Begun> {
+        let id = record_id(key);
+        let guard = tokio::time::timeout(IN_PROGRESS_WAIT, self.idempotency_locks.lock((t, id)))
+            .await
+            .map_err(|_| {
+                Error::Conflict(format!(
+                    "a request with the Idempotency-Key '{key}' is still in progress; \
+                     send this one again once it has answered"
+                ))
+            })?;
+        let mut expect = Expect::Absent;
+        if let Some(rec) = self.store.get(t.0, Kind::Idempotency, id)? {
+            let data: IdempotencyData = serde_json::from_value(rec.data)
+                .map_err(|e| Error::Internal(format!("stored idempotency key {id} is unreadable: {e}")))?;
+            if rec.created_at + LIFETIME < now() || data.key != key {
+                expect = Expect::Version(rec.version);
+            } else if data.fingerprint != fingerprint {
+                return Err(Error::Conflict(format!(
+                    "the Idempotency-Key '{key}' was used within the last 24 hours for another request \
+                     ({} with another body, or another route); send a new request with a new key",
+                    data.request
+                )));
+            } else {
+                return Ok(Begun::Replay(data.answer));
+            }
+        }
+        let claim =
+            Claim { tenant: t, id, key: key.to_owned(), fingerprint, request, status, expect, saved: false.into() };
+        Ok(Begun::Fresh(Arc::new(claim), guard))
+    }
+
+    /// Commits `ops` atomically, with — when the request being served holds a
+    /// [`Claim`] of this tenant not used yet — the key's record answering
+    /// `answer` (the request's success body) in the same commit.
+    pub async fn commit_answering(
+        &self,
+        t: Tenant,
+        mut ops: Vec<Op>,
+        answer: Option<&impl Serialize>,
+    ) -> StoreResult<()> {
+        let claim = CLAIM.try_with(Arc::clone).ok().filter(|c| c.tenant == t && !c.saved());
+        if let (Some(claim), Some(answer)) = (&claim, answer) {
+            let body = serde_json::to_string(answer).map_err(|e| StoreError::Io(e.to_string()))?;
+            ops.push(claim.record_op(Remembered::Answer { status: claim.status, body })?);
+            self.store.commit(t.0, ops).await?;
+            claim.saved.store(true, Ordering::SeqCst);
+            return Ok(());
+        }
+        self.store.commit(t.0, ops).await
+    }
+
+    /// Remembers the answer of a claimed request that wrote nothing through
+    /// [`App::commit_answering`]; then sweeps expired records.
+    pub async fn idempotency_save(&self, claim: &Claim, answer: Remembered) -> Result<()> {
+        if !claim.saved() {
+            self.store.commit(claim.tenant.0, vec![claim.record_op(answer)?]).await?;
+            claim.saved.store(true, Ordering::SeqCst);
+        }
+        self.sweep_idempotency(claim.tenant).await;
+        Ok(())
+    }
+
+    /// Deletes up to [`SWEEP_BATCH`] of the tenant's oldest records once they
+    /// have expired. Best effort: a failure leaves them for the next sweep.
+    pub async fn sweep_idempotency(&self, t: Tenant) {
+        let q = ListQuery {
+            limit: SWEEP_BATCH,
+            sort_by: SortBy::CreatedAt,
+            direction: Direction::Asc,
+            ..Default::default()
+        };
+        let Ok(oldest) = self.store.list(t.0, Kind::Idempotency, Uuid::nil(), &q) else { return };
+        let cutoff = now() - LIFETIME;
+        let ops: Vec<Op> = oldest
+            .iter()
+            .take_while(|r| r.created_at < cutoff)
+            .map(|r| Op::Delete { kind: Kind::Idempotency, id: r.id, version: Some(r.version) })
+            .collect();
+        if !ops.is_empty() {
+            let _ = self.store.commit(t.0, ops).await;
+        }
+    }
+}
