@@ -96,3 +96,64 @@ async fn a_repeated_key_creation_creates_no_second_key_and_does_not_show_the_fir
     assert_eq!(ids(&as_key(&s, &s.key, "GET", "/api/keys").await).len(), 2, "one key was created");
     s.stop().await;
 }
+
+/// Stops the real binary with SIGTERM and waits (at most 10 s) for it to exit.
+fn stop(mut p: agent_platform_tests::Process) {
+    let killed = std::process::Command::new("kill").args(["-TERM", &p.child.id().to_string()]).status();
+    assert!(killed.unwrap().success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while p.child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "the server did not stop on SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `agent-platform keys <args> --data-dir <data>`: (success, stdout + stderr).
+fn cli(data: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(agent_platform_tests::binary())
+        .arg("keys")
+        .args(args)
+        .arg("--data-dir")
+        .arg(data)
+        .env_remove("AGENT_PLATFORM_CONFIG")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+#[tokio::test]
+async fn the_cli_manages_keys_made_through_the_api_once_the_server_is_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let p = agent_platform_tests::Process::serve(&data);
+    let first = p.key.clone().unwrap();
+    let http = reqwest::Client::new();
+    let created: Value = http
+        .post(format!("{}/api/keys", p.base))
+        .bearer_auth(&first)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let (id, key) = (created["id"].as_str().unwrap().to_owned(), created["key"].as_str().unwrap().to_owned());
+    stop(p);
+
+    let (ok, list) = cli(&data, &["list"]);
+    assert!(ok && list.contains(&id) && !list.contains(&key), "{list}");
+    let (ok, out) = cli(&data, &["revoke", &id]);
+    assert!(ok, "{out}");
+    let (ok, out) = cli(&data, &["create", "--tenant", "acme"]);
+    assert!(ok && out.contains("ap_"), "{out}");
+
+    let p = agent_platform_tests::Process::serve(&data);
+    let status = |k: String| {
+        let req = http.get(format!("{}/api/keys", p.base)).bearer_auth(k).send();
+        async move { req.await.unwrap().status().as_u16() }
+    };
+    assert_eq!(status(key).await, 401, "revoked by the CLI");
+    assert_eq!(status(first).await, 200, "the first key still works");
+    stop(p);
+}
