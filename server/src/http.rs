@@ -130,7 +130,8 @@ where
     let app = rqctx.context().app.clone();
     let (method, path) = (rqctx.request.method().as_str(), rqctx.request.uri().path());
     let fingerprint = idempotency::fingerprint(method, path, body.as_ref().map_or(&[][..], |d| &d[..]));
-    let begun = app.idempotency_begin(tenant, &key, format!("{method} {path}"), fingerprint, R::STATUS.as_u16());
+    let begun =
+        app.idempotency_begin(tenant, &key, format!("{method} {path}"), fingerprint, R::STATUS.as_u16());
     let (claim, _queue) = match begun.await {
         Err(e) => return Ok(Reply::Err(domain_error(rqctx, e))),
         Ok(Begun::Replay(Remembered::Answer { status, body })) => {
@@ -200,7 +201,8 @@ impl AgentPlatformApi for Impl {
         }
         run_once(&rqctx, key, None, Some(withheld), |app, t| async move {
             let (key, info) = app.tenant_key_create(t).await?;
-            let created = ApiKeyCreated { id: info.id, key, prefix: info.prefix, created_at: info.created_at };
+            let created =
+                ApiKeyCreated { id: info.id, key, prefix: info.prefix, created_at: info.created_at };
             Ok(HttpResponseCreated(created))
         })
         .await
@@ -220,8 +222,11 @@ impl AgentPlatformApi for Impl {
 
     async fn key_delete(rqctx: RequestContext<Ctx>, path: PathParams<KeyPath>) -> Deleted {
         let id = path.into_inner().key_id;
-        run(&rqctx, |app, t| async move { app.tenant_key_revoke(t, id).await.map(|()| HttpResponseDeleted()) })
-            .await
+        run(
+            &rqctx,
+            |app, t| async move { app.tenant_key_revoke(t, id).await.map(|()| HttpResponseDeleted()) },
+        )
+        .await
     }
 
     async fn user_create(

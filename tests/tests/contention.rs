@@ -7,7 +7,8 @@ use serde_json::{Value, json};
 /// Sends `n` concurrent `method path` requests whose bodies set the metadata key
 /// `k<i>`, asserts every one answered 200, and answers the record read afterwards.
 async fn concurrent_metadata_writes(s: &TestServer, method: &str, path: &str, n: usize) -> Value {
-    let bodies: Vec<String> = (0..n).map(|i| json!({ "metadata": { format!("k{i}"): i } }).to_string()).collect();
+    let bodies: Vec<String> =
+        (0..n).map(|i| json!({ "metadata": { format!("k{i}"): i } }).to_string()).collect();
     let answers = join_all(bodies.iter().map(|b| s.raw(method, path, Some(b)))).await;
     let failed: Vec<String> =
         answers.iter().filter(|r| r.status != 200).map(|r| format!("{} {}", r.status, r.body)).collect();

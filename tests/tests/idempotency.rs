@@ -53,7 +53,11 @@ async fn a_repeat_answers_the_first_status_and_body_and_writes_nothing() {
     assert_eq!(first.status, 201, "{}", first.text);
     assert!(!first.replayed);
     let again = post(&s, "/api/agents", &agent, "create-agent-1").await;
-    assert_eq!((again.status, again.text.as_str()), (201, first.text.as_str()), "the first answer, byte for byte");
+    assert_eq!(
+        (again.status, again.text.as_str()),
+        (201, first.text.as_str()),
+        "the first answer, byte for byte"
+    );
     assert!(again.replayed, "a replay says so in `Idempotent-Replayed: true`");
     assert_eq!(count(&s, "/api/agents").await, 1, "the repeat created nothing");
 

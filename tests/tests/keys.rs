@@ -27,7 +27,12 @@ async fn a_created_key_works_at_once_and_is_never_listed() {
 
     let list = as_key(&s, &key, "GET", "/api/keys").await;
     assert_eq!(list.status, 200, "{}", list.body);
-    assert_eq!(list.body["items"].as_array().unwrap().len(), 2, "the first key and the new one: {}", list.body);
+    assert_eq!(
+        list.body["items"].as_array().unwrap().len(),
+        2,
+        "the first key and the new one: {}",
+        list.body
+    );
     assert!(ids(&list).contains(&created.body["id"].as_str().unwrap().to_owned()));
     let text = list.body.to_string();
     assert!(!text.contains(&key) && !text.contains(&s.key), "a list never shows a key: {text}");

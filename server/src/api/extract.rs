@@ -145,8 +145,7 @@ where
             }
         })?;
         let bytes = body.as_bytes();
-        let digest =
-            keyed.then(|| <sha2::Sha256 as sha2::Digest>::digest(bytes).into());
+        let digest = keyed.then(|| <sha2::Sha256 as sha2::Digest>::digest(bytes).into());
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Err(ApiError::validation_http_error(vec![issue(
                 Source::Body,

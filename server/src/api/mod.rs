@@ -55,8 +55,10 @@ pub trait AgentPlatformApi {
     /// works at once. With an `Idempotency-Key`, a repeat does not create another
     /// key, but it cannot show the first one again either: it is a 409 naming it.
     #[endpoint { method = POST, path = "/api/keys", tags = ["keys"] }]
-    async fn key_create(rqctx: RequestContext<Self::Context>, idempotency: IdempotencyKey)
-    -> Created<ApiKeyCreated>;
+    async fn key_create(
+        rqctx: RequestContext<Self::Context>,
+        idempotency: IdempotencyKey,
+    ) -> Created<ApiKeyCreated>;
 
     /// List the caller's tenant's API keys, newest first (never the keys themselves).
     #[endpoint { method = GET, path = "/api/keys", tags = ["keys"] }]

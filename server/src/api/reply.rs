@@ -17,7 +17,10 @@ pub enum Reply<R> {
     Err(ApiError),
     /// The remembered answer of an earlier request with the same
     /// `Idempotency-Key`: its status and JSON body, byte for byte.
-    Replayed { status: StatusCode, body: String },
+    Replayed {
+        status: StatusCode,
+        body: String,
+    },
 }
 
 /// The header that marks a [`Reply::Replayed`] answer.

@@ -135,7 +135,10 @@ impl Claim {
             answer,
         };
         let data = serde_json::to_value(data).map_err(|e| StoreError::Io(e.to_string()))?;
-        Ok(Op::Put { record: Record::new(Kind::Idempotency, self.id, Uuid::nil(), data), expect: self.expect })
+        Ok(Op::Put {
+            record: Record::new(Kind::Idempotency, self.id, Uuid::nil(), data),
+            expect: self.expect,
+        })
     }
 }
 
@@ -174,8 +177,16 @@ impl App {
                 return Ok(Begun::Replay(data.answer));
             }
         }
-        let claim =
-            Claim { tenant: t, id, key: key.to_owned(), fingerprint, request, status, expect, saved: false.into() };
+        let claim = Claim {
+            tenant: t,
+            id,
+            key: key.to_owned(),
+            fingerprint,
+            request,
+            status,
+            expect,
+            saved: false.into(),
+        };
         Ok(Begun::Fresh(Arc::new(claim), guard))
     }
 

@@ -114,7 +114,12 @@ impl App {
     }
 
     /// Makes a key of an existing tenant and commits it with `ops`.
-    async fn mint_key(&self, tenant_id: Uuid, tenant_name: &str, mut ops: Vec<Op>) -> Result<(String, KeyInfo)> {
+    async fn mint_key(
+        &self,
+        tenant_id: Uuid,
+        tenant_name: &str,
+        mut ops: Vec<Op>,
+    ) -> Result<(String, KeyInfo)> {
         let mut bytes = [0u8; 24];
         rand::rng().fill_bytes(&mut bytes);
         let key = format!("ap_{}", hex::encode(bytes));
@@ -146,7 +151,8 @@ impl App {
             .map(|rec| {
                 let d: KeyData =
                     serde_json::from_value(rec.data).map_err(|e| Error::Internal(e.to_string()))?;
-                let info = KeyInfo { id: rec.id, tenant: d.tenant, prefix: d.prefix, created_at: rec.created_at };
+                let info =
+                    KeyInfo { id: rec.id, tenant: d.tenant, prefix: d.prefix, created_at: rec.created_at };
                 Ok((info, d.tenant_id))
             })
             .collect()
@@ -158,7 +164,8 @@ impl App {
             .store
             .get(SYSTEM, Kind::Tenant, t.0)?
             .ok_or_else(|| Error::Unauthorized(format!("tenant {} no longer exists", t.0)))?;
-        let data: TenantData = serde_json::from_value(rec.data).map_err(|e| Error::Internal(e.to_string()))?;
+        let data: TenantData =
+            serde_json::from_value(rec.data).map_err(|e| Error::Internal(e.to_string()))?;
         self.mint_key(t.0, &data.name, vec![Op::Require { kind: Kind::Tenant, id: t.0 }]).await
     }
 
@@ -182,8 +189,10 @@ impl App {
 
     /// Deletes a key record, then forgets the key in the cache (see [`App::authenticate`]).
     async fn revoke(&self, rec: &Record) -> Result<()> {
-        let deleted =
-            self.store.commit(SYSTEM, vec![Op::Delete { kind: Kind::ApiKey, id: rec.id, version: None }]).await;
+        let deleted = self
+            .store
+            .commit(SYSTEM, vec![Op::Delete { kind: Kind::ApiKey, id: rec.id, version: None }])
+            .await;
         // Whether or not the delete landed, the cache must not outlive it.
         let mut cache = self.key_cache.write().expect("key cache");
         cache.revocations += 1;

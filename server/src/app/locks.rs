@@ -11,6 +11,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
+/// Above this many entries, a lock first forgets the entries nobody uses.
+const FORGET_ABOVE: usize = 1024;
+
 /// A set of locks, one per key. Clones share the set.
 pub struct KeyedLocks<K> {
     map: Arc<Mutex<HashMap<K, Arc<AsyncMutex<()>>>>>,
@@ -39,7 +42,15 @@ pub struct KeyedGuard<K: Hash + Eq> {
 impl<K: Hash + Eq + Clone> KeyedLocks<K> {
     /// Waits for the other holders of `key`, in turn, then holds it.
     pub async fn lock(&self, key: K) -> KeyedGuard<K> {
-        let lock = self.map.lock().unwrap_or_else(|e| e.into_inner()).entry(key.clone()).or_default().clone();
+        let lock = {
+            let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+            if map.len() >= FORGET_ABOVE {
+                // A waiter that gave up (a timeout) can leave its entry behind when
+                // the holder left first: forget the entries nobody holds or waits for.
+                map.retain(|_, l| Arc::strong_count(l) > 1);
+            }
+            map.entry(key.clone()).or_default().clone()
+        };
         let guard = lock.lock_owned().await;
         KeyedGuard { guard: Some(guard), key, map: self.map.clone() }
     }

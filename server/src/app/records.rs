@@ -99,7 +99,12 @@ impl App {
     }
 
     /// Waits for the other writers of a record that hold its lock, then holds it.
-    pub(super) async fn lock_record(&self, t: Tenant, kind: Kind, id: Uuid) -> KeyedGuard<(Tenant, Kind, Uuid)> {
+    pub(super) async fn lock_record(
+        &self,
+        t: Tenant,
+        kind: Kind,
+        id: Uuid,
+    ) -> KeyedGuard<(Tenant, Kind, Uuid)> {
         self.record_locks.lock((t, kind, id)).await
     }
 
