@@ -2,6 +2,7 @@
 //! the first answer without writing again; another request with the key is a
 //! 409; keys are per tenant; answers survive a restart; bad keys are 422s.
 
+use agent_platform::chat::fake_upstream::{Behaviour, FakeUpstream};
 use agent_platform_tests::TestServer;
 use futures::future::join_all;
 use serde_json::{Value, json};
@@ -189,5 +190,25 @@ async fn a_key_that_is_empty_too_long_or_not_printable_is_a_422_naming_the_heade
     let longest = post_with(&s, &s.key, "/api/users", &body, &[b'~'; 255]).await;
     assert_eq!(longest.status, 201, "255 printable characters are a key: {}", longest.text);
     assert_eq!(count(&s, "/api/users").await, 1);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_repeated_chat_calls_the_model_once_and_saves_the_exchange_once() {
+    let fake = FakeUpstream::start().await;
+    let s = TestServer::with_models(agent_platform_tests::fake_models(&fake, 30.0)).await;
+    let agent = s.create_agent("Ada").await;
+    let session = s.create_session(&[agent.id], &[]).await;
+    let chat = format!("/api/sessions/{}/chat", session.id);
+    let body = json!({"messages": [{"role": "user", "content": "Hi"}]});
+    fake.push(Behaviour::Text("Hello once".into()));
+    let first = post(&s, &chat, &body, "chat-1").await;
+    assert_eq!(first.status, 200, "{}", first.text);
+    assert_eq!(first.json()["choices"][0]["message"]["content"], "Hello once");
+    let again = post(&s, &chat, &body, "chat-1").await;
+    assert_eq!((again.status, again.text.as_str()), (200, first.text.as_str()));
+    assert_eq!(fake.requests().len(), 1, "the model was called once");
+    let messages = format!("/api/sessions/{}/messages", session.id);
+    assert_eq!(count(&s, &messages).await, 2, "the question and the answer, saved once");
     s.stop().await;
 }

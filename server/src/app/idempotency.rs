@@ -242,3 +242,81 @@ impl App {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The write and its remembered answer are one commit: no crash can keep one without the other.
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::store::Store;
+    use crate::store::sled_store::{Durability, SledStore};
+
+    /// A sled store that records the kinds each commit puts.
+    struct RecordingStore {
+        inner: SledStore,
+        commits: parking_lot::Mutex<Vec<Vec<Kind>>>,
+    }
+
+    #[async_trait]
+    impl Store for RecordingStore {
+        fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
+            self.inner.get(tenant, kind, id)
+        }
+        fn list(&self, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> StoreResult<Vec<Record>> {
+            self.inner.list(tenant, kind, scope, q)
+        }
+        fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>> {
+            self.inner.referencing(tenant, kind, target)
+        }
+        fn lookup_unique(
+            &self,
+            tenant: Uuid,
+            kind: Kind,
+            scope: Uuid,
+            name: &str,
+        ) -> StoreResult<Option<Uuid>> {
+            self.inner.lookup_unique(tenant, kind, scope, name)
+        }
+        fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>> {
+            self.inner.scan_kind(kind)
+        }
+        async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()> {
+            let puts = ops
+                .iter()
+                .filter_map(|op| match op {
+                    Op::Put { record, .. } => Some(record.kind),
+                    _ => None,
+                })
+                .collect();
+            self.commits.lock().push(puts);
+            self.inner.commit(tenant, ops).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_keyed_create_commits_the_record_and_its_answer_together() {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = SledStore::open(dir.path(), Durability::Flush).unwrap();
+        let store = Arc::new(RecordingStore { inner, commits: Default::default() });
+        let app = App::new(store.clone()).unwrap();
+        let t = Tenant(Uuid::from_u128(7));
+        let begin = || {
+            let fp = fingerprint("POST", "/api/agents", br#"{"name":"A"}"#);
+            app.idempotency_begin(t, "k", "POST /api/agents".into(), fp, 201)
+        };
+
+        let Begun::Fresh(claim, queue) = begin().await.unwrap() else { panic!("a new key is fresh") };
+        let request = serde_json::from_value(serde_json::json!({"name": "A"})).unwrap();
+        let agent = claim.scope(app.agent_create(t, request)).await.unwrap();
+        assert!(claim.saved());
+        assert_eq!(*store.commits.lock(), [vec![Kind::Agent, Kind::Idempotency]], "one commit, both records");
+        drop(queue);
+
+        let Begun::Replay(Remembered::Answer { status, body }) = begin().await.unwrap() else {
+            panic!("the same request again is a replay")
+        };
+        assert_eq!((status, body), (201, serde_json::to_string(&agent).unwrap()));
+    }
+}
