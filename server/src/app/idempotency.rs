@@ -27,8 +27,8 @@
 //!   as it was, so running its retry again is right (and replaying a 5xx would
 //!   make retrying useless).
 //!
-//! Records older than [`LIFETIME`] count as absent and are overwritten by the
-//! next use of their key; [`App::sweep_idempotency`] deletes a tenant's expired
+//! Records older than [`LIFETIME`] count as absent: the next use of their key
+//! deletes it, then claims the key anew; [`App::sweep_idempotency`] deletes a tenant's expired
 //! records a few at a time, oldest first, after each new keyed request, so they
 //! do not pile up while the tenant keeps sending keyed requests.
 
@@ -99,8 +99,6 @@ pub struct Claim {
     request: String,
     /// The success status the request answers (the answer's status when saved).
     status: u16,
-    /// Absent, or the version of the expired record this one replaces.
-    expect: Expect,
     saved: AtomicBool,
 }
 
@@ -135,10 +133,9 @@ impl Claim {
             answer,
         };
         let data = serde_json::to_value(data).map_err(|e| StoreError::Io(e.to_string()))?;
-        Ok(Op::Put {
-            record: Record::new(Kind::Idempotency, self.id, Uuid::nil(), data),
-            expect: self.expect,
-        })
+        // Insert-if-absent: two requests with one key can never both write.
+        let record = Record::new(Kind::Idempotency, self.id, Uuid::nil(), data);
+        Ok(Op::Put { record, expect: Expect::Absent })
     }
 }
 
@@ -161,12 +158,18 @@ impl App {
                      send this one again once it has answered"
                 ))
             })?;
-        let mut expect = Expect::Absent;
         if let Some(rec) = self.store.get(t.0, Kind::Idempotency, id)? {
             let data: IdempotencyData = serde_json::from_value(rec.data)
                 .map_err(|e| Error::Internal(format!("stored idempotency key {id} is unreadable: {e}")))?;
             if rec.created_at + LIFETIME < now() || data.key != key {
-                expect = Expect::Version(rec.version);
+                // Expired (or, against all odds, another key's hash): delete it
+                // first, so the claim's record is a plain insert. A sweep may have
+                // deleted it meanwhile; then it is gone all the same.
+                let delete = Op::Delete { kind: Kind::Idempotency, id, version: Some(rec.version) };
+                match self.store.commit(t.0, vec![delete]).await {
+                    Ok(()) | Err(StoreError::NotFound { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
             } else if data.fingerprint != fingerprint {
                 return Err(Error::Conflict(format!(
                     "the Idempotency-Key '{key}' was used within the last 24 hours for another request \
@@ -177,16 +180,8 @@ impl App {
                 return Ok(Begun::Replay(data.answer));
             }
         }
-        let claim = Claim {
-            tenant: t,
-            id,
-            key: key.to_owned(),
-            fingerprint,
-            request,
-            status,
-            expect,
-            saved: false.into(),
-        };
+        let claim =
+            Claim { tenant: t, id, key: key.to_owned(), fingerprint, request, status, saved: false.into() };
         Ok(Begun::Fresh(Arc::new(claim), guard))
     }
 
@@ -318,5 +313,40 @@ mod tests {
             panic!("the same request again is a replay")
         };
         assert_eq!((status, body), (201, serde_json::to_string(&agent).unwrap()));
+    }
+
+    /// Stores the record of `key` as the first answer of `POST /api/agents`, made `age` ago.
+    async fn remembered(app: &App, t: Tenant, key: &str, age: chrono::TimeDelta) {
+        let data = IdempotencyData {
+            key: key.into(),
+            fingerprint: fingerprint("POST", "/api/agents", b"{}"),
+            request: "POST /api/agents".into(),
+            answer: Remembered::Answer { status: 201, body: "{}".into() },
+        };
+        let mut rec =
+            Record::new(Kind::Idempotency, record_id(key), Uuid::nil(), serde_json::to_value(data).unwrap());
+        rec.created_at = now() - age;
+        app.store.commit(t.0, vec![Op::Put { record: rec, expect: Expect::Absent }]).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_key_older_than_a_day_is_free_again_and_swept() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = App::new(Arc::new(SledStore::open(dir.path(), Durability::Flush).unwrap())).unwrap();
+        let t = Tenant(Uuid::from_u128(7));
+        let other_request = || fingerprint("POST", "/api/users", b"{}");
+        remembered(&app, t, "recent", chrono::TimeDelta::hours(23)).await;
+        remembered(&app, t, "old", chrono::TimeDelta::hours(25)).await;
+        remembered(&app, t, "older", chrono::TimeDelta::hours(26)).await;
+
+        let recent = app.idempotency_begin(t, "recent", "POST /api/users".into(), other_request(), 201).await;
+        assert!(matches!(recent, Err(Error::Conflict(_))), "a key of the last 24 hours is taken");
+        let old = app.idempotency_begin(t, "old", "POST /api/users".into(), other_request(), 201).await;
+        assert!(matches!(old, Ok(Begun::Fresh(..))), "an expired key is free");
+        drop(old);
+
+        app.sweep_idempotency(t).await;
+        assert!(app.store.get(t.0, Kind::Idempotency, record_id("older")).unwrap().is_none(), "swept");
+        assert!(app.store.get(t.0, Kind::Idempotency, record_id("recent")).unwrap().is_some(), "kept");
     }
 }
