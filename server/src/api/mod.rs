@@ -495,7 +495,7 @@ pub fn openapi() -> Value {
         "apiKey": {
             "type": "http",
             "scheme": "bearer",
-            "description": "An API key, created with `agent-platform keys create`. A bare key without `Bearer ` is accepted too."
+            "description": "An API key, created with `agent-platform keys create` (server stopped) or `POST /api/keys` (for the caller's tenant). A bare key without `Bearer ` is accepted too."
         }
     });
     // Not JSON, unlike every other error: hyper answers it before the API runs.
