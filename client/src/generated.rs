@@ -30,6 +30,193 @@ pub mod types {
             Default::default()
         }
     }
+    ///`AgentCreateIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct AgentCreateIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for AgentCreateIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentCreateIdempotencyKey> for ::std::string::String {
+        fn from(value: AgentCreateIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentCreateIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`AgentDocCreateIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct AgentDocCreateIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for AgentDocCreateIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentDocCreateIdempotencyKey> for ::std::string::String {
+        fn from(value: AgentDocCreateIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentDocCreateIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentDocCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for AgentDocCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentDocCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`AgentSearchIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct AgentSearchIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for AgentSearchIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentSearchIdempotencyKey> for ::std::string::String {
+        fn from(value: AgentSearchIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentSearchIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentSearchIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentSearchIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentSearchIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///`AgentSearchTextText`
     #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
     #[serde(transparent)]
@@ -167,6 +354,33 @@ pub mod types {
                 .map_err(|e: self::error::ConversionError| {
                     <D::Error as ::serde::de::Error>::custom(e.to_string())
                 })
+        }
+    }
+    ///An API key of the caller's tenant, as listed: never the key itself.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ApiKey {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        ///The first characters of the key (`ap_` and 8 more), to recognise it.
+        pub prefix: ::std::string::String,
+    }
+    impl ApiKey {
+        pub fn builder() -> builder::ApiKey {
+            Default::default()
+        }
+    }
+    ///A new API key: `key` is shown this once (the service keeps only its hash).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ApiKeyCreated {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        ///The key, for `Authorization: Bearer <key>`. It cannot be shown again.
+        pub key: ::std::string::String,
+        pub prefix: ::std::string::String,
+    }
+    impl ApiKeyCreated {
+        pub fn builder() -> builder::ApiKeyCreated {
+            Default::default()
         }
     }
     ///The assistant's answer.
@@ -1912,6 +2126,68 @@ pub mod types {
             Self::Array(value)
         }
     }
+    ///`KeyCreateIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct KeyCreateIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for KeyCreateIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<KeyCreateIdempotencyKey> for ::std::string::String {
+        fn from(value: KeyCreateIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for KeyCreateIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for KeyCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for KeyCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for KeyCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///A list of records.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForAgent {
@@ -1919,6 +2195,16 @@ pub mod types {
     }
     impl ListResponseForAgent {
         pub fn builder() -> builder::ListResponseForAgent {
+            Default::default()
+        }
+    }
+    ///A list of records.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ListResponseForApiKey {
+        pub items: ::std::vec::Vec<ApiKey>,
+    }
+    impl ListResponseForApiKey {
+        pub fn builder() -> builder::ListResponseForApiKey {
             Default::default()
         }
     }
@@ -2029,6 +2315,68 @@ pub mod types {
     impl Message {
         pub fn builder() -> builder::Message {
             Default::default()
+        }
+    }
+    ///`MessageCreateIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct MessageCreateIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for MessageCreateIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<MessageCreateIdempotencyKey> for ::std::string::String {
+        fn from(value: MessageCreateIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for MessageCreateIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for MessageCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for MessageCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for MessageCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///The function the model must call.
@@ -3126,6 +3474,130 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             Default::default()
         }
     }
+    ///`SessionChatIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct SessionChatIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for SessionChatIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SessionChatIdempotencyKey> for ::std::string::String {
+        fn from(value: SessionChatIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SessionChatIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SessionChatIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SessionChatIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SessionChatIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`SessionCreateIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct SessionCreateIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for SessionCreateIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SessionCreateIdempotencyKey> for ::std::string::String {
+        fn from(value: SessionCreateIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SessionCreateIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SessionCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SessionCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SessionCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///The snippet a search found.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct Snippet {
@@ -3433,6 +3905,68 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             value: ::std::string::String,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
             value.parse()
+        }
+    }
+    ///`ToolCreateIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ToolCreateIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for ToolCreateIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ToolCreateIdempotencyKey> for ::std::string::String {
+        fn from(value: ToolCreateIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ToolCreateIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ToolCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///A tool given inline, in a task's `tools`.
@@ -3900,6 +4434,192 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             Default::default()
         }
     }
+    ///`UserCreateIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct UserCreateIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for UserCreateIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<UserCreateIdempotencyKey> for ::std::string::String {
+        fn from(value: UserCreateIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for UserCreateIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UserCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for UserCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for UserCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`UserDocCreateIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct UserDocCreateIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for UserDocCreateIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<UserDocCreateIdempotencyKey> for ::std::string::String {
+        fn from(value: UserDocCreateIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for UserDocCreateIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UserDocCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for UserDocCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for UserDocCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`UserSearchIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct UserSearchIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for UserSearchIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<UserSearchIdempotencyKey> for ::std::string::String {
+        fn from(value: UserSearchIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for UserSearchIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UserSearchIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for UserSearchIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for UserSearchIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///`UserSearchTextText`
     #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
     #[serde(transparent)]
@@ -4273,6 +4993,172 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     method: Ok(value.method),
                     timeout_s: Ok(value.timeout_s),
                     url: Ok(value.url),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ApiKey {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            prefix: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ApiKey {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    prefix: Err("no value supplied for prefix".to_string()),
+                }
+            }
+        }
+        impl ApiKey {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created_at: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn prefix<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.prefix = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for prefix: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ApiKey> for super::ApiKey {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ApiKey,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    prefix: value.prefix?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ApiKey> for ApiKey {
+            fn from(value: super::ApiKey) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    prefix: Ok(value.prefix),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ApiKeyCreated {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            key: ::std::result::Result<::std::string::String, ::std::string::String>,
+            prefix: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ApiKeyCreated {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    key: Err("no value supplied for key".to_string()),
+                    prefix: Err("no value supplied for prefix".to_string()),
+                }
+            }
+        }
+        impl ApiKeyCreated {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created_at: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn key<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.key = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for key: {e}")
+                    });
+                self
+            }
+            pub fn prefix<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.prefix = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for prefix: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ApiKeyCreated> for super::ApiKeyCreated {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ApiKeyCreated,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    key: value.key?,
+                    prefix: value.prefix?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ApiKeyCreated> for ApiKeyCreated {
+            fn from(value: super::ApiKeyCreated) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    key: Ok(value.key),
+                    prefix: Ok(value.prefix),
                 }
             }
         }
@@ -6892,6 +7778,49 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
         impl ::std::convert::From<super::ListResponseForAgent> for ListResponseForAgent {
             fn from(value: super::ListResponseForAgent) -> Self {
+                Self { items: Ok(value.items) }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ListResponseForApiKey {
+            items: ::std::result::Result<
+                ::std::vec::Vec<super::ApiKey>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ListResponseForApiKey {
+            fn default() -> Self {
+                Self {
+                    items: Err("no value supplied for items".to_string()),
+                }
+            }
+        }
+        impl ListResponseForApiKey {
+            pub fn items<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ApiKey>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.items = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for items: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ListResponseForApiKey>
+        for super::ListResponseForApiKey {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ListResponseForApiKey,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { items: value.items? })
+            }
+        }
+        impl ::std::convert::From<super::ListResponseForApiKey>
+        for ListResponseForApiKey {
+            fn from(value: super::ListResponseForApiKey) -> Self {
                 Self { items: Ok(value.items) }
             }
         }
@@ -9799,6 +10728,8 @@ Every route needs an API key in the `Authorization` header (`Bearer <key>` or th
 
 Errors: a validation failure is a 422 whose `detail` lists every violation as `{loc, msg, type}`; every other error is `{detail, code, request_id}`.
 
+Retries are safe: every POST takes an `Idempotency-Key` header; a repeat with the same key within 24 hours answers the first answer without doing it again.
+
 Version: 0.4.0*/
 pub struct Client {
     pub(crate) baseurl: String,
@@ -9876,8 +10807,12 @@ let response = client.agent_list()
 
 Sends a `POST` request to `/api/agents`
 
+Arguments:
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `body`
 ```ignore
 let response = client.agent_create()
+    .idempotency_key(idempotency_key)
     .body(body)
     .send()
     .await;
@@ -9988,10 +10923,12 @@ Sends a `POST` request to `/api/agents/{id}/docs`
 
 Arguments:
 - `id`: The agent's id.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.agent_doc_create()
     .id(id)
+    .idempotency_key(idempotency_key)
     .body(body)
     .send()
     .await;
@@ -10064,10 +11001,12 @@ Sends a `POST` request to `/api/agents/{id}/search`
 
 Arguments:
 - `id`: The agent's id.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.agent_search()
     .id(id)
+    .idempotency_key(idempotency_key)
     .body(body)
     .send()
     .await;
@@ -10186,10 +11125,12 @@ Sends a `POST` request to `/api/agents/{id}/tools`
 
 Arguments:
 - `id`: The agent's id.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.tool_create()
     .id(id)
+    .idempotency_key(idempotency_key)
     .body(body)
     .send()
     .await;
@@ -10268,6 +11209,52 @@ let response = client.healthz()
     pub fn healthz(&self) -> builder::Healthz<'_> {
         builder::Healthz::new(self)
     }
+    /**List the caller's tenant's API keys, newest first (never the keys themselves)
+
+Sends a `GET` request to `/api/keys`
+
+```ignore
+let response = client.key_list()
+    .send()
+    .await;
+```*/
+    pub fn key_list(&self) -> builder::KeyList<'_> {
+        builder::KeyList::new(self)
+    }
+    /**Create an API key for the caller's tenant
+
+The answer shows the key this once: the service keeps only its hash. It works at once. With an `Idempotency-Key`, a repeat does not create another key, but it cannot show the first one again either: it is a 409 naming it.
+
+Sends a `POST` request to `/api/keys`
+
+Arguments:
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+```ignore
+let response = client.key_create()
+    .idempotency_key(idempotency_key)
+    .send()
+    .await;
+```*/
+    pub fn key_create(&self) -> builder::KeyCreate<'_> {
+        builder::KeyCreate::new(self)
+    }
+    /**Revoke an API key of the caller's tenant
+
+It is refused at once (401) by every later request. The key making this request may revoke itself: this request answers 204, the next one 401. Another tenant's key id is a 404, as a missing one is.
+
+Sends a `DELETE` request to `/api/keys/{key_id}`
+
+Arguments:
+- `key_id`: The key's id (from `GET /api/keys`).
+```ignore
+let response = client.key_delete()
+    .key_id(key_id)
+    .send()
+    .await;
+```*/
+    pub fn key_delete(&self) -> builder::KeyDelete<'_> {
+        builder::KeyDelete::new(self)
+    }
     /**This OpenAPI document (no API key needed)
 
 Sends a `GET` request to `/api/openapi.json`
@@ -10309,8 +11296,12 @@ Send `agent` (one id) or `agents` (a list), not both, and optionally `user` or `
 
 Sends a `POST` request to `/api/sessions`
 
+Arguments:
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `body`
 ```ignore
 let response = client.session_create()
+    .idempotency_key(idempotency_key)
     .body(body)
     .send()
     .await;
@@ -10398,10 +11389,12 @@ Sends a `POST` request to `/api/sessions/{id}/chat`
 
 Arguments:
 - `id`: The session's id.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.session_chat()
     .id(id)
+    .idempotency_key(idempotency_key)
     .body(body)
     .send()
     .await;
@@ -10440,10 +11433,12 @@ Sends a `POST` request to `/api/sessions/{id}/messages`
 
 Arguments:
 - `id`: The session's id.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.message_create()
     .id(id)
+    .idempotency_key(idempotency_key)
     .body(body)
     .send()
     .await;
@@ -10495,8 +11490,12 @@ let response = client.user_list()
 
 Sends a `POST` request to `/api/users`
 
+Arguments:
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `body`
 ```ignore
 let response = client.user_create()
+    .idempotency_key(idempotency_key)
     .body(body)
     .send()
     .await;
@@ -10605,10 +11604,12 @@ Sends a `POST` request to `/api/users/{user_id}/docs`
 
 Arguments:
 - `user_id`: The user's id.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.user_doc_create()
     .user_id(user_id)
+    .idempotency_key(idempotency_key)
     .body(body)
     .send()
     .await;
@@ -10677,10 +11678,12 @@ Sends a `POST` request to `/api/users/{user_id}/search`
 
 Arguments:
 - `user_id`: The user's id.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.user_search()
     .user_id(user_id)
+    .idempotency_key(idempotency_key)
     .body(body)
     .send()
     .await;
@@ -10865,14 +11868,29 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct AgentCreate<'a> {
         client: &'a super::Client,
+        idempotency_key: Result<Option<types::AgentCreateIdempotencyKey>, String>,
         body: Result<types::builder::CreateAgentRequest, String>,
     }
     impl<'a> AgentCreate<'a> {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
+                idempotency_key: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AgentCreateIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `AgentCreateIdempotencyKey` for idempotency_key failed"
+                        .to_string()
+                });
+            self
         }
         pub fn body<V>(mut self, value: V) -> Self
         where
@@ -10902,14 +11920,15 @@ pub mod builder {
         pub async fn send(
             self,
         ) -> Result<ResponseValue<types::Agent>, Error<types::Error>> {
-            let Self { client, body } = self;
+            let Self { client, idempotency_key, body } = self;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
             let body = body
                 .and_then(|v| {
                     types::CreateAgentRequest::try_from(v).map_err(|e| e.to_string())
                 })
                 .map_err(Error::InvalidRequest)?;
             let url = format!("{}/api/agents", client.baseurl,);
-            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
             header_map
                 .append(
                     ::reqwest::header::HeaderName::from_static("api-version"),
@@ -10917,6 +11936,9 @@ pub mod builder {
                         super::Client::api_version(),
                     ),
                 );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
             #[allow(unused_mut)]
             let mut request = client
                 .client
@@ -10945,6 +11967,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -11599,6 +12628,7 @@ pub mod builder {
     pub struct AgentDocCreate<'a> {
         client: &'a super::Client,
         id: Result<::uuid::Uuid, String>,
+        idempotency_key: Result<Option<types::AgentDocCreateIdempotencyKey>, String>,
         body: Result<types::builder::CreateDocRequest, String>,
     }
     impl<'a> AgentDocCreate<'a> {
@@ -11606,6 +12636,7 @@ pub mod builder {
             Self {
                 client: client,
                 id: Err("id was not initialized".to_string()),
+                idempotency_key: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
         }
@@ -11617,6 +12648,19 @@ pub mod builder {
                 .try_into()
                 .map_err(|_| {
                     "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AgentDocCreateIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `AgentDocCreateIdempotencyKey` for idempotency_key failed"
+                        .to_string()
                 });
             self
         }
@@ -11648,8 +12692,9 @@ pub mod builder {
         pub async fn send(
             self,
         ) -> Result<ResponseValue<types::Doc>, Error<types::Error>> {
-            let Self { client, id, body } = self;
+            let Self { client, id, idempotency_key, body } = self;
             let id = id.map_err(Error::InvalidRequest)?;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
             let body = body
                 .and_then(|v| {
                     types::CreateDocRequest::try_from(v).map_err(|e| e.to_string())
@@ -11658,7 +12703,7 @@ pub mod builder {
             let url = format!(
                 "{}/api/agents/{}/docs", client.baseurl, encode_path(& id.to_string()),
             );
-            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
             header_map
                 .append(
                     ::reqwest::header::HeaderName::from_static("api-version"),
@@ -11666,6 +12711,9 @@ pub mod builder {
                         super::Client::api_version(),
                     ),
                 );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
             #[allow(unused_mut)]
             let mut request = client
                 .client
@@ -11694,6 +12742,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -12089,6 +13144,7 @@ pub mod builder {
     pub struct AgentSearch<'a> {
         client: &'a super::Client,
         id: Result<::uuid::Uuid, String>,
+        idempotency_key: Result<Option<types::AgentSearchIdempotencyKey>, String>,
         body: Result<types::builder::SearchRequest, String>,
     }
     impl<'a> AgentSearch<'a> {
@@ -12096,6 +13152,7 @@ pub mod builder {
             Self {
                 client: client,
                 id: Err("id was not initialized".to_string()),
+                idempotency_key: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
         }
@@ -12107,6 +13164,19 @@ pub mod builder {
                 .try_into()
                 .map_err(|_| {
                     "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AgentSearchIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `AgentSearchIdempotencyKey` for idempotency_key failed"
+                        .to_string()
                 });
             self
         }
@@ -12136,8 +13206,9 @@ pub mod builder {
         pub async fn send(
             self,
         ) -> Result<ResponseValue<types::DocSearchResponse>, Error<types::Error>> {
-            let Self { client, id, body } = self;
+            let Self { client, id, idempotency_key, body } = self;
             let id = id.map_err(Error::InvalidRequest)?;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
             let body = body
                 .and_then(|v| {
                     types::SearchRequest::try_from(v).map_err(|e| e.to_string())
@@ -12146,7 +13217,7 @@ pub mod builder {
             let url = format!(
                 "{}/api/agents/{}/search", client.baseurl, encode_path(& id.to_string()),
             );
-            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
             header_map
                 .append(
                     ::reqwest::header::HeaderName::from_static("api-version"),
@@ -12154,6 +13225,9 @@ pub mod builder {
                         super::Client::api_version(),
                     ),
                 );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
             #[allow(unused_mut)]
             let mut request = client
                 .client
@@ -12182,6 +13256,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -12925,6 +14006,7 @@ pub mod builder {
     pub struct ToolCreate<'a> {
         client: &'a super::Client,
         id: Result<::uuid::Uuid, String>,
+        idempotency_key: Result<Option<types::ToolCreateIdempotencyKey>, String>,
         body: Result<types::builder::CreateToolRequest, String>,
     }
     impl<'a> ToolCreate<'a> {
@@ -12932,6 +14014,7 @@ pub mod builder {
             Self {
                 client: client,
                 id: Err("id was not initialized".to_string()),
+                idempotency_key: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
         }
@@ -12943,6 +14026,19 @@ pub mod builder {
                 .try_into()
                 .map_err(|_| {
                     "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ToolCreateIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `ToolCreateIdempotencyKey` for idempotency_key failed"
+                        .to_string()
                 });
             self
         }
@@ -12974,8 +14070,9 @@ pub mod builder {
         pub async fn send(
             self,
         ) -> Result<ResponseValue<types::Tool>, Error<types::Error>> {
-            let Self { client, id, body } = self;
+            let Self { client, id, idempotency_key, body } = self;
             let id = id.map_err(Error::InvalidRequest)?;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
             let body = body
                 .and_then(|v| {
                     types::CreateToolRequest::try_from(v).map_err(|e| e.to_string())
@@ -12984,7 +14081,7 @@ pub mod builder {
             let url = format!(
                 "{}/api/agents/{}/tools", client.baseurl, encode_path(& id.to_string()),
             );
-            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
             header_map
                 .append(
                     ::reqwest::header::HeaderName::from_static("api-version"),
@@ -12992,6 +14089,9 @@ pub mod builder {
                         super::Client::api_version(),
                     ),
                 );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
             #[allow(unused_mut)]
             let mut request = client
                 .client
@@ -13020,6 +14120,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -13495,6 +14602,278 @@ pub mod builder {
             }
         }
     }
+    /**Builder for [`Client::key_list`]
+
+[`Client::key_list`]: super::Client::key_list*/
+    #[derive(Debug, Clone)]
+    pub struct KeyList<'a> {
+        client: &'a super::Client,
+    }
+    impl<'a> KeyList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self { client: client }
+        }
+        ///Sends a `GET` request to `/api/keys`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ListResponseForApiKey>, Error<types::Error>> {
+            let Self { client } = self;
+            let url = format!("{}/api/keys", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "key_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::key_create`]
+
+[`Client::key_create`]: super::Client::key_create*/
+    #[derive(Debug, Clone)]
+    pub struct KeyCreate<'a> {
+        client: &'a super::Client,
+        idempotency_key: Result<Option<types::KeyCreateIdempotencyKey>, String>,
+    }
+    impl<'a> KeyCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                idempotency_key: Ok(None),
+            }
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::KeyCreateIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `KeyCreateIdempotencyKey` for idempotency_key failed"
+                        .to_string()
+                });
+            self
+        }
+        ///Sends a `POST` request to `/api/keys`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ApiKeyCreated>, Error<types::Error>> {
+            let Self { client, idempotency_key } = self;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/keys", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "key_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::key_delete`]
+
+[`Client::key_delete`]: super::Client::key_delete*/
+    #[derive(Debug, Clone)]
+    pub struct KeyDelete<'a> {
+        client: &'a super::Client,
+        key_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> KeyDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                key_id: Err("key_id was not initialized".to_string()),
+            }
+        }
+        pub fn key_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.key_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for key_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `DELETE` request to `/api/keys/{key_id}`
+        pub async fn send(self) -> Result<ResponseValue<()>, Error<types::Error>> {
+            let Self { client, key_id } = self;
+            let key_id = key_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/keys/{}", client.baseurl, encode_path(& key_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "key_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                204u16 => Ok(ResponseValue::empty(response)),
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
     /**Builder for [`Client::openapi_document`]
 
 [`Client::openapi_document`]: super::Client::openapi_document*/
@@ -13727,14 +15106,29 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct SessionCreate<'a> {
         client: &'a super::Client,
+        idempotency_key: Result<Option<types::SessionCreateIdempotencyKey>, String>,
         body: Result<types::builder::CreateSessionRequest, String>,
     }
     impl<'a> SessionCreate<'a> {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
+                idempotency_key: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SessionCreateIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `SessionCreateIdempotencyKey` for idempotency_key failed"
+                        .to_string()
+                });
+            self
         }
         pub fn body<V>(mut self, value: V) -> Self
         where
@@ -13766,14 +15160,15 @@ pub mod builder {
         pub async fn send(
             self,
         ) -> Result<ResponseValue<types::Session>, Error<types::Error>> {
-            let Self { client, body } = self;
+            let Self { client, idempotency_key, body } = self;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
             let body = body
                 .and_then(|v| {
                     types::CreateSessionRequest::try_from(v).map_err(|e| e.to_string())
                 })
                 .map_err(Error::InvalidRequest)?;
             let url = format!("{}/api/sessions", client.baseurl,);
-            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
             header_map
                 .append(
                     ::reqwest::header::HeaderName::from_static("api-version"),
@@ -13781,6 +15176,9 @@ pub mod builder {
                         super::Client::api_version(),
                     ),
                 );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
             #[allow(unused_mut)]
             let mut request = client
                 .client
@@ -13809,6 +15207,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -14282,6 +15687,7 @@ pub mod builder {
     pub struct SessionChat<'a> {
         client: &'a super::Client,
         id: Result<::uuid::Uuid, String>,
+        idempotency_key: Result<Option<types::SessionChatIdempotencyKey>, String>,
         body: Result<types::builder::ChatRequest, String>,
     }
     impl<'a> SessionChat<'a> {
@@ -14289,6 +15695,7 @@ pub mod builder {
             Self {
                 client: client,
                 id: Err("id was not initialized".to_string()),
+                idempotency_key: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
         }
@@ -14300,6 +15707,19 @@ pub mod builder {
                 .try_into()
                 .map_err(|_| {
                     "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SessionChatIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `SessionChatIdempotencyKey` for idempotency_key failed"
+                        .to_string()
                 });
             self
         }
@@ -14329,15 +15749,16 @@ pub mod builder {
         pub async fn send(
             self,
         ) -> Result<ResponseValue<types::ChatResponse>, Error<types::Error>> {
-            let Self { client, id, body } = self;
+            let Self { client, id, idempotency_key, body } = self;
             let id = id.map_err(Error::InvalidRequest)?;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
             let body = body
                 .and_then(|v| types::ChatRequest::try_from(v).map_err(|e| e.to_string()))
                 .map_err(Error::InvalidRequest)?;
             let url = format!(
                 "{}/api/sessions/{}/chat", client.baseurl, encode_path(& id.to_string()),
             );
-            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
             header_map
                 .append(
                     ::reqwest::header::HeaderName::from_static("api-version"),
@@ -14345,6 +15766,9 @@ pub mod builder {
                         super::Client::api_version(),
                     ),
                 );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
             #[allow(unused_mut)]
             let mut request = client
                 .client
@@ -14373,6 +15797,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -14568,6 +15999,7 @@ pub mod builder {
     pub struct MessageCreate<'a> {
         client: &'a super::Client,
         id: Result<::uuid::Uuid, String>,
+        idempotency_key: Result<Option<types::MessageCreateIdempotencyKey>, String>,
         body: Result<types::builder::CreateMessageRequest, String>,
     }
     impl<'a> MessageCreate<'a> {
@@ -14575,6 +16007,7 @@ pub mod builder {
             Self {
                 client: client,
                 id: Err("id was not initialized".to_string()),
+                idempotency_key: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
         }
@@ -14586,6 +16019,19 @@ pub mod builder {
                 .try_into()
                 .map_err(|_| {
                     "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::MessageCreateIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `MessageCreateIdempotencyKey` for idempotency_key failed"
+                        .to_string()
                 });
             self
         }
@@ -14619,8 +16065,9 @@ pub mod builder {
         pub async fn send(
             self,
         ) -> Result<ResponseValue<types::Message>, Error<types::Error>> {
-            let Self { client, id, body } = self;
+            let Self { client, id, idempotency_key, body } = self;
             let id = id.map_err(Error::InvalidRequest)?;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
             let body = body
                 .and_then(|v| {
                     types::CreateMessageRequest::try_from(v).map_err(|e| e.to_string())
@@ -14630,7 +16077,7 @@ pub mod builder {
                 "{}/api/sessions/{}/messages", client.baseurl, encode_path(& id
                 .to_string()),
             );
-            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
             header_map
                 .append(
                     ::reqwest::header::HeaderName::from_static("api-version"),
@@ -14638,6 +16085,9 @@ pub mod builder {
                         super::Client::api_version(),
                     ),
                 );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
             #[allow(unused_mut)]
             let mut request = client
                 .client
@@ -14666,6 +16116,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -14952,14 +16409,29 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct UserCreate<'a> {
         client: &'a super::Client,
+        idempotency_key: Result<Option<types::UserCreateIdempotencyKey>, String>,
         body: Result<types::builder::CreateUserRequest, String>,
     }
     impl<'a> UserCreate<'a> {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
+                idempotency_key: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::UserCreateIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `UserCreateIdempotencyKey` for idempotency_key failed"
+                        .to_string()
+                });
+            self
         }
         pub fn body<V>(mut self, value: V) -> Self
         where
@@ -14989,14 +16461,15 @@ pub mod builder {
         pub async fn send(
             self,
         ) -> Result<ResponseValue<types::User>, Error<types::Error>> {
-            let Self { client, body } = self;
+            let Self { client, idempotency_key, body } = self;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
             let body = body
                 .and_then(|v| {
                     types::CreateUserRequest::try_from(v).map_err(|e| e.to_string())
                 })
                 .map_err(Error::InvalidRequest)?;
             let url = format!("{}/api/users", client.baseurl,);
-            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
             header_map
                 .append(
                     ::reqwest::header::HeaderName::from_static("api-version"),
@@ -15004,6 +16477,9 @@ pub mod builder {
                         super::Client::api_version(),
                     ),
                 );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
             #[allow(unused_mut)]
             let mut request = client
                 .client
@@ -15032,6 +16508,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -15687,6 +17170,7 @@ pub mod builder {
     pub struct UserDocCreate<'a> {
         client: &'a super::Client,
         user_id: Result<::uuid::Uuid, String>,
+        idempotency_key: Result<Option<types::UserDocCreateIdempotencyKey>, String>,
         body: Result<types::builder::CreateDocRequest, String>,
     }
     impl<'a> UserDocCreate<'a> {
@@ -15694,6 +17178,7 @@ pub mod builder {
             Self {
                 client: client,
                 user_id: Err("user_id was not initialized".to_string()),
+                idempotency_key: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
         }
@@ -15705,6 +17190,19 @@ pub mod builder {
                 .try_into()
                 .map_err(|_| {
                     "conversion to `:: uuid :: Uuid` for user_id failed".to_string()
+                });
+            self
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::UserDocCreateIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `UserDocCreateIdempotencyKey` for idempotency_key failed"
+                        .to_string()
                 });
             self
         }
@@ -15736,8 +17234,9 @@ pub mod builder {
         pub async fn send(
             self,
         ) -> Result<ResponseValue<types::Doc>, Error<types::Error>> {
-            let Self { client, user_id, body } = self;
+            let Self { client, user_id, idempotency_key, body } = self;
             let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
             let body = body
                 .and_then(|v| {
                     types::CreateDocRequest::try_from(v).map_err(|e| e.to_string())
@@ -15747,7 +17246,7 @@ pub mod builder {
                 "{}/api/users/{}/docs", client.baseurl, encode_path(& user_id
                 .to_string()),
             );
-            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
             header_map
                 .append(
                     ::reqwest::header::HeaderName::from_static("api-version"),
@@ -15755,6 +17254,9 @@ pub mod builder {
                         super::Client::api_version(),
                     ),
                 );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
             #[allow(unused_mut)]
             let mut request = client
                 .client
@@ -15783,6 +17285,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -16179,6 +17688,7 @@ pub mod builder {
     pub struct UserSearch<'a> {
         client: &'a super::Client,
         user_id: Result<::uuid::Uuid, String>,
+        idempotency_key: Result<Option<types::UserSearchIdempotencyKey>, String>,
         body: Result<types::builder::SearchRequest, String>,
     }
     impl<'a> UserSearch<'a> {
@@ -16186,6 +17696,7 @@ pub mod builder {
             Self {
                 client: client,
                 user_id: Err("user_id was not initialized".to_string()),
+                idempotency_key: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
         }
@@ -16197,6 +17708,19 @@ pub mod builder {
                 .try_into()
                 .map_err(|_| {
                     "conversion to `:: uuid :: Uuid` for user_id failed".to_string()
+                });
+            self
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::UserSearchIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `UserSearchIdempotencyKey` for idempotency_key failed"
+                        .to_string()
                 });
             self
         }
@@ -16226,8 +17750,9 @@ pub mod builder {
         pub async fn send(
             self,
         ) -> Result<ResponseValue<types::DocSearchResponse>, Error<types::Error>> {
-            let Self { client, user_id, body } = self;
+            let Self { client, user_id, idempotency_key, body } = self;
             let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
             let body = body
                 .and_then(|v| {
                     types::SearchRequest::try_from(v).map_err(|e| e.to_string())
@@ -16237,7 +17762,7 @@ pub mod builder {
                 "{}/api/users/{}/search", client.baseurl, encode_path(& user_id
                 .to_string()),
             );
-            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
             header_map
                 .append(
                     ::reqwest::header::HeaderName::from_static("api-version"),
@@ -16245,6 +17770,9 @@ pub mod builder {
                         super::Client::api_version(),
                     ),
                 );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
             #[allow(unused_mut)]
             let mut request = client
                 .client
@@ -16273,6 +17801,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,

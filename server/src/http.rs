@@ -6,6 +6,9 @@
 use std::future::Future;
 
 use dropshot::{ErrorStatusCode, HttpResponseCreated, HttpResponseDeleted, HttpResponseOk, RequestContext};
+use http::StatusCode;
+use schemars::JsonSchema;
+use serde::Serialize;
 use serde_json::Value;
 use slog::error;
 
@@ -15,6 +18,7 @@ use crate::api::types_sessions::*;
 use crate::api::types_tasks::*;
 use crate::api::types_tools::*;
 use crate::api::*;
+use crate::app::idempotency::{self, Begun, Remembered};
 use crate::app::{self, App, Tenant};
 use crate::store;
 
@@ -58,13 +62,103 @@ where
     };
     match op(rqctx.context().app.clone(), tenant).await {
         Ok(r) => Ok(Reply::Ok(r)),
-        Err(e) => {
-            if let app::Error::Internal(m) = &e {
-                error!(rqctx.log, "internal error"; "error" => m.as_str());
-            }
-            Ok(Reply::Err(ApiError::from_domain(e, &rqctx.request_id)))
+        Err(e) => Ok(Reply::Err(domain_error(rqctx, e))),
+    }
+}
+
+fn domain_error(rqctx: &RequestContext<Ctx>, e: app::Error) -> ApiError {
+    if let app::Error::Internal(m) = &e {
+        error!(rqctx.log, "internal error"; "error" => m.as_str());
+    }
+    ApiError::from_domain(e, &rqctx.request_id)
+}
+
+/// A success answer of a POST, as remembered with its `Idempotency-Key`.
+trait Replayable {
+    /// The status of the success.
+    const STATUS: StatusCode;
+    /// The JSON body, or `None` for an answer that is not replayed (a stream).
+    fn json(&self) -> Option<String>;
+}
+
+impl<T: Serialize + JsonSchema + Send + Sync + 'static> Replayable for HttpResponseCreated<T> {
+    const STATUS: StatusCode = StatusCode::CREATED;
+    fn json(&self) -> Option<String> {
+        serde_json::to_string(&self.0).ok()
+    }
+}
+
+impl<T: Serialize + JsonSchema + Send + Sync + 'static> Replayable for HttpResponseOk<T> {
+    const STATUS: StatusCode = StatusCode::OK;
+    fn json(&self) -> Option<String> {
+        serde_json::to_string(&self.0).ok()
+    }
+}
+
+impl Replayable for ChatAnswer {
+    const STATUS: StatusCode = StatusCode::OK;
+    fn json(&self) -> Option<String> {
+        match self {
+            ChatAnswer::Json(r) => serde_json::to_string(r).ok(),
+            ChatAnswer::Stream(_) => None,
         }
     }
+}
+
+/// [`run`] for a POST, honouring its `Idempotency-Key` (see [`app::idempotency`]):
+/// a repeat answers the remembered answer, a new request runs under a claim that
+/// its write commits with. `body` is the digest of the request body;
+/// `withheld`, for an answer that must not be stored (it shows a secret), says
+/// what a repeat is told instead (a 409).
+async fn run_once<R, F, Fut>(
+    rqctx: &RequestContext<Ctx>,
+    key: IdempotencyKey,
+    body: Option<[u8; 32]>,
+    withheld: Option<fn(&R) -> String>,
+    op: F,
+) -> Result<Reply<R>, ApiError>
+where
+    R: Replayable,
+    F: FnOnce(App, Tenant) -> Fut,
+    Fut: Future<Output = app::Result<R>>,
+{
+    let Some(key) = key.0 else { return run(rqctx, op).await };
+    let tenant = match authenticate(rqctx) {
+        Ok(t) => t,
+        Err(e) => return Ok(Reply::Err(e)),
+    };
+    let app = rqctx.context().app.clone();
+    let (method, path) = (rqctx.request.method().as_str(), rqctx.request.uri().path());
+    let fingerprint = idempotency::fingerprint(method, path, body.as_ref().map_or(&[][..], |d| &d[..]));
+    let begun =
+        app.idempotency_begin(tenant, &key, format!("{method} {path}"), fingerprint, R::STATUS.as_u16());
+    let (claim, _queue) = match begun.await {
+        Err(e) => return Ok(Reply::Err(domain_error(rqctx, e))),
+        Ok(Begun::Replay(Remembered::Answer { status, body })) => {
+            let status = StatusCode::from_u16(status).unwrap_or(R::STATUS);
+            return Ok(Reply::Replayed { status, body });
+        }
+        Ok(Begun::Replay(Remembered::Withheld { detail })) => {
+            return Ok(Reply::Err(domain_error(rqctx, app::Error::Conflict(detail))));
+        }
+        Ok(Begun::Fresh(claim, queue)) => (claim, queue),
+    };
+    let answer = match claim.scope(op(app.clone(), tenant)).await {
+        Ok(r) => r,
+        Err(e) => return Ok(Reply::Err(domain_error(rqctx, e))),
+    };
+    let remembered = match withheld {
+        Some(detail) => Some(Remembered::Withheld { detail: detail(&answer) }),
+        None => answer.json().map(|body| Remembered::Answer { status: R::STATUS.as_u16(), body }),
+    };
+    if let Some(remembered) = remembered
+        && let Err(e) = app.idempotency_save(&claim, remembered).await
+    {
+        // It answers anyway: it wrote nothing else, so a repeat runs it again.
+        error!(rqctx.log, "the answer of a request with an Idempotency-Key was not remembered";
+            "error" => e.to_string());
+    }
+    Ok(Reply::Ok(answer))
 }
 
 pub fn list_query(p: &ListParams) -> store::ListQuery {
@@ -94,9 +188,57 @@ impl AgentPlatformApi for Impl {
         Ok(Reply::Ok(HttpResponseOk(rqctx.context().spec.clone())))
     }
 
-    async fn user_create(rqctx: RequestContext<Ctx>, body: JsonBody<CreateUserRequest>) -> Created<User> {
-        let body = body.into_inner();
-        run(&rqctx, |app, t| async move { app.user_create(t, body).await.map(HttpResponseCreated) }).await
+    async fn key_create(rqctx: RequestContext<Ctx>, key: IdempotencyKey) -> Created<ApiKeyCreated> {
+        // The answer carries the key, which is never stored: a repeat cannot show it.
+        fn withheld(created: &HttpResponseCreated<ApiKeyCreated>) -> String {
+            let k = &created.0;
+            format!(
+                "the API key {} (prefix {}) was created by an earlier request with this \
+                 Idempotency-Key; a key is shown only once: use it, or delete it if it was lost \
+                 and create another",
+                k.id, k.prefix
+            )
+        }
+        run_once(&rqctx, key, None, Some(withheld), |app, t| async move {
+            let (key, info) = app.tenant_key_create(t).await?;
+            let created =
+                ApiKeyCreated { id: info.id, key, prefix: info.prefix, created_at: info.created_at };
+            Ok(HttpResponseCreated(created))
+        })
+        .await
+    }
+
+    async fn key_list(rqctx: RequestContext<Ctx>) -> Ok200<ListResponse<ApiKey>> {
+        run(&rqctx, |app, t| async move {
+            let items = app.tenant_key_list(t)?;
+            let items = items
+                .into_iter()
+                .map(|k| ApiKey { id: k.id, prefix: k.prefix, created_at: k.created_at })
+                .collect();
+            Ok(HttpResponseOk(ListResponse { items }))
+        })
+        .await
+    }
+
+    async fn key_delete(rqctx: RequestContext<Ctx>, path: PathParams<KeyPath>) -> Deleted {
+        let id = path.into_inner().key_id;
+        run(
+            &rqctx,
+            |app, t| async move { app.tenant_key_revoke(t, id).await.map(|()| HttpResponseDeleted()) },
+        )
+        .await
+    }
+
+    async fn user_create(
+        rqctx: RequestContext<Ctx>,
+        key: IdempotencyKey,
+        body: JsonBody<CreateUserRequest>,
+    ) -> Created<User> {
+        let (body, digest) = body.into_parts();
+        run_once(&rqctx, key, digest, None, |app, t| async move {
+            app.user_create(t, body).await.map(HttpResponseCreated)
+        })
+        .await
     }
 
     async fn user_list(
@@ -139,9 +281,16 @@ impl AgentPlatformApi for Impl {
             .await
     }
 
-    async fn agent_create(rqctx: RequestContext<Ctx>, body: JsonBody<CreateAgentRequest>) -> Created<Agent> {
-        let body = body.into_inner();
-        run(&rqctx, |app, t| async move { app.agent_create(t, body).await.map(HttpResponseCreated) }).await
+    async fn agent_create(
+        rqctx: RequestContext<Ctx>,
+        key: IdempotencyKey,
+        body: JsonBody<CreateAgentRequest>,
+    ) -> Created<Agent> {
+        let (body, digest) = body.into_parts();
+        run_once(&rqctx, key, digest, None, |app, t| async move {
+            app.agent_create(t, body).await.map(HttpResponseCreated)
+        })
+        .await
     }
 
     async fn agent_list(
@@ -186,10 +335,14 @@ impl AgentPlatformApi for Impl {
 
     async fn session_create(
         rqctx: RequestContext<Ctx>,
+        key: IdempotencyKey,
         body: JsonBody<CreateSessionRequest>,
     ) -> Created<Session> {
-        let body = body.into_inner();
-        run(&rqctx, |app, t| async move { app.session_create(t, body).await.map(HttpResponseCreated) }).await
+        let (body, digest) = body.into_parts();
+        run_once(&rqctx, key, digest, None, |app, t| async move {
+            app.session_create(t, body).await.map(HttpResponseCreated)
+        })
+        .await
     }
 
     async fn session_list(
@@ -248,23 +401,31 @@ impl AgentPlatformApi for Impl {
     async fn message_create(
         rqctx: RequestContext<Ctx>,
         path: PathParams<SessionPath>,
+        key: IdempotencyKey,
         body: JsonBody<CreateMessageRequest>,
     ) -> Created<Message> {
-        let (id, body) = (path.into_inner().id, body.into_inner());
-        run(&rqctx, |app, t| async move { app.message_create(t, id, body).await.map(HttpResponseCreated) })
-            .await
+        let (id, (body, digest)) = (path.into_inner().id, body.into_parts());
+        run_once(&rqctx, key, digest, None, |app, t| async move {
+            app.message_create(t, id, body).await.map(HttpResponseCreated)
+        })
+        .await
     }
 
     async fn session_chat(
         rqctx: RequestContext<Ctx>,
         path: PathParams<SessionPath>,
+        key: IdempotencyKey,
         body: JsonBody<ChatRequest>,
     ) -> Result<Reply<ChatAnswer>, ApiError> {
-        let (id, body) = (path.into_inner().id, body.into_inner());
+        let (id, (body, digest)) = (path.into_inner().id, body.into_parts());
         if body.stream {
+            // A stream is not replayed (see the operation's description): it runs again.
             run(&rqctx, |app, t| async move { crate::http_stream::chat_stream(app, t, id, body).await }).await
         } else {
-            run(&rqctx, |app, t| async move { app.chat(t, id, body).await.map(ChatAnswer::Json) }).await
+            run_once(&rqctx, key, digest, None, |app, t| async move {
+                app.chat(t, id, body).await.map(ChatAnswer::Json)
+            })
+            .await
         }
     }
 
@@ -282,11 +443,14 @@ impl AgentPlatformApi for Impl {
     async fn tool_create(
         rqctx: RequestContext<Ctx>,
         path: PathParams<AgentPath>,
+        key: IdempotencyKey,
         body: JsonBody<CreateToolRequest>,
     ) -> Created<Tool> {
-        let (agent, body) = (path.into_inner().id, body.into_inner());
-        run(&rqctx, |app, t| async move { app.tool_create(t, agent, body).await.map(HttpResponseCreated) })
-            .await
+        let (agent, (body, digest)) = (path.into_inner().id, body.into_parts());
+        run_once(&rqctx, key, digest, None, |app, t| async move {
+            app.tool_create(t, agent, body).await.map(HttpResponseCreated)
+        })
+        .await
     }
 
     async fn tool_list(
@@ -373,9 +537,10 @@ impl AgentPlatformApi for Impl {
     async fn agent_doc_create(
         rqctx: RequestContext<Ctx>,
         path: PathParams<AgentPath>,
+        key: IdempotencyKey,
         body: JsonBody<CreateDocRequest>,
     ) -> Created<Doc> {
-        doc_create(&rqctx, agent(path.into_inner().id), body.into_inner()).await
+        doc_create(&rqctx, agent(path.into_inner().id), key, body).await
     }
 
     async fn agent_doc_list(
@@ -407,17 +572,19 @@ impl AgentPlatformApi for Impl {
     async fn agent_search(
         rqctx: RequestContext<Ctx>,
         path: PathParams<AgentPath>,
+        key: IdempotencyKey,
         body: JsonBody<SearchRequest>,
     ) -> Ok200<DocSearchResponse> {
-        doc_search(&rqctx, agent(path.into_inner().id), body.into_inner()).await
+        doc_search_post(&rqctx, agent(path.into_inner().id), key, body).await
     }
 
     async fn user_doc_create(
         rqctx: RequestContext<Ctx>,
         path: PathParams<UserPath>,
+        key: IdempotencyKey,
         body: JsonBody<CreateDocRequest>,
     ) -> Created<Doc> {
-        doc_create(&rqctx, user(path.into_inner().user_id), body.into_inner()).await
+        doc_create(&rqctx, user(path.into_inner().user_id), key, body).await
     }
 
     async fn user_doc_list(
@@ -449,9 +616,10 @@ impl AgentPlatformApi for Impl {
     async fn user_search(
         rqctx: RequestContext<Ctx>,
         path: PathParams<UserPath>,
+        key: IdempotencyKey,
         body: JsonBody<SearchRequest>,
     ) -> Ok200<DocSearchResponse> {
-        doc_search(&rqctx, user(path.into_inner().user_id), body.into_inner()).await
+        doc_search_post(&rqctx, user(path.into_inner().user_id), key, body).await
     }
 }
 
@@ -465,8 +633,17 @@ fn user(id: uuid::Uuid) -> DocOwner {
     DocOwner { id, role: OwnerRole::User }
 }
 
-async fn doc_create(rqctx: &RequestContext<Ctx>, owner: DocOwner, body: CreateDocRequest) -> Created<Doc> {
-    run(rqctx, |app, t| async move { app.doc_create(t, owner, body).await.map(HttpResponseCreated) }).await
+async fn doc_create(
+    rqctx: &RequestContext<Ctx>,
+    owner: DocOwner,
+    key: IdempotencyKey,
+    body: JsonBody<CreateDocRequest>,
+) -> Created<Doc> {
+    let (body, digest) = body.into_parts();
+    run_once(rqctx, key, digest, None, |app, t| async move {
+        app.doc_create(t, owner, body).await.map(HttpResponseCreated)
+    })
+    .await
 }
 
 async fn doc_list(rqctx: &RequestContext<Ctx>, owner: DocOwner, p: ListParams) -> Ok200<ListResponse<Doc>> {
@@ -492,4 +669,17 @@ async fn doc_search(
     req: SearchRequest,
 ) -> Ok200<DocSearchResponse> {
     run(rqctx, |app, t| async move { app.doc_search(t, owner, req).await.map(HttpResponseOk) }).await
+}
+
+async fn doc_search_post(
+    rqctx: &RequestContext<Ctx>,
+    owner: DocOwner,
+    key: IdempotencyKey,
+    body: JsonBody<SearchRequest>,
+) -> Ok200<DocSearchResponse> {
+    let (req, digest) = body.into_parts();
+    run_once(rqctx, key, digest, None, |app, t| async move {
+        app.doc_search(t, owner, req).await.map(HttpResponseOk)
+    })
+    .await
 }

@@ -71,7 +71,7 @@ pub async fn chat_stream(app: App, t: Tenant, session: Uuid, req: ChatRequest) -
         }
         let usage = usage_of(&prepared, acc.usage(), acc.content());
         let answer = acc.finish();
-        if let Err(e) = app.chat_save(&prepared, &answer).await {
+        if let Err(e) = app.chat_save(&prepared, &answer, None).await {
             let data = json!({"error": {"message": e.to_string(), "code": "internal"}});
             let _ = tx.send(event(&data.to_string())).await;
             return;

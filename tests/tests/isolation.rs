@@ -46,6 +46,8 @@ struct Records {
     task: Uuid,
     agent_doc: Uuid,
     user_doc: Uuid,
+    /// An API key of the tenant other than `key`.
+    api_key: Uuid,
 }
 
 impl Records {
@@ -92,6 +94,9 @@ impl Records {
         let doc = json!({"title": format!("doc of {tag}"), "content": [words], "embeddings": [vector]});
         let agent_doc = post("POST", format!("/api/agents/{agent}/docs"), doc.clone(), 201).await;
         let user_doc = post("POST", format!("/api/users/{user}/docs"), doc, 201).await;
+        let created = call(s, key, "POST", "/api/keys", None).await;
+        assert_eq!(created.status, 201, "POST /api/keys: {}", created.body);
+        let api_key = id_of(&created);
         Records {
             key: key.to_owned(),
             tag,
@@ -104,11 +109,13 @@ impl Records {
             task,
             agent_doc,
             user_doc,
+            api_key,
         }
     }
 
-    fn all_ids(&self) -> [Uuid; 8] {
+    fn all_ids(&self) -> [Uuid; 9] {
         [
+            self.api_key,
             self.user,
             self.agent,
             self.session,
@@ -130,6 +137,7 @@ impl Records {
             ("users", "docs") => self.user_doc,
             ("agents", "tools") => self.tool,
             ("agents", "tasks") => self.task,
+            ("keys", "keys") => self.api_key,
             _ => panic!("no record for a {collection} id under /api/{root}: add one to `Records`"),
         }
     }
@@ -254,6 +262,7 @@ fn sweep_table() -> BTreeMap<&'static str, Vec<Call>> {
         ("user_doc_delete", vec![plain()]),
         ("user_search_text", text_search()),
         ("user_search", search()),
+        ("key_delete", vec![plain()]),
     ])
 }
 
@@ -297,6 +306,7 @@ fn id_operations() -> Vec<Op> {
 async fn snapshot(s: &TestServer, r: &Records) -> Value {
     let (a, u, se) = (r.agent, r.user, r.session);
     let mut reads = vec![
+        "/api/keys".to_owned(),
         "/api/users".to_owned(),
         "/api/agents".to_owned(),
         "/api/sessions".to_owned(),
@@ -471,6 +481,11 @@ async fn sees_only_its_own(s: &TestServer, me: &Records, them: &Records) {
     }
     let r = call(s, &me.key, "GET", &format!("/api/sessions/{se}/tools"), None).await;
     check(format!("GET /api/sessions/{se}/tools"), r, "items", BTreeSet::from([me.tool]));
+    // Keys: the caller's own two (the one it calls with, and `api_key`).
+    let r = call(s, &me.key, "GET", "/api/keys", None).await;
+    let mine = ids_in(&r.body, "items");
+    assert!(mine.len() == 2 && mine.contains(&me.api_key), "GET /api/keys as tenant {}: {}", me.tag, r.body);
+    check("GET /api/keys".into(), r, "items", mine);
 
     // Searches, with their words and their vector: my own doc matches too (the
     // shared words, a vector not orthogonal to theirs), theirs never.

@@ -1,26 +1,34 @@
 //! Extractors for path, query and JSON body that validate against the type's
 //! schema (see [`super::validate`]) and report every violation as a 422 naming
 //! the field. Their OpenAPI metadata is dropshot's own `Path`/`Query`/`TypedBody`,
-//! so the spec shows exactly the types these extractors enforce.
+//! so the spec shows exactly the types these extractors enforce. The
+//! `Idempotency-Key` header of POSTs is validated the same way ([`IdempotencyKey`]).
 
 use async_trait::async_trait;
 use dropshot::{
-    ApiEndpointBodyContentType, ErrorStatusCode, ExclusiveExtractor, ExtractorMetadata, HttpError, Path,
-    Query, RequestContext, ServerContext, SharedExtractor, TypedBody, UntypedBody,
+    ApiEndpointBodyContentType, ErrorStatusCode, ExclusiveExtractor, ExtractorMetadata, Header, HttpError,
+    Path, Query, RequestContext, ServerContext, SharedExtractor, TypedBody, UntypedBody,
 };
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::error::{ApiError, Issue, LocPart};
+use super::types::IdempotencyHeader;
 use super::validate::{Check, Source, coerce_params, validate_value};
 
 /// Path parameters of type `T`, validated.
 pub struct PathParams<T>(pub T);
 /// Query parameters of type `T`, validated.
 pub struct QueryParams<T>(pub T);
-/// A JSON request body of type `T`, validated.
-pub struct JsonBody<T>(pub T);
+/// A JSON request body of type `T`, validated; with the SHA-256 of its bytes
+/// when the request carries an `Idempotency-Key` (what "the same body" means).
+pub struct JsonBody<T> {
+    value: T,
+    digest: Option<[u8; 32]>,
+}
+/// The validated `Idempotency-Key` header of a POST, if it was sent.
+pub struct IdempotencyKey(pub Option<String>);
 
 impl<T> PathParams<T> {
     pub fn into_inner(self) -> T {
@@ -34,7 +42,18 @@ impl<T> QueryParams<T> {
 }
 impl<T> JsonBody<T> {
     pub fn into_inner(self) -> T {
-        self.0
+        self.value
+    }
+
+    /// The SHA-256 of the body's bytes, taken only when the request carries an
+    /// `Idempotency-Key` (so other requests do not pay for it).
+    pub fn digest(&self) -> Option<[u8; 32]> {
+        self.digest
+    }
+
+    /// The value and the digest.
+    pub fn into_parts(self) -> (T, Option<[u8; 32]>) {
+        (self.value, self.digest)
     }
 }
 
@@ -109,6 +128,7 @@ where
                 ));
             }
         }
+        let keyed = request.headers().contains_key(IDEMPOTENCY_KEY);
         let body = UntypedBody::from_request(rqctx, request).await.map_err(|e| {
             if e.external_message.contains("exceeded maximum size") {
                 ApiError::http_error(
@@ -125,6 +145,7 @@ where
             }
         })?;
         let bytes = body.as_bytes();
+        let digest = keyed.then(|| <sha2::Sha256 as sha2::Digest>::digest(bytes).into());
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Err(ApiError::validation_http_error(vec![issue(
                 Source::Body,
@@ -139,10 +160,43 @@ where
                 &format!("JSON decode error: {e}"),
             )])
         })?;
-        validate_value::<T>(Source::Body, &value).map(JsonBody).map_err(ApiError::validation_http_error)
+        validate_value::<T>(Source::Body, &value)
+            .map(|value| JsonBody { value, digest })
+            .map_err(ApiError::validation_http_error)
     }
 
     fn metadata(ct: ApiEndpointBodyContentType) -> ExtractorMetadata {
         <TypedBody<T> as ExclusiveExtractor>::metadata(ct)
+    }
+}
+
+/// The header's name, as `loc` names it.
+pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
+
+#[async_trait]
+impl SharedExtractor for IdempotencyKey {
+    async fn from_request<C: ServerContext>(rqctx: &RequestContext<C>) -> Result<Self, HttpError> {
+        let mut sent = rqctx.request.headers().get_all(IDEMPOTENCY_KEY).iter();
+        let Some(first) = sent.next() else { return Ok(IdempotencyKey(None)) };
+        let header_issue = |kind: &str, msg: &str| {
+            let mut i = issue(Source::Header, kind, msg);
+            i.loc.push(LocPart::Key(IDEMPOTENCY_KEY.into()));
+            ApiError::validation_http_error(vec![i])
+        };
+        if sent.next().is_some() {
+            return Err(header_issue("value_error", "send one Idempotency-Key header, not several"));
+        }
+        let text = first.to_str().map_err(|_| {
+            header_issue("string_pattern_mismatch", "the Idempotency-Key must be printable ASCII characters")
+        })?;
+        // The bounds and pattern are the ones the spec publishes, on `IdempotencyHeader`.
+        let value = serde_json::json!({ IDEMPOTENCY_KEY: text });
+        validate_value::<IdempotencyHeader>(Source::Header, &value)
+            .map(|h| IdempotencyKey(h.idempotency_key))
+            .map_err(ApiError::validation_http_error)
+    }
+
+    fn metadata(ct: ApiEndpointBodyContentType) -> ExtractorMetadata {
+        <Header<IdempotencyHeader> as SharedExtractor>::metadata(ct)
     }
 }

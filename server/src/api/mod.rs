@@ -18,7 +18,7 @@ use dropshot::{HttpResponseCreated, HttpResponseDeleted, HttpResponseOk, Request
 use serde_json::{Value, json};
 
 pub use error::ApiError;
-pub use extract::{JsonBody, PathParams, QueryParams};
+pub use extract::{IdempotencyKey, JsonBody, PathParams, QueryParams};
 pub use reply::{ChatAnswer, Reply};
 use types::*;
 use types_chat::*;
@@ -47,12 +47,38 @@ pub trait AgentPlatformApi {
     #[endpoint { method = GET, path = "/api/openapi.json", tags = ["service"] }]
     async fn openapi_document(rqctx: RequestContext<Self::Context>) -> Ok200<serde_json::Map<String, Value>>;
 
+    // ------------------------------------------------------------ API keys
+
+    /// Create an API key for the caller's tenant.
+    ///
+    /// The answer shows the key this once: the service keeps only its hash. It
+    /// works at once. With an `Idempotency-Key`, a repeat does not create another
+    /// key, but it cannot show the first one again either: it is a 409 naming it.
+    #[endpoint { method = POST, path = "/api/keys", tags = ["keys"] }]
+    async fn key_create(
+        rqctx: RequestContext<Self::Context>,
+        idempotency: IdempotencyKey,
+    ) -> Created<ApiKeyCreated>;
+
+    /// List the caller's tenant's API keys, newest first (never the keys themselves).
+    #[endpoint { method = GET, path = "/api/keys", tags = ["keys"] }]
+    async fn key_list(rqctx: RequestContext<Self::Context>) -> Ok200<ListResponse<ApiKey>>;
+
+    /// Revoke an API key of the caller's tenant.
+    ///
+    /// It is refused at once (401) by every later request. The key making this
+    /// request may revoke itself: this request answers 204, the next one 401.
+    /// Another tenant's key id is a 404, as a missing one is.
+    #[endpoint { method = DELETE, path = "/api/keys/{key_id}", tags = ["keys"] }]
+    async fn key_delete(rqctx: RequestContext<Self::Context>, path: PathParams<KeyPath>) -> Deleted;
+
     // ------------------------------------------------------------ users
 
     /// Create a user.
     #[endpoint { method = POST, path = "/api/users", tags = ["users"] }]
     async fn user_create(
         rqctx: RequestContext<Self::Context>,
+        idempotency: IdempotencyKey,
         body: JsonBody<CreateUserRequest>,
     ) -> Created<User>;
 
@@ -97,6 +123,7 @@ pub trait AgentPlatformApi {
     #[endpoint { method = POST, path = "/api/agents", tags = ["agents"] }]
     async fn agent_create(
         rqctx: RequestContext<Self::Context>,
+        idempotency: IdempotencyKey,
         body: JsonBody<CreateAgentRequest>,
     ) -> Created<Agent>;
 
@@ -146,6 +173,7 @@ pub trait AgentPlatformApi {
     #[endpoint { method = POST, path = "/api/sessions", tags = ["sessions"] }]
     async fn session_create(
         rqctx: RequestContext<Self::Context>,
+        idempotency: IdempotencyKey,
         body: JsonBody<CreateSessionRequest>,
     ) -> Created<Session>;
 
@@ -205,6 +233,7 @@ pub trait AgentPlatformApi {
     async fn message_create(
         rqctx: RequestContext<Self::Context>,
         path: PathParams<SessionPath>,
+        idempotency: IdempotencyKey,
         body: JsonBody<CreateMessageRequest>,
     ) -> Created<Message>;
 
@@ -236,6 +265,7 @@ pub trait AgentPlatformApi {
     async fn session_chat(
         rqctx: RequestContext<Self::Context>,
         path: PathParams<SessionPath>,
+        idempotency: IdempotencyKey,
         body: JsonBody<ChatRequest>,
     ) -> Result<Reply<ChatAnswer>, ApiError>;
 
@@ -258,6 +288,7 @@ pub trait AgentPlatformApi {
     async fn tool_create(
         rqctx: RequestContext<Self::Context>,
         path: PathParams<AgentPath>,
+        idempotency: IdempotencyKey,
         body: JsonBody<CreateToolRequest>,
     ) -> Created<Tool>;
 
@@ -338,6 +369,7 @@ pub trait AgentPlatformApi {
     async fn agent_doc_create(
         rqctx: RequestContext<Self::Context>,
         path: PathParams<AgentPath>,
+        idempotency: IdempotencyKey,
         body: JsonBody<CreateDocRequest>,
     ) -> Created<Doc>;
 
@@ -384,6 +416,7 @@ pub trait AgentPlatformApi {
     async fn agent_search(
         rqctx: RequestContext<Self::Context>,
         path: PathParams<AgentPath>,
+        idempotency: IdempotencyKey,
         body: JsonBody<SearchRequest>,
     ) -> Ok200<DocSearchResponse>;
 
@@ -396,6 +429,7 @@ pub trait AgentPlatformApi {
     async fn user_doc_create(
         rqctx: RequestContext<Self::Context>,
         path: PathParams<UserPath>,
+        idempotency: IdempotencyKey,
         body: JsonBody<CreateDocRequest>,
     ) -> Created<Doc>;
 
@@ -428,6 +462,7 @@ pub trait AgentPlatformApi {
     async fn user_search(
         rqctx: RequestContext<Self::Context>,
         path: PathParams<UserPath>,
+        idempotency: IdempotencyKey,
         body: JsonBody<SearchRequest>,
     ) -> Ok200<DocSearchResponse>;
 }
@@ -451,14 +486,16 @@ pub fn openapi() -> Value {
          except `GET /api/healthz` and `GET /api/openapi.json`. Every record belongs to the tenant \
          of the key; another tenant's id answers 404, as a missing one does.\n\n\
          Errors: a validation failure is a 422 whose `detail` lists every violation as \
-         `{loc, msg, type}`; every other error is `{detail, code, request_id}`.",
+         `{loc, msg, type}`; every other error is `{detail, code, request_id}`.\n\n\
+         Retries are safe: every POST takes an `Idempotency-Key` header; a repeat with the same \
+         key within 24 hours answers the first answer without doing it again.",
     );
     let mut v = doc.json().expect("the OpenAPI document serialises");
     v["components"]["securitySchemes"] = json!({
         "apiKey": {
             "type": "http",
             "scheme": "bearer",
-            "description": "An API key, created with `agent-platform keys create`. A bare key without `Bearer ` is accepted too."
+            "description": "An API key, created with `agent-platform keys create` (server stopped) or `POST /api/keys` (for the caller's tenant). A bare key without `Bearer ` is accepted too."
         }
     });
     // Not JSON, unlike every other error: hyper answers it before the API runs.
@@ -471,13 +508,18 @@ pub fn openapi() -> Value {
         for (path, item) in paths.iter_mut() {
             let public = PUBLIC_PATHS.contains(&path.as_str());
             let Some(item) = item.as_object_mut() else { continue };
-            for (_method, op) in item.iter_mut() {
+            for (method, op) in item.iter_mut() {
                 let Some(op) = op.as_object_mut() else { continue };
                 if let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) {
                     responses.insert("414".into(), json!({"$ref": "#/components/responses/UriTooLong"}));
                     if !public {
                         responses.insert("401".into(), err_ref.clone());
                         responses.insert("422".into(), err_ref.clone());
+                    }
+                    // Every POST takes an `Idempotency-Key`: its reuse for another
+                    // request, or while the first is in progress, is a 409.
+                    if method == "post" {
+                        responses.insert("409".into(), err_ref.clone());
                     }
                 }
                 op.insert("security".into(), if public { json!([]) } else { json!([{"apiKey": []}]) });
@@ -507,6 +549,8 @@ pub const EXAMPLE_NAME: &str = "Ada Lovelace";
 /// expressions (`""`: no body). A client can follow them, and fuzzers
 /// (schemathesis's stateful phase) use them to reach real records.
 pub const LINKS: &[(&str, &[&str], &str, &str)] = &[
+    // Only to the key just created: no link leads to the key a client calls with.
+    ("key_create", &["key_delete"], r#"{"key_id": "$response.body#/id"}"#, ""),
     (
         "user_create",
         &[

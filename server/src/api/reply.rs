@@ -15,7 +15,16 @@ use super::types_chat::ChatResponse;
 pub enum Reply<R> {
     Ok(R),
     Err(ApiError),
+    /// The remembered answer of an earlier request with the same
+    /// `Idempotency-Key`: its status and JSON body, byte for byte.
+    Replayed {
+        status: StatusCode,
+        body: String,
+    },
 }
+
+/// The header that marks a [`Reply::Replayed`] answer.
+pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 
 impl<R: HttpResponse> HttpResponse for Reply<R> {
     fn to_result(self) -> Result<http::Response<Body>, HttpError> {
@@ -31,6 +40,11 @@ impl<R: HttpResponse> HttpResponse for Reply<R> {
                 }
                 Ok(builder.body(e.body_json().into())?)
             }
+            Reply::Replayed { status, body } => Ok(http::Response::builder()
+                .status(status)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .header(IDEMPOTENT_REPLAYED, "true")
+                .body(body.into())?),
         }
     }
 
@@ -42,6 +56,7 @@ impl<R: HttpResponse> HttpResponse for Reply<R> {
         match self {
             Reply::Ok(r) => r.status_code(),
             Reply::Err(e) => e.status().as_status(),
+            Reply::Replayed { status, .. } => *status,
         }
     }
 }

@@ -129,6 +129,59 @@ pub struct Health {
     pub status: String,
 }
 
+// ---------------------------------------------------------------- API keys
+
+/// An API key of the caller's tenant, as listed: never the key itself.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ApiKey {
+    pub id: Uuid,
+    /// The first characters of the key (`ap_` and 8 more), to recognise it.
+    pub prefix: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A new API key: `key` is shown this once (the service keeps only its hash).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ApiKeyCreated {
+    pub id: Uuid,
+    /// The key, for `Authorization: Bearer <key>`. It cannot be shown again.
+    pub key: String,
+    pub prefix: String,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct KeyPath {
+    /// The key's id (from `GET /api/keys`).
+    pub key_id: Uuid,
+}
+
+impl Check for KeyPath {}
+
+// ---------------------------------------------------------------- headers
+
+/// The printable ASCII characters (space to `~`): what an `Idempotency-Key` is made of.
+pub const IDEMPOTENCY_KEY_PATTERN: &str = r"^[ -~]+$";
+
+/// The headers of a POST (see API.md, Conventions: retries are safe).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct IdempotencyHeader {
+    /// Makes retrying this POST safe. A repeat with the same key by the same
+    /// tenant within 24 hours is not done again: it answers the first answer
+    /// (status and body, with the header `Idempotent-Replayed: true`); the same
+    /// key on another request (another route or body, compared byte for byte)
+    /// is a 409; a repeat while the first is still being served waits for its
+    /// answer (up to 10 s, then a 409). Only successes are remembered: after a
+    /// 4xx or 5xx nothing was written, and a repeat runs again. A client that
+    /// got a timeout or a 5xx retries with the same key. 1 to 255 printable
+    /// ASCII characters, e.g. a UUID.
+    #[serde(rename = "idempotency-key", default)]
+    #[schemars(length(min = 1, max = 255), regex(path = "IDEMPOTENCY_KEY_PATTERN"))]
+    pub idempotency_key: Option<String>,
+}
+
+impl Check for IdempotencyHeader {}
+
 // ---------------------------------------------------------------- path parameters
 
 #[derive(Debug, Deserialize, JsonSchema)]

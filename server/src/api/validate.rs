@@ -24,6 +24,7 @@ use super::error::{Issue, LocPart};
 pub enum Source {
     Path,
     Query,
+    Header,
     Body,
 }
 
@@ -32,6 +33,7 @@ impl Source {
         match self {
             Source::Path => "path",
             Source::Query => "query",
+            Source::Header => "header",
             Source::Body => "body",
         }
     }

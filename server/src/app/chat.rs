@@ -447,12 +447,19 @@ impl App {
     pub async fn chat(&self, t: Tenant, session: Uuid, req: ChatRequest) -> Result<ChatResponse> {
         let prepared = self.chat_prepare(t, session, req).await?;
         let answer = prepared.provider.chat(&prepared.request).await?;
-        self.chat_save(&prepared, &answer).await?;
-        Ok(chat_response(&prepared, answer))
+        let response = chat_response(&prepared, answer.clone());
+        self.chat_save(&prepared, &answer, Some(&response)).await?;
+        Ok(response)
     }
 
-    /// Step 6: when `save`, appends the new messages and the answer in one commit.
-    pub async fn chat_save(&self, prepared: &PreparedChat, answer: &wire::ChatResponse) -> Result<()> {
+    /// Step 6: when `save`, appends the new messages and the answer in one commit
+    /// (with `response`, the request's answer, remembered with its idempotency key).
+    pub async fn chat_save(
+        &self,
+        prepared: &PreparedChat,
+        answer: &wire::ChatResponse,
+        response: Option<&ChatResponse>,
+    ) -> Result<()> {
         if !prepared.save {
             return Ok(());
         }
@@ -468,7 +475,7 @@ impl App {
                 metadata: None,
             });
         }
-        self.append_messages(prepared.tenant, prepared.session, messages).await?;
+        self.append_messages(prepared.tenant, prepared.session, messages, response).await?;
         Ok(())
     }
 }

@@ -179,15 +179,11 @@ impl App {
             }
             None => None,
         };
-        self.store
-            .commit(
-                t.0,
-                vec![
-                    Op::Put { record: rec, expect: Expect::Absent },
-                    Op::Require { kind: owner_kind(owner.role), id: owner.id },
-                ],
-            )
-            .await?;
+        let ops = vec![
+            Op::Put { record: rec, expect: Expect::Absent },
+            Op::Require { kind: owner_kind(owner.role), id: owner.id },
+        ];
+        self.commit_answering(t, ops, Some(&answer)).await?;
         let _guard = match early {
             Some(g) => g,
             None => lock.lock().await,

@@ -3,6 +3,15 @@
 //! A key is 24 random bytes shown once as `ap_<hex>`; the store keeps only its
 //! SHA-256 (keys are random, not passwords, so a fast hash is the right one),
 //! indexed as the key record's unique name for a constant-time lookup.
+//!
+//! Keys are managed by the CLI while the server is stopped (the store admits
+//! one process) and through the API while it runs, each tenant its own keys
+//! ([`App::tenant_key_create`], [`App::tenant_key_list`], [`App::tenant_key_revoke`]).
+//! A revoked key is refused at once: the revocation commits, then drops the
+//! key from the cache of known keys, and a lookup that raced with it does not
+//! put it back (see [`App::authenticate`]).
+
+use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use rand::RngCore;
@@ -30,6 +39,14 @@ struct TenantData {
     name: String,
 }
 
+/// The cache of known keys: key hash → tenant, and how many revocations have
+/// committed (so a lookup racing with one does not cache its key again).
+#[derive(Default)]
+pub struct KeyCache {
+    keys: HashMap<String, Tenant>,
+    revocations: u64,
+}
+
 /// What `keys list` shows of a key (never the key itself).
 #[derive(Debug, Serialize)]
 pub struct KeyInfo {
@@ -47,16 +64,22 @@ impl App {
     /// The tenant of a presented key, if the key is known.
     pub fn authenticate(&self, key: &str) -> Result<Option<Tenant>> {
         let hashed = hash(key);
-        if let Some(t) = self.key_cache.read().expect("key cache").get(&hashed) {
+        if let Some(t) = self.key_cache.read().expect("key cache").keys.get(&hashed) {
             return Ok(Some(*t));
         }
+        // A revocation that commits after this read must not find its key
+        // cached afterwards: remember the count, cache only if it is unchanged.
+        let revocations = self.key_cache.read().expect("key cache").revocations;
         let Some(id) = self.store.lookup_unique(SYSTEM, Kind::ApiKey, SYSTEM, &hashed)? else {
             return Ok(None);
         };
         let Some(rec) = self.store.get(SYSTEM, Kind::ApiKey, id)? else { return Ok(None) };
         let data: KeyData = serde_json::from_value(rec.data).map_err(|e| Error::Internal(e.to_string()))?;
         let tenant = Tenant(data.tenant_id);
-        self.key_cache.write().expect("key cache").insert(hashed, tenant);
+        let mut cache = self.key_cache.write().expect("key cache");
+        if cache.revocations == revocations {
+            cache.keys.insert(hashed, tenant);
+        }
         Ok(Some(tenant))
     }
 
@@ -67,9 +90,6 @@ impl App {
         if tenant_name.is_empty() || tenant_name.len() > 255 {
             return Err(Error::BadRequest("a tenant name has 1 to 255 characters".into()));
         }
-        let mut bytes = [0u8; 24];
-        rand::rng().fill_bytes(&mut bytes);
-        let key = format!("ap_{}", hex::encode(bytes));
         let mut ops = Vec::new();
         let tenant_id = match self.store.lookup_unique(SYSTEM, Kind::Tenant, SYSTEM, tenant_name)? {
             Some(id) => {
@@ -90,6 +110,19 @@ impl App {
                 id
             }
         };
+        self.mint_key(tenant_id, tenant_name, ops).await
+    }
+
+    /// Makes a key of an existing tenant and commits it with `ops`.
+    async fn mint_key(
+        &self,
+        tenant_id: Uuid,
+        tenant_name: &str,
+        mut ops: Vec<Op>,
+    ) -> Result<(String, KeyInfo)> {
+        let mut bytes = [0u8; 24];
+        rand::rng().fill_bytes(&mut bytes);
+        let key = format!("ap_{}", hex::encode(bytes));
         let data = KeyData { tenant_id, tenant: tenant_name.into(), prefix: key[..11].to_string() };
         let mut rec = Record::new(
             Kind::ApiKey,
@@ -106,6 +139,11 @@ impl App {
     }
 
     pub fn key_list(&self) -> Result<Vec<KeyInfo>> {
+        Ok(self.keys()?.into_iter().map(|(info, _)| info).collect())
+    }
+
+    /// Every key, newest first, with its tenant's id.
+    fn keys(&self) -> Result<Vec<(KeyInfo, Uuid)>> {
         let q = ListQuery { limit: usize::MAX, sort_by: SortBy::CreatedAt, ..Default::default() };
         self.store
             .list(SYSTEM, Kind::ApiKey, SYSTEM, &q)?
@@ -113,9 +151,56 @@ impl App {
             .map(|rec| {
                 let d: KeyData =
                     serde_json::from_value(rec.data).map_err(|e| Error::Internal(e.to_string()))?;
-                Ok(KeyInfo { id: rec.id, tenant: d.tenant, prefix: d.prefix, created_at: rec.created_at })
+                let info =
+                    KeyInfo { id: rec.id, tenant: d.tenant, prefix: d.prefix, created_at: rec.created_at };
+                Ok((info, d.tenant_id))
             })
             .collect()
+    }
+
+    /// A new key of the caller's own tenant (`POST /api/keys`).
+    pub async fn tenant_key_create(&self, t: Tenant) -> Result<(String, KeyInfo)> {
+        let rec = self
+            .store
+            .get(SYSTEM, Kind::Tenant, t.0)?
+            .ok_or_else(|| Error::Unauthorized(format!("tenant {} no longer exists", t.0)))?;
+        let data: TenantData =
+            serde_json::from_value(rec.data).map_err(|e| Error::Internal(e.to_string()))?;
+        self.mint_key(t.0, &data.name, vec![Op::Require { kind: Kind::Tenant, id: t.0 }]).await
+    }
+
+    /// The caller's tenant's keys, newest first (`GET /api/keys`). Keys are few:
+    /// the list is read whole (across tenants, as the CLI lists them) and filtered.
+    pub fn tenant_key_list(&self, t: Tenant) -> Result<Vec<KeyInfo>> {
+        Ok(self.keys()?.into_iter().filter(|(_, tenant)| *tenant == t.0).map(|(info, _)| info).collect())
+    }
+
+    /// Revokes a key of the caller's tenant (`DELETE /api/keys/{id}`); another
+    /// tenant's key is as missing as one that does not exist. The caller's own
+    /// key may be revoked: its next request is a 401.
+    pub async fn tenant_key_revoke(&self, t: Tenant, id: Uuid) -> Result<()> {
+        let rec = self.store.get(SYSTEM, Kind::ApiKey, id)?;
+        let owned = rec.as_ref().and_then(|r| serde_json::from_value::<KeyData>(r.data.clone()).ok());
+        match (rec, owned) {
+            (Some(rec), Some(d)) if d.tenant_id == t.0 => self.revoke(&rec).await,
+            _ => Err(Error::not_found(Kind::ApiKey, id)),
+        }
+    }
+
+    /// Deletes a key record, then forgets the key in the cache (see [`App::authenticate`]).
+    async fn revoke(&self, rec: &Record) -> Result<()> {
+        let deleted = self
+            .store
+            .commit(SYSTEM, vec![Op::Delete { kind: Kind::ApiKey, id: rec.id, version: None }])
+            .await;
+        // Whether or not the delete landed, the cache must not outlive it.
+        let mut cache = self.key_cache.write().expect("key cache");
+        cache.revocations += 1;
+        if let Some(hashed) = &rec.unique {
+            cache.keys.remove(hashed);
+        }
+        drop(cache);
+        Ok(deleted?)
     }
 
     /// Revokes a key given its id, its listed prefix, or the key itself.
@@ -135,9 +220,8 @@ impl App {
             }
             _ => return Err(Error::Conflict(format!("'{which}' matches several keys; give the key id"))),
         };
-        self.store
-            .commit(SYSTEM, vec![Op::Delete { kind: Kind::ApiKey, id: found.id, version: None }])
-            .await?;
+        let rec = self.load(Tenant(SYSTEM), Kind::ApiKey, found.id)?;
+        self.revoke(&rec).await?;
         Ok(KeyInfo {
             id: found.id,
             tenant: found.tenant.clone(),

@@ -56,14 +56,17 @@ fn token_count(m: &CreateMessageRequest) -> i64 {
 
 impl App {
     /// Appends messages to a session, in the order given, in one atomic commit.
+    /// `answer` is what the request answers, remembered with its idempotency key
+    /// (see [`App::commit_answering`]); `None` when that is the one message appended.
     pub async fn append_messages(
         &self,
         t: Tenant,
         session: Uuid,
         messages: Vec<CreateMessageRequest>,
+        answer: Option<&impl Serialize>,
     ) -> Result<Vec<Message>> {
         let mut ops = vec![Op::Require { kind: Kind::Session, id: session }];
-        let mut answer = Vec::with_capacity(messages.len());
+        let mut created = Vec::with_capacity(messages.len());
         for m in messages {
             let data = MessageData {
                 token_count: token_count(&m),
@@ -75,20 +78,24 @@ impl App {
             };
             let mut rec = Record::fresh(Kind::Message, session, encode(&data)?);
             rec.metadata = m.metadata;
-            answer.push(decode::<Message>(&rec)?);
+            created.push(decode::<Message>(&rec)?);
             ops.push(Op::Put { record: rec, expect: Expect::Absent });
         }
-        let committed = self.store.commit(t.0, ops).await;
+        let committed = match (answer, created.as_slice()) {
+            (Some(a), _) => self.commit_answering(t, ops, Some(a)).await,
+            (None, [one]) => self.commit_answering(t, ops, Some(one)).await,
+            (None, _) => self.commit_answering(t, ops, None::<&()>).await,
+        };
         match &committed {
             Ok(()) => {
-                let items: Vec<_> = answer.iter().map(super::chat::history_item).collect();
+                let items: Vec<_> = created.iter().map(super::chat::history_item).collect();
                 self.history.appended(t, session, &items);
             }
             // Whether it landed is unknown: the cached history can't tell.
             Err(_) => self.history.forget(t, session),
         }
         committed?;
-        Ok(answer)
+        Ok(created)
     }
 
     pub async fn message_create(
@@ -97,7 +104,7 @@ impl App {
         session: Uuid,
         req: CreateMessageRequest,
     ) -> Result<Message> {
-        let mut created = self.append_messages(t, session, vec![req]).await?;
+        let mut created = self.append_messages(t, session, vec![req], None::<&Message>).await?;
         Ok(created.pop().expect("one message appended"))
     }
 

@@ -8,7 +8,9 @@ pub mod chat;
 pub mod docs;
 pub mod embedding;
 pub mod history;
+pub mod idempotency;
 pub mod keys;
+pub mod locks;
 pub mod messages;
 pub mod records;
 pub mod sessions;
@@ -16,7 +18,6 @@ pub mod tasks;
 pub mod tools;
 pub mod users;
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use uuid::Uuid;
@@ -67,9 +68,14 @@ impl From<StoreError> for Error {
         match e {
             StoreError::NotFound { kind, id } => Error::not_found(kind, id),
             e @ (StoreError::Duplicate { .. } | StoreError::IdTaken { .. }) => Error::Conflict(e.to_string()),
-            StoreError::Stale => {
-                Error::Internal("the record kept changing while being updated; try again".into())
-            }
+            // Writers of one record queue (see `records`), so this takes other
+            // writers changing it more than RETRIES times during one update: a
+            // conflict the client resolves by sending the request again.
+            StoreError::Stale => Error::Conflict(
+                "the record was changed by other requests while this one was being applied; \
+                 send the request again"
+                    .into(),
+            ),
             StoreError::Io(m) => Error::Internal(m),
         }
     }
@@ -83,7 +89,7 @@ pub struct App {
     /// Key hash → tenant, for keys seen by this process. Keys change only through
     /// this `App` (or the CLI while the server is stopped: the store admits one
     /// process), so the cache is invalidated where keys are revoked.
-    key_cache: Arc<RwLock<HashMap<String, Tenant>>>,
+    key_cache: Arc<RwLock<keys::KeyCache>>,
     /// The search index of every document in the store (see [`docs`]).
     pub search: Arc<SearchIndex>,
     /// The embedding model, when one is configured (`models.embedding_model`).
@@ -95,6 +101,10 @@ pub struct App {
     chat_locks: chat::ChatLocks,
     /// Recently chatted sessions' histories, kept exact by every message write.
     history: Arc<history::HistoryCache>,
+    /// One lock per record being updated: its writers queue (see [`records`]).
+    record_locks: locks::KeyedLocks<(Tenant, Kind, Uuid)>,
+    /// One lock per idempotency key in use: its requests queue (see [`idempotency`]).
+    idempotency_locks: locks::KeyedLocks<(Tenant, Uuid)>,
 }
 
 impl App {
@@ -111,6 +121,8 @@ impl App {
             models: Arc::new(Providers::none()),
             chat_locks: Default::default(),
             history: Default::default(),
+            record_locks: Default::default(),
+            idempotency_locks: Default::default(),
         })
     }
 

@@ -1,15 +1,24 @@
-//! Shared record plumbing: typed views of records, optimistic updates, metadata merge.
+//! Shared record plumbing: typed views of records, updates, metadata merge.
+//!
+//! Updates are read-modify-commit with a version precondition. The writers of
+//! one record queue on its in-process lock ([`App::lock_record`]) for the whole
+//! cycle, so concurrent updates of one record apply one after the other instead
+//! of failing each other's precondition. The precondition stays, for writers
+//! that do not take the lock (a session create touches its participants) and
+//! other processes: a stale commit is retried [`RETRIES`] times, then answered
+//! as a 409 `conflict` saying to send the request again, never a 500.
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::locks::KeyedGuard;
 use super::{App, Error, Result, Tenant};
 use crate::api::types::Metadata;
 use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError, now};
 
-/// How often an optimistic update is retried when someone else wrote first.
+/// How often an update is retried when a writer outside the queue wrote first.
 pub(super) const RETRIES: usize = 16;
 
 /// A resource stored as a [`Record`]: its kind-specific fields live in `data`.
@@ -75,8 +84,9 @@ impl App {
         self.store.list(t.0, R::KIND, scope, q)?.iter().map(decode).collect()
     }
 
-    /// Inserts a new record (plus extra ops in the same atomic commit) and answers it.
-    pub async fn insert_resource<R: Resource>(
+    /// Inserts a new record (plus extra ops in the same atomic commit) and answers
+    /// it (remembered with the request's idempotency key, if any).
+    pub async fn insert_resource<R: Resource + Serialize>(
         &self,
         t: Tenant,
         rec: Record,
@@ -84,17 +94,28 @@ impl App {
     ) -> Result<R> {
         let answer = decode::<R>(&rec)?;
         extra.insert(0, Op::Put { record: rec, expect: Expect::Absent });
-        self.store.commit(t.0, extra).await?;
+        self.commit_answering(t, extra, Some(&answer)).await?;
         Ok(answer)
     }
 
+    /// Waits for the other writers of a record that hold its lock, then holds it.
+    pub(super) async fn lock_record(
+        &self,
+        t: Tenant,
+        kind: Kind,
+        id: Uuid,
+    ) -> KeyedGuard<(Tenant, Kind, Uuid)> {
+        self.record_locks.lock((t, kind, id)).await
+    }
+
     /// Reads a record, lets `change` rewrite it, and writes it back only if no one
-    /// else wrote it in between (retrying otherwise).
+    /// else wrote it in between (retrying otherwise), under the record's lock.
     pub async fn update_resource<R, F>(&self, t: Tenant, id: Uuid, mut change: F) -> Result<R>
     where
         R: Resource,
         F: FnMut(&mut Record) -> Result<()>,
     {
+        let _queue = self.lock_record(t, R::KIND, id).await;
         for _ in 0..RETRIES {
             let mut rec = self.load(t, R::KIND, id)?;
             let version = rec.version;
@@ -117,12 +138,14 @@ impl App {
     /// Deletes a participant (user or agent) with everything that depends on it:
     /// the records in its scope (`owned`), and the sessions that name it — removed
     /// when it is their only participant of its kind, else edited to drop it.
-    /// One atomic commit; retried if any of those records changed meanwhile.
+    /// One atomic commit, under the participant's lock (so its updates finish
+    /// first); retried if any of those records changed meanwhile.
     pub async fn delete_participant(&self, t: Tenant, kind: Kind, id: Uuid, owned: &[Kind]) -> Result<()> {
         let field = match kind {
             Kind::Agent => "agents",
             _ => "users",
         };
+        let _queue = self.lock_record(t, kind, id).await;
         for _ in 0..RETRIES {
             let me = self.load(t, kind, id)?;
             let mut ops = vec![Op::Delete { kind, id, version: Some(me.version) }];

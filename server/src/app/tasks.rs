@@ -58,6 +58,9 @@ impl App {
             tools: req.tools,
             inherit_tools: req.inherit_tools,
         })?;
+        // One writer of an agent's tasks at a time: the target (by id or by name)
+        // is read and written under the lock, so concurrent puts queue.
+        let _queue = self.lock_record(t, Kind::Task, agent).await;
         for _ in 0..RETRIES {
             self.load(t, Kind::Agent, agent)?;
             let target = match req.id {

@@ -31,6 +31,8 @@ pub enum Kind {
     Tool = 7,
     Task = 8,
     Doc = 9,
+    /// The remembered answer of a request sent with an `Idempotency-Key`.
+    Idempotency = 10,
 }
 
 impl Kind {
@@ -45,6 +47,7 @@ impl Kind {
             Kind::Tool => "tool",
             Kind::Task => "task",
             Kind::Doc => "doc",
+            Kind::Idempotency => "idempotency key",
         }
     }
 }

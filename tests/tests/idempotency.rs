@@ -1,0 +1,214 @@
+//! `Idempotency-Key` (API.md, Conventions: retries are safe): a repeat answers
+//! the first answer without writing again; another request with the key is a
+//! 409; keys are per tenant; answers survive a restart; bad keys are 422s.
+
+use agent_platform::chat::fake_upstream::{Behaviour, FakeUpstream};
+use agent_platform_tests::TestServer;
+use futures::future::join_all;
+use serde_json::{Value, json};
+
+/// A raw answer with its body as text (to compare byte for byte).
+struct Answer {
+    status: u16,
+    replayed: bool,
+    text: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.text).unwrap_or(Value::Null)
+    }
+}
+
+/// `POST path body` with the key `auth` and the header `Idempotency-Key: idem` (raw bytes).
+async fn post_with(s: &TestServer, auth: &str, path: &str, body: &Value, idem: &[u8]) -> Answer {
+    let resp = reqwest::Client::new()
+        .post(format!("{}{path}", s.base))
+        .header("authorization", format!("Bearer {auth}"))
+        .header("content-type", "application/json")
+        .header("idempotency-key", reqwest::header::HeaderValue::from_bytes(idem).unwrap())
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("the server answers");
+    let status = resp.status().as_u16();
+    let replayed = resp.headers().get("idempotent-replayed").is_some_and(|v| v == "true");
+    Answer { status, replayed, text: resp.text().await.unwrap() }
+}
+
+async fn post(s: &TestServer, path: &str, body: &Value, idem: &str) -> Answer {
+    post_with(s, &s.key, path, body, idem.as_bytes()).await
+}
+
+async fn count(s: &TestServer, path: &str) -> usize {
+    let r = s.raw("GET", &format!("{path}?limit=1000"), None).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["items"].as_array().unwrap().len()
+}
+
+#[tokio::test]
+async fn a_repeat_answers_the_first_status_and_body_and_writes_nothing() {
+    let s = TestServer::start().await;
+    let agent = json!({"name": "Once", "metadata": {"n": 1}});
+    let first = post(&s, "/api/agents", &agent, "create-agent-1").await;
+    assert_eq!(first.status, 201, "{}", first.text);
+    assert!(!first.replayed);
+    let again = post(&s, "/api/agents", &agent, "create-agent-1").await;
+    assert_eq!(
+        (again.status, again.text.as_str()),
+        (201, first.text.as_str()),
+        "the first answer, byte for byte"
+    );
+    assert!(again.replayed, "a replay says so in `Idempotent-Replayed: true`");
+    assert_eq!(count(&s, "/api/agents").await, 1, "the repeat created nothing");
+
+    // A child record: a message of a session.
+    let agent_id = first.json()["id"].as_str().unwrap().to_owned();
+    let session = post(&s, "/api/sessions", &json!({"agent": agent_id}), "create-session-1").await;
+    assert_eq!(session.status, 201, "{}", session.text);
+    let messages = format!("/api/sessions/{}/messages", session.json()["id"].as_str().unwrap());
+    let hello = json!({"role": "user", "content": "hello"});
+    let first = post(&s, &messages, &hello, "message-1").await;
+    assert_eq!(first.status, 201, "{}", first.text);
+    for _ in 0..3 {
+        let again = post(&s, &messages, &hello, "message-1").await;
+        assert_eq!((again.status, again.text.as_str()), (201, first.text.as_str()));
+    }
+    assert_eq!(count(&s, &messages).await, 1, "the repeats appended nothing");
+
+    // A document: written once, searchable once.
+    let docs = format!("/api/agents/{agent_id}/docs");
+    let doc = json!({"title": "notes", "content": ["the analytical engine"]});
+    let first = post(&s, &docs, &doc, "doc-1").await;
+    let again = post(&s, &docs, &doc, "doc-1").await;
+    assert_eq!((first.status, again.status, again.text.as_str()), (201, 201, first.text.as_str()));
+    assert_eq!(count(&s, &docs).await, 1);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_same_key_on_another_body_or_route_is_a_409_and_writes_nothing() {
+    let s = TestServer::start().await;
+    let first = post(&s, "/api/users", &json!({"name": "Ada"}), "k").await;
+    assert_eq!(first.status, 201, "{}", first.text);
+    let other_body = post(&s, "/api/users", &json!({"name": "Bob"}), "k").await;
+    assert_eq!(other_body.status, 409, "{}", other_body.text);
+    assert_eq!(other_body.json()["code"], "conflict");
+    assert!(other_body.json()["detail"].as_str().unwrap().contains("Idempotency-Key"), "{}", other_body.text);
+    let other_route = post(&s, "/api/agents", &json!({"name": "Ada"}), "k").await;
+    assert_eq!(other_route.status, 409, "{}", other_route.text);
+    assert_eq!(count(&s, "/api/users").await, 1);
+    assert_eq!(count(&s, "/api/agents").await, 0);
+    // The first request still replays.
+    let again = post(&s, "/api/users", &json!({"name": "Ada"}), "k").await;
+    assert_eq!((again.status, again.text), (201, first.text));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn another_tenants_same_key_is_its_own() {
+    let s = TestServer::start().await;
+    let other = s.key_for("other-tenant").await;
+    let body = json!({"name": "Ada"});
+    let mine = post(&s, "/api/agents", &body, "shared-key").await;
+    let theirs = post_with(&s, &other, "/api/agents", &body, b"shared-key").await;
+    assert_eq!((mine.status, theirs.status), (201, 201), "{} {}", mine.text, theirs.text);
+    assert!(!theirs.replayed, "another tenant's request is not a repeat of mine");
+    assert_ne!(mine.json()["id"], theirs.json()["id"]);
+    let theirs_again = post_with(&s, &other, "/api/agents", &body, b"shared-key").await;
+    assert_eq!(theirs_again.text, theirs.text);
+    assert_eq!(count(&s, "/api/agents").await, 1, "my tenant has one agent");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_repeat_after_a_restart_answers_the_first_result() {
+    let mut s = TestServer::start().await;
+    let body = json!({"name": "Durable"});
+    let first = post(&s, "/api/agents", &body, "across-restart").await;
+    assert_eq!(first.status, 201, "{}", first.text);
+    s.restart().await;
+    let again = post(&s, "/api/agents", &body, "across-restart").await;
+    assert_eq!((again.status, again.text.as_str()), (201, first.text.as_str()));
+    assert!(again.replayed);
+    assert_eq!(count(&s, "/api/agents").await, 1);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn concurrent_requests_with_one_key_write_once_and_answer_alike() {
+    let s = TestServer::start().await;
+    let body = json!({"name": "Racer"});
+    let answers = join_all((0..16).map(|_| post(&s, "/api/agents", &body, "race"))).await;
+    for a in &answers {
+        assert_eq!((a.status, a.text.as_str()), (201, answers[0].text.as_str()));
+    }
+    assert_eq!(answers.iter().filter(|a| !a.replayed).count(), 1, "one ran, the others replayed it");
+    assert_eq!(count(&s, "/api/agents").await, 1);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_failed_request_is_not_remembered_and_its_retry_runs_again() {
+    let s = TestServer::start().await;
+    let agent = s.create_agent("Tools").await;
+    let tools = format!("/api/agents/{}/tools", agent.id);
+    let tool = json!({"name": "lookup", "type": "function", "function": {}});
+    let taken = s.raw("POST", &tools, Some(&tool.to_string())).await;
+    assert_eq!(taken.status, 201, "{}", taken.body);
+    let clash = post(&s, &tools, &tool, "tool-1").await;
+    assert_eq!(clash.status, 409, "the name is taken: {}", clash.text);
+    let id = taken.body["id"].as_str().unwrap();
+    assert_eq!(s.raw("DELETE", &format!("{tools}/{id}"), None).await.status, 204);
+    let retry = post(&s, &tools, &tool, "tool-1").await;
+    assert_eq!(retry.status, 201, "the retry ran again: {}", retry.text);
+    assert!(!retry.replayed);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_key_that_is_empty_too_long_or_not_printable_is_a_422_naming_the_header() {
+    let s = TestServer::start().await;
+    let body = json!({"name": "Ada"});
+    let loc = json!(["header", "idempotency-key"]);
+    let cases: [(&[u8], &str); 4] = [
+        (b"", "string_too_short"),
+        (&[b'k'; 256], "string_too_long"),
+        (b"tab\there", "string_pattern_mismatch"),
+        (b"caf\xe9", "string_pattern_mismatch"),
+    ];
+    for (key, kind) in cases {
+        let r = post_with(&s, &s.key, "/api/users", &body, key).await;
+        assert_eq!(r.status, 422, "{:?}: {}", String::from_utf8_lossy(key), r.text);
+        let detail = r.json()["detail"].clone();
+        assert!(
+            detail.as_array().unwrap().iter().any(|i| i["loc"] == loc && i["type"] == kind),
+            "{:?}: expected {kind} at {loc}, got {detail}",
+            String::from_utf8_lossy(key)
+        );
+    }
+    let longest = post_with(&s, &s.key, "/api/users", &body, &[b'~'; 255]).await;
+    assert_eq!(longest.status, 201, "255 printable characters are a key: {}", longest.text);
+    assert_eq!(count(&s, "/api/users").await, 1);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_repeated_chat_calls_the_model_once_and_saves_the_exchange_once() {
+    let fake = FakeUpstream::start().await;
+    let s = TestServer::with_models(agent_platform_tests::fake_models(&fake, 30.0)).await;
+    let agent = s.create_agent("Ada").await;
+    let session = s.create_session(&[agent.id], &[]).await;
+    let chat = format!("/api/sessions/{}/chat", session.id);
+    let body = json!({"messages": [{"role": "user", "content": "Hi"}]});
+    fake.push(Behaviour::Text("Hello once".into()));
+    let first = post(&s, &chat, &body, "chat-1").await;
+    assert_eq!(first.status, 200, "{}", first.text);
+    assert_eq!(first.json()["choices"][0]["message"]["content"], "Hello once");
+    let again = post(&s, &chat, &body, "chat-1").await;
+    assert_eq!((again.status, again.text.as_str()), (200, first.text.as_str()));
+    assert_eq!(fake.requests().len(), 1, "the model was called once");
+    let messages = format!("/api/sessions/{}/messages", session.id);
+    assert_eq!(count(&s, &messages).await, 2, "the question and the answer, saved once");
+    s.stop().await;
+}

@@ -1,0 +1,164 @@
+//! API keys through the API (`GET|POST /api/keys`, `DELETE /api/keys/{key_id}`):
+//! each tenant its own, effective at once.
+
+use agent_platform_tests::{Raw, TestServer};
+use serde_json::Value;
+
+async fn as_key(s: &TestServer, key: &str, method: &str, path: &str) -> Raw {
+    s.raw_with(method, path, None, Some(&format!("Bearer {key}"))).await
+}
+
+fn ids(list: &Raw) -> Vec<String> {
+    list.body["items"].as_array().unwrap().iter().map(|k| k["id"].as_str().unwrap().to_owned()).collect()
+}
+
+#[tokio::test]
+async fn a_created_key_works_at_once_and_is_never_listed() {
+    let s = TestServer::start().await;
+    let created = as_key(&s, &s.key, "POST", "/api/keys").await;
+    assert_eq!(created.status, 201, "{}", created.body);
+    let key = created.body["key"].as_str().unwrap().to_owned();
+    assert!(key.starts_with(created.body["prefix"].as_str().unwrap()), "{}", created.body);
+
+    // The new key is of the same tenant: it sees what the first key made.
+    let agent = s.create_agent("Shared").await;
+    let got = as_key(&s, &key, "GET", &format!("/api/agents/{}", agent.id)).await;
+    assert_eq!(got.status, 200, "the new key works at once: {}", got.body);
+
+    let list = as_key(&s, &key, "GET", "/api/keys").await;
+    assert_eq!(list.status, 200, "{}", list.body);
+    assert_eq!(
+        list.body["items"].as_array().unwrap().len(),
+        2,
+        "the first key and the new one: {}",
+        list.body
+    );
+    assert!(ids(&list).contains(&created.body["id"].as_str().unwrap().to_owned()));
+    let text = list.body.to_string();
+    assert!(!text.contains(&key) && !text.contains(&s.key), "a list never shows a key: {text}");
+    for item in list.body["items"].as_array().unwrap() {
+        let fields: Vec<&String> = item.as_object().unwrap().keys().collect();
+        assert_eq!(fields, ["created_at", "id", "prefix"], "{item}");
+    }
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_deleted_key_is_refused_at_once_even_the_one_calling() {
+    let s = TestServer::start().await;
+    let created = as_key(&s, &s.key, "POST", "/api/keys").await;
+    let (id, key) = (created.body["id"].as_str().unwrap(), created.body["key"].as_str().unwrap());
+    // Used once, so the server has it cached.
+    assert_eq!(as_key(&s, key, "GET", "/api/agents").await.status, 200);
+    let deleted = as_key(&s, &s.key, "DELETE", &format!("/api/keys/{id}")).await;
+    assert_eq!(deleted.status, 204, "{}", deleted.body);
+    let refused = as_key(&s, key, "GET", "/api/agents").await;
+    assert_eq!(refused.status, 401, "a revoked key is refused at once: {}", refused.body);
+    assert_eq!(as_key(&s, &s.key, "DELETE", &format!("/api/keys/{id}")).await.status, 404, "deleted twice");
+
+    // A key may revoke itself: this request answers, the next is refused.
+    let list = as_key(&s, &s.key, "GET", "/api/keys").await;
+    let own = ids(&list).pop().unwrap();
+    assert_eq!(as_key(&s, &s.key, "DELETE", &format!("/api/keys/{own}")).await.status, 204);
+    assert_eq!(as_key(&s, &s.key, "GET", "/api/keys").await.status, 401);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn another_tenant_can_neither_list_nor_delete_our_keys() {
+    let s = TestServer::start().await;
+    let other = s.key_for("other-tenant").await;
+    let ours = ids(&as_key(&s, &s.key, "GET", "/api/keys").await);
+    let theirs = as_key(&s, &other, "GET", "/api/keys").await;
+    assert_eq!(theirs.status, 200);
+    assert_eq!(ids(&theirs).len(), 1, "only their own key: {}", theirs.body);
+    assert!(!ids(&theirs).contains(&ours[0]));
+    let r = as_key(&s, &other, "DELETE", &format!("/api/keys/{}", ours[0])).await;
+    assert_eq!(r.status, 404, "another tenant's key is as missing as an unknown one: {}", r.body);
+    assert_eq!(r.body["code"], Value::from("not_found"));
+    assert_eq!(as_key(&s, &s.key, "GET", "/api/agents").await.status, 200, "our key still works");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_repeated_key_creation_creates_no_second_key_and_does_not_show_the_first() {
+    let s = TestServer::start().await;
+    let send = || {
+        reqwest::Client::new()
+            .post(format!("{}/api/keys", s.base))
+            .header("authorization", format!("Bearer {}", s.key))
+            .header("idempotency-key", "new-key-1")
+            .send()
+    };
+    let first = send().await.unwrap();
+    assert_eq!(first.status().as_u16(), 201);
+    let first: Value = first.json().await.unwrap();
+    let again = send().await.unwrap();
+    assert_eq!(again.status().as_u16(), 409);
+    let again = again.text().await.unwrap();
+    assert!(again.contains(first["id"].as_str().unwrap()), "the 409 names the key: {again}");
+    assert!(!again.contains(first["key"].as_str().unwrap()), "but never shows it: {again}");
+    assert_eq!(ids(&as_key(&s, &s.key, "GET", "/api/keys").await).len(), 2, "one key was created");
+    s.stop().await;
+}
+
+/// Stops the real binary with SIGTERM and waits (at most 10 s) for it to exit.
+fn stop(mut p: agent_platform_tests::Process) {
+    let killed = std::process::Command::new("kill").args(["-TERM", &p.child.id().to_string()]).status();
+    assert!(killed.unwrap().success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while p.child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "the server did not stop on SIGTERM");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `agent-platform keys <args> --data-dir <data>`: (success, stdout + stderr).
+fn cli(data: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(agent_platform_tests::binary())
+        .arg("keys")
+        .args(args)
+        .arg("--data-dir")
+        .arg(data)
+        .env_remove("AGENT_PLATFORM_CONFIG")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), text)
+}
+
+#[tokio::test]
+async fn the_cli_manages_keys_made_through_the_api_once_the_server_is_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let p = agent_platform_tests::Process::serve(&data);
+    let first = p.key.clone().unwrap();
+    let http = reqwest::Client::new();
+    let created: Value = http
+        .post(format!("{}/api/keys", p.base))
+        .bearer_auth(&first)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let (id, key) = (created["id"].as_str().unwrap().to_owned(), created["key"].as_str().unwrap().to_owned());
+    stop(p);
+
+    let (ok, list) = cli(&data, &["list"]);
+    assert!(ok && list.contains(&id) && !list.contains(&key), "{list}");
+    let (ok, out) = cli(&data, &["revoke", &id]);
+    assert!(ok, "{out}");
+    let (ok, out) = cli(&data, &["create", "--tenant", "acme"]);
+    assert!(ok && out.contains("ap_"), "{out}");
+
+    let p = agent_platform_tests::Process::serve(&data);
+    let status = |k: String| {
+        let req = http.get(format!("{}/api/keys", p.base)).bearer_auth(k).send();
+        async move { req.await.unwrap().status().as_u16() }
+    };
+    assert_eq!(status(key).await, 401, "revoked by the CLI");
+    assert_eq!(status(first).await, 200, "the first key still works");
+    stop(p);
+}
