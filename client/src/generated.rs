@@ -16,6 +16,7 @@ pub mod types {
         pub default_settings: ::std::option::Option<ChatSettings>,
         pub id: ::uuid::Uuid,
         pub instructions: ::std::vec::Vec<::std::string::String>,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -600,6 +601,7 @@ pub mod types {
         ///A string, or a list of at most 100 strings; stored as a list.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub instructions: ::std::option::Option<Instructions>,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -808,6 +810,7 @@ pub mod types {
         ///One vector per snippet, all of one dimension: the dimension of the owner's other vectors, if it has any. When omitted and an embedding model is configured, the server computes them.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub embeddings: ::std::option::Option<::std::vec::Vec<::std::vec::Vec<f32>>>,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -881,6 +884,7 @@ pub mod types {
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct CreateMessageRequest {
         pub content: ::std::string::String,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -1027,6 +1031,7 @@ pub mod types {
         pub agents: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub context_overflow: ::std::option::Option<ContextOverflow>,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -1081,6 +1086,7 @@ pub mod types {
         ///Required for `function` tools, and only for them.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub function: ::std::option::Option<FunctionDef>,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -1223,6 +1229,7 @@ pub mod types {
         ///About the user (at most 16,000 characters).
         #[serde(default = "defaults::create_user_request_about")]
         pub about: CreateUserRequestAbout,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -1502,6 +1509,7 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub embeddings: ::std::option::Option<::std::vec::Vec<::std::vec::Vec<f32>>>,
         pub id: ::uuid::Uuid,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -1655,6 +1663,7 @@ pub mod types {
     pub struct DocReference {
         ///The document's id.
         pub id: ::uuid::Uuid,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -1912,7 +1921,7 @@ pub mod types {
             Self::Array(value)
         }
     }
-    ///A list of records.
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForAgent {
         pub items: ::std::vec::Vec<Agent>,
@@ -1922,7 +1931,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///A list of records.
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForDoc {
         pub items: ::std::vec::Vec<Doc>,
@@ -1932,7 +1941,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///A list of records.
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForMessage {
         pub items: ::std::vec::Vec<Message>,
@@ -1942,7 +1951,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///A list of records.
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForSession {
         pub items: ::std::vec::Vec<Session>,
@@ -1952,7 +1961,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///A list of records.
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForTask {
         pub items: ::std::vec::Vec<Task>,
@@ -1962,7 +1971,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///A list of records.
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForTool {
         pub items: ::std::vec::Vec<Tool>,
@@ -1972,7 +1981,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///A list of records.
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForUser {
         pub items: ::std::vec::Vec<User>,
@@ -2008,6 +2017,7 @@ pub mod types {
         pub content: ::std::string::String,
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -2118,7 +2128,7 @@ pub mod types {
         pub default_settings: ::std::option::Option<ChatSettings>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub instructions: ::std::option::Option<Instructions>,
-        ///Merged into the stored metadata, top-level key by key; `null` clears it.
+        ///Merged into the stored metadata, top-level key by key; `null` clears it. The merged metadata keeps the bounds (at most 64 keys and 16384 bytes as JSON): a PATCH that would pass them is a 422 naming `metadata`, and changes nothing.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -2317,7 +2327,7 @@ pub mod types {
         pub description: ::std::option::Option<PatchToolRequestDescription>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub function: ::std::option::Option<FunctionDef>,
-        ///Merged into the stored metadata, top-level key by key; `null` clears it.
+        ///Merged into the stored metadata, top-level key by key; `null` clears it. The merged metadata keeps the bounds (at most 64 keys and 16384 bytes as JSON): a PATCH that would pass them is a 422 naming `metadata`, and changes nothing.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -2453,7 +2463,7 @@ pub mod types {
     pub struct PatchUserRequest {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub about: ::std::option::Option<PatchUserRequestAbout>,
-        ///Merged into the stored metadata, top-level key by key; `null` clears it.
+        ///Merged into the stored metadata, top-level key by key; `null` clears it. The merged metadata keeps the bounds (at most 64 keys and 16384 bytes as JSON): a PATCH that would pass them is a 422 naming `metadata`, and changes nothing.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -2671,6 +2681,7 @@ pub mod types {
         pub main: ::std::vec::Vec<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
         >,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -3004,7 +3015,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         ///How many snippets to answer at most (1 to 100).
         #[serde(default = "defaults::default_nzu64::<::std::num::NonZeroU64, 10>")]
         pub limit: ::std::num::NonZeroU64,
-        ///Only documents whose metadata has every given top-level key with an equal value.
+        ///Only documents whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata_filter: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -3102,6 +3113,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         pub context_overflow: ::std::option::Option<ContextOverflow>,
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -3212,6 +3224,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         pub main: ::std::vec::Vec<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
         >,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -3240,6 +3253,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub function: ::std::option::Option<FunctionDef>,
         pub id: ::uuid::Uuid,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -3639,7 +3653,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
     pub struct UpdateSessionRequest {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub context_overflow: ::std::option::Option<ContextOverflow>,
-        ///Merged into the stored metadata, top-level key by key; `null` clears it.
+        ///Merged into the stored metadata, top-level key by key; `null` clears it. The merged metadata keeps the bounds (at most 64 keys and 16384 bytes as JSON): a PATCH that would pass them is a 422 naming `metadata`, and changes nothing.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -3666,6 +3680,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         ///About the user (at most 16,000 characters).
         #[serde(default = "defaults::update_user_request_about")]
         pub about: UpdateUserRequestAbout,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -3886,6 +3901,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         pub about: ::std::string::String,
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -9855,8 +9871,8 @@ Sends a `GET` request to `/api/agents`
 
 Arguments:
 - `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
-- `limit`: How many records to answer (1 to 1000).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `limit`: How many records to answer at most (1 to 1000). A page also stops adding records once its body would pass 8 MiB (it always has at least one): page on with `offset += len(items)` until a page comes back empty.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `offset`: How many matching records to skip first.
 - `sort_by`: The timestamp to order by.
 ```ignore
@@ -9962,8 +9978,8 @@ Sends a `GET` request to `/api/agents/{id}/docs`
 Arguments:
 - `id`: The agent's id.
 - `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
-- `limit`: How many records to answer (1 to 1000).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `limit`: How many records to answer at most (1 to 1000). A page also stops adding records once its body would pass 8 MiB (it always has at least one): page on with `offset += len(items)` until a page comes back empty.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `offset`: How many matching records to skip first.
 - `sort_by`: The timestamp to order by.
 ```ignore
@@ -10042,7 +10058,7 @@ Sends a `GET` request to `/api/agents/{id}/search`
 Arguments:
 - `id`: The agent's id.
 - `limit`: How many snippets to answer at most (1 to 100).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only documents whose metadata has every given top-level key with an equal value.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only documents whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `text`: The words to look for (1 to 10,000 characters). The whole request line must stay under 64 KiB, URL-encoded (414 otherwise): search long texts with POST.
 ```ignore
 let response = client.agent_search_text()
@@ -10082,8 +10098,8 @@ Sends a `GET` request to `/api/agents/{id}/tasks`
 Arguments:
 - `id`: The agent's id.
 - `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
-- `limit`: How many records to answer (1 to 1000).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `limit`: How many records to answer at most (1 to 1000). A page also stops adding records once its body would pass 8 MiB (it always has at least one): page on with `offset += len(items)` until a page comes back empty.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `offset`: How many matching records to skip first.
 - `sort_by`: The timestamp to order by.
 ```ignore
@@ -10160,8 +10176,8 @@ Sends a `GET` request to `/api/agents/{id}/tools`
 Arguments:
 - `id`: The agent's id.
 - `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
-- `limit`: How many records to answer (1 to 1000).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `limit`: How many records to answer at most (1 to 1000). A page also stops adding records once its body would pass 8 MiB (it always has at least one): page on with `offset += len(items)` until a page comes back empty.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `offset`: How many matching records to skip first.
 - `sort_by`: The timestamp to order by.
 ```ignore
@@ -10286,8 +10302,8 @@ Sends a `GET` request to `/api/sessions`
 
 Arguments:
 - `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
-- `limit`: How many records to answer (1 to 1000).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `limit`: How many records to answer at most (1 to 1000). A page also stops adding records once its body would pass 8 MiB (it always has at least one): page on with `offset += len(items)` until a page comes back empty.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `offset`: How many matching records to skip first.
 - `sort_by`: The timestamp to order by.
 ```ignore
@@ -10416,8 +10432,8 @@ Sends a `GET` request to `/api/sessions/{id}/messages`
 Arguments:
 - `id`: The session's id.
 - `direction`: Oldest first (`asc`, the default) or newest first (`desc`).
-- `limit`: How many messages to answer (1 to 1000).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only messages whose metadata has every given top-level key with an equal value.
+- `limit`: How many messages to answer at most (1 to 1000). A page also stops adding messages once its body would pass 8 MiB (it always has at least one): page on with `offset += len(items)` until a page comes back empty.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only messages whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `offset`: How many matching messages to skip first.
 ```ignore
 let response = client.message_list()
@@ -10474,8 +10490,8 @@ Sends a `GET` request to `/api/users`
 
 Arguments:
 - `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
-- `limit`: How many records to answer (1 to 1000).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `limit`: How many records to answer at most (1 to 1000). A page also stops adding records once its body would pass 8 MiB (it always has at least one): page on with `offset += len(items)` until a page comes back empty.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `offset`: How many matching records to skip first.
 - `sort_by`: The timestamp to order by.
 ```ignore
@@ -10579,8 +10595,8 @@ Sends a `GET` request to `/api/users/{user_id}/docs`
 Arguments:
 - `user_id`: The user's id.
 - `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
-- `limit`: How many records to answer (1 to 1000).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `limit`: How many records to answer at most (1 to 1000). A page also stops adding records once its body would pass 8 MiB (it always has at least one): page on with `offset += len(items)` until a page comes back empty.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `offset`: How many matching records to skip first.
 - `sort_by`: The timestamp to order by.
 ```ignore
@@ -10657,7 +10673,7 @@ Sends a `GET` request to `/api/users/{user_id}/search`
 Arguments:
 - `user_id`: The user's id.
 - `limit`: How many snippets to answer at most (1 to 100).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only documents whose metadata has every given top-level key with an equal value.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only documents whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `text`: The words to look for (1 to 10,000 characters). The whole request line must stay under 64 KiB, URL-encoded (414 otherwise): search long texts with POST.
 ```ignore
 let response = client.user_search_text()

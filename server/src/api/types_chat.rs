@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::error::LocPart;
-use super::types::{ChatSettings, DocReference, Metadata, default_true};
+use super::types::{ChatSettings, DocReference, JsonObject, default_true};
 use super::types_sessions::{CreateMessageRequest, Role, ToolCall, ToolCallType};
 use super::validate::{Check, Issues};
 
@@ -29,7 +29,7 @@ pub struct ChatFunction {
     pub description: Option<String>,
     /// The arguments, as a JSON Schema object.
     #[serde(default)]
-    pub parameters: Option<Metadata>,
+    pub parameters: Option<JsonObject>,
 }
 
 /// `auto` (the model decides), `none` (no tool) or `required` (some tool).

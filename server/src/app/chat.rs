@@ -177,6 +177,7 @@ impl App {
                 sort_by: SortBy::CreatedAt,
                 direction: Direction::Asc,
                 metadata_filter: None,
+                max_bytes: None,
             };
             let page: Vec<Message> = match self.message_list(t, session, &q) {
                 Ok(page) => page,

@@ -445,33 +445,34 @@ impl Store for SledStore {
         };
         let mut out = Vec::with_capacity(q.limit.min(1024));
         let mut skipped = 0usize;
+        // The stored JSON of the records taken: a close (slightly high)
+        // estimate of their size in the answer, known without serialising.
+        let mut bytes = 0usize;
         for key in iter {
             if out.len() >= q.limit {
                 break;
             }
             let id = id_suffix(&key.map_err(io)?);
-            match filter {
-                None => {
-                    if skipped < q.offset {
-                        skipped += 1;
-                        continue;
-                    }
-                    if let Some(r) = self.get(tenant, kind, id)? {
-                        out.push(r);
-                    }
+            if filter.is_none() && skipped < q.offset {
+                skipped += 1;
+                continue;
+            }
+            let Some(raw) = self.tree.get(row_key(kind, tenant, id)).map_err(io)? else { continue };
+            let r = decode(&raw)?;
+            if let Some(f) = filter {
+                if !matches_filter(r.metadata.as_ref(), f) {
+                    continue;
                 }
-                Some(f) => {
-                    let Some(r) = self.get(tenant, kind, id)? else { continue };
-                    if !matches_filter(r.metadata.as_ref(), f) {
-                        continue;
-                    }
-                    if skipped < q.offset {
-                        skipped += 1;
-                        continue;
-                    }
-                    out.push(r);
+                if skipped < q.offset {
+                    skipped += 1;
+                    continue;
                 }
             }
+            bytes += raw.len() + 1;
+            if q.max_bytes.is_some_and(|max| bytes > max) && !out.is_empty() {
+                break;
+            }
+            out.push(r);
         }
         Ok(out)
     }
