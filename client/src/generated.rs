@@ -1692,7 +1692,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///An error. A validation failure (422) is an `HTTPValidationError`; every other error (401, 404, 409, 413, 400, 5xx) is an `ErrorResponse`.
+    ///An error. A validation failure (422) is an `HTTPValidationError`; every other error (401, 404, 409, 413, 400, 429, 5xx) is an `ErrorResponse`.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     #[serde(untagged)]
     pub enum Error {
@@ -1712,7 +1712,7 @@ pub mod types {
     ///The body of every error other than a validation failure.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ErrorResponse {
-        ///A stable machine-readable code: `unauthorized`, `not_found`, `conflict`, `payload_too_large`, `bad_request`, `unsupported_media_type`, `upstream_error`, `no_model_provider`, `upstream_timeout`, `internal`.
+        ///A stable machine-readable code: `unauthorized`, `not_found`, `conflict`, `payload_too_large`, `bad_request`, `unsupported_media_type`, `rate_limited`, `upstream_error`, `no_model_provider`, `upstream_timeout`, `internal`.
         pub code: ::std::string::String,
         ///What went wrong, for a human.
         pub detail: ::std::string::String,
@@ -10408,7 +10408,9 @@ Builds the prompt (the agent's default settings overridden by the request's; the
 
 With `stream: true` the answer is `text/event-stream` instead: one `data: <chunk>` event per delta in OpenAI's chunk shape (`{"id","model","choices":[{"index","delta":{"role"?,"content"?,"tool_calls"?}, "finish_reason"}]}`), a last chunk with no choices carrying `usage` and `docs`, then `data: [DONE]`. A failure after the stream started is an event `data: {"error": {"message", "code"}}` and nothing is saved.
 
-Errors: 503 `no_model_provider` (no provider serves the model), 502 `upstream_error` (the provider failed or answered nonsense), 504 `upstream_timeout`, 400 (over the token budget, a template that does not render); none of them saves anything.
+An answer larger than the server's bound (`models.max_answer_bytes`, 8 MiB by default: a whole answer's body, or a streamed answer's text) is dropped as soon as it passes it: a 502 `upstream_error`, or, once the stream has started, its `error` event; nothing is saved.
+
+Errors: 503 `no_model_provider` (no provider serves the model), 502 `upstream_error` (the provider failed, answered nonsense or too much), 504 `upstream_timeout`, 429 `rate_limited` (the provider is rate limiting requests; its `Retry-After` header, when it sent one, is passed on), 400 (over the token budget, a template that does not render); none of them saves anything.
 
 Sends a `POST` request to `/api/sessions/{id}/chat`
 
@@ -11723,6 +11725,13 @@ pub mod builder {
                         ),
                     )
                 }
+                429u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 500u16..=599u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -12205,6 +12214,13 @@ pub mod builder {
                     )
                 }
                 422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                429u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -14402,6 +14418,13 @@ pub mod builder {
                         ),
                     )
                 }
+                429u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 500u16..=599u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -15812,6 +15835,13 @@ pub mod builder {
                         ),
                     )
                 }
+                429u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 500u16..=599u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -16296,6 +16326,13 @@ pub mod builder {
                     )
                 }
                 422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                429u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
