@@ -168,3 +168,90 @@ async fn a_list_page_stops_before_8_mib_and_paging_on_reaches_every_record() {
     assert_eq!(seen, ids, "paging on with offset += len(items) reaches every record once");
     s.stop().await;
 }
+
+// ---------------------------------------------------------------- the writer's longest commits
+
+/// Runs `heavy` while another tenant writes one small record after another;
+/// answers how long `heavy` took and the longest of those small writes (how
+/// long the heavy request held the single writer, give or take one flush).
+async fn writes_beside<F: std::future::Future<Output = u16>>(s: &TestServer, heavy: F) -> (u16, f64, f64) {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Instant;
+    let key = s.key_for("bystander").await;
+    let (base, done) = (s.base.clone(), Arc::new(AtomicBool::new(false)));
+    let stop = done.clone();
+    let bystander = tokio::spawn(async move {
+        let http = reqwest::Client::new();
+        let mut longest = 0f64;
+        while !stop.load(Ordering::SeqCst) {
+            let started = Instant::now();
+            let r = http.post(format!("{base}/api/users")).bearer_auth(&key).json(&json!({"name": "B"})).send();
+            assert_eq!(r.await.unwrap().status(), 201);
+            longest = longest.max(started.elapsed().as_secs_f64() * 1000.0);
+        }
+        longest
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    let started = Instant::now();
+    let status = heavy.await;
+    let took = started.elapsed().as_secs_f64() * 1000.0;
+    done.store(true, Ordering::SeqCst);
+    (status, took, bystander.await.unwrap())
+}
+
+/// The heaviest single requests the contract allows (2 MiB bodies), each run
+/// while another tenant writes: prints how long each took and the longest
+/// small write beside it. A measurement, not a check: `cargo test -p
+/// agent-platform-tests --test bounds -- --ignored --nocapture writer`.
+#[tokio::test]
+#[ignore]
+async fn writer_measurement_of_the_heaviest_single_requests() {
+    let s = TestServer::start().await;
+    let agent = s.create_agent("Helper").await.id;
+    let session = s.create_session(&[agent], &[]).await.id;
+    let big_doc = json!({"title": "big", "content": vec!["lorem ipsum dolor ".repeat(105); 1000]}).to_string();
+    let big_task = json!({"name": "big", "main": [{"evaluate": {"x": format!("'{}'", "x".repeat(1_900_000))}}]}).to_string();
+    let big_message = json!({"role": "user", "content": "word ".repeat(380_000)}).to_string();
+    let report = |what: &str, (status, took, longest): (u16, f64, f64)| {
+        println!("{what:<55} {status}  {took:>8.0} ms   longest write beside it {longest:>6.0} ms");
+    };
+    let post = |path: String, body: String| {
+        let s = &s;
+        async move { s.raw("POST", &path, Some(&body)).await.status }
+    };
+    for i in 0..10 {
+        let r = writes_beside(&s, post(format!("/api/agents/{agent}/docs"), big_doc.clone())).await;
+        if i == 0 {
+            report(&format!("POST a doc of 1000 snippets, {} bytes", big_doc.len()), r);
+        }
+    }
+    let r = writes_beside(&s, async { s.raw("PUT", &format!("/api/agents/{agent}/tasks"), Some(&big_task)).await.status }).await;
+    report(&format!("PUT a task of {} bytes", big_task.len()), r);
+    let r = writes_beside(&s, post(format!("/api/sessions/{session}/messages"), big_message.clone())).await;
+    report(&format!("POST a message of {} bytes", big_message.len()), r);
+    // The most messages one request can append: a chat's new messages (saved
+    // in one commit), as many as fit 2 MiB.
+    let n = 2_000_000 / 36;
+    let messages: Vec<Value> = (0..n).map(|_| json!({"role": "user", "content": "x"})).collect();
+    let chat = json!({"messages": messages, "recall": false}).to_string();
+    let fake = agent_platform::chat::fake_upstream::FakeUpstream::start().await;
+    s.stop().await;
+    let s = TestServer::with_models(agent_platform_tests::fake_models(&fake, 120.0)).await;
+    let agent = s.create_agent("Helper").await.id;
+    let session = s.create_session(&[agent], &[]).await.id;
+    let r = writes_beside(&s, async {
+        s.raw("POST", &format!("/api/sessions/{session}/chat"), Some(&chat)).await.status
+    })
+    .await;
+    report(&format!("POST a chat of {n} new messages ({} bytes)", chat.len()), r);
+    let r = writes_beside(&s, async { s.raw("DELETE", &format!("/api/sessions/{session}"), None).await.status }).await;
+    report(&format!("DELETE a session of {} messages", n + 1), r);
+    let big_doc_agent = s.create_agent("Docs").await.id;
+    for _ in 0..10 {
+        assert_eq!(s.raw("POST", &format!("/api/agents/{big_doc_agent}/docs"), Some(&big_doc)).await.status, 201);
+    }
+    let r = writes_beside(&s, async { s.raw("DELETE", &format!("/api/agents/{big_doc_agent}"), None).await.status }).await;
+    report("DELETE an agent of 10 docs of 2 MB", r);
+    s.stop().await;
+}
