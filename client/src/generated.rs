@@ -346,7 +346,7 @@ pub mod types {
         ///The most tokens the answer may have (at least 1).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub max_tokens: ::std::option::Option<::std::num::NonZeroU64>,
-        ///The new messages (at least one), usually one `user` message, or the `tool` messages answering the tool calls of the last answer.
+        ///The new messages (1 to 256), usually one `user` message, or the `tool` messages answering the tool calls of the last answer. (They are saved in one atomic write: the bound keeps that write short. Append a longer history with `POST /api/sessions/{id}/messages`.)
         pub messages: ::std::vec::Vec<CreateMessageRequest>,
         ///The model; overrides the agent's (and the server's default).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]

@@ -186,7 +186,8 @@ async fn writes_beside<F: std::future::Future<Output = u16>>(s: &TestServer, hea
         let mut longest = 0f64;
         while !stop.load(Ordering::SeqCst) {
             let started = Instant::now();
-            let r = http.post(format!("{base}/api/users")).bearer_auth(&key).json(&json!({"name": "B"})).send();
+            let r =
+                http.post(format!("{base}/api/users")).bearer_auth(&key).json(&json!({"name": "B"})).send();
             assert_eq!(r.await.unwrap().status(), 201);
             longest = longest.max(started.elapsed().as_secs_f64() * 1000.0);
         }
@@ -210,8 +211,11 @@ async fn writer_measurement_of_the_heaviest_single_requests() {
     let s = TestServer::start().await;
     let agent = s.create_agent("Helper").await.id;
     let session = s.create_session(&[agent], &[]).await.id;
-    let big_doc = json!({"title": "big", "content": vec!["lorem ipsum dolor ".repeat(105); 1000]}).to_string();
-    let big_task = json!({"name": "big", "main": [{"evaluate": {"x": format!("'{}'", "x".repeat(1_900_000))}}]}).to_string();
+    let big_doc =
+        json!({"title": "big", "content": vec!["lorem ipsum dolor ".repeat(105); 1000]}).to_string();
+    let big_task =
+        json!({"name": "big", "main": [{"evaluate": {"x": format!("'{}'", "x".repeat(1_900_000))}}]})
+            .to_string();
     let big_message = json!({"role": "user", "content": "word ".repeat(380_000)}).to_string();
     let report = |what: &str, (status, took, longest): (u16, f64, f64)| {
         println!("{what:<55} {status}  {took:>8.0} ms   longest write beside it {longest:>6.0} ms");
@@ -226,13 +230,16 @@ async fn writer_measurement_of_the_heaviest_single_requests() {
             report(&format!("POST a doc of 1000 snippets, {} bytes", big_doc.len()), r);
         }
     }
-    let r = writes_beside(&s, async { s.raw("PUT", &format!("/api/agents/{agent}/tasks"), Some(&big_task)).await.status }).await;
+    let r = writes_beside(&s, async {
+        s.raw("PUT", &format!("/api/agents/{agent}/tasks"), Some(&big_task)).await.status
+    })
+    .await;
     report(&format!("PUT a task of {} bytes", big_task.len()), r);
     let r = writes_beside(&s, post(format!("/api/sessions/{session}/messages"), big_message.clone())).await;
     report(&format!("POST a message of {} bytes", big_message.len()), r);
     // The most messages one request can append: a chat's new messages (saved
-    // in one commit), as many as fit 2 MiB.
-    let n = 2_000_000 / 36;
+    // in one commit with the answer).
+    let n = 256;
     let messages: Vec<Value> = (0..n).map(|_| json!({"role": "user", "content": "x"})).collect();
     let chat = json!({"messages": messages, "recall": false}).to_string();
     let fake = agent_platform::chat::fake_upstream::FakeUpstream::start().await;
@@ -245,13 +252,43 @@ async fn writer_measurement_of_the_heaviest_single_requests() {
     })
     .await;
     report(&format!("POST a chat of {n} new messages ({} bytes)", chat.len()), r);
-    let r = writes_beside(&s, async { s.raw("DELETE", &format!("/api/sessions/{session}"), None).await.status }).await;
-    report(&format!("DELETE a session of {} messages", n + 1), r);
+    // A session grows by many requests; seeded here in-process, 5,000 at a time.
+    let tenant = s.app().authenticate(&s.key).unwrap().unwrap();
+    for _ in 0..10 {
+        let batch = (0..5000)
+            .map(|_| serde_json::from_value(json!({"role": "user", "content": "x"})).unwrap())
+            .collect();
+        s.app().append_messages(tenant, session, batch).await.unwrap();
+    }
+    let r =
+        writes_beside(&s, async { s.raw("DELETE", &format!("/api/sessions/{session}"), None).await.status })
+            .await;
+    report(&format!("DELETE a session of {} messages", n + 1 + 50_000), r);
     let big_doc_agent = s.create_agent("Docs").await.id;
     for _ in 0..10 {
-        assert_eq!(s.raw("POST", &format!("/api/agents/{big_doc_agent}/docs"), Some(&big_doc)).await.status, 201);
+        assert_eq!(
+            s.raw("POST", &format!("/api/agents/{big_doc_agent}/docs"), Some(&big_doc)).await.status,
+            201
+        );
     }
-    let r = writes_beside(&s, async { s.raw("DELETE", &format!("/api/agents/{big_doc_agent}"), None).await.status }).await;
+    let r = writes_beside(&s, async {
+        s.raw("DELETE", &format!("/api/agents/{big_doc_agent}"), None).await.status
+    })
+    .await;
     report("DELETE an agent of 10 docs of 2 MB", r);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_chat_of_more_than_256_new_messages_is_422_naming_messages() {
+    // They are saved in one atomic write: 2 MiB of tiny messages (~55,000)
+    // held the single writer for 15 s.
+    let s = TestServer::start().await;
+    let agent = s.create_agent("Helper").await.id;
+    let session = s.create_session(&[agent], &[]).await.id;
+    let messages: Vec<Value> = (0..257).map(|_| json!({"role": "user", "content": "x"})).collect();
+    let body = json!({"messages": messages}).to_string();
+    let r = s.raw("POST", &format!("/api/sessions/{session}/chat"), Some(&body)).await;
+    r.assert_422(json!(["body", "messages"]), "too_long");
     s.stop().await;
 }
