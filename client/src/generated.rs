@@ -16,6 +16,7 @@ pub mod types {
         pub default_settings: ::std::option::Option<ChatSettings>,
         pub id: ::uuid::Uuid,
         pub instructions: ::std::vec::Vec<::std::string::String>,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -559,7 +560,7 @@ pub mod types {
         ///The most tokens the answer may have (at least 1).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub max_tokens: ::std::option::Option<::std::num::NonZeroU64>,
-        ///The new messages (at least one), usually one `user` message, or the `tool` messages answering the tool calls of the last answer.
+        ///The new messages (1 to 256), usually one `user` message, or the `tool` messages answering the tool calls of the last answer. (They are saved in one atomic write: the bound keeps that write short. Append a longer history with `POST /api/sessions/{id}/messages`.)
         pub messages: ::std::vec::Vec<CreateMessageRequest>,
         ///The model; overrides the agent's (and the server's default).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -814,6 +815,7 @@ pub mod types {
         ///A string, or a list of at most 100 strings; stored as a list.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub instructions: ::std::option::Option<Instructions>,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -1022,6 +1024,7 @@ pub mod types {
         ///One vector per snippet, all of one dimension: the dimension of the owner's other vectors, if it has any. When omitted and an embedding model is configured, the server computes them.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub embeddings: ::std::option::Option<::std::vec::Vec<::std::vec::Vec<f32>>>,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -1095,6 +1098,7 @@ pub mod types {
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct CreateMessageRequest {
         pub content: ::std::string::String,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -1241,6 +1245,7 @@ pub mod types {
         pub agents: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub context_overflow: ::std::option::Option<ContextOverflow>,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -1295,6 +1300,7 @@ pub mod types {
         ///Required for `function` tools, and only for them.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub function: ::std::option::Option<FunctionDef>,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -1437,6 +1443,7 @@ pub mod types {
         ///About the user (at most 16,000 characters).
         #[serde(default = "defaults::create_user_request_about")]
         pub about: CreateUserRequestAbout,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -1716,6 +1723,7 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub embeddings: ::std::option::Option<::std::vec::Vec<::std::vec::Vec<f32>>>,
         pub id: ::uuid::Uuid,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -1869,6 +1877,7 @@ pub mod types {
     pub struct DocReference {
         ///The document's id.
         pub id: ::uuid::Uuid,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -1897,7 +1906,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///An error. A validation failure (422) is an `HTTPValidationError`; every other error (401, 404, 409, 413, 400, 5xx) is an `ErrorResponse`.
+    ///An error. A validation failure (422) is an `HTTPValidationError`; every other error (401, 404, 409, 413, 400, 429, 5xx) is an `ErrorResponse`.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     #[serde(untagged)]
     pub enum Error {
@@ -1917,7 +1926,7 @@ pub mod types {
     ///The body of every error other than a validation failure.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ErrorResponse {
-        ///A stable machine-readable code: `unauthorized`, `not_found`, `conflict`, `payload_too_large`, `bad_request`, `unsupported_media_type`, `upstream_error`, `no_model_provider`, `upstream_timeout`, `internal`.
+        ///A stable machine-readable code: `unauthorized`, `not_found`, `conflict`, `payload_too_large`, `bad_request`, `unsupported_media_type`, `rate_limited`, `upstream_error`, `no_model_provider`, `upstream_timeout`, `internal`.
         pub code: ::std::string::String,
         ///What went wrong, for a human.
         pub detail: ::std::string::String,
@@ -2188,7 +2197,7 @@ pub mod types {
                 })
         }
     }
-    ///A list of records.
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForAgent {
         pub items: ::std::vec::Vec<Agent>,
@@ -2198,7 +2207,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///A list of records.
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForApiKey {
         pub items: ::std::vec::Vec<ApiKey>,
@@ -2208,7 +2217,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///A list of records.
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForDoc {
         pub items: ::std::vec::Vec<Doc>,
@@ -2218,7 +2227,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///A list of records.
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForMessage {
         pub items: ::std::vec::Vec<Message>,
@@ -2228,7 +2237,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///A list of records.
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForSession {
         pub items: ::std::vec::Vec<Session>,
@@ -2238,7 +2247,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///A list of records.
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForTask {
         pub items: ::std::vec::Vec<Task>,
@@ -2248,7 +2257,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///A list of records.
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForTool {
         pub items: ::std::vec::Vec<Tool>,
@@ -2258,7 +2267,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///A list of records.
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForUser {
         pub items: ::std::vec::Vec<User>,
@@ -2294,6 +2303,7 @@ pub mod types {
         pub content: ::std::string::String,
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -2466,7 +2476,7 @@ pub mod types {
         pub default_settings: ::std::option::Option<ChatSettings>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub instructions: ::std::option::Option<Instructions>,
-        ///Merged into the stored metadata, top-level key by key; `null` clears it.
+        ///Merged into the stored metadata, top-level key by key; `null` clears it. The merged metadata keeps the bounds (at most 64 keys and 16384 bytes as JSON): a PATCH that would pass them is a 422 naming `metadata`, and changes nothing.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -2665,7 +2675,7 @@ pub mod types {
         pub description: ::std::option::Option<PatchToolRequestDescription>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub function: ::std::option::Option<FunctionDef>,
-        ///Merged into the stored metadata, top-level key by key; `null` clears it.
+        ///Merged into the stored metadata, top-level key by key; `null` clears it. The merged metadata keeps the bounds (at most 64 keys and 16384 bytes as JSON): a PATCH that would pass them is a 422 naming `metadata`, and changes nothing.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -2801,7 +2811,7 @@ pub mod types {
     pub struct PatchUserRequest {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub about: ::std::option::Option<PatchUserRequestAbout>,
-        ///Merged into the stored metadata, top-level key by key; `null` clears it.
+        ///Merged into the stored metadata, top-level key by key; `null` clears it. The merged metadata keeps the bounds (at most 64 keys and 16384 bytes as JSON): a PATCH that would pass them is a 422 naming `metadata`, and changes nothing.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -3019,6 +3029,7 @@ pub mod types {
         pub main: ::std::vec::Vec<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
         >,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -3352,7 +3363,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         ///How many snippets to answer at most (1 to 100).
         #[serde(default = "defaults::default_nzu64::<::std::num::NonZeroU64, 10>")]
         pub limit: ::std::num::NonZeroU64,
-        ///Only documents whose metadata has every given top-level key with an equal value.
+        ///Only documents whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata_filter: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -3450,6 +3461,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         pub context_overflow: ::std::option::Option<ContextOverflow>,
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -3684,6 +3696,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         pub main: ::std::vec::Vec<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
         >,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -3712,6 +3725,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub function: ::std::option::Option<FunctionDef>,
         pub id: ::uuid::Uuid,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -4173,7 +4187,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
     pub struct UpdateSessionRequest {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub context_overflow: ::std::option::Option<ContextOverflow>,
-        ///Merged into the stored metadata, top-level key by key; `null` clears it.
+        ///Merged into the stored metadata, top-level key by key; `null` clears it. The merged metadata keeps the bounds (at most 64 keys and 16384 bytes as JSON): a PATCH that would pass them is a 422 naming `metadata`, and changes nothing.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -4200,6 +4214,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         ///About the user (at most 16,000 characters).
         #[serde(default = "defaults::update_user_request_about")]
         pub about: UpdateUserRequestAbout,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -4420,6 +4435,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         pub about: ::std::string::String,
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -10786,8 +10802,8 @@ Sends a `GET` request to `/api/agents`
 
 Arguments:
 - `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
-- `limit`: How many records to answer (1 to 1000).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `limit`: How many records to answer at most (1 to 1000). A page also stops adding records once its body would pass 8 MiB (it always has at least one): page on with `offset += len(items)` until a page comes back empty.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `offset`: How many matching records to skip first.
 - `sort_by`: The timestamp to order by.
 ```ignore
@@ -10897,8 +10913,8 @@ Sends a `GET` request to `/api/agents/{id}/docs`
 Arguments:
 - `id`: The agent's id.
 - `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
-- `limit`: How many records to answer (1 to 1000).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `limit`: How many records to answer at most (1 to 1000). A page also stops adding records once its body would pass 8 MiB (it always has at least one): page on with `offset += len(items)` until a page comes back empty.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `offset`: How many matching records to skip first.
 - `sort_by`: The timestamp to order by.
 ```ignore
@@ -10979,7 +10995,7 @@ Sends a `GET` request to `/api/agents/{id}/search`
 Arguments:
 - `id`: The agent's id.
 - `limit`: How many snippets to answer at most (1 to 100).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only documents whose metadata has every given top-level key with an equal value.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only documents whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `text`: The words to look for (1 to 10,000 characters). The whole request line must stay under 64 KiB, URL-encoded (414 otherwise): search long texts with POST.
 ```ignore
 let response = client.agent_search_text()
@@ -11021,8 +11037,8 @@ Sends a `GET` request to `/api/agents/{id}/tasks`
 Arguments:
 - `id`: The agent's id.
 - `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
-- `limit`: How many records to answer (1 to 1000).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `limit`: How many records to answer at most (1 to 1000). A page also stops adding records once its body would pass 8 MiB (it always has at least one): page on with `offset += len(items)` until a page comes back empty.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `offset`: How many matching records to skip first.
 - `sort_by`: The timestamp to order by.
 ```ignore
@@ -11099,8 +11115,8 @@ Sends a `GET` request to `/api/agents/{id}/tools`
 Arguments:
 - `id`: The agent's id.
 - `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
-- `limit`: How many records to answer (1 to 1000).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `limit`: How many records to answer at most (1 to 1000). A page also stops adding records once its body would pass 8 MiB (it always has at least one): page on with `offset += len(items)` until a page comes back empty.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `offset`: How many matching records to skip first.
 - `sort_by`: The timestamp to order by.
 ```ignore
@@ -11273,8 +11289,8 @@ Sends a `GET` request to `/api/sessions`
 
 Arguments:
 - `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
-- `limit`: How many records to answer (1 to 1000).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `limit`: How many records to answer at most (1 to 1000). A page also stops adding records once its body would pass 8 MiB (it always has at least one): page on with `offset += len(items)` until a page comes back empty.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `offset`: How many matching records to skip first.
 - `sort_by`: The timestamp to order by.
 ```ignore
@@ -11383,7 +11399,9 @@ Builds the prompt (the agent's default settings overridden by the request's; the
 
 With `stream: true` the answer is `text/event-stream` instead: one `data: <chunk>` event per delta in OpenAI's chunk shape (`{"id","model","choices":[{"index","delta":{"role"?,"content"?,"tool_calls"?}, "finish_reason"}]}`), a last chunk with no choices carrying `usage` and `docs`, then `data: [DONE]`. A failure after the stream started is an event `data: {"error": {"message", "code"}}` and nothing is saved.
 
-Errors: 503 `no_model_provider` (no provider serves the model), 502 `upstream_error` (the provider failed or answered nonsense), 504 `upstream_timeout`, 400 (over the token budget, a template that does not render); none of them saves anything.
+An answer larger than the server's bound (`models.max_answer_bytes`, 8 MiB by default: a whole answer's body, or a streamed answer's text) is dropped as soon as it passes it: a 502 `upstream_error`, or, once the stream has started, its `error` event; nothing is saved.
+
+Errors: 503 `no_model_provider` (no provider serves the model), 502 `upstream_error` (the provider failed, answered nonsense or too much), 504 `upstream_timeout`, 429 `rate_limited` (the provider is rate limiting requests; its `Retry-After` header, when it sent one, is passed on), 400 (over the token budget, a template that does not render); none of them saves anything.
 
 Sends a `POST` request to `/api/sessions/{id}/chat`
 
@@ -11409,8 +11427,8 @@ Sends a `GET` request to `/api/sessions/{id}/messages`
 Arguments:
 - `id`: The session's id.
 - `direction`: Oldest first (`asc`, the default) or newest first (`desc`).
-- `limit`: How many messages to answer (1 to 1000).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only messages whose metadata has every given top-level key with an equal value.
+- `limit`: How many messages to answer at most (1 to 1000). A page also stops adding messages once its body would pass 8 MiB (it always has at least one): page on with `offset += len(items)` until a page comes back empty.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only messages whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `offset`: How many matching messages to skip first.
 ```ignore
 let response = client.message_list()
@@ -11469,8 +11487,8 @@ Sends a `GET` request to `/api/users`
 
 Arguments:
 - `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
-- `limit`: How many records to answer (1 to 1000).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `limit`: How many records to answer at most (1 to 1000). A page also stops adding records once its body would pass 8 MiB (it always has at least one): page on with `offset += len(items)` until a page comes back empty.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `offset`: How many matching records to skip first.
 - `sort_by`: The timestamp to order by.
 ```ignore
@@ -11578,8 +11596,8 @@ Sends a `GET` request to `/api/users/{user_id}/docs`
 Arguments:
 - `user_id`: The user's id.
 - `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
-- `limit`: How many records to answer (1 to 1000).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value.
+- `limit`: How many records to answer at most (1 to 1000). A page also stops adding records once its body would pass 8 MiB (it always has at least one): page on with `offset += len(items)` until a page comes back empty.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `offset`: How many matching records to skip first.
 - `sort_by`: The timestamp to order by.
 ```ignore
@@ -11658,7 +11676,7 @@ Sends a `GET` request to `/api/users/{user_id}/search`
 Arguments:
 - `user_id`: The user's id.
 - `limit`: How many snippets to answer at most (1 to 100).
-- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only documents whose metadata has every given top-level key with an equal value.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only documents whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
 - `text`: The words to look for (1 to 10,000 characters). The whole request line must stay under 64 KiB, URL-encoded (414 otherwise): search long texts with POST.
 ```ignore
 let response = client.user_search_text()
@@ -12762,6 +12780,13 @@ pub mod builder {
                         ),
                     )
                 }
+                429u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 500u16..=599u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -13270,6 +13295,13 @@ pub mod builder {
                     )
                 }
                 422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                429u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -15817,6 +15849,13 @@ pub mod builder {
                         ),
                     )
                 }
+                429u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 500u16..=599u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -17305,6 +17344,13 @@ pub mod builder {
                         ),
                     )
                 }
+                429u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 500u16..=599u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -17815,6 +17861,13 @@ pub mod builder {
                     )
                 }
                 422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                429u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,

@@ -15,6 +15,7 @@
 //! [models]
 //! default_model = "llama3.2"  # or AGENT_PLATFORM_DEFAULT_MODEL
 //! request_timeout_s = 120     # 504 after this (stream_idle_timeout_s for streams)
+//! max_answer_bytes = 8388608  # a longer model answer is a 502 (AGENT_PLATFORM_MODELS_MAX_ANSWER_BYTES)
 //! [[models.providers]]
 //! name = "local"
 //! base_url = "http://127.0.0.1:11434/v1"
@@ -121,6 +122,9 @@ impl Config {
         if let Some(v) = env("AGENT_PLATFORM_DEFAULT_MODEL").filter(|v| !v.trim().is_empty()) {
             self.models.default_model = Some(v);
         }
+        if let Some(v) = env("AGENT_PLATFORM_MODELS_MAX_ANSWER_BYTES") {
+            self.models.max_answer_bytes = Some(parse("AGENT_PLATFORM_MODELS_MAX_ANSWER_BYTES", v)?);
+        }
         if let Some(v) = env("AGENT_PLATFORM_LOG_LEVEL") {
             self.log.level = v;
         }
@@ -152,5 +156,21 @@ mod tests {
         assert_eq!(cfg.models.default_model.as_deref(), Some("b"));
         let providers = crate::chat::Providers::from_config(&cfg.models, |_| None).unwrap();
         assert_eq!(providers.resolve("b").unwrap().name(), "local");
+    }
+
+    #[test]
+    fn max_answer_bytes_from_the_file_and_the_environment() {
+        let mut cfg: Config = toml::from_str("[models]\nmax_answer_bytes = 1000\n").unwrap();
+        assert_eq!(cfg.models.max_answer_bytes, Some(1000));
+        cfg.apply_env(|k| (k == "AGENT_PLATFORM_MODELS_MAX_ANSWER_BYTES").then(|| "2000".to_string()))
+            .unwrap();
+        assert_eq!(cfg.models.max_answer_bytes, Some(2000));
+        assert!(
+            cfg.apply_env(|k| (k == "AGENT_PLATFORM_MODELS_MAX_ANSWER_BYTES").then(|| "lots".into()))
+                .is_err()
+        );
+        cfg.models.max_answer_bytes = Some(0);
+        let zero = crate::chat::Providers::from_config(&cfg.models, |_| None).unwrap_err();
+        assert_eq!(zero, crate::chat::ConfigError::BadMaxAnswerBytes);
     }
 }

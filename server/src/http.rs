@@ -174,6 +174,8 @@ pub fn list_query(p: &ListParams) -> store::ListQuery {
             Direction::Desc => store::Direction::Desc,
         },
         metadata_filter: p.filter(),
+        // Room for `{"items":[` and `]}` around the items.
+        max_bytes: Some(LIST_PAGE_MAX_BYTES - 16),
     }
 }
 

@@ -24,6 +24,11 @@ struct Setup {
 /// A server on a fake upstream, an agent with instructions, a user with an
 /// about, and a session of both created with `session_extra` fields.
 async fn setup_with(session_extra: Value) -> Setup {
+    setup_on(session_extra, models).await
+}
+
+/// [`setup_with`] on the providers `models` makes of the fake.
+async fn setup_on(session_extra: Value, models: impl Fn(&FakeUpstream) -> ModelsConfig) -> Setup {
     let fake = FakeUpstream::start().await;
     let s = TestServer::with_models(models(&fake)).await;
     let agent = s
@@ -542,4 +547,87 @@ async fn with_an_embedding_model_docs_are_embedded_and_recall_is_hybrid() {
     assert_eq!(r.body["docs"][0]["title"], "Octopus facts");
     let embedded = fake.requests().iter().filter(|r| r.path == "/v1/embeddings").count();
     assert_eq!(embedded, 2, "the question was embedded for a hybrid search");
+}
+
+// ---------------------------------------------------------------- answers beyond the bounds
+
+/// A setup whose provider waits 30 s: a failure that comes sooner is not a timeout.
+async fn patient_setup() -> Setup {
+    setup_on(json!({}), |fake| agent_platform_tests::fake_models(fake, 30.0)).await
+}
+
+const NINE_MB: usize = 9 * 1024 * 1024;
+
+#[tokio::test]
+async fn a_whole_answer_over_8_mib_is_502_and_saves_nothing() {
+    let t = patient_setup().await;
+    t.fake.push(Behaviour::Huge { bytes: NINE_MB });
+    let r = t.say("write a lot").await;
+    assert_eq!(r.status, 502, "{}", r.body);
+    assert_eq!(r.body["code"], "upstream_error");
+    assert!(r.body["detail"].as_str().unwrap().contains("max_answer_bytes"), "{}", r.body);
+    assert!(t.history().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_streamed_answer_over_8_mib_ends_with_an_error_event_and_saves_nothing() {
+    let t = patient_setup().await;
+    t.fake.push(Behaviour::Huge { bytes: NINE_MB });
+    let body = json!({"messages": [{"role": "user", "content": "write a lot"}], "stream": true});
+    let (status, events) = stream_events(&t, body).await;
+    assert_eq!(status, 200, "the head left with the first chunk");
+    let last: Value = serde_json::from_str(&events.last().unwrap().1).unwrap();
+    assert_eq!(last["error"]["code"], "upstream_error", "{last}");
+    assert!(last["error"]["message"].as_str().unwrap().contains("max_answer_bytes"), "{last}");
+    let sent: usize = events.iter().map(|(_, d)| d.len()).sum();
+    assert!(sent < NINE_MB, "the answer was cut at the bound, not relayed whole ({sent} bytes)");
+    assert!(t.history().await.is_empty());
+}
+
+#[tokio::test]
+async fn an_answer_that_never_ends_is_502_long_before_the_timeout_and_saves_nothing() {
+    let t = patient_setup().await;
+    t.fake.push(Behaviour::Endless);
+    let started = Instant::now();
+    let r = t.say("go on forever").await;
+    assert_eq!(r.status, 502, "{}", r.body);
+    assert!(r.body["detail"].as_str().unwrap().contains("max_answer_bytes"), "{}", r.body);
+    assert!(started.elapsed() < Duration::from_secs(15), "took {:?} (timeout 30 s)", started.elapsed());
+    assert!(t.fake.wait_for_aborted_streams(1, Duration::from_secs(5)).await, "the upstream was dropped");
+    assert!(t.history().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_stream_that_never_ends_ends_with_an_error_event_long_before_the_timeout() {
+    let t = patient_setup().await;
+    t.fake.push(Behaviour::Endless);
+    let started = Instant::now();
+    let body = json!({"messages": [{"role": "user", "content": "go on forever"}], "stream": true});
+    let (status, events) = stream_events(&t, body).await;
+    assert_eq!(status, 200);
+    assert!(started.elapsed() < Duration::from_secs(15), "took {:?} (timeout 30 s)", started.elapsed());
+    let last: Value = serde_json::from_str(&events.last().unwrap().1).unwrap();
+    assert_eq!(last["error"]["code"], "upstream_error", "{last}");
+    assert!(t.fake.wait_for_aborted_streams(1, Duration::from_secs(5)).await, "the upstream was dropped");
+    assert!(t.history().await.is_empty());
+}
+
+#[tokio::test]
+async fn an_upstream_429_is_429_with_its_retry_after_and_saves_nothing() {
+    let t = setup().await;
+    for stream in [false, true] {
+        t.fake.push(Behaviour::RateLimited { retry_after: Some("7".into()) });
+        let body = json!({"messages": [{"role": "user", "content": "hi"}], "stream": stream});
+        let r = t.chat(body).await;
+        assert_eq!(r.status, 429, "stream {stream}: {}", r.body);
+        assert_eq!(r.body["code"], "rate_limited", "{}", r.body);
+        assert_eq!(r.headers.get("retry-after").map(|v| v.to_str().unwrap()), Some("7"), "stream {stream}");
+        assert!(r.body["detail"].as_str().unwrap().contains("Rate limit reached"), "{}", r.body);
+    }
+    // Without a Retry-After, still a 429 (and no header made up).
+    t.fake.push(Behaviour::RateLimited { retry_after: None });
+    let r = t.say("hi").await;
+    assert_eq!(r.status, 429, "{}", r.body);
+    assert!(r.headers.get("retry-after").is_none());
+    assert!(t.history().await.is_empty());
 }

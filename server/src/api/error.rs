@@ -50,8 +50,8 @@ pub struct ErrorResponse {
     /// What went wrong, for a human.
     pub detail: String,
     /// A stable machine-readable code: `unauthorized`, `not_found`, `conflict`,
-    /// `payload_too_large`, `bad_request`, `unsupported_media_type`, `upstream_error`,
-    /// `no_model_provider`, `upstream_timeout`, `internal`.
+    /// `payload_too_large`, `bad_request`, `unsupported_media_type`, `rate_limited`,
+    /// `upstream_error`, `no_model_provider`, `upstream_timeout`, `internal`.
     pub code: String,
     /// The id of the request, also sent as the `x-request-id` header and logged.
     pub request_id: String,
@@ -61,7 +61,12 @@ pub struct ErrorResponse {
 #[derive(Debug)]
 pub enum ApiError {
     Validation(Vec<Issue>),
-    Other { status: ErrorStatusCode, body: ErrorResponse },
+    /// `retry_after`: the `Retry-After` header to send (a 429 passes on the provider's).
+    Other {
+        status: ErrorStatusCode,
+        body: ErrorResponse,
+        retry_after: Option<String>,
+    },
 }
 
 const VALIDATION_CODE: &str = "agent_platform::validation";
@@ -75,6 +80,7 @@ impl ApiError {
         ApiError::Other {
             status,
             body: ErrorResponse { detail: detail.into(), code: code.into(), request_id: request_id.into() },
+            retry_after: None,
         }
     }
 
@@ -83,6 +89,15 @@ impl ApiError {
         use DomainError as E;
         let (status, code) = match &err {
             E::Validation(issues) => return ApiError::Validation(issues.clone()),
+            E::RateLimited { retry_after, .. } => {
+                let retry_after = retry_after.clone();
+                let status = ErrorStatusCode::TOO_MANY_REQUESTS;
+                let mut e = ApiError::new(status, "rate_limited", err.to_string(), request_id);
+                if let ApiError::Other { retry_after: r, .. } = &mut e {
+                    *r = retry_after;
+                }
+                return e;
+            }
             E::NotFound(_) => (ErrorStatusCode::NOT_FOUND, "not_found"),
             E::Conflict(_) => (ErrorStatusCode::CONFLICT, "conflict"),
             E::BadRequest(_) => (ErrorStatusCode::BAD_REQUEST, "bad_request"),
@@ -162,7 +177,7 @@ impl From<HttpError> for ApiError {
         } else {
             (e.status_code, "bad_request".to_string())
         };
-        ApiError::Other { status, body: ErrorResponse { detail: msg, code, request_id } }
+        ApiError::Other { status, body: ErrorResponse { detail: msg, code, request_id }, retry_after: None }
     }
 }
 
@@ -211,7 +226,7 @@ impl JsonSchema for ApiError {
         };
         obj.metadata().description = Some(
             "An error. A validation failure (422) is an `HTTPValidationError`; every other \
-             error (401, 404, 409, 413, 400, 5xx) is an `ErrorResponse`."
+             error (401, 404, 409, 413, 400, 429, 5xx) is an `ErrorResponse`."
                 .to_string(),
         );
         obj.into()

@@ -257,10 +257,17 @@ pub trait AgentPlatformApi {
     /// `docs`, then `data: [DONE]`. A failure after the stream started is an
     /// event `data: {"error": {"message", "code"}}` and nothing is saved.
     ///
+    /// An answer larger than the server's bound (`models.max_answer_bytes`,
+    /// 8 MiB by default: a whole answer's body, or a streamed answer's text) is
+    /// dropped as soon as it passes it: a 502 `upstream_error`, or, once the
+    /// stream has started, its `error` event; nothing is saved.
+    ///
     /// Errors: 503 `no_model_provider` (no provider serves the model), 502
-    /// `upstream_error` (the provider failed or answered nonsense), 504
-    /// `upstream_timeout`, 400 (over the token budget, a template that does not
-    /// render); none of them saves anything.
+    /// `upstream_error` (the provider failed, answered nonsense or too much),
+    /// 504 `upstream_timeout`, 429 `rate_limited` (the provider is rate limiting
+    /// requests; its `Retry-After` header, when it sent one, is passed on), 400
+    /// (over the token budget, a template that does not render); none of them
+    /// saves anything.
     #[endpoint { method = POST, path = "/api/sessions/{id}/chat", tags = ["sessions"] }]
     async fn session_chat(
         rqctx: RequestContext<Self::Context>,
@@ -526,6 +533,21 @@ pub fn openapi() -> Value {
             }
         }
     }
+    // A model provider that rate-limits us: its Retry-After is passed on.
+    v["components"]["responses"]["RateLimited"] = json!({
+        "description": "The model provider is rate limiting requests (`rate_limited`). Nothing was saved.",
+        "headers": {
+            "Retry-After": {
+                "description": "The provider's `Retry-After`, passed on when it sent one: seconds, or an HTTP date.",
+                "schema": {"type": "string"}
+            }
+        },
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    });
+    for operation in MODEL_OPERATIONS {
+        let op = operation_mut(&mut v, operation).unwrap_or_else(|| panic!("no operation {operation}"));
+        op["responses"]["429"] = json!({"$ref": "#/components/responses/RateLimited"});
+    }
     // A chat with `stream: true` answers server-sent events (see `ChatAnswer`).
     let chat = operation_mut(&mut v, "session_chat").expect("the chat operation");
     chat["responses"]["200"]["content"]["text/event-stream"] = json!({
@@ -539,6 +561,11 @@ pub fn openapi() -> Value {
     add_name_examples(&mut v);
     v
 }
+
+/// The operations that may call a model provider (a chat; an embedding of a
+/// document or of a search's text), and so answer its 429.
+const MODEL_OPERATIONS: [&str; 5] =
+    ["session_chat", "agent_doc_create", "user_doc_create", "agent_search", "user_search"];
 
 /// A name matching [`types::NAME_PATTERN`], shown as the example of every name field.
 pub const EXAMPLE_NAME: &str = "Ada Lovelace";

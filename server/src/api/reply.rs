@@ -38,6 +38,11 @@ impl<R: HttpResponse> HttpResponse for Reply<R> {
                 if status == StatusCode::UNAUTHORIZED {
                     builder = builder.header(http::header::WWW_AUTHENTICATE, "Bearer");
                 }
+                if let ApiError::Other { retry_after: Some(after), .. } = &e
+                    && let Ok(value) = http::HeaderValue::from_str(after)
+                {
+                    builder = builder.header(http::header::RETRY_AFTER, value);
+                }
                 Ok(builder.body(e.body_json().into())?)
             }
             Reply::Replayed { status, body } => Ok(http::Response::builder()

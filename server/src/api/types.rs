@@ -6,6 +6,8 @@
 
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
+use schemars::r#gen::SchemaGenerator;
+use schemars::schema::{InstanceType, Schema, SchemaObject};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -13,8 +15,102 @@ use uuid::Uuid;
 use super::error::LocPart;
 use super::validate::{Check, Issues};
 
-/// Free-form key/value data attached to a record.
-pub type Metadata = serde_json::Map<String, Value>;
+/// A JSON object: a JSON Schema, a step of a task, a tool's parameters.
+pub type JsonObject = serde_json::Map<String, Value>;
+
+/// The most top-level keys a record's `metadata` may have.
+pub const METADATA_MAX_KEYS: usize = 64;
+/// The most bytes a record's `metadata` may take as (compact) JSON.
+pub const METADATA_MAX_BYTES: usize = 16 * 1024;
+/// A schema keyword of ours (an OpenAPI `x-` extension): the most bytes the
+/// value may take as compact JSON. [`super::validate`] enforces it.
+pub const MAX_JSON_BYTES_KEYWORD: &str = "x-max-json-bytes";
+
+/// Free-form key/value data attached to a record: a JSON object of at most
+/// [`METADATA_MAX_KEYS`] top-level keys and [`METADATA_MAX_BYTES`] as JSON.
+///
+/// Both bounds are in its schema (`maxProperties` and [`MAX_JSON_BYTES_KEYWORD`]),
+/// so requests are checked against them with everything else; a PATCH checks
+/// the merged result with [`metadata_violation`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Metadata(pub JsonObject);
+
+impl Metadata {
+    pub fn into_inner(self) -> JsonObject {
+        self.0
+    }
+}
+
+impl From<JsonObject> for Metadata {
+    fn from(m: JsonObject) -> Self {
+        Metadata(m)
+    }
+}
+
+impl JsonSchema for Metadata {
+    fn schema_name() -> String {
+        "Metadata".into()
+    }
+
+    // Inline, as a plain object was: the client keeps a plain map.
+    fn is_referenceable() -> bool {
+        false
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let mut s = SchemaObject { instance_type: Some(InstanceType::Object.into()), ..Default::default() };
+        s.object().max_properties = Some(METADATA_MAX_KEYS as u32);
+        s.object().additional_properties = Some(Box::new(Schema::Bool(true)));
+        s.extensions.insert(MAX_JSON_BYTES_KEYWORD.into(), Value::from(METADATA_MAX_BYTES));
+        s.metadata().description = Some(format!(
+            "Free-form key/value data: a JSON object of at most {METADATA_MAX_KEYS} top-level keys \
+             and {METADATA_MAX_BYTES} bytes as JSON (422 beyond)."
+        ));
+        s.into()
+    }
+}
+
+/// The size of `value` as compact JSON, counted without building the text,
+/// and giving up (answering `limit + 1`) as soon as it passes `limit`.
+pub fn json_size_within(value: &impl Serialize, limit: usize) -> usize {
+    struct Counter {
+        n: usize,
+        limit: usize,
+    }
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.n += buf.len();
+            if self.n > self.limit { Err(std::io::Error::other("over the limit")) } else { Ok(buf.len()) }
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter { n: 0, limit };
+    match serde_json::to_writer(&mut counter, value) {
+        Ok(()) => counter.n,
+        Err(_) => limit + 1,
+    }
+}
+
+/// Why a metadata object (or a filter on metadata) breaks the bounds, as a
+/// 422's `(type, msg)`: too many keys, or too many bytes as JSON.
+pub fn metadata_violation(m: &JsonObject) -> Option<(&'static str, String)> {
+    if m.len() > METADATA_MAX_KEYS {
+        return Some((
+            "too_long",
+            format!("metadata should have at most {METADATA_MAX_KEYS} top-level keys, not {}", m.len()),
+        ));
+    }
+    if json_size_within(m, METADATA_MAX_BYTES) > METADATA_MAX_BYTES {
+        return Some((
+            "too_long",
+            format!("metadata should take at most {METADATA_MAX_BYTES} bytes as JSON"),
+        ));
+    }
+    None
+}
 
 /// The name pattern of the interface (Unicode letters, then identifier characters).
 pub const NAME_PATTERN: &str = r"^[\p{L}\p{Nl}\p{Pattern_Syntax}\p{Pattern_White_Space}]+[\p{ID_Start}\p{Mn}\p{Mc}\p{Nd}\p{Pc}\p{Pattern_Syntax}\p{Pattern_White_Space}]*$";
@@ -56,10 +152,16 @@ pub(super) fn default_true() -> bool {
     true
 }
 
+/// A list page stops adding records once its body would pass this many bytes
+/// (it always has at least one): clients page on with `offset += len(items)`.
+pub const LIST_PAGE_MAX_BYTES: usize = 8 * 1024 * 1024;
+
 /// Paging, order and filter of a list.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 pub struct ListParams {
-    /// How many records to answer (1 to 1000).
+    /// How many records to answer at most (1 to 1000). A page also stops
+    /// adding records once its body would pass 8 MiB (it always has at least
+    /// one): page on with `offset += len(items)` until a page comes back empty.
     #[serde(default = "default_limit")]
     #[schemars(range(min = 1, max = 1000))]
     pub limit: i64,
@@ -74,17 +176,25 @@ pub struct ListParams {
     #[serde(default)]
     pub direction: Direction,
     /// A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every
-    /// given top-level key with an equal value.
+    /// given top-level key with an equal value. Bounded as metadata is (at most
+    /// 64 keys and 16384 bytes as JSON).
     #[serde(default)]
     pub metadata_filter: Option<String>,
 }
 
-/// Parses a `metadata_filter` query value, reporting a non-object as a 422.
-pub fn parse_metadata_filter(raw: Option<&str>, issues: &mut Issues) -> Option<Metadata> {
+/// Parses a `metadata_filter` query value, reporting a non-object as a 422,
+/// and one beyond the bounds of metadata (it could match nothing) too.
+pub fn parse_metadata_filter(raw: Option<&str>, issues: &mut Issues) -> Option<JsonObject> {
     let raw = raw?;
     let at = [LocPart::Key("metadata_filter".into())];
     match serde_json::from_str::<Value>(raw) {
-        Ok(Value::Object(m)) => Some(m),
+        Ok(Value::Object(m)) => match metadata_violation(&m) {
+            Some((kind, msg)) => {
+                issues.push(&at, kind, msg.replacen("metadata", "metadata_filter", 1));
+                None
+            }
+            None => Some(m),
+        },
         Ok(_) => {
             issues.push(&at, "dict_type", "metadata_filter should be a JSON object, e.g. {\"lang\":\"en\"}");
             None
@@ -103,7 +213,7 @@ impl Check for ListParams {
 }
 
 /// The object of a `metadata_filter` query value that [`parse_metadata_filter`] accepted.
-fn metadata_filter_object(raw: Option<&str>) -> Option<Metadata> {
+fn metadata_filter_object(raw: Option<&str>) -> Option<JsonObject> {
     match raw.map(serde_json::from_str::<Value>) {
         Some(Ok(Value::Object(m))) => Some(m),
         _ => None,
@@ -111,12 +221,13 @@ fn metadata_filter_object(raw: Option<&str>) -> Option<Metadata> {
 }
 
 impl ListParams {
-    pub fn filter(&self) -> Option<Metadata> {
+    pub fn filter(&self) -> Option<JsonObject> {
         metadata_filter_object(self.metadata_filter.as_deref())
     }
 }
 
-/// A list of records.
+/// A page of a list: at most `limit` records, fewer when the page would pass
+/// 8 MiB (always at least one); an empty page means the list is over.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ListResponse<T> {
     pub items: Vec<T>,
@@ -263,6 +374,8 @@ pub struct PatchUserRequest {
     #[schemars(length(max = 16000))]
     pub about: Option<String>,
     /// Merged into the stored metadata, top-level key by key; `null` clears it.
+    /// The merged metadata keeps the bounds (at most 64 keys and 16384 bytes as
+    /// JSON): a PATCH that would pass them is a 422 naming `metadata`, and changes nothing.
     #[serde(default, deserialize_with = "double_option")]
     pub metadata: Option<Option<Metadata>>,
     #[serde(default, deserialize_with = "double_option")]
@@ -387,6 +500,8 @@ pub struct PatchAgentRequest {
     #[serde(default, deserialize_with = "double_option")]
     pub default_settings: Option<Option<ChatSettings>>,
     /// Merged into the stored metadata, top-level key by key; `null` clears it.
+    /// The merged metadata keeps the bounds (at most 64 keys and 16384 bytes as
+    /// JSON): a PATCH that would pass them is a 422 naming `metadata`, and changes nothing.
     #[serde(default, deserialize_with = "double_option")]
     pub metadata: Option<Option<Metadata>>,
 }
@@ -571,7 +686,8 @@ pub struct TextSearchParams {
     #[schemars(range(min = 1, max = 100))]
     pub limit: i64,
     /// A JSON object, e.g. `{"lang":"en"}`: only documents whose metadata has
-    /// every given top-level key with an equal value.
+    /// every given top-level key with an equal value. Bounded as metadata is
+    /// (at most 64 keys and 16384 bytes as JSON).
     #[serde(default)]
     pub metadata_filter: Option<String>,
 }
@@ -608,7 +724,8 @@ pub struct SearchRequest {
     #[serde(default = "default_alpha")]
     #[schemars(range(min = 0, max = 1))]
     pub alpha: f64,
-    /// Only documents whose metadata has every given top-level key with an equal value.
+    /// Only documents whose metadata has every given top-level key with an
+    /// equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
     #[serde(default)]
     pub metadata_filter: Option<Metadata>,
 }
@@ -631,7 +748,7 @@ impl Check for SearchRequest {
 
 impl From<TextSearchParams> for SearchRequest {
     fn from(p: TextSearchParams) -> Self {
-        let metadata_filter = metadata_filter_object(p.metadata_filter.as_deref());
+        let metadata_filter = metadata_filter_object(p.metadata_filter.as_deref()).map(Metadata);
         SearchRequest {
             text: Some(p.text),
             vector: None,

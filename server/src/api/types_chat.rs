@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::error::LocPart;
-use super::types::{ChatSettings, DocReference, Metadata, default_true};
+use super::types::{ChatSettings, DocReference, JsonObject, default_true};
 use super::types_sessions::{CreateMessageRequest, Role, ToolCall, ToolCallType};
 use super::validate::{Check, Issues};
 
@@ -29,7 +29,7 @@ pub struct ChatFunction {
     pub description: Option<String>,
     /// The arguments, as a JSON Schema object.
     #[serde(default)]
-    pub parameters: Option<Metadata>,
+    pub parameters: Option<JsonObject>,
 }
 
 /// `auto` (the model decides), `none` (no tool) or `required` (some tool).
@@ -80,9 +80,11 @@ pub struct ResponseFormat {
 /// Body of `POST /api/sessions/{id}/chat`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 pub struct ChatRequest {
-    /// The new messages (at least one), usually one `user` message, or the
-    /// `tool` messages answering the tool calls of the last answer.
-    #[schemars(length(min = 1))]
+    /// The new messages (1 to 256), usually one `user` message, or the
+    /// `tool` messages answering the tool calls of the last answer. (They are
+    /// saved in one atomic write: the bound keeps that write short. Append a
+    /// longer history with `POST /api/sessions/{id}/messages`.)
+    #[schemars(length(min = 1, max = 256))]
     pub messages: Vec<CreateMessageRequest>,
     /// The model; overrides the agent's (and the server's default).
     #[serde(default)]

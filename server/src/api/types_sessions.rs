@@ -109,6 +109,8 @@ pub struct UpdateSessionRequest {
     #[serde(default, deserialize_with = "double_option")]
     pub context_overflow: Option<Option<ContextOverflow>>,
     /// Merged into the stored metadata, top-level key by key; `null` clears it.
+    /// The merged metadata keeps the bounds (at most 64 keys and 16384 bytes as
+    /// JSON): a PATCH that would pass them is a 422 naming `metadata`, and changes nothing.
     #[serde(default, deserialize_with = "double_option")]
     pub metadata: Option<Option<Metadata>>,
 }
@@ -268,7 +270,9 @@ fn asc() -> Direction {
 /// Paging and filter of a session's messages: oldest first unless asked otherwise.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 pub struct MessageListParams {
-    /// How many messages to answer (1 to 1000).
+    /// How many messages to answer at most (1 to 1000). A page also stops
+    /// adding messages once its body would pass 8 MiB (it always has at least
+    /// one): page on with `offset += len(items)` until a page comes back empty.
     #[serde(default = "default_limit")]
     #[schemars(range(min = 1, max = 1000))]
     pub limit: i64,
@@ -280,7 +284,8 @@ pub struct MessageListParams {
     #[serde(default = "asc")]
     pub direction: Direction,
     /// A JSON object, e.g. `{"lang":"en"}`: only messages whose metadata has every
-    /// given top-level key with an equal value.
+    /// given top-level key with an equal value. Bounded as metadata is (at most
+    /// 64 keys and 16384 bytes as JSON).
     #[serde(default)]
     pub metadata_filter: Option<String>,
 }

@@ -9,7 +9,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::error::LocPart;
-use super::types::{Metadata, default_true};
+use super::types::{JsonObject, Metadata, default_true};
 use super::types_tools::{ToolDef, check_tool_def};
 use super::validate::{Check, Issues, check_json_schema};
 
@@ -36,9 +36,9 @@ pub struct Task {
     pub name: String,
     pub description: String,
     /// The JSON Schema of the task's input, or null.
-    pub input_schema: Option<Metadata>,
+    pub input_schema: Option<JsonObject>,
     /// The steps, in order.
-    pub main: Vec<Metadata>,
+    pub main: Vec<JsonObject>,
     /// Tools available to the task besides the agent's.
     pub tools: Vec<ToolDef>,
     /// Whether the task may also use the agent's tools.
@@ -66,14 +66,14 @@ pub struct PutTaskRequest {
     pub description: String,
     /// The JSON Schema of the task's input (it must be a valid JSON Schema), or null.
     #[serde(default)]
-    pub input_schema: Option<Metadata>,
+    pub input_schema: Option<JsonObject>,
     /// The steps, at least one. A step is an object with exactly one of the keys
     /// `prompt`, `tool_call`, `evaluate`, `if`, `foreach`, `return`, `log`, `sleep`,
     /// `wait_for_input`, `error`, which says its kind (other keys, such as `label`,
     /// `then`, `else`, are kept). The steps in an `if`'s `then`/`else` and a
     /// `foreach`'s `do` are checked the same way.
     #[schemars(length(min = 1))]
-    pub main: Vec<Metadata>,
+    pub main: Vec<JsonObject>,
     /// Tools available to the task besides the agent's; names unique within the task.
     #[serde(default)]
     pub tools: Vec<ToolDef>,
@@ -85,7 +85,7 @@ pub struct PutTaskRequest {
 
 /// Reports a step that does not have exactly one kind key; then checks the
 /// steps nested in it. `at` is the step's place in the body.
-fn check_step(step: &Metadata, at: &[LocPart], issues: &mut Issues) {
+fn check_step(step: &JsonObject, at: &[LocPart], issues: &mut Issues) {
     let kinds: Vec<&str> = STEP_KINDS.iter().copied().filter(|k| step.contains_key(*k)).collect();
     let [kind] = kinds.as_slice() else {
         let found = if kinds.is_empty() { "none".to_string() } else { kinds.join(", ") };

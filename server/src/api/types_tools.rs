@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::error::LocPart;
-use super::types::{Metadata, double_option};
+use super::types::{JsonObject, Metadata, double_option};
 use super::validate::{Check, Issues, check_json_schema};
 
 /// A tool name: a letter or `_`, then letters, digits or `_` (what model APIs accept).
@@ -37,7 +37,7 @@ pub enum ToolType {
     ApiCall,
 }
 
-fn empty_object_schema() -> Metadata {
+fn empty_object_schema() -> JsonObject {
     match json!({"type": "object", "properties": {}}) {
         Value::Object(m) => m,
         _ => unreachable!("a JSON object"),
@@ -50,7 +50,7 @@ pub struct FunctionDef {
     /// The JSON Schema of the arguments (an object schema; it must be a valid
     /// JSON Schema). Default: no arguments.
     #[serde(default = "empty_object_schema")]
-    pub parameters: Metadata,
+    pub parameters: JsonObject,
 }
 
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
@@ -148,6 +148,8 @@ pub struct PatchToolRequest {
     #[serde(default, deserialize_with = "double_option")]
     pub api_call: Option<Option<ApiCallDef>>,
     /// Merged into the stored metadata, top-level key by key; `null` clears it.
+    /// The merged metadata keeps the bounds (at most 64 keys and 16384 bytes as
+    /// JSON): a PATCH that would pass them is a 422 naming `metadata`, and changes nothing.
     #[serde(default, deserialize_with = "double_option")]
     pub metadata: Option<Option<Metadata>>,
 }

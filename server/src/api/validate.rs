@@ -18,6 +18,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::error::{Issue, LocPart};
+use super::types::{MAX_JSON_BYTES_KEYWORD, json_size_within};
 
 /// Where a value came from: the first element of every `loc`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,11 +102,48 @@ pub fn type_schema<T: JsonSchema + 'static>() -> Arc<TypeSchema> {
         .with_draft(jsonschema::Draft::Draft201909)
         .should_validate_formats(true)
         .with_pattern_options(PatternOptions::regex())
+        .with_keyword(MAX_JSON_BYTES_KEYWORD, max_json_bytes)
         .build(&schema)
         .unwrap_or_else(|e| panic!("schema of {} does not compile: {e}", T::schema_name()));
     let built = Arc::new(TypeSchema { validator, schema });
     cache().write().expect("schema cache").insert(id, built.clone());
     built
+}
+
+/// The keyword [`MAX_JSON_BYTES_KEYWORD`]: the value's size as compact JSON is at most `limit`.
+struct MaxJsonBytes {
+    limit: usize,
+}
+
+impl MaxJsonBytes {
+    fn message(&self) -> String {
+        format!("should take at most {} bytes as JSON", self.limit)
+    }
+}
+
+impl<'i> jsonschema::Keyword<'i> for MaxJsonBytes {
+    fn validate(&self, instance: &'i Value) -> Result<(), jsonschema::ValidationError<'i>> {
+        if self.is_valid(instance) {
+            Ok(())
+        } else {
+            Err(jsonschema::ValidationError::custom(self.message()))
+        }
+    }
+
+    fn is_valid(&self, instance: &'i Value) -> bool {
+        json_size_within(instance, self.limit) <= self.limit
+    }
+}
+
+fn max_json_bytes<'a>(
+    _parent: &'a serde_json::Map<String, Value>,
+    value: &'a Value,
+    _path: jsonschema::paths::Location,
+) -> Result<Box<dyn for<'i> jsonschema::Keyword<'i>>, jsonschema::ValidationError<'a>> {
+    let limit = value.as_u64().ok_or_else(|| {
+        jsonschema::ValidationError::schema(format!("{MAX_JSON_BYTES_KEYWORD} must be a byte count"))
+    })?;
+    Ok(Box::new(MaxJsonBytes { limit: usize::try_from(limit).unwrap_or(usize::MAX) }))
 }
 
 /// Validates `value` against `T`'s schema, deserialises it and runs its [`Check`].
@@ -263,6 +301,12 @@ fn report(issues: &mut Issues, root: &Value, err: &jsonschema::ValidationError<'
         }
         ValidationErrorKind::MinItems { limit } => {
             ("too_short", format!("List should have at least {limit} items"))
+        }
+        ValidationErrorKind::MaxProperties { limit } => {
+            ("too_long", format!("Object should have at most {limit} keys"))
+        }
+        ValidationErrorKind::Custom { keyword, message } if keyword == MAX_JSON_BYTES_KEYWORD => {
+            ("too_long", format!("Object {message}"))
         }
         ValidationErrorKind::Enum { options } => ("enum", format!("Input should be one of {options}")),
         ValidationErrorKind::Constant { expected_value } => {

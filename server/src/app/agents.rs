@@ -5,7 +5,9 @@ use uuid::Uuid;
 
 use super::records::{Resource, encode, merge_metadata};
 use super::{App, Error, Result, Tenant};
-use crate::api::types::{Agent, ChatSettings, CreateAgentRequest, DocOwner, OwnerRole, PatchAgentRequest};
+use crate::api::types::{
+    Agent, ChatSettings, CreateAgentRequest, DocOwner, Metadata, OwnerRole, PatchAgentRequest,
+};
 use crate::store::{Kind, ListQuery, Record, new_id};
 
 /// An agent's stored fields (besides id, timestamps and metadata).
@@ -29,7 +31,7 @@ impl Resource for Agent {
             model: d.model,
             instructions: d.instructions,
             default_settings: d.default_settings,
-            metadata: rec.metadata.clone(),
+            metadata: rec.metadata.clone().map(Metadata),
             created_at: rec.created_at,
             updated_at: rec.updated_at,
         }
@@ -49,7 +51,7 @@ fn agent_data(req: &CreateAgentRequest) -> AgentData {
 impl App {
     pub async fn agent_create(&self, t: Tenant, req: CreateAgentRequest) -> Result<Agent> {
         let mut rec = Record::new(Kind::Agent, new_id(), Uuid::nil(), encode(&agent_data(&req))?);
-        rec.metadata = req.metadata;
+        rec.metadata = req.metadata.map(Metadata::into_inner);
         self.insert_resource(t, rec, vec![]).await
     }
 
@@ -65,7 +67,7 @@ impl App {
         let data = encode(&agent_data(&req))?;
         self.update_resource(t, id, |rec| {
             rec.data = data.clone();
-            rec.metadata = req.metadata.clone();
+            rec.metadata = req.metadata.clone().map(Metadata::into_inner);
             Ok(())
         })
         .await
@@ -91,7 +93,7 @@ impl App {
                 d.default_settings = v.clone();
             }
             rec.data = encode(&d)?;
-            rec.metadata = merge_metadata(rec.metadata.take(), req.metadata.clone());
+            rec.metadata = merge_metadata(rec.metadata.take(), req.metadata.clone())?;
             Ok(())
         })
         .await

@@ -66,6 +66,17 @@ impl From<UpstreamError> for Error {
                  or models.stream_idle_timeout_s when streaming)"
                     .into(),
             ),
+            UpstreamError::RateLimited { message, retry_after } => {
+                let when = match &retry_after {
+                    Some(s) if s.bytes().all(|b| b.is_ascii_digit()) => format!("retry in {s} s"),
+                    Some(date) => format!("retry after {date}"),
+                    None => "retry later".to_owned(),
+                };
+                Error::RateLimited {
+                    message: format!("the model provider is rate limiting requests: {message}; {when}"),
+                    retry_after,
+                }
+            }
             other => Error::Upstream(other.to_string()),
         }
     }
@@ -177,6 +188,7 @@ impl App {
                 sort_by: SortBy::CreatedAt,
                 direction: Direction::Asc,
                 metadata_filter: None,
+                max_bytes: None,
             };
             let page: Vec<Message> = match self.message_list(t, session, &q) {
                 Ok(page) => page,

@@ -29,8 +29,8 @@ use super::records::{Resource, decode, encode};
 use super::{App, Error, Result, Tenant};
 use crate::api::error::LocPart;
 use crate::api::types::{
-    CreateDocRequest, Doc, DocOwner, DocReference, DocSearchResponse, OwnerRole, SearchMode, SearchRequest,
-    Snippet,
+    CreateDocRequest, Doc, DocOwner, DocReference, DocSearchResponse, Metadata, OwnerRole, SearchMode,
+    SearchRequest, Snippet,
 };
 use crate::api::validate::{Issues, Source};
 use crate::search::{self, DocEntry, OwnerKey, Query, SearchError, SearchIndex};
@@ -55,7 +55,7 @@ impl Resource for Doc {
             owner: DocOwner { id: rec.scope, role: d.role },
             title: d.title,
             content: d.content,
-            metadata: rec.metadata.clone(),
+            metadata: rec.metadata.clone().map(Metadata),
             embeddings: d.embeddings,
             created_at: rec.created_at,
         }
@@ -153,11 +153,11 @@ impl App {
             id,
             snippets: data.content.clone(),
             embeddings: data.embeddings.clone(),
-            metadata: req.metadata.clone(),
+            metadata: req.metadata.clone().map(Metadata::into_inner),
         };
         let dim = data.embeddings.as_ref().and_then(|e| e.first()).map(Vec::len);
         let mut rec = Record::new(Kind::Doc, id, owner.id, encode(&data)?);
-        rec.metadata = req.metadata;
+        rec.metadata = req.metadata.map(Metadata::into_inner);
         let answer = decode::<Doc>(&rec)?;
 
         // Text analysis is the expensive part: do it off the async workers, before any lock.
@@ -303,7 +303,7 @@ impl App {
             },
             limit: req.limit.clamp(1, 100) as usize,
             alpha: req.alpha,
-            metadata_filter: req.metadata_filter,
+            metadata_filter: req.metadata_filter.map(Metadata::into_inner),
         };
         let hits = self.search.search(owner_key(t, owner), &query).map_err(|e| match e {
             SearchError::DimensionMismatch { expected, got } if client_vector => body_issue(
@@ -344,7 +344,7 @@ impl App {
                     content: text(&rec.data["content"][hit.snippet_index]),
                 },
                 score: hit.score,
-                metadata: rec.metadata.clone(),
+                metadata: rec.metadata.clone().map(Metadata),
             });
         }
         Ok(DocSearchResponse { docs, time: start.elapsed().as_secs_f64() })

@@ -10,6 +10,7 @@ use uuid::Uuid;
 
 use super::records::{Resource, decode, encode};
 use super::{App, Result, Tenant};
+use crate::api::types::Metadata;
 use crate::api::types_sessions::{CreateMessageRequest, Message, Role, ToolCall};
 use crate::chat::tokens;
 use crate::store::{Expect, Kind, ListQuery, Op, Record};
@@ -38,7 +39,7 @@ impl Resource for Message {
             tool_calls: d.tool_calls,
             tool_call_id: d.tool_call_id,
             token_count: d.token_count,
-            metadata: rec.metadata.clone(),
+            metadata: rec.metadata.clone().map(Metadata),
             created_at: rec.created_at,
         }
     }
@@ -77,7 +78,7 @@ impl App {
                 tool_call_id: m.tool_call_id,
             };
             let mut rec = Record::fresh(Kind::Message, session, encode(&data)?);
-            rec.metadata = m.metadata;
+            rec.metadata = m.metadata.map(Metadata::into_inner);
             created.push(decode::<Message>(&rec)?);
             ops.push(Op::Put { record: rec, expect: Expect::Absent });
         }

@@ -49,6 +49,10 @@ pub enum Error {
     Upstream(String),
     #[error("{0}")]
     UpstreamTimeout(String),
+    /// The model provider said "too many requests"; `retry_after` is its
+    /// `Retry-After` (seconds or an HTTP date), passed on to the client.
+    #[error("{message}")]
+    RateLimited { message: String, retry_after: Option<String> },
     #[error("{0}")]
     NoModelProvider(String),
     #[error("{0}")]

@@ -15,7 +15,8 @@ use uuid::Uuid;
 
 use super::locks::KeyedGuard;
 use super::{App, Error, Result, Tenant};
-use crate::api::types::Metadata;
+use crate::api::error::{Issue, LocPart};
+use crate::api::types::{JsonObject, Metadata, metadata_violation};
 use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError, now};
 
 /// How often an update is retried when a writer outside the queue wrote first.
@@ -49,17 +50,30 @@ pub fn encode<T: Serialize>(data: &T) -> Result<Value> {
     serde_json::to_value(data).map_err(|e| Error::Internal(e.to_string()))
 }
 
-/// Shallow, key-by-key merge of PATCH metadata into stored metadata.
-pub fn merge_metadata(stored: Option<Metadata>, patch: Option<Option<Metadata>>) -> Option<Metadata> {
+/// Shallow, key-by-key merge of PATCH metadata into stored metadata. The
+/// result keeps metadata's bounds: one beyond them is a 422 naming `metadata`.
+pub fn merge_metadata(
+    stored: Option<JsonObject>,
+    patch: Option<Option<Metadata>>,
+) -> Result<Option<JsonObject>> {
     match patch {
-        None => stored,
-        Some(None) => None,
+        None => Ok(stored),
+        Some(None) => Ok(None),
         Some(Some(p)) => {
             let mut m = stored.unwrap_or_default();
-            for (k, v) in p {
+            for (k, v) in p.into_inner() {
                 m.insert(k, v);
             }
-            Some(m)
+            if let Some((kind, msg)) = metadata_violation(&m) {
+                return Err(Error::Validation(vec![Issue {
+                    loc: vec![LocPart::Key("body".into()), LocPart::Key("metadata".into())],
+                    msg: format!(
+                        "{msg} once merged into the stored metadata; remove keys (send null to clear it) first"
+                    ),
+                    kind: kind.into(),
+                }]));
+            }
+            Ok(Some(m))
         }
     }
 }

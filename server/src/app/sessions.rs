@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use super::records::{Resource, decode_data, encode, merge_metadata};
 use super::{App, Result, Tenant};
+use crate::api::types::Metadata;
 use crate::api::types_sessions::{ContextOverflow, CreateSessionRequest, Session, UpdateSessionRequest};
 use crate::api::types_tools::Tool;
 use crate::store::{Direction, Kind, ListQuery, Op, Record, SortBy};
@@ -41,7 +42,7 @@ impl Resource for Session {
             render_templates: d.render_templates,
             token_budget: d.token_budget,
             context_overflow: d.context_overflow,
-            metadata: rec.metadata.clone(),
+            metadata: rec.metadata.clone().map(Metadata),
             created_at: rec.created_at,
             updated_at: rec.updated_at,
         }
@@ -73,7 +74,7 @@ impl App {
             context_overflow: req.context_overflow,
         };
         let mut rec = Record::fresh(Kind::Session, Uuid::nil(), encode(&data)?);
-        rec.metadata = req.metadata;
+        rec.metadata = req.metadata.map(Metadata::into_inner);
         let mut ops = Vec::new();
         let named =
             agents.iter().map(|id| (Kind::Agent, *id)).chain(users.iter().map(|id| (Kind::User, *id)));
@@ -113,7 +114,7 @@ impl App {
                 d.context_overflow = v;
             }
             rec.data = encode(&d)?;
-            rec.metadata = merge_metadata(rec.metadata.take(), req.metadata.clone());
+            rec.metadata = merge_metadata(rec.metadata.take(), req.metadata.clone())?;
             Ok(())
         })
         .await

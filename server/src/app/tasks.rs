@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use super::records::{RETRIES, Resource, decode, encode};
 use super::{App, Error, Result, Tenant};
-use crate::api::types::Metadata;
+use crate::api::types::{JsonObject, Metadata};
 use crate::api::types_tasks::{PutTaskRequest, Task};
 use crate::api::types_tools::ToolDef;
 use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError, now};
@@ -21,8 +21,8 @@ use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError, now};
 pub struct TaskData {
     pub name: String,
     pub description: String,
-    pub input_schema: Option<Metadata>,
-    pub main: Vec<Metadata>,
+    pub input_schema: Option<JsonObject>,
+    pub main: Vec<JsonObject>,
     pub tools: Vec<ToolDef>,
     pub inherit_tools: bool,
 }
@@ -40,7 +40,7 @@ impl Resource for Task {
             main: d.main,
             tools: d.tools,
             inherit_tools: d.inherit_tools,
-            metadata: rec.metadata.clone(),
+            metadata: rec.metadata.clone().map(Metadata),
             created_at: rec.created_at,
             updated_at: rec.updated_at,
         }
@@ -89,7 +89,7 @@ impl App {
             };
             rec.data = data.clone();
             rec.unique = Some(req.name.clone());
-            rec.metadata = req.metadata.clone();
+            rec.metadata = req.metadata.clone().map(Metadata::into_inner);
             let answer = decode::<Task>(&rec)?;
             let ops = vec![Op::Require { kind: Kind::Agent, id: agent }, Op::Put { record: rec, expect }];
             match self.store.commit(t.0, ops).await {

@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::records::{Resource, decode_data, encode, ensure_scope, merge_metadata};
 use super::{App, Error, Result, Tenant};
+use crate::api::types::Metadata;
 use crate::api::types_tools::{CreateToolRequest, PatchToolRequest, Tool, ToolDef, check_tool_def};
 use crate::api::validate::{Issues, Source};
 use crate::store::{Kind, ListQuery, Op, Record};
@@ -26,7 +27,7 @@ impl Resource for Tool {
             description: d.description,
             function: d.function,
             api_call: d.api_call,
-            metadata: rec.metadata.clone(),
+            metadata: rec.metadata.clone().map(Metadata),
             created_at: rec.created_at,
             updated_at: rec.updated_at,
         }
@@ -47,7 +48,7 @@ impl App {
     pub async fn tool_create(&self, t: Tenant, agent: Uuid, req: CreateToolRequest) -> Result<Tool> {
         let mut rec = Record::fresh(Kind::Tool, agent, encode(&tool_data(&req))?);
         rec.unique = Some(req.name);
-        rec.metadata = req.metadata;
+        rec.metadata = req.metadata.map(Metadata::into_inner);
         self.insert_resource(t, rec, vec![Op::Require { kind: Kind::Agent, id: agent }]).await
     }
 
@@ -70,7 +71,7 @@ impl App {
             ensure_scope(rec, agent)?;
             rec.data = data.clone();
             rec.unique = Some(req.name.clone());
-            rec.metadata = req.metadata.clone();
+            rec.metadata = req.metadata.clone().map(Metadata::into_inner);
             Ok(())
         })
         .await
@@ -106,7 +107,7 @@ impl App {
             }
             rec.unique = Some(d.name.clone());
             rec.data = encode(&d)?;
-            rec.metadata = merge_metadata(rec.metadata.take(), req.metadata.clone());
+            rec.metadata = merge_metadata(rec.metadata.take(), req.metadata.clone())?;
             Ok(())
         })
         .await

@@ -5,7 +5,9 @@ use uuid::Uuid;
 
 use super::records::{Resource, encode, merge_metadata};
 use super::{App, Result, Tenant};
-use crate::api::types::{CreateUserRequest, DocOwner, OwnerRole, PatchUserRequest, UpdateUserRequest, User};
+use crate::api::types::{
+    CreateUserRequest, DocOwner, Metadata, OwnerRole, PatchUserRequest, UpdateUserRequest, User,
+};
 use crate::store::{Kind, ListQuery, Record, new_id};
 
 /// A user's stored fields (besides id, timestamps and metadata).
@@ -24,7 +26,7 @@ impl Resource for User {
             id: rec.id,
             name: d.name,
             about: d.about,
-            metadata: rec.metadata.clone(),
+            metadata: rec.metadata.clone().map(Metadata),
             project: d.project,
             created_at: rec.created_at,
             updated_at: rec.updated_at,
@@ -36,7 +38,7 @@ impl App {
     pub async fn user_create(&self, t: Tenant, req: CreateUserRequest) -> Result<User> {
         let data = UserData { name: req.name.unwrap_or_default(), about: req.about, project: req.project };
         let mut rec = Record::new(Kind::User, new_id(), Uuid::nil(), encode(&data)?);
-        rec.metadata = req.metadata;
+        rec.metadata = req.metadata.map(Metadata::into_inner);
         self.insert_resource(t, rec, vec![]).await
     }
 
@@ -53,7 +55,7 @@ impl App {
             encode(&UserData { name: req.name.unwrap_or_default(), about: req.about, project: req.project })?;
         self.update_resource(t, id, |rec| {
             rec.data = data.clone();
-            rec.metadata = req.metadata.clone();
+            rec.metadata = req.metadata.clone().map(Metadata::into_inner);
             Ok(())
         })
         .await
@@ -73,7 +75,7 @@ impl App {
                 d.project = project.clone();
             }
             rec.data = encode(&d)?;
-            rec.metadata = merge_metadata(rec.metadata.take(), req.metadata.clone());
+            rec.metadata = merge_metadata(rec.metadata.take(), req.metadata.clone())?;
             Ok(())
         })
         .await

@@ -59,7 +59,18 @@ pub enum Behaviour {
     Echo,
     /// Answer `summary of N messages`, N being the request's message count.
     Summary,
+    /// Answer `bytes` bytes of text (streamed: in chunks of [`PIECE`] bytes).
+    Huge { bytes: usize },
+    /// An answer that never ends: text for as long as the client reads
+    /// (streamed: chunks of [`PIECE`] bytes). Counted in `streams_aborted`
+    /// when the client goes away.
+    Endless,
+    /// Answer 429 (OpenAI's rate-limit error) with this `Retry-After` header, if any.
+    RateLimited { retry_after: Option<String> },
 }
+
+/// The text of one chunk of [`Behaviour::Huge`] and [`Behaviour::Endless`].
+pub const PIECE: usize = 64 * 1024;
 
 /// One request the fake received.
 #[derive(Clone, Debug)]
@@ -336,6 +347,20 @@ async fn chat(shared: &Arc<Shared>, body: &Value) -> Response<Body> {
         Behaviour::CutStream { chunks_before_cut } => {
             return cut(shared, body, stream, chunks_before_cut);
         }
+        Behaviour::Huge { bytes } => return huge(shared, stream, bytes),
+        Behaviour::Endless => return endless(shared, stream),
+        Behaviour::RateLimited { retry_after } => {
+            let mut response = fail(
+                429,
+                json!({"error": {"message": "Rate limit reached for requests", "type": "requests", "code": "rate_limit_exceeded"}}).to_string(),
+            );
+            if let Some(after) = retry_after {
+                response
+                    .headers_mut()
+                    .insert("retry-after", HeaderValue::from_str(&after).expect("a header value"));
+            }
+            return response;
+        }
     };
     let model = body.get("model").and_then(Value::as_str).unwrap_or("fake-model").to_owned();
     let id = format!("chatcmpl-fake-{}", shared.ids.fetch_add(1, Ordering::SeqCst));
@@ -506,6 +531,57 @@ fn sse_response(shared: &Arc<Shared>, events: Vec<(Duration, Event)>) -> Respons
     let headers = response.headers_mut();
     headers.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    response
+}
+
+/// [`Behaviour::Huge`], built directly: counting the tokens of megabytes of
+/// text would take the fake longer than the test.
+fn huge(shared: &Arc<Shared>, stream: bool, bytes: usize) -> Response<Body> {
+    let id = "chatcmpl-huge";
+    if !stream {
+        let message = json!({"role": "assistant", "content": "x".repeat(bytes)});
+        return json_response(
+            StatusCode::OK,
+            &json!({
+                "id": id, "object": "chat.completion", "created": 0, "model": "fake-model",
+                "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                "usage": usage(1, bytes / 4),
+            }),
+        );
+    }
+    let mut events: Vec<(Duration, Event)> = (0..bytes.div_ceil(PIECE))
+        .map(|i| {
+            let text = "x".repeat(PIECE.min(bytes - i * PIECE));
+            (Duration::ZERO, Event::Data(chunk_json(id, "fake-model", json!({"content": text}), None)))
+        })
+        .collect();
+    events.push((Duration::ZERO, Event::Data(chunk_json(id, "fake-model", json!({}), Some("stop")))));
+    events.push((Duration::ZERO, Event::Data("[DONE]".to_owned())));
+    sse_response(shared, events)
+}
+
+/// [`Behaviour::Endless`]: the start of an answer, then text for as long as the client reads.
+fn endless(shared: &Arc<Shared>, stream: bool) -> Response<Body> {
+    let text = "x".repeat(PIECE);
+    let (first, piece, content_type) = if stream {
+        let chunk = chunk_json("chatcmpl-endless", "fake-model", json!({"content": text}), None);
+        let event = Bytes::from(format!("data: {chunk}\n\n"));
+        (event.clone(), event, "text/event-stream")
+    } else {
+        let start = r#"{"id":"chatcmpl-endless","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":""#;
+        (Bytes::from(start), Bytes::from(text), "application/json")
+    };
+    let (mut tx, rx) = mpsc::channel::<Result<Frame<Bytes>, BoxError>>(0);
+    let shared = shared.clone();
+    tokio::spawn(async move {
+        let mut next = first;
+        while tx.send(Ok(Frame::data(next))).await.is_ok() {
+            next = piece.clone();
+        }
+        shared.streams_aborted.fetch_add(1, Ordering::SeqCst);
+    });
+    let mut response = Response::new(StreamBody::new(rx).boxed_unsync());
+    response.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
     response
 }
 

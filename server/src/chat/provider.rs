@@ -22,6 +22,11 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 /// Default for [`ModelsConfig::stream_idle_timeout_s`].
 pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default for [`ModelsConfig::max_answer_bytes`]: 8 MiB.
+pub const DEFAULT_MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
+/// An embedding answer may take this much more per input than
+/// `max_answer_bytes` (a 4,096-dimension vector is about 90 KB as JSON).
+const EMBEDDING_BYTES_PER_INPUT: usize = 128 * 1024;
 /// Base URL used when only `OPENAI_API_KEY` is set.
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// Name of the provider built from `OPENAI_BASE_URL` / `OPENAI_API_KEY`.
@@ -29,6 +34,8 @@ pub const ENV_PROVIDER_NAME: &str = "env";
 
 /// Upstream error bodies are quoted up to this many characters.
 const ERROR_BODY_LIMIT: usize = 500;
+/// Of an upstream error body, at most this much is read (the rest is dropped).
+const ERROR_BODY_READ_LIMIT: usize = 64 * 1024;
 
 /// One `[[models.providers]]` entry.
 #[derive(Deserialize, Serialize, Clone, Debug)]
@@ -66,6 +73,13 @@ pub struct ModelsConfig {
     /// (response headers) included; default 60.
     #[serde(default)]
     pub stream_idle_timeout_s: Option<f64>,
+    /// The largest model answer accepted, in bytes: a whole answer's body, or
+    /// the text of a streamed one (content, reasoning and tool calls); default
+    /// 8 MiB (`AGENT_PLATFORM_MODELS_MAX_ANSWER_BYTES`). A larger answer is
+    /// dropped as soon as it passes the bound: the chat fails with 502
+    /// `upstream_error` and saves nothing.
+    #[serde(default)]
+    pub max_answer_bytes: Option<usize>,
 }
 
 /// An invalid `[models]` section.
@@ -83,6 +97,8 @@ pub enum ConfigError {
     MissingApiKey { name: String, var: String },
     #[error("models.{field} must be a positive number of seconds, got {value}")]
     BadTimeout { field: &'static str, value: f64 },
+    #[error("models.max_answer_bytes must be at least 1")]
+    BadMaxAnswerBytes,
     #[error("models.{field} is '{model}', but no configured provider serves that model")]
     UnservedModel { field: &'static str, model: String },
     #[error("could not build the HTTP client: {0}")]
@@ -126,6 +142,16 @@ pub enum UpstreamError {
     /// `error.message` when present, else the (truncated) body.
     #[error("model provider answered HTTP {status}: {message}")]
     Status { status: u16, message: String },
+    /// The provider answered 429: it is rate limiting us. `retry_after` is
+    /// its `Retry-After` header, when it sent a usable one.
+    #[error("model provider is rate limiting requests: {message}")]
+    RateLimited { message: String, retry_after: Option<String> },
+    /// The answer passed `models.max_answer_bytes`; the rest was not read.
+    #[error(
+        "model provider's answer is over {limit} bytes (models.max_answer_bytes); it was dropped: \
+         ask for a shorter answer (max_tokens) or raise the bound"
+    )]
+    TooLarge { limit: usize },
     /// Connect, request or stream-idle timeout.
     #[error("model provider timed out")]
     Timeout,
@@ -144,10 +170,12 @@ pub enum UpstreamError {
 /// with one `Err` item. Dropping it aborts the upstream request.
 pub type ChatStream = Pin<Box<dyn Stream<Item = Result<ChatChunk, UpstreamError>> + Send>>;
 
+/// How long a call may take and how much of its answer is read.
 #[derive(Clone, Copy, Debug)]
-struct Timeouts {
+struct Limits {
     request: Duration,
     stream_idle: Duration,
+    max_answer_bytes: usize,
 }
 
 /// One configured provider, ready to call.
@@ -158,7 +186,7 @@ pub struct Provider {
     api_key: Option<String>,
     models: Vec<String>,
     http: reqwest::Client,
-    timeouts: Timeouts,
+    limits: Limits,
 }
 
 impl fmt::Debug for Provider {
@@ -214,13 +242,18 @@ impl Providers {
     ) -> Result<Self, ConfigError> {
         let env = |var: &str| env(var).filter(|v| !v.trim().is_empty());
         let connect = seconds("connect_timeout_s", cfg.connect_timeout_s, DEFAULT_CONNECT_TIMEOUT)?;
-        let timeouts = Timeouts {
+        let limits = Limits {
             request: seconds("request_timeout_s", cfg.request_timeout_s, DEFAULT_REQUEST_TIMEOUT)?,
             stream_idle: seconds(
                 "stream_idle_timeout_s",
                 cfg.stream_idle_timeout_s,
                 DEFAULT_STREAM_IDLE_TIMEOUT,
             )?,
+            max_answer_bytes: match cfg.max_answer_bytes {
+                None => DEFAULT_MAX_ANSWER_BYTES,
+                Some(0) => return Err(ConfigError::BadMaxAnswerBytes),
+                Some(n) => n,
+            },
         };
         let http = reqwest::Client::builder()
             .connect_timeout(connect)
@@ -250,7 +283,7 @@ impl Providers {
                 api_key,
                 models: p.models.clone(),
                 http: http.clone(),
-                timeouts,
+                limits,
             });
         }
         if cfg.providers.is_empty() {
@@ -264,7 +297,7 @@ impl Providers {
                     api_key,
                     models: Vec::new(),
                     http,
-                    timeouts,
+                    limits,
                 });
             }
         }
@@ -354,11 +387,19 @@ impl Provider {
     }
 
     /// A non-streamed call: POST `body` as JSON within the request timeout and
-    /// answer the body of a success response.
-    async fn post_json<B: Serialize>(&self, path: &str, body: &B) -> Result<Bytes, UpstreamError> {
+    /// answer the body of a success response, read up to `max_bytes`.
+    async fn post_json<B: Serialize>(
+        &self,
+        path: &str,
+        body: &B,
+        max_bytes: usize,
+    ) -> Result<Bytes, UpstreamError> {
         let response =
-            self.post(path).timeout(self.timeouts.request).json(body).send().await.map_err(map_send_error)?;
-        read_success_body(response).await
+            self.post(path).timeout(self.limits.request).json(body).send().await.map_err(map_send_error)?;
+        if !response.status().is_success() {
+            return Err(failure(response).await);
+        }
+        read_bounded(response, max_bytes).await
     }
 
     fn post(&self, path: &str) -> reqwest::RequestBuilder {
@@ -374,7 +415,7 @@ impl Provider {
     /// [`UpstreamError::Invalid`] when the answer has no choices.
     pub async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, UpstreamError> {
         let req = with_stream(req, false);
-        let body = self.post_json("/chat/completions", &*req).await?;
+        let body = self.post_json("/chat/completions", &*req, self.limits.max_answer_bytes).await?;
         let mut answer: ChatResponse = parse_json(&body)?;
         if answer.choices.is_empty() {
             return Err(UpstreamError::Invalid(format!(
@@ -401,7 +442,8 @@ impl Provider {
     /// fragment that opens them (same as `chat`).
     pub async fn chat_stream(&self, req: &ChatRequest) -> Result<ChatStream, UpstreamError> {
         let req = with_stream(req, true);
-        let idle = self.timeouts.stream_idle;
+        let idle = self.limits.stream_idle;
+        let max_answer_bytes = self.limits.max_answer_bytes;
         let send = self
             .post("/chat/completions")
             .header(reqwest::header::ACCEPT, "text/event-stream")
@@ -411,13 +453,10 @@ impl Provider {
             .await
             .map_err(|_| UpstreamError::Timeout)?
             .map_err(map_send_error)?;
-        let status = response.status();
-        if !status.is_success() {
-            let body = tokio::time::timeout(idle, response.bytes())
+        if !response.status().is_success() {
+            return Err(tokio::time::timeout(idle, failure(response))
                 .await
-                .map_err(|_| UpstreamError::Timeout)?
-                .unwrap_or_default();
-            return Err(status_error(status.as_u16(), &body));
+                .map_err(|_| UpstreamError::Timeout)?);
         }
         let content_type = response
             .headers()
@@ -426,7 +465,9 @@ impl Provider {
             .unwrap_or("none")
             .to_owned();
         let state = StreamState {
-            events: Box::pin(SseByteStream::new(idle_bounded(response, idle))),
+            events: Box::pin(SseByteStream::new(idle_bounded(response, idle, max_answer_bytes))),
+            answer_bytes: 0,
+            max_answer_bytes,
             saw_finish: false,
             done: false,
             saw_event: false,
@@ -446,7 +487,9 @@ impl Provider {
             input: inputs.to_vec(),
             encoding_format: Some("float".to_owned()),
         };
-        let body = self.post_json("/embeddings", &req).await?;
+        let max_bytes = (inputs.len().saturating_mul(EMBEDDING_BYTES_PER_INPUT))
+            .saturating_add(self.limits.max_answer_bytes);
+        let body = self.post_json("/embeddings", &req, max_bytes).await?;
         let mut answer: EmbeddingResponse = parse_json(&body)?;
         if answer.data.len() != inputs.len() {
             return Err(UpstreamError::Invalid(format!(
@@ -470,30 +513,73 @@ type EventStream = Pin<Box<dyn Stream<Item = Result<Sse, sse_stream::Error>> + S
 enum ReadError {
     #[error("no bytes arrived for {0:?}")]
     Idle(Duration),
+    /// One event is larger than a chunk carrying a whole answer of this many bytes could be.
+    #[error("an event is over the answer bound of {0} bytes")]
+    TooLarge(usize),
     #[error(transparent)]
     Http(reqwest::Error),
 }
 
 /// The response body as it arrives, failing with [`ReadError::Idle`] when
-/// no bytes come for `idle` (SSE comments and keep-alives count as bytes).
+/// no bytes come for `idle` (SSE comments and keep-alives count as bytes),
+/// and with [`ReadError::TooLarge`] when one event (the bytes since the last
+/// blank line, which the SSE parser holds) is larger than a chunk carrying a
+/// whole answer of `max_answer_bytes` (plus its envelope) could be.
 fn idle_bounded(
     response: reqwest::Response,
     idle: Duration,
+    max_answer_bytes: usize,
 ) -> impl Stream<Item = Result<Bytes, ReadError>> + Send {
+    let max_event = max_answer_bytes.saturating_add(64 * 1024);
     let body = Box::pin(response.bytes_stream());
-    futures::stream::unfold(Some(body), move |body| async move {
-        let mut body = body?;
+    let event = EventSize::default();
+    futures::stream::unfold(Some((body, event)), move |state| async move {
+        let (mut body, mut event) = state?;
         match tokio::time::timeout(idle, body.next()).await {
             Err(_) => Some((Err(ReadError::Idle(idle)), None)),
             Ok(None) => None,
             Ok(Some(Err(e))) => Some((Err(ReadError::Http(e)), None)),
-            Ok(Some(Ok(bytes))) => Some((Ok(bytes), Some(body))),
+            Ok(Some(Ok(bytes))) => {
+                if event.add(&bytes) > max_event {
+                    return Some((Err(ReadError::TooLarge(max_answer_bytes)), None));
+                }
+                Some((Ok(bytes), Some((body, event))))
+            }
         }
     })
 }
 
+/// The size of the SSE event being received: bytes since the last blank line.
+#[derive(Default)]
+struct EventSize {
+    bytes: usize,
+    /// Whether the last byte seen ended a line (so a line break now ends the event).
+    at_line_start: bool,
+}
+
+impl EventSize {
+    /// Counts `chunk` in; answers the size of the event still open after it.
+    fn add(&mut self, chunk: &[u8]) -> usize {
+        for &b in chunk {
+            match b {
+                b'\n' if self.at_line_start => self.bytes = 0,
+                b'\n' => self.at_line_start = true,
+                b'\r' => {}
+                _ => {
+                    self.at_line_start = false;
+                    self.bytes += 1;
+                }
+            }
+        }
+        self.bytes
+    }
+}
+
 struct StreamState {
     events: EventStream,
+    /// Text of the answer so far (content, reasoning, tool calls), and its bound.
+    answer_bytes: usize,
+    max_answer_bytes: usize,
     saw_finish: bool,
     done: bool,
     /// Whether any SSE event arrived, and the response's content type, to
@@ -502,6 +588,24 @@ struct StreamState {
     content_type: String,
     /// Ids given to tool calls that arrived without one, by wire index.
     call_ids: Vec<(Option<u32>, String)>,
+}
+
+impl StreamState {
+    /// Counts the text `chunk` adds to the answer; true once past the bound.
+    fn over_bound(&mut self, chunk: &ChatChunk) -> bool {
+        let len = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        for choice in &chunk.choices {
+            let delta = &choice.delta;
+            self.answer_bytes += len(&delta.content) + len(&delta.reasoning_content);
+            for call in delta.tool_calls.iter().flatten() {
+                self.answer_bytes += len(&call.id);
+                if let Some(f) = &call.function {
+                    self.answer_bytes += len(&f.name) + len(&f.arguments);
+                }
+            }
+        }
+        self.answer_bytes > self.max_answer_bytes
+    }
 }
 
 async fn next_chunk(mut st: StreamState) -> Option<(Result<ChatChunk, UpstreamError>, StreamState)> {
@@ -523,6 +627,9 @@ async fn next_chunk(mut st: StreamState) -> Option<(Result<ChatChunk, UpstreamEr
                     return None;
                 }
                 match parse_chunk(data) {
+                    Ok(chunk) if st.over_bound(&chunk) => {
+                        UpstreamError::TooLarge { limit: st.max_answer_bytes }
+                    }
                     Ok(mut chunk) => {
                         st.saw_finish |= chunk.choices.iter().any(|c| c.finish_reason.is_some());
                         fill_stream_call_ids(&mut st.call_ids, &mut chunk);
@@ -602,18 +709,58 @@ fn fill_stream_call_ids(ids: &mut Vec<(Option<u32>, String)>, chunk: &mut ChatCh
     }
 }
 
-async fn read_success_body(response: reqwest::Response) -> Result<Bytes, UpstreamError> {
-    let status = response.status();
-    let body = response.bytes().await.map_err(|e| {
-        if e.is_timeout() {
-            UpstreamError::Timeout
-        } else if status.is_success() {
-            UpstreamError::StreamCut(error_chain(&e))
-        } else {
-            UpstreamError::Status { status: status.as_u16(), message: error_chain(&e) }
+/// The body of a success response, read as it arrives and dropped (with
+/// the connection) as soon as it passes `max_bytes`: never more than that
+/// plus one network read is held.
+async fn read_bounded(mut response: reqwest::Response, max_bytes: usize) -> Result<Bytes, UpstreamError> {
+    let too_large = UpstreamError::TooLarge { limit: max_bytes };
+    let announced = response.content_length().and_then(|n| usize::try_from(n).ok());
+    if announced.is_some_and(|n| n > max_bytes) {
+        return Err(too_large);
+    }
+    let mut body = bytes::BytesMut::with_capacity(announced.unwrap_or(0));
+    loop {
+        match response.chunk().await {
+            Ok(Some(piece)) => {
+                if body.len() + piece.len() > max_bytes {
+                    return Err(too_large);
+                }
+                body.extend_from_slice(&piece);
+            }
+            Ok(None) => return Ok(body.freeze()),
+            Err(e) if e.is_timeout() => return Err(UpstreamError::Timeout),
+            Err(e) => return Err(UpstreamError::StreamCut(error_chain(&e))),
         }
-    })?;
-    if status.is_success() { Ok(body) } else { Err(status_error(status.as_u16(), &body)) }
+    }
+}
+
+/// The error of a response that is not a success: its message from (the
+/// first [`ERROR_BODY_READ_LIMIT`] bytes of) the body; a 429 keeps the
+/// provider's `Retry-After`, to pass on to our client.
+async fn failure(mut response: reqwest::Response) -> UpstreamError {
+    let status = response.status().as_u16();
+    let retry_after = response
+        .headers()
+        .get(reqwest::header::RETRY_AFTER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty() && v.len() <= 64)
+        .map(str::to_owned);
+    let mut body = Vec::new();
+    while body.len() < ERROR_BODY_READ_LIMIT {
+        match response.chunk().await {
+            Ok(Some(piece)) => {
+                body.extend_from_slice(&piece[..piece.len().min(ERROR_BODY_READ_LIMIT - body.len())])
+            }
+            Ok(None) => break,
+            Err(e) if e.is_timeout() => return UpstreamError::Timeout,
+            Err(e) => return UpstreamError::Status { status, message: error_chain(&e) },
+        }
+    }
+    match status_error(status, &body) {
+        UpstreamError::Status { status: 429, message } => UpstreamError::RateLimited { message, retry_after },
+        other => other,
+    }
 }
 
 fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, UpstreamError> {
@@ -697,6 +844,7 @@ fn map_sse_error(e: sse_stream::Error) -> UpstreamError {
     match e {
         sse_stream::Error::Body(inner) => match inner.downcast_ref::<ReadError>() {
             Some(ReadError::Idle(_)) => UpstreamError::Timeout,
+            Some(ReadError::TooLarge(limit)) => UpstreamError::TooLarge { limit: *limit },
             Some(ReadError::Http(e)) if e.is_timeout() => UpstreamError::Timeout,
             _ => UpstreamError::StreamCut(error_chain(inner.as_ref())),
         },

@@ -156,6 +156,9 @@ pub struct ListQuery {
     pub direction: Direction,
     /// Records whose metadata has every key with an equal value.
     pub metadata_filter: Option<Metadata>,
+    /// Stop adding records once their stored JSON would pass this many bytes
+    /// (the page still has at least one record); `None`: no bound.
+    pub max_bytes: Option<usize>,
 }
 
 /// A precondition for a put.

@@ -445,33 +445,34 @@ impl Store for SledStore {
         };
         let mut out = Vec::with_capacity(q.limit.min(1024));
         let mut skipped = 0usize;
+        // The stored JSON of the records taken: a close (slightly high)
+        // estimate of their size in the answer, known without serialising.
+        let mut bytes = 0usize;
         for key in iter {
             if out.len() >= q.limit {
                 break;
             }
             let id = id_suffix(&key.map_err(io)?);
-            match filter {
-                None => {
-                    if skipped < q.offset {
-                        skipped += 1;
-                        continue;
-                    }
-                    if let Some(r) = self.get(tenant, kind, id)? {
-                        out.push(r);
-                    }
+            if filter.is_none() && skipped < q.offset {
+                skipped += 1;
+                continue;
+            }
+            let Some(raw) = self.tree.get(row_key(kind, tenant, id)).map_err(io)? else { continue };
+            let r = decode(&raw)?;
+            if let Some(f) = filter {
+                if !matches_filter(r.metadata.as_ref(), f) {
+                    continue;
                 }
-                Some(f) => {
-                    let Some(r) = self.get(tenant, kind, id)? else { continue };
-                    if !matches_filter(r.metadata.as_ref(), f) {
-                        continue;
-                    }
-                    if skipped < q.offset {
-                        skipped += 1;
-                        continue;
-                    }
-                    out.push(r);
+                if skipped < q.offset {
+                    skipped += 1;
+                    continue;
                 }
             }
+            bytes += raw.len() + 1;
+            if q.max_bytes.is_some_and(|max| bytes > max) && !out.is_empty() {
+                break;
+            }
+            out.push(r);
         }
         Ok(out)
     }
@@ -518,4 +519,34 @@ impl Store for SledStore {
 
 pub fn matches_filter(meta: Option<&Metadata>, filter: &Metadata) -> bool {
     filter.iter().all(|(k, v)| meta.and_then(|m| m.get(k)) == Some(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_page_stops_adding_records_past_max_bytes_but_always_has_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SledStore::open(dir.path(), Durability::Flush).unwrap();
+        let (tenant, scope) = (Uuid::now_v7(), Uuid::nil());
+        for i in 0..3 {
+            let rec = Record::fresh(
+                Kind::Agent,
+                scope,
+                json!({"name": format!("a{i}"), "about": "x".repeat(1000)}),
+            );
+            store.commit(tenant, vec![Op::Put { record: rec, expect: Expect::Absent }]).await.unwrap();
+        }
+        let page = |max_bytes| {
+            let q = ListQuery { limit: 100, max_bytes, ..Default::default() };
+            store.list(tenant, Kind::Agent, scope, &q).unwrap().len()
+        };
+        assert_eq!(page(None), 3);
+        assert_eq!(page(Some(1)), 1, "a page always has one record");
+        assert_eq!(page(Some(3000)), 2, "two records of ~1.3 KB fit 3,000 bytes, three do not");
+        assert_eq!(page(Some(1 << 20)), 3);
+    }
 }
