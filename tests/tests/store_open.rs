@@ -279,3 +279,25 @@ fn accept_data_loss_serves_what_a_cut_store_holds() {
     assert_eq!(agent_count(&p.base, &base().key), left);
     p.stop();
 }
+
+/// A record the start-up scans cannot decode (here a doc whose fields are not
+/// a doc's) makes the store corrupt, said as such, not an internal error.
+#[tokio::test]
+async fn a_record_that_cannot_be_read_at_start_is_reported_as_a_corrupt_store() {
+    use agent_platform::store::sled_store::{Durability, SledStore};
+    use agent_platform::store::{Expect, Kind, Op, Record, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let store = SledStore::open(&data, Durability::Flush).unwrap();
+    let doc =
+        Record::new(Kind::Doc, uuid::Uuid::now_v7(), uuid::Uuid::now_v7(), serde_json::json!({"content": 5}));
+    store.commit(uuid::Uuid::now_v7(), vec![Op::Put { record: doc, expect: Expect::Absent }]).await.unwrap();
+    drop(store);
+    let mut cfg = agent_platform::config::Config::default();
+    cfg.server.data_dir = data.clone();
+    let err =
+        agent_platform::server::open_app(&cfg).err().expect("a store with an unreadable doc is refused");
+    let err = format!("{err:#}");
+    assert!(err.starts_with(&format!("the store in {} is corrupt: stored doc", data.display())), "{err}");
+    assert!(err.contains("Restore the data dir from a backup"), "{err}");
+}

@@ -62,7 +62,9 @@ impl fmt::Display for Opened {
         write!(f, "id {}, {} commits, ", self.store_id, self.sequence)?;
         match &self.origin {
             Origin::Created => write!(f, "new"),
-            Origin::Adopted => write!(f, "adopted from a data dir without a manifest"),
+            Origin::Adopted => {
+                write!(f, "adopted from a data dir without a manifest, commits counted from now")
+            }
             Origin::Reopened { last_stop_clean: true } => write!(f, "last stop clean"),
             Origin::Reopened { last_stop_clean: false } => write!(f, "last stop unclean, recovered"),
             Origin::AcceptedLoss(_) => write!(f, "data loss accepted"),
