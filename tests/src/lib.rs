@@ -358,13 +358,14 @@ pub struct Exited {
 }
 
 /// Runs `agent-platform <args>` and waits (at most `within`) for it to exit by
-/// itself, e.g. `serve` on a data dir it refuses (`serve` gets a free port).
+/// itself, e.g. `serve` on a data dir it refuses (`serve` gets a free port
+/// unless `--bind` is given).
 /// Kills it and panics if it does not.
 pub fn run_to_exit(args: &[&std::ffi::OsStr], within: Duration) -> Exited {
     use std::io::Read;
     let mut cmd = Command::new(binary());
     cmd.args(args);
-    if args.first().is_some_and(|a| *a == "serve") {
+    if args.first().is_some_and(|a| *a == "serve") && !args.iter().any(|a| *a == "--bind") {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         cmd.args(["--bind", &format!("127.0.0.1:{port}")]);
     }

@@ -226,12 +226,22 @@ fn an_older_db_after_an_unclean_stop_is_refused_as_behind_its_checkpoint() {
     assert!(err.contains("Restore the data dir from a backup"), "{err}");
 }
 
-/// A data dir of the release before the manifest: it opens as it is, with all
-/// its data, and mints no key.
+/// A data dir of the release before the manifest (no manifest, no store id
+/// or sequence inside sled): it opens as it is, with all its data, and mints
+/// no key.
 #[test]
-fn a_data_dir_without_a_manifest_opens_with_its_data_and_no_new_key() {
+fn a_data_dir_of_the_previous_release_opens_with_its_data_and_no_new_key() {
     let (_dir, data) = copy_of_base();
     std::fs::remove_file(data.join("manifest.json")).unwrap();
+    {
+        let db = sled::open(&data).unwrap();
+        let reserved: Vec<_> = db.scan_prefix([0u8]).keys().map(Result::unwrap).collect();
+        assert_eq!(reserved.len(), 2, "the store id and the commit sequence");
+        for key in reserved {
+            db.remove(key).unwrap();
+        }
+        db.flush().unwrap();
+    }
     let p = Process::serve(&data);
     assert_eq!(agent_count(&p.base, &base().key), AGENTS);
     let stdout = p.stop();
@@ -300,4 +310,22 @@ async fn a_record_that_cannot_be_read_at_start_is_reported_as_a_corrupt_store() 
     let err = format!("{err:#}");
     assert!(err.starts_with(&format!("the store in {} is corrupt: stored doc", data.display())), "{err}");
     assert!(err.contains("Restore the data dir from a backup"), "{err}");
+}
+
+/// A new store whose first start failed after the store was made (here: the
+/// port is taken) took no commit: the next start still gives the first key.
+#[test]
+fn a_first_start_that_cannot_listen_leaves_the_first_key_to_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let bind = taken.local_addr().unwrap().to_string();
+    let out = run_to_exit(
+        &["serve".as_ref(), "--bind".as_ref(), bind.as_ref(), "--data-dir".as_ref(), data.as_os_str()],
+        REFUSED_WITHIN,
+    );
+    assert!(!out.status.success() && out.stderr.contains("cannot listen"), "{out:?}");
+    assert!(out.stdout.is_empty(), "a key was printed by a server that did not start: {out:?}");
+    let stdout = Process::serve(&data).stop();
+    assert!(stdout.trim().starts_with("ap_"), "no first key at the next start: {stdout:?}");
 }

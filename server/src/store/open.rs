@@ -36,10 +36,11 @@ pub struct Opened {
 pub enum Origin {
     /// The data dir held nothing of ours: a new store.
     Created,
-    /// A data dir of a release before the manifest (or whose manifest was
-    /// removed): opened as it is, the manifest written from sled.
+    /// A data dir of a release before the manifest: opened as it is, its
+    /// manifest written, its commits counted from now.
     Adopted,
-    /// The store the manifest describes; whether its last stop was clean.
+    /// The store the manifest describes (or, with no manifest, the store whose
+    /// id sled holds); whether its last stop was clean.
     Reopened { last_stop_clean: bool },
     /// Something was lost (what), and `accept_data_loss` said to go on.
     AcceptedLoss(String),
@@ -157,7 +158,10 @@ pub(super) fn open_checked(dir: &Path, accept_data_loss: bool) -> Result<(sled::
             m.checkpoint, m.store_id
         ))),
         (None, None | Some(0)) => Some(Damage::Lost(
-            "holds sled's files but no db file, or an empty one (and no manifest): data was lost".into(),
+            "holds sled's files but no db file, or an empty one, and no manifest: either a data dir of \
+             an earlier release lost its data, or the very first start was interrupted (then the dir \
+             holds nothing: remove it)"
+                .into(),
         )),
         (Some(m), Some(_)) => match (&m.clean_stop, &m.db_file) {
             (true, Some(then)) => {
@@ -223,6 +227,9 @@ pub(super) fn open_checked(dir: &Path, accept_data_loss: bool) -> Result<(sled::
             return Err(d.into_error(dir));
         }
         (Some(d), _) => Origin::AcceptedLoss(d.what().to_string()),
+        // sled holds our id: only the manifest is gone (removed, or the first
+        // start stopped before writing it); the sequence was checked against nothing.
+        (None, None) if sled_id.is_some() => Origin::Reopened { last_stop_clean: false },
         (None, None) => Origin::Adopted,
         (None, Some(m)) => Origin::Reopened { last_stop_clean: m.clean_stop },
     };
