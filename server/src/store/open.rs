@@ -166,12 +166,11 @@ pub(super) fn open_checked(dir: &Path, accept_data_loss: bool) -> Result<(sled::
         (Some(m), Some(_)) => match (&m.clean_stop, &m.db_file) {
             (true, Some(then)) => {
                 let now = FileFingerprint::of(&db_path).map_err(|e| OpenError::io(dir, e))?;
-                then.difference(&now).map(|d| {
-                    if now.bytes < then.bytes {
-                        Damage::Lost(format!("was changed after its last clean stop: {d}; data was lost (a truncated or replaced db file?)"))
-                    } else {
-                        Damage::Corrupt(format!("{d}; something other than agent-platform wrote to it"))
-                    }
+                then.difference(&now).map(|d| match now.bytes < then.bytes {
+                    true => Damage::Lost(format!(
+                        "was changed after its last clean stop: {d}; data was lost (a truncated or replaced db file?)"
+                    )),
+                    false => Damage::Corrupt(format!("{d}; something other than agent-platform wrote to it")),
                 })
             }
             _ => None,
