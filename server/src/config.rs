@@ -53,6 +53,11 @@ pub struct ServerConfig {
     pub request_body_max_bytes: usize,
     /// `fsync` (default): a 2xx write survives power loss; `flush`: it survives the process being killed.
     pub durability: Durability,
+    /// Open a store that lost data or is damaged, taking what it holds as the new
+    /// checkpoint. Only from the `--accept-data-loss` flag: a one-time decision,
+    /// never a setting left in a file or an environment.
+    #[serde(skip)]
+    pub accept_data_loss: bool,
 }
 
 impl Default for ServerConfig {
@@ -62,6 +67,7 @@ impl Default for ServerConfig {
             data_dir: PathBuf::from("./data"),
             request_body_max_bytes: 2 * 1024 * 1024,
             durability: Durability::Fsync,
+            accept_data_loss: false,
         }
     }
 }

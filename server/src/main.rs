@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use agent_platform::app::App;
 use agent_platform::app::keys::DEFAULT_TENANT;
 use agent_platform::config::Config;
-use agent_platform::store::sled_store::SledStore;
+use agent_platform::store::open::Origin;
 use clap::{Args, Parser, Subcommand};
 
 /// A self-hostable backend for AI agents: users, agents, sessions, chat,
@@ -28,6 +28,11 @@ struct Common {
     /// Directory of the embedded store (default ./data).
     #[arg(long, global = true)]
     data_dir: Option<PathBuf>,
+    /// Open a store that lost data or is damaged (it was refused with a message
+    /// saying so), and take what it holds now as its new checkpoint. Use once,
+    /// after deciding not to restore the data dir from a backup.
+    #[arg(long, global = true)]
+    accept_data_loss: bool,
 }
 
 #[derive(Subcommand)]
@@ -75,6 +80,7 @@ fn load_config(common: &Common) -> anyhow::Result<Config> {
     if let Some(d) = &common.data_dir {
         cfg.server.data_dir = d.clone();
     }
+    cfg.server.accept_data_loss = common.accept_data_loss;
     Ok(cfg)
 }
 
@@ -97,11 +103,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Keys { common, action } => {
             let cfg = load_config(&common)?;
-            let store = std::sync::Arc::new(SledStore::open(&cfg.server.data_dir, cfg.server.durability)?);
-            let out = match App::new(store.clone()) {
-                Ok(app) => keys(&app, action).await,
-                Err(e) => Err(e.into()),
-            };
+            let (store, app) = agent_platform::server::open_app(&cfg)?;
+            if let Origin::AcceptedLoss(what) = &store.opened().origin {
+                eprintln!("accepted data loss in {}: {what}", cfg.server.data_dir.display());
+            }
+            let out = keys(&app, action).await;
+            drop(app);
             store.close();
             out
         }
@@ -136,7 +143,21 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     let running = agent_platform::server::start(&cfg).await?;
     let addr = running.local_addr();
     eprintln!("agent-platform {} listening on http://{addr}", env!("CARGO_PKG_VERSION"));
-    eprintln!("  store:   {} (sled, durability: {:?})", cfg.server.data_dir.display(), cfg.server.durability);
+    let store = running.store.opened();
+    eprintln!(
+        "  store:   {} (sled, {store}, durability: {:?})",
+        cfg.server.data_dir.display(),
+        cfg.server.durability
+    );
+    if let Origin::AcceptedLoss(what) = &store.origin {
+        eprintln!("  accepted data loss: {what}; what the store holds now is its new checkpoint");
+        if running.app.no_keys()? {
+            eprintln!(
+                "  it holds no API key: stop the server and run `agent-platform keys create --data-dir {}`",
+                cfg.server.data_dir.display()
+            );
+        }
+    }
     eprintln!("  health:  curl http://{addr}/api/healthz");
     eprintln!("  spec:    http://{addr}/api/openapi.json");
     let models = &running.server.app_private().app.models;
@@ -152,7 +173,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         );
     }
     if let Some(key) = &running.first_key {
-        eprintln!("  The store was empty, so an API key was created for tenant 'default'.");
+        eprintln!("  The store is new, so an API key was created for tenant 'default'.");
         eprintln!("  It is shown this once; keep it (more with `agent-platform keys create`):");
         println!("{key}");
     }

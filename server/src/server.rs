@@ -13,7 +13,8 @@ use crate::app::keys::DEFAULT_TENANT;
 use crate::chat::Providers;
 use crate::config::{Config, LogFormat};
 use crate::http::{Ctx, Impl};
-use crate::store::sled_store::SledStore;
+use crate::store::open::{OpenError, quietly};
+use crate::store::sled_store::{OpenOptions, SledStore};
 
 /// A running server.
 pub struct Running {
@@ -21,7 +22,7 @@ pub struct Running {
     pub store: Arc<SledStore>,
     /// The application the server runs (shares the store and the search index).
     pub app: App,
-    /// The key created because the store had none (shown once).
+    /// The key created because the store is new (shown once).
     pub first_key: Option<String>,
 }
 
@@ -71,9 +72,8 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
     let models = Providers::from_config(&cfg.models, env).map_err(|e| anyhow::anyhow!("config: {e}"))?;
     // The tokenizer takes seconds to build; not inside the first chat.
     tokio::task::spawn_blocking(crate::chat::tokens::warm_up);
-    let store = Arc::new(SledStore::open(&cfg.server.data_dir, cfg.server.durability)?);
-    // Rebuilds the search index from the store before the first request.
-    let app = App::new(store.clone())?.with_models(models);
+    let (store, app) = open_app(cfg)?;
+    let app = app.with_models(models);
     let spec = match crate::api::openapi() {
         serde_json::Value::Object(m) => m,
         _ => unreachable!("an OpenAPI document is an object"),
@@ -101,6 +101,30 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
         Err(e) => slog::warn!(log, "TCP_NODELAY not set; streamed chunks may wait for ACKs"; "error" => %e),
     }
     // Only once we listen: a key printed by a server that failed to start would be lost.
-    let first_key = if app.no_keys()? { Some(app.key_create(DEFAULT_TENANT).await?.0) } else { None };
+    // Only for a new store: a store that lost its keys must not hand a key to
+    // whoever restarts it.
+    let first_key = if store.opened().is_new() && app.no_keys()? {
+        Some(app.key_create(DEFAULT_TENANT).await?.0)
+    } else {
+        None
+    };
     Ok(Running { server, store, app, first_key })
+}
+
+/// Opens the store of `cfg` and the application on it (which rebuilds the
+/// search index from every document): what `serve` and the `keys` command share.
+/// A record that cannot be read at start means a corrupt store, reported as one.
+pub fn open_app(cfg: &Config) -> anyhow::Result<(Arc<SledStore>, App)> {
+    let dir = &cfg.server.data_dir;
+    let options =
+        OpenOptions { durability: cfg.server.durability, accept_data_loss: cfg.server.accept_data_loss };
+    let store = Arc::new(SledStore::open_with(dir, options)?);
+    let corrupt =
+        |what| OpenError::Corrupt { dir: dir.clone(), what, accepting: cfg.server.accept_data_loss }.into();
+    let app = match quietly(|| App::new(store.clone())) {
+        Ok(Ok(app)) => app,
+        Ok(Err(e)) => return Err(corrupt(e.to_string())),
+        Err(panic) => return Err(corrupt(panic)),
+    };
+    Ok((store, app))
 }

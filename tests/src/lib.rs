@@ -266,6 +266,8 @@ pub struct Process {
     pub child: Child,
     pub base: String,
     pub key: Option<String>,
+    /// Standard output, when no first key was read from it (see [`Process::stop`]).
+    stdout: Option<std::process::ChildStdout>,
 }
 
 impl Process {
@@ -277,15 +279,21 @@ impl Process {
     /// [`Process::serve`] with extra environment variables (e.g. `OPENAI_BASE_URL`).
     /// On an empty data dir it also waits for the first key the binary prints.
     pub fn serve_with_env(data_dir: &Path, env: &[(&str, &str)]) -> Process {
+        Self::serve_with(data_dir, &[], env)
+    }
+
+    /// [`Process::serve_with_env`] with extra arguments to `serve` (e.g. `--accept-data-loss`).
+    pub fn serve_with(data_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Process {
         // A store that is not there yet creates a first key and prints it.
         let fresh = std::fs::read_dir(data_dir).map_or(true, |mut d| d.next().is_none());
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let mut child = Command::new(binary())
             .args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--data-dir"])
             .arg(data_dir)
+            .args(args)
             .env("AGENT_PLATFORM_LOG_LEVEL", "error")
             .envs(env.iter().copied())
-            .stdout(if fresh { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("the binary starts");
@@ -300,7 +308,7 @@ impl Process {
             std::thread::sleep(Duration::from_millis(20));
         }
         // The first key is printed on stdout once the server listens.
-        let key = child.stdout.take().map(|stdout| {
+        let key = fresh.then(|| child.stdout.take()).flatten().map(|stdout| {
             use std::io::BufRead;
             let (tx, rx) = std::sync::mpsc::channel();
             std::thread::spawn(move || {
@@ -315,13 +323,91 @@ impl Process {
             );
             key.unwrap()
         });
-        Process { child, base, key }
+        let stdout = child.stdout.take();
+        Process { child, base, key, stdout }
     }
 
     /// SIGKILL: no shutdown, no flush.
     pub fn kill(mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();
+    }
+
+    /// SIGTERM, and waits (at most 20 s) for a clean exit. Returns what it
+    /// printed on standard output (nothing read before: no first key).
+    pub fn stop(mut self) -> String {
+        let sent = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
+        assert!(sent.success(), "kill -TERM failed");
+        let status = wait_with_deadline(&mut self.child, Duration::from_secs(20))
+            .unwrap_or_else(|| panic!("the server did not stop within 20 s of SIGTERM"));
+        assert!(status.success(), "the server stopped with {status}");
+        let mut out = String::new();
+        if let Some(mut stdout) = self.stdout.take() {
+            std::io::Read::read_to_string(&mut stdout, &mut out).unwrap();
+        }
+        out
+    }
+}
+
+/// What a run of the binary that was expected to end by itself left behind.
+#[derive(Debug)]
+pub struct Exited {
+    pub status: std::process::ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `agent-platform <args>` and waits (at most `within`) for it to exit by
+/// itself, e.g. `serve` on a data dir it refuses (`serve` gets a free port
+/// unless `--bind` is given).
+/// Kills it and panics if it does not.
+pub fn run_to_exit(args: &[&std::ffi::OsStr], within: Duration) -> Exited {
+    use std::io::Read;
+    let mut cmd = Command::new(binary());
+    cmd.args(args);
+    if args.first().is_some_and(|a| *a == "serve") && !args.iter().any(|a| *a == "--bind") {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        cmd.args(["--bind", &format!("127.0.0.1:{port}")]);
+    }
+    let mut child = cmd
+        .env("AGENT_PLATFORM_LOG_LEVEL", "error")
+        .env_remove("AGENT_PLATFORM_CONFIG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary starts");
+    // Read both pipes as the child writes, so a full pipe cannot stall it.
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut out = String::new();
+            let _ = pipe.read_to_string(&mut out);
+            out
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let status = wait_with_deadline(&mut child, within);
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let (stdout, stderr) = (stdout.join().unwrap(), stderr.join().unwrap());
+    let status = status.unwrap_or_else(|| {
+        panic!("`agent-platform {args:?}` still ran after {within:?}\nstdout: {stdout}\nstderr: {stderr}")
+    });
+    Exited { status, stdout, stderr }
+}
+
+fn wait_with_deadline(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

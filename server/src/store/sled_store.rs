@@ -17,6 +17,9 @@
 //! the whole group durable with one `flush()` (plus an `fdatasync` when
 //! configured) before answering any of them. `flush_async` is never used: it
 //! deadlocks sled 0.34.7 under concurrency (see STACK.md, sled#1308).
+//!
+//! Keys starting with byte 0 are reserved for the store's identity and commit
+//! sequence ([`super::manifest`]); what opening checks is in [`super::open`].
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -30,6 +33,8 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use super::manifest::{Checkpointer, Sequence};
+use super::open::{OpenError, Opened, open_checked};
 use super::{
     Direction, Expect, Kind, ListQuery, Metadata, Op, Record, SortBy, Store, StoreError, StoreResult,
 };
@@ -67,6 +72,38 @@ pub struct SledStore {
     stats: std::sync::Arc<WriterStats>,
     queue: Mutex<Option<mpsc::Sender<Job>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    opened: Opened,
+    sequence: std::sync::Arc<Sequence>,
+    /// Declared after `tree` on purpose: fields drop in order, so its drop (the
+    /// clean-stop manifest, with the `db` file's fingerprint) runs once sled has
+    /// closed its files and will not change them again.
+    checkpointer: Mutex<CleanStop>,
+}
+
+/// The checkpointer, and whether the close flushed everything (then, and only
+/// then, the manifest records a clean stop when the store is dropped).
+struct CleanStop {
+    checkpointer: Checkpointer,
+    flushed: bool,
+}
+
+impl Drop for CleanStop {
+    fn drop(&mut self) {
+        if self.flushed {
+            // If this fails the manifest keeps its last checkpoint, without a
+            // clean stop: the next open still checks the sequence.
+            let _ = self.checkpointer.write_clean_stop();
+        }
+    }
+}
+
+/// How to open the store.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct OpenOptions {
+    pub durability: Durability,
+    /// Open a store that lost data or is damaged (as far as sled can read it)
+    /// and take what it holds as the new checkpoint. A one-time decision.
+    pub accept_data_loss: bool,
 }
 
 fn io(e: impl std::fmt::Display) -> StoreError {
@@ -74,27 +111,46 @@ fn io(e: impl std::fmt::Display) -> StoreError {
 }
 
 impl SledStore {
-    /// Opens (or creates) the store in `dir`. Fails if another process holds it.
+    /// Opens (or creates) the store in `dir`, refusing one that lost data (see
+    /// [`SledStore::open_with`]).
     pub fn open(dir: &Path, durability: Durability) -> StoreResult<Self> {
-        std::fs::create_dir_all(dir).map_err(io)?;
-        let db = sled::Config::new()
-            .path(dir)
-            .flush_every_ms(Some(500))
-            .open()
-            .map_err(|e| io(format!("cannot open the store in {}: {e}", dir.display())))?;
-        let sync_file = match durability {
-            Durability::Fsync => Some(File::open(dir.join("db")).map_err(io)?),
+        Self::open_with(dir, OpenOptions { durability, accept_data_loss: false }).map_err(io)
+    }
+
+    /// Opens the store in `dir`: creates it when the dir holds nothing of ours,
+    /// refuses it when it is in use, lost data or is corrupt (see [`super::open`]).
+    pub fn open_with(dir: &Path, options: OpenOptions) -> Result<Self, OpenError> {
+        let (db, opened) = open_checked(dir, options.accept_data_loss)?;
+        let fail = |e: std::io::Error| OpenError::Io { dir: dir.to_path_buf(), what: e.to_string() };
+        let sync_file = match options.durability {
+            Durability::Fsync => Some(File::open(dir.join("db")).map_err(fail)?),
             Durability::Flush => None,
         };
+        let sequence = Sequence::starting_at(opened.sequence);
+        let checkpointer =
+            Checkpointer::start(dir, opened.store_id, sequence.clone(), opened.sequence).map_err(fail)?;
         let (tx, rx) = mpsc::channel::<Job>();
         let tree = db.clone();
         let stats = std::sync::Arc::new(WriterStats::default());
-        let writer_stats = stats.clone();
+        let (writer_stats, writer_sequence) = (stats.clone(), sequence.clone());
         let writer = std::thread::Builder::new()
             .name("store-writer".into())
-            .spawn(move || writer_loop(tree, rx, sync_file, &writer_stats))
-            .map_err(io)?;
-        Ok(SledStore { tree: db, stats, queue: Mutex::new(Some(tx)), writer: Mutex::new(Some(writer)) })
+            .spawn(move || writer_loop(tree, rx, sync_file, &writer_stats, &writer_sequence))
+            .map_err(fail)?;
+        Ok(SledStore {
+            tree: db,
+            stats,
+            queue: Mutex::new(Some(tx)),
+            writer: Mutex::new(Some(writer)),
+            opened,
+            sequence,
+            checkpointer: Mutex::new(CleanStop { checkpointer, flushed: false }),
+        })
+    }
+
+    /// What the open found: the store id, its commit sequence then, and how it opened.
+    pub fn opened(&self) -> &Opened {
+        &self.opened
     }
 
     /// (groups flushed, commits applied) since the store was opened.
@@ -109,7 +165,12 @@ impl SledStore {
         if let Some(h) = self.writer.lock().expect("writer lock").take() {
             let _ = h.join();
         }
-        let _ = self.tree.flush();
+        let mut clean = self.checkpointer.lock().expect("checkpointer lock");
+        clean.checkpointer.stop();
+        if self.tree.flush().is_ok() {
+            self.sequence.all_flushed();
+            clean.flushed = true;
+        }
     }
 
     fn record(&self, key: &[u8]) -> StoreResult<Option<Record>> {
@@ -264,7 +325,13 @@ fn index_keys(r: &Record, tenant: Uuid) -> Vec<Vec<u8>> {
 
 // ---- the writer ----
 
-fn writer_loop(db: sled::Db, rx: mpsc::Receiver<Job>, sync_file: Option<File>, stats: &WriterStats) {
+fn writer_loop(
+    db: sled::Db,
+    rx: mpsc::Receiver<Job>,
+    sync_file: Option<File>,
+    stats: &WriterStats,
+    sequence: &Sequence,
+) {
     use std::sync::atomic::Ordering::Relaxed;
     while let Ok(first) = rx.recv() {
         let mut group = vec![first];
@@ -287,6 +354,9 @@ fn writer_loop(db: sled::Db, rx: mpsc::Receiver<Job>, sync_file: Option<File>, s
             Some(f) => f.sync_data().map_err(io),
             None => Ok(()),
         });
+        if durable.is_ok() {
+            sequence.group_flushed(&db, results.iter().filter(|r| r.is_ok()).count());
+        }
         for (job, r) in group.into_iter().zip(results) {
             let r = match (&durable, r) {
                 (Err(e), Ok(())) => Err(StoreError::Io(e.to_string())),

@@ -1,0 +1,307 @@
+//! The store's identity and checkpoint, kept beside sled in `manifest.json`.
+//!
+//! sled alone cannot tell a store that lost data from a small one: a `db` file
+//! that is deleted, emptied or cut short opens as an empty or shorter store.
+//! So the data dir carries, outside sled, what it must hold at least:
+//!
+//! - the store id (also written inside sled: a `db` from another store is refused);
+//! - the format version of this layout;
+//! - a checkpoint: a commit sequence that sled had made durable. sled keeps the
+//!   same sequence under a reserved key ([`SEQUENCE_KEY`]), bumped after every
+//!   group the writer flushes; a store whose sequence is behind the checkpoint
+//!   lost data;
+//! - whether the last stop was clean, and then the size and SHA-256 of the
+//!   `db` file as sled left it: a file changed since a clean stop is refused
+//!   before sled opens it (sled's recovery rewrites the tail of a damaged log,
+//!   which would destroy what a restore or an expert could still use).
+//!
+//! The checkpoint never gets ahead of what sled made durable: the writer
+//! publishes a sequence only after the flush that carried it, and a background
+//! thread writes it to the manifest at most once a second (the writer never
+//! waits for the manifest). The manifest is always replaced atomically: a temp
+//! file, fsync, rename, fsync of the directory.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+/// The manifest's file name in the data dir.
+pub const MANIFEST_FILE: &str = "manifest.json";
+/// The layout the manifest describes; a newer one is refused by older binaries.
+pub const FORMAT_VERSION: u32 = 1;
+/// sled's data file in the data dir.
+pub const DB_FILE: &str = "db";
+
+/// Reserved keys in sled's default tree. Record keys start with a tag byte
+/// (`r`, `o`, `m`, `f`, `u`; see [`super::sled_store`]), never with 0.
+pub const STORE_ID_KEY: &[u8] = b"\0agent-platform/store-id";
+pub const SEQUENCE_KEY: &[u8] = b"\0agent-platform/commit-sequence";
+
+/// How often the background thread brings the manifest's checkpoint up to date.
+const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
+/// A `db` file larger than this gets no checksum at a clean stop (only its size):
+/// hashing it would slow every stop and start.
+const CHECKSUM_MAX_BYTES: u64 = 1 << 30;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub store_id: Uuid,
+    pub format_version: u32,
+    /// A commit sequence sled had made durable: the store holds at least this.
+    pub checkpoint: u64,
+    /// Written by a clean stop, after sled closed its files; false while running.
+    pub clean_stop: bool,
+    /// The `db` file as the clean stop left it (absent unless `clean_stop`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_file: Option<FileFingerprint>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileFingerprint {
+    pub bytes: u64,
+    /// Hex SHA-256 of the content; absent for files over [`CHECKSUM_MAX_BYTES`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+impl Manifest {
+    /// Reads the manifest of `dir`: `Ok(None)` when there is none.
+    pub fn read(dir: &Path) -> Result<Option<Manifest>, String> {
+        let path = dir.join(MANIFEST_FILE);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        };
+        let m: Manifest = serde_json::from_str(&text)
+            .map_err(|e| format!("{} is not a valid manifest: {e}", path.display()))?;
+        if m.format_version > FORMAT_VERSION {
+            return Err(format!(
+                "{} has format version {}, newer than this binary knows ({FORMAT_VERSION}): \
+                 run the newer agent-platform that wrote it",
+                path.display(),
+                m.format_version
+            ));
+        }
+        Ok(Some(m))
+    }
+
+    /// Replaces the manifest of `dir` atomically and durably.
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        let tmp = dir.join(format!("{MANIFEST_FILE}.tmp"));
+        let mut text = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        text.push(b'\n');
+        {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&text)?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, dir.join(MANIFEST_FILE))?;
+        File::open(dir)?.sync_all()
+    }
+}
+
+impl FileFingerprint {
+    /// The size, and the checksum when the file is small enough to hash.
+    pub fn of(path: &Path) -> std::io::Result<FileFingerprint> {
+        let bytes = std::fs::metadata(path)?.len();
+        let sha256 = if bytes <= CHECKSUM_MAX_BYTES {
+            let mut f = File::open(path)?;
+            let mut h = Sha256::new();
+            let mut buf = vec![0u8; 1 << 20];
+            loop {
+                let n = f.read(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                h.update(&buf[..n]);
+            }
+            Some(hex::encode(h.finalize()))
+        } else {
+            None
+        };
+        Ok(FileFingerprint { bytes, sha256 })
+    }
+
+    /// How `now` differs from `self` (the file at the clean stop), if it does.
+    pub fn difference(&self, now: &FileFingerprint) -> Option<String> {
+        if now.bytes != self.bytes {
+            return Some(format!(
+                "its db file is {} bytes, but was {} at the last clean stop",
+                now.bytes, self.bytes
+            ));
+        }
+        match (&self.sha256, &now.sha256) {
+            (Some(a), Some(b)) if a != b => {
+                Some("its db file's content changed after the last clean stop (its checksum differs)".into())
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The commit sequence, shared by the writer, the checkpoint thread and the clean stop.
+#[derive(Debug, Default)]
+pub struct Sequence {
+    /// The latest value written to sled (durable at the next flush).
+    staged: AtomicU64,
+    /// The latest value known durable: what a checkpoint may record.
+    durable: AtomicU64,
+}
+
+impl Sequence {
+    pub fn starting_at(seq: u64) -> Arc<Sequence> {
+        Arc::new(Sequence { staged: AtomicU64::new(seq), durable: AtomicU64::new(seq) })
+    }
+
+    /// Called by the writer after a group's flush succeeded, with the number of
+    /// commits the group applied. The value staged after the previous flush is
+    /// now durable; the new one rides on the next flush (or sled's background
+    /// flush, or the close), so the sequence costs no flush of its own.
+    pub fn group_flushed(&self, db: &sled::Db, applied: usize) {
+        let staged = self.staged.load(Ordering::Relaxed);
+        self.durable.store(staged, Ordering::Release);
+        if applied > 0 {
+            let next = staged + applied as u64;
+            // A failed insert only leaves the sequence behind: a checkpoint never passes it.
+            if db.insert(SEQUENCE_KEY, &next.to_be_bytes()).is_ok() {
+                self.staged.store(next, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// After a successful flush with the writer stopped: everything staged is durable.
+    pub fn all_flushed(&self) {
+        self.durable.store(self.staged.load(Ordering::Relaxed), Ordering::Release);
+    }
+
+    pub fn durable(&self) -> u64 {
+        self.durable.load(Ordering::Acquire)
+    }
+}
+
+/// Reads the sequence sled holds, if any (a malformed one reads as 0: behind any checkpoint).
+pub fn sled_sequence(db: &sled::Db) -> sled::Result<Option<u64>> {
+    Ok(db.get(SEQUENCE_KEY)?.map(|v| <[u8; 8]>::try_from(v.as_ref()).map_or(0, u64::from_be_bytes)))
+}
+
+/// Reads the store id sled holds, if any.
+pub fn sled_store_id(db: &sled::Db) -> sled::Result<Option<Uuid>> {
+    Ok(db.get(STORE_ID_KEY)?.and_then(|v| Uuid::from_slice(&v).ok()))
+}
+
+/// Keeps the manifest's checkpoint near the durable sequence, from its own
+/// thread, and writes the final manifest when the store closes.
+pub struct Checkpointer {
+    dir: PathBuf,
+    store_id: Uuid,
+    sequence: Arc<Sequence>,
+    stop: Option<mpsc::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    /// Starts the thread; `written` is the checkpoint the manifest holds now.
+    pub fn start(dir: &Path, store_id: Uuid, sequence: Arc<Sequence>, written: u64) -> std::io::Result<Self> {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let (thread_dir, thread_seq) = (dir.to_path_buf(), sequence.clone());
+        let thread = std::thread::Builder::new().name("store-checkpoint".into()).spawn(move || {
+            let mut written = written;
+            while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(CHECKPOINT_EVERY) {
+                let durable = thread_seq.durable();
+                if durable > written {
+                    let m = running_manifest(store_id, durable);
+                    // A failed write (e.g. a full disk) leaves the checkpoint behind,
+                    // which is safe; the next tick tries again.
+                    if m.write(&thread_dir).is_ok() {
+                        written = durable;
+                    }
+                }
+            }
+        })?;
+        Ok(Checkpointer {
+            dir: dir.to_path_buf(),
+            store_id,
+            sequence,
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the thread (idempotent).
+    pub fn stop(&mut self) {
+        self.stop.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+
+    /// Writes the clean-stop manifest. Call only once sled has closed its files
+    /// (the `db` must not change after its fingerprint is taken) and only when
+    /// the final flush succeeded.
+    pub fn write_clean_stop(&mut self) -> std::io::Result<()> {
+        self.stop();
+        let db_file = FileFingerprint::of(&self.dir.join(DB_FILE))?;
+        Manifest {
+            store_id: self.store_id,
+            format_version: FORMAT_VERSION,
+            checkpoint: self.sequence.durable(),
+            clean_stop: true,
+            db_file: Some(db_file),
+        }
+        .write(&self.dir)
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The manifest of a running store: its checkpoint, and no clean stop.
+pub fn running_manifest(store_id: Uuid, checkpoint: u64) -> Manifest {
+    Manifest { store_id, format_version: FORMAT_VERSION, checkpoint, clean_stop: false, db_file: None }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_durable_sequence_trails_what_sled_was_given_until_the_next_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sled::Config::new().path(dir.path()).open().unwrap();
+        let seq = Sequence::starting_at(10);
+        seq.group_flushed(&db, 3);
+        assert_eq!((seq.durable(), sled_sequence(&db).unwrap()), (10, Some(13)));
+        seq.group_flushed(&db, 0);
+        assert_eq!((seq.durable(), sled_sequence(&db).unwrap()), (13, Some(13)));
+        seq.group_flushed(&db, 2);
+        seq.all_flushed();
+        assert_eq!((seq.durable(), sled_sequence(&db).unwrap()), (15, Some(15)));
+    }
+
+    #[test]
+    fn a_manifest_is_replaced_whole_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(Manifest::read(dir.path()).unwrap(), None);
+        let m = running_manifest(Uuid::now_v7(), 42);
+        m.write(dir.path()).unwrap();
+        assert_eq!(Manifest::read(dir.path()).unwrap(), Some(m.clone()));
+        let newer = Manifest { format_version: FORMAT_VERSION + 1, ..m };
+        newer.write(dir.path()).unwrap();
+        let err = Manifest::read(dir.path()).unwrap_err();
+        assert!(err.contains("newer than this binary knows"), "{err}");
+        assert!(!dir.path().join(format!("{MANIFEST_FILE}.tmp")).exists());
+    }
+}
