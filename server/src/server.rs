@@ -15,6 +15,10 @@ use crate::config::{Config, LogFormat};
 use crate::http::{Ctx, Impl};
 use crate::store::sled_store::SledStore;
 
+/// How long a shutdown waits for requests under way (a write waits for the
+/// store at most `store_timeout_s`, a chat for its model).
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A running server.
 pub struct Running {
     pub server: dropshot::HttpServer<Ctx>,
@@ -30,10 +34,21 @@ impl Running {
         self.server.local_addr()
     }
 
-    /// Stops accepting requests, finishes the ones under way, and closes the store.
+    /// Stops accepting requests, finishes the ones under way, and closes the
+    /// store, in at most about [`SHUTDOWN_GRACE`] plus a few seconds: a disk
+    /// that does not answer cannot hold the process (an error says the store
+    /// was not closed cleanly; the next start recovers from its log).
     pub async fn shutdown(self) -> anyhow::Result<()> {
-        self.server.close().await.map_err(|e| anyhow::anyhow!(e))?;
-        self.store.close();
+        let drained = tokio::time::timeout(SHUTDOWN_GRACE, self.server.close()).await;
+        // Also answers the writes still waiting for the store (503).
+        let closed = self.store.close();
+        match drained {
+            Ok(r) => r.map_err(|e| anyhow::anyhow!(e))?,
+            Err(_) => eprintln!("requests still under way after {} s were cut off", SHUTDOWN_GRACE.as_secs()),
+        }
+        if !closed {
+            anyhow::bail!("the store was not closed cleanly (its disk does not answer)");
+        }
         Ok(())
     }
 }
@@ -71,7 +86,9 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
     let models = Providers::from_config(&cfg.models, env).map_err(|e| anyhow::anyhow!("config: {e}"))?;
     // The tokenizer takes seconds to build; not inside the first chat.
     tokio::task::spawn_blocking(crate::chat::tokens::warm_up);
-    let store = Arc::new(SledStore::open(&cfg.server.data_dir, cfg.server.durability)?);
+    let store = Arc::new(
+        SledStore::open(&cfg.server.data_dir, cfg.server.durability)?.with_limits(cfg.server.store_limits()),
+    );
     // Rebuilds the search index from the store before the first request.
     let app = App::new(store.clone())?.with_models(models);
     let spec = match crate::api::openapi() {

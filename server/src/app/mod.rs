@@ -50,6 +50,12 @@ pub enum Error {
     UpstreamTimeout(String),
     #[error("{0}")]
     NoModelProvider(String),
+    /// The disk holding the store is full: nothing was written.
+    #[error("{0}")]
+    InsufficientStorage(String),
+    /// The store cannot write (or read) now: nothing was written unless the message says otherwise.
+    #[error("{0}")]
+    StoreUnavailable(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -70,6 +76,8 @@ impl From<StoreError> for Error {
             StoreError::Stale => {
                 Error::Internal("the record kept changing while being updated; try again".into())
             }
+            StoreError::Full(m) => Error::InsufficientStorage(m),
+            StoreError::Unavailable(m) => Error::StoreUnavailable(m),
             StoreError::Io(m) => Error::Internal(m),
         }
     }
