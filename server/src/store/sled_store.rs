@@ -606,7 +606,7 @@ impl Writer {
                 }
             }
             self.commit_group(group);
-            next_probe = Instant::now();
+            next_probe = Instant::now() + PROBE_EVERY;
         }
         if self.recovery.is_none()
             && let Some(db) = &self.db
@@ -646,7 +646,7 @@ impl Writer {
                 results.push(Err(StoreError::clone(e)));
                 continue;
             }
-            let r = build_batch(db, job.tenant, &job.ops).and_then(|(batch, undo, bytes)| {
+            let r = build_batch(&self.shared, db, job.tenant, &job.ops).and_then(|(batch, undo, bytes)| {
                 if let Some(f) = free.as_mut() {
                     let needed = bytes.saturating_mul(SPACE_PER_BYTE);
                     if *f < reserve.saturating_add(needed) {
@@ -656,14 +656,16 @@ impl Writer {
                     }
                     *f -= needed;
                 }
-                if let Err(e) = db.apply_batch(batch) {
-                    let e = self.shared.sled_write_error(e);
-                    sled_failed = Some(e.clone());
-                    return Err(e);
-                }
+                db.apply_batch(batch).map_err(|e| self.shared.sled_write_error(e))?;
                 undos.push(undo);
                 Ok(())
             });
+            // A storage error from sled (reading or applying) that is not ours: its handle is broken.
+            if let Err(e @ (StoreError::Full(_) | StoreError::Unavailable(_))) = &r
+                && low_space.is_none()
+            {
+                sled_failed = Some(e.clone());
+            }
             results.push(r);
         }
         // One flush for the whole group; nobody hears "done" before it.
@@ -739,8 +741,9 @@ impl Writer {
     fn recover(&mut self) {
         let Some(rec) = self.recovery.as_mut() else { return };
         rec.attempts += 1;
+        // A quarter more than the reserve, so that writes do not flap around its edge.
         let reserve = self.shared.min_free_bytes.load(Ordering::Relaxed);
-        if fs2::available_space(&self.shared.dir).is_ok_and(|f| f < reserve) {
+        if fs2::available_space(&self.shared.dir).is_ok_and(|f| f < reserve.saturating_add(reserve / 4)) {
             return self.shared.set_failure(self.shared.low_space_error());
         }
         if rec.attempts > 1
@@ -862,6 +865,7 @@ fn watchdog(shared: std::sync::Weak<Shared>) {
 /// Reads through the writes already made by this commit.
 struct Overlay<'a> {
     db: &'a sled::Db,
+    shared: &'a Shared,
     writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
     /// Every row read from the store (not from `writes`), as stored: the undo's originals.
     originals: Vec<IVec>,
@@ -872,13 +876,15 @@ impl Overlay<'_> {
         if let Some(v) = self.writes.get(key) {
             return Ok(v.clone());
         }
-        Ok(self.db.get(key).map_err(io)?.map(|v| v.to_vec()))
+        Ok(self.db.get(key).map_err(|e| self.shared.sled_write_error(e))?.map(|v| v.to_vec()))
     }
     fn record(&mut self, key: &[u8]) -> StoreResult<Option<Record>> {
         if let Some(v) = self.writes.get(key) {
             return v.as_deref().map(decode).transpose();
         }
-        let Some(raw) = self.db.get(key).map_err(io)? else { return Ok(None) };
+        let Some(raw) = self.db.get(key).map_err(|e| self.shared.sled_write_error(e))? else {
+            return Ok(None);
+        };
         let rec = decode(&raw)?;
         self.originals.push(raw);
         Ok(Some(rec))
@@ -914,8 +920,13 @@ impl Overlay<'_> {
 }
 
 /// The batch of one commit, how to undo it, and how many bytes it writes.
-fn build_batch(db: &sled::Db, tenant: Uuid, ops: &[Op]) -> StoreResult<(sled::Batch, Undo, u64)> {
-    let mut ov = Overlay { db, writes: BTreeMap::new(), originals: Vec::new() };
+fn build_batch(
+    shared: &Shared,
+    db: &sled::Db,
+    tenant: Uuid,
+    ops: &[Op],
+) -> StoreResult<(sled::Batch, Undo, u64)> {
+    let mut ov = Overlay { db, shared, writes: BTreeMap::new(), originals: Vec::new() };
     for op in ops {
         match op {
             Op::Put { record, expect } => {
@@ -960,7 +971,7 @@ fn build_batch(db: &sled::Db, tenant: Uuid, ops: &[Op]) -> StoreResult<(sled::Ba
                 let ids: Vec<Uuid> = db
                     .scan_prefix(&prefix)
                     .keys()
-                    .map(|k| k.map(|k| id_suffix(&k)).map_err(io))
+                    .map(|k| k.map(|k| id_suffix(&k)).map_err(|e| shared.sled_write_error(e)))
                     .collect::<StoreResult<_>>()?;
                 for id in ids {
                     if let Some(old) = ov.record(&row_key(*kind, tenant, id))? {
