@@ -676,17 +676,19 @@ impl Writer {
         match durable {
             Ok(()) => {
                 // The group is durable.
-                for (job, r) in group.into_iter().zip(results) {
-                    let _ = job.reply.send(r);
-                }
                 if let Some(e) = low_space {
                     // Nothing was applied past the reserve: there is nothing to undo.
                     self.shared.set_failure(e);
                     self.recovery =
                         Some(Recovery { undo: None, reopen: false, attempts: 1, since: Instant::now() });
                 }
+                for (job, r) in group.into_iter().zip(results) {
+                    let _ = job.reply.send(r);
+                }
             }
             Err(e) => {
+                // Taken back before anyone hears of the failure.
+                self.fail(e.clone(), &undos, sled_failed.is_some());
                 for (job, r) in group.into_iter().zip(results) {
                     let r = match r {
                         Ok(()) | Err(StoreError::Full(_) | StoreError::Unavailable(_)) => Err(e.clone()),
@@ -694,7 +696,7 @@ impl Writer {
                     };
                     let _ = job.reply.send(r);
                 }
-                self.fail(e, &undos, sled_failed.is_some());
+                self.recover();
             }
         }
     }
@@ -715,7 +717,7 @@ impl Writer {
         r
     }
 
-    /// A group failed: refuse writes, take the group back, and start recovering.
+    /// A group failed: refuse writes and take the group back in memory if sled lets us.
     fn fail(&mut self, e: StoreError, undos: &[Undo], wedged: bool) {
         eprintln!("store: a write failed, refusing writes until the disk recovers: {e}");
         self.shared.set_failure(e);
@@ -734,7 +736,6 @@ impl Writer {
         };
         let reopen = wedged || !undone;
         self.recovery = Some(Recovery { undo, reopen, attempts: 0, since: Instant::now() });
-        self.recover();
     }
 
     /// One attempt to make the store writable again (see the module docs).
