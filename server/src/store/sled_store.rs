@@ -21,6 +21,10 @@
 //! When the disk fails (full, or any IO error) the store never hangs and never
 //! keeps a write it answered with an error:
 //!
+//! - Writes stop (507) while the disk has less than a reserve free
+//!   ([`StoreLimits::min_free_bytes`], checked once per group): refused before
+//!   sled sees them, they are certainly not stored, and sled practically never
+//!   runs out in the middle of a write, which it handles badly (below).
 //! - Building a commit's batch also records how to undo it (the keys it
 //!   writes, the old rows it replaces: read anyway, so it costs no extra
 //!   read). When a group's flush fails, every commit of the group is answered
@@ -33,6 +37,13 @@
 //!   (a second `flush()` sees the error and signals), and recovery reopens
 //!   sled in-process: the writer drops its handle, readers get the new one
 //!   ([`SledStore`] holds the current handle behind a lock).
+//! - sled can also wedge: a large value whose blob file cannot be written
+//!   leaves its log buffer unfinished for good, with no error recorded, so
+//!   every flush waits forever and no handle can close (its file lock stays).
+//!   Nothing in-process can recover that: the process exits (code 75) with a
+//!   message for its supervisor, once a flush has been stuck for twice the
+//!   write timeout or a reopen has waited 10 s for the old handle. Commits of
+//!   such a group are answered "may or may not have been saved".
 //! - While the store cannot write, commits answer [`StoreError::Full`] or
 //!   [`StoreError::Unavailable`] at once; the writer probes the disk once a
 //!   second and resumes by itself. [`Store::health`] says why it cannot write.
@@ -691,6 +702,14 @@ impl Writer {
                 self.fail(e.clone(), &undos, sled_failed.is_some());
                 for (job, r) in group.into_iter().zip(results) {
                     let r = match r {
+                        // sled failed inside a write: if its handle is wedged, the undo
+                        // cannot reach the disk (the process exits, see `recover`), and
+                        // what was applied before may be there after the restart.
+                        Ok(()) if sled_failed.is_some() => Err(StoreError::Unavailable(
+                            "the store's disk failed while saving this write: it may or may not have \
+                             been saved; retry it with the same Idempotency-Key once the store is back"
+                                .into(),
+                        )),
                         Ok(()) | Err(StoreError::Full(_) | StoreError::Unavailable(_)) => Err(e.clone()),
                         other => other,
                     };
