@@ -7,6 +7,8 @@
 //! data_dir = "./data"
 //! request_body_max_bytes = 2097152
 //! durability = "fsync"        # or "flush"
+//! store_timeout_s = 10        # a write waits at most this for the disk, then 503
+//! store_min_free_mb = 16      # writes answer 507 while the disk has less free
 //!
 //! [log]
 //! level = "info"              # trace, debug, info, warn, error
@@ -58,6 +60,12 @@ pub struct ServerConfig {
     /// never a setting left in a file or an environment.
     #[serde(skip)]
     pub accept_data_loss: bool,
+    /// How long a write may wait for the store's disk before it answers 503
+    /// `store_unavailable` (and the longest `healthz` tolerates a stuck disk).
+    pub store_timeout_s: f64,
+    /// Writes answer 507 `insufficient_storage` while the store's disk has less
+    /// than this many MiB free (0: only when the disk itself refuses a write).
+    pub store_min_free_mb: u64,
 }
 
 impl Default for ServerConfig {
@@ -68,6 +76,8 @@ impl Default for ServerConfig {
             request_body_max_bytes: 2 * 1024 * 1024,
             durability: Durability::Fsync,
             accept_data_loss: false,
+            store_timeout_s: crate::store::sled_store::DEFAULT_WRITE_TIMEOUT.as_secs_f64(),
+            store_min_free_mb: crate::store::sled_store::DEFAULT_MIN_FREE_BYTES >> 20,
         }
     }
 }
@@ -90,6 +100,16 @@ pub struct LogConfig {
 impl Default for LogConfig {
     fn default() -> Self {
         LogConfig { level: "info".into(), format: LogFormat::Pretty }
+    }
+}
+
+impl ServerConfig {
+    /// The store's bounds: `store_timeout_s`, `store_min_free_mb`.
+    pub fn store_limits(&self) -> crate::store::sled_store::StoreLimits {
+        crate::store::sled_store::StoreLimits {
+            write_timeout: std::time::Duration::from_secs_f64(self.store_timeout_s),
+            min_free_bytes: self.store_min_free_mb.saturating_mul(1 << 20),
+        }
     }
 }
 
@@ -124,6 +144,18 @@ impl Config {
                 "flush" => Durability::Flush,
                 _ => anyhow::bail!("AGENT_PLATFORM_DURABILITY={v:?}: expected fsync or flush"),
             };
+        }
+        if let Some(v) = env("AGENT_PLATFORM_STORE_TIMEOUT_S") {
+            self.server.store_timeout_s = parse("AGENT_PLATFORM_STORE_TIMEOUT_S", v)?;
+        }
+        if let Some(v) = env("AGENT_PLATFORM_STORE_MIN_FREE_MB") {
+            self.server.store_min_free_mb = parse("AGENT_PLATFORM_STORE_MIN_FREE_MB", v)?;
+        }
+        if !(self.server.store_timeout_s > 0.0 && self.server.store_timeout_s <= 3600.0) {
+            anyhow::bail!(
+                "store_timeout_s = {}: expected seconds between 0 and 3600",
+                self.server.store_timeout_s
+            );
         }
         if let Some(v) = env("AGENT_PLATFORM_DEFAULT_MODEL").filter(|v| !v.trim().is_empty()) {
             self.models.default_model = Some(v);

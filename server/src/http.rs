@@ -182,8 +182,19 @@ pub fn list_query(p: &ListParams) -> store::ListQuery {
 impl AgentPlatformApi for Impl {
     type Context = Ctx;
 
-    async fn healthz(_rqctx: RequestContext<Ctx>) -> Ok200<Health> {
-        Ok(Reply::Ok(HttpResponseOk(Health { status: "ok".into() })))
+    async fn healthz(rqctx: RequestContext<Ctx>) -> Ok200<Health> {
+        match rqctx.context().app.store.health() {
+            Ok(()) => Ok(Reply::Ok(HttpResponseOk(Health { status: "ok".into() }))),
+            // 503 whatever the cause (a load balancer reads the status), the code names it.
+            Err(e) => {
+                let code = match &e {
+                    store::StoreError::Full(_) => "insufficient_storage",
+                    _ => "store_unavailable",
+                };
+                let rid = rqctx.request_id.as_str();
+                Ok(Reply::Err(ApiError::new(ErrorStatusCode::SERVICE_UNAVAILABLE, code, e.to_string(), rid)))
+            }
+        }
     }
 
     async fn openapi_document(rqctx: RequestContext<Ctx>) -> Ok200<serde_json::Map<String, Value>> {

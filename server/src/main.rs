@@ -86,10 +86,16 @@ fn load_config(common: &Common) -> anyhow::Result<Config> {
 
 #[tokio::main]
 async fn main() {
-    if let Err(e) = run(Cli::parse()).await {
-        eprintln!("error: {e:#}");
-        std::process::exit(1);
-    }
+    let code = match run(Cli::parse()).await {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    };
+    // Exit now: dropping the runtime would wait for every blocking task, and a
+    // read stuck on a dead disk must not hold a shutdown.
+    std::process::exit(code);
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {

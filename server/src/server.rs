@@ -16,6 +16,10 @@ use crate::http::{Ctx, Impl};
 use crate::store::open::{OpenError, quietly};
 use crate::store::sled_store::{OpenOptions, SledStore};
 
+/// How long a shutdown waits for requests under way (a write waits for the
+/// store at most `store_timeout_s`, a chat for its model).
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A running server.
 pub struct Running {
     pub server: dropshot::HttpServer<Ctx>,
@@ -31,10 +35,21 @@ impl Running {
         self.server.local_addr()
     }
 
-    /// Stops accepting requests, finishes the ones under way, and closes the store.
+    /// Stops accepting requests, finishes the ones under way, and closes the
+    /// store, in at most about [`SHUTDOWN_GRACE`] plus a few seconds: a disk
+    /// that does not answer cannot hold the process (an error says the store
+    /// was not closed cleanly; the next start recovers from its log).
     pub async fn shutdown(self) -> anyhow::Result<()> {
-        self.server.close().await.map_err(|e| anyhow::anyhow!(e))?;
-        self.store.close();
+        let drained = tokio::time::timeout(SHUTDOWN_GRACE, self.server.close()).await;
+        // Also answers the writes still waiting for the store (503).
+        let closed = self.store.close();
+        match drained {
+            Ok(r) => r.map_err(|e| anyhow::anyhow!(e))?,
+            Err(_) => eprintln!("requests still under way after {} s were cut off", SHUTDOWN_GRACE.as_secs()),
+        }
+        if !closed {
+            anyhow::bail!("the store was not closed cleanly (its disk does not answer)");
+        }
         Ok(())
     }
 }
@@ -118,7 +133,7 @@ pub fn open_app(cfg: &Config) -> anyhow::Result<(Arc<SledStore>, App)> {
     let dir = &cfg.server.data_dir;
     let options =
         OpenOptions { durability: cfg.server.durability, accept_data_loss: cfg.server.accept_data_loss };
-    let store = Arc::new(SledStore::open_with(dir, options)?);
+    let store = Arc::new(SledStore::open_with(dir, options)?.with_limits(cfg.server.store_limits()));
     let corrupt =
         |what| OpenError::Corrupt { dir: dir.clone(), what, accepting: cfg.server.accept_data_loss }.into();
     let app = match quietly(|| App::new(store.clone())) {

@@ -51,7 +51,10 @@ pub struct ErrorResponse {
     pub detail: String,
     /// A stable machine-readable code: `unauthorized`, `not_found`, `conflict`,
     /// `payload_too_large`, `bad_request`, `unsupported_media_type`, `rate_limited`,
-    /// `upstream_error`, `no_model_provider`, `upstream_timeout`, `internal`.
+    /// `upstream_error`, `no_model_provider`, `upstream_timeout`, `insufficient_storage` (507: the disk
+    /// holding the store is full; nothing was saved), `store_unavailable` (503: the
+    /// store cannot write or read now; nothing was saved unless `detail` says the
+    /// outcome is unknown), `internal`.
     pub code: String,
     /// The id of the request, also sent as the `x-request-id` header and logged.
     pub request_id: String,
@@ -105,6 +108,8 @@ impl ApiError {
             E::Upstream(_) => (ErrorStatusCode::BAD_GATEWAY, "upstream_error"),
             E::UpstreamTimeout(_) => (ErrorStatusCode::GATEWAY_TIMEOUT, "upstream_timeout"),
             E::NoModelProvider(_) => (ErrorStatusCode::SERVICE_UNAVAILABLE, "no_model_provider"),
+            E::InsufficientStorage(_) => (ErrorStatusCode::INSUFFICIENT_STORAGE, "insufficient_storage"),
+            E::StoreUnavailable(_) => (ErrorStatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
             E::Internal(_) => (ErrorStatusCode::INTERNAL_SERVER_ERROR, "internal"),
         };
         ApiError::new(status, code, err.to_string(), request_id)

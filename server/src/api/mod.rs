@@ -40,6 +40,12 @@ pub trait AgentPlatformApi {
     // ------------------------------------------------------------ service
 
     /// Health check (no API key needed).
+    ///
+    /// 200 `{"status": "ok"}` while the store can write. 503 while it cannot,
+    /// with `code` naming the cause: `insufficient_storage` (the disk holding the
+    /// store is full) or `store_unavailable` (another disk failure, or a disk that
+    /// does not answer); `detail` says what to do. The store recovers by itself:
+    /// the answer is 200 again once its disk takes writes.
     #[endpoint { method = GET, path = "/api/healthz", tags = ["service"] }]
     async fn healthz(rqctx: RequestContext<Self::Context>) -> Ok200<Health>;
 
@@ -510,6 +516,24 @@ pub fn openapi() -> Value {
         "description": "The request line is over 64 KiB (e.g. a very long `text` query: search with \
                         POST instead). The HTTP layer refuses it before the API reads it: no body."
     });
+    // The store's failures, on every operation that reaches it (see `healthz`).
+    let error_body = json!({"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}});
+    v["components"]["responses"]["InsufficientStorage"] = json!({
+        "description": "`insufficient_storage`: the disk holding the store is full, so nothing was \
+                        saved. Writes resume by themselves once the operator frees space; retry later.",
+        "content": error_body.clone(),
+    });
+    v["components"]["responses"]["StoreUnavailable"] = json!({
+        "description": "`store_unavailable`: the store cannot write (or read) now: a disk failure, a \
+                        disk that does not answer within the server's `store_timeout_s`, a store being \
+                        reopened, a server shutting down. Nothing was saved, unless `detail` says the \
+                        outcome is unknown (the disk took the write but did not confirm it in time): \
+                        then retry the same request with the same `Idempotency-Key`. Retry later; \
+                        `GET /api/healthz` says when the store is back.",
+        "content": error_body,
+    });
+    let full_ref = json!({"$ref": "#/components/responses/InsufficientStorage"});
+    let unavailable_ref = json!({"$ref": "#/components/responses/StoreUnavailable"});
     let err_ref = json!({"$ref": "#/components/responses/Error"});
     if let Some(paths) = v["paths"].as_object_mut() {
         for (path, item) in paths.iter_mut() {
@@ -517,8 +541,17 @@ pub fn openapi() -> Value {
             let Some(item) = item.as_object_mut() else { continue };
             for (method, op) in item.iter_mut() {
                 let Some(op) = op.as_object_mut() else { continue };
+                // Searches are POSTs that write nothing.
+                let searches =
+                    op.get("operationId").and_then(Value::as_str).is_some_and(|id| id.contains("search"));
                 if let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) {
                     responses.insert("414".into(), json!({"$ref": "#/components/responses/UriTooLong"}));
+                    if path != "/api/openapi.json" {
+                        responses.insert("503".into(), unavailable_ref.clone());
+                    }
+                    if method != "get" && !searches {
+                        responses.insert("507".into(), full_ref.clone());
+                    }
                     if !public {
                         responses.insert("401".into(), err_ref.clone());
                         responses.insert("422".into(), err_ref.clone());

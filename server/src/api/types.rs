@@ -236,7 +236,7 @@ pub struct ListResponse<T> {
 /// `GET /api/healthz`.
 #[derive(Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Health {
-    /// Always `"ok"` when the service answers.
+    /// `"ok"` (a store that cannot write answers 503 instead).
     pub status: String,
 }
 

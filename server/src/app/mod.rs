@@ -55,6 +55,12 @@ pub enum Error {
     RateLimited { message: String, retry_after: Option<String> },
     #[error("{0}")]
     NoModelProvider(String),
+    /// The disk holding the store is full: nothing was written.
+    #[error("{0}")]
+    InsufficientStorage(String),
+    /// The store cannot write (or read) now: nothing was written unless the message says otherwise.
+    #[error("{0}")]
+    StoreUnavailable(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -80,6 +86,8 @@ impl From<StoreError> for Error {
                  send the request again"
                     .into(),
             ),
+            StoreError::Full(m) => Error::InsufficientStorage(m),
+            StoreError::Unavailable(m) => Error::StoreUnavailable(m),
             StoreError::Io(m) => Error::Internal(m),
         }
     }

@@ -187,7 +187,7 @@ pub enum Op {
     Touch { kind: Kind, id: Uuid },
 }
 
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("{} {id} not found", kind.name())]
     NotFound { kind: Kind, id: Uuid },
@@ -198,6 +198,16 @@ pub enum StoreError {
     /// A version precondition failed: re-read and retry.
     #[error("concurrent modification")]
     Stale,
+    /// The disk holding the store is full (ENOSPC, EDQUOT): nothing was written.
+    /// The message names the directory; writes resume once there is space.
+    #[error("{0}")]
+    Full(String),
+    /// The store cannot write now (another IO failure, a disk that does not
+    /// answer, a store being reopened or closed): nothing was written, unless
+    /// the message says the outcome is unknown.
+    #[error("{0}")]
+    Unavailable(String),
+    /// Anything else (a record that does not decode): a bug or corruption.
     #[error("storage error: {0}")]
     Io(String),
 }
@@ -217,7 +227,13 @@ pub trait Store: Send + Sync + 'static {
     /// Every record of a kind, across tenants (for rebuilding in-memory indexes at start).
     fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>>;
     /// Applies all ops atomically, or none; answers once the commit is durable.
+    /// Answers [`StoreError::Full`] or [`StoreError::Unavailable`] (nothing
+    /// applied) while the store cannot write, and within a bounded time.
     async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()>;
+    /// Whether the store can write now; the error says why not.
+    fn health(&self) -> StoreResult<()> {
+        Ok(())
+    }
 }
 
 #[cfg(test)]
