@@ -1683,7 +1683,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///An error. A validation failure (422) is an `HTTPValidationError`; every other error (401, 404, 409, 413, 400, 5xx) is an `ErrorResponse`.
+    ///An error. A validation failure (422) is an `HTTPValidationError`; every other error (401, 404, 408, 409, 413, 400, 5xx) is an `ErrorResponse`.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     #[serde(untagged)]
     pub enum Error {
@@ -1703,7 +1703,7 @@ pub mod types {
     ///The body of every error other than a validation failure.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ErrorResponse {
-        ///A stable machine-readable code: `unauthorized`, `not_found`, `conflict`, `payload_too_large`, `bad_request`, `unsupported_media_type`, `upstream_error`, `no_model_provider`, `upstream_timeout`, `internal`.
+        ///A stable machine-readable code: `unauthorized`, `not_found`, `conflict`, `payload_too_large`, `request_timeout`, `bad_request`, `unsupported_media_type`, `upstream_error`, `no_model_provider`, `upstream_timeout`, `internal`.
         pub code: ::std::string::String,
         ///What went wrong, for a human.
         pub detail: ::std::string::String,
@@ -10951,6 +10951,13 @@ pub mod builder {
                         ),
                     )
                 }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 422u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -11171,6 +11178,13 @@ pub mod builder {
                         ),
                     )
                 }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 422u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -11383,6 +11397,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -11694,6 +11715,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -12188,6 +12216,13 @@ pub mod builder {
                         ),
                     )
                 }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 422u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -12493,6 +12528,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -13026,6 +13068,13 @@ pub mod builder {
                         ),
                     )
                 }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 422u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -13161,6 +13210,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -13409,6 +13465,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -13815,6 +13878,13 @@ pub mod builder {
                         ),
                     )
                 }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 422u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -14031,6 +14101,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -14257,6 +14334,13 @@ pub mod builder {
                         ),
                     )
                 }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 422u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -14373,6 +14457,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -14666,6 +14757,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -15038,6 +15136,13 @@ pub mod builder {
                         ),
                     )
                 }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 422u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -15258,6 +15363,13 @@ pub mod builder {
                         ),
                     )
                 }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 422u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -15470,6 +15582,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -15783,6 +15902,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -16273,6 +16399,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,

@@ -6,6 +6,7 @@
 //! bind = "127.0.0.1:8080"
 //! data_dir = "./data"
 //! request_body_max_bytes = 2097152
+//! request_body_timeout_s = 30 # a body not fully arrived by then answers 408
 //! durability = "fsync"        # or "flush"
 //!
 //! [log]
@@ -50,6 +51,10 @@ pub struct ServerConfig {
     pub data_dir: PathBuf,
     /// Largest accepted request body; larger ones answer 413.
     pub request_body_max_bytes: usize,
+    /// Seconds a request body may take to arrive in full, counted from the end of
+    /// its headers; a body still incomplete then (a client that stalls or trickles
+    /// it) answers 408 and the connection is closed, so it holds no descriptor.
+    pub request_body_timeout_s: u64,
     /// `fsync` (default): a 2xx write survives power loss; `flush`: it survives the process being killed.
     pub durability: Durability,
 }
@@ -60,6 +65,8 @@ impl Default for ServerConfig {
             bind: "127.0.0.1:8080".parse().expect("a valid address"),
             data_dir: PathBuf::from("./data"),
             request_body_max_bytes: 2 * 1024 * 1024,
+            // The largest body (2 MiB) at ~70 KB/s: slow links pass, stalls do not.
+            request_body_timeout_s: 30,
             durability: Durability::Fsync,
         }
     }
@@ -111,6 +118,9 @@ impl Config {
         if let Some(v) = env("AGENT_PLATFORM_REQUEST_BODY_MAX_BYTES") {
             self.server.request_body_max_bytes = parse("AGENT_PLATFORM_REQUEST_BODY_MAX_BYTES", v)?;
         }
+        if let Some(v) = env("AGENT_PLATFORM_REQUEST_BODY_TIMEOUT_S") {
+            self.server.request_body_timeout_s = parse("AGENT_PLATFORM_REQUEST_BODY_TIMEOUT_S", v)?;
+        }
         if let Some(v) = env("AGENT_PLATFORM_DURABILITY") {
             self.server.durability = match v.as_str() {
                 "fsync" => Durability::Fsync,
@@ -152,5 +162,18 @@ mod tests {
         assert_eq!(cfg.models.default_model.as_deref(), Some("b"));
         let providers = crate::chat::Providers::from_config(&cfg.models, |_| None).unwrap();
         assert_eq!(providers.resolve("b").unwrap().name(), "local");
+    }
+
+    #[test]
+    fn request_body_timeout_from_the_file_then_the_environment() {
+        assert_eq!(Config::default().server.request_body_timeout_s, 30);
+        let mut cfg: Config = toml::from_str("[server]\nrequest_body_timeout_s = 5\n").unwrap();
+        assert_eq!(cfg.server.request_body_timeout_s, 5);
+        let env =
+            |v: &'static str| move |k: &str| (k == "AGENT_PLATFORM_REQUEST_BODY_TIMEOUT_S").then(|| v.into());
+        cfg.apply_env(env("7")).unwrap();
+        assert_eq!(cfg.server.request_body_timeout_s, 7);
+        let err = cfg.apply_env(env("soon")).unwrap_err();
+        assert!(err.to_string().contains("AGENT_PLATFORM_REQUEST_BODY_TIMEOUT_S"), "{err}");
     }
 }

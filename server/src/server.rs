@@ -68,6 +68,10 @@ pub async fn start(cfg: &Config) -> anyhow::Result<Running> {
 /// `OPENAI_API_KEY`, the `api_key_env`s) through `env`.
 pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Running> {
     let log = logger(cfg)?;
+    anyhow::ensure!(
+        cfg.server.request_body_timeout_s > 0,
+        "request_body_timeout_s is 0: set it to the seconds a request body may take to arrive (default 30)"
+    );
     let models = Providers::from_config(&cfg.models, env).map_err(|e| anyhow::anyhow!("config: {e}"))?;
     // The tokenizer takes seconds to build; not inside the first chat.
     tokio::task::spawn_blocking(crate::chat::tokens::warm_up);
@@ -86,7 +90,8 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
         log_headers: Vec::new(),
         ..Default::default()
     };
-    let server = ServerBuilder::new(api, Ctx { app: app.clone(), spec }, log.clone())
+    let body_read_timeout = std::time::Duration::from_secs(cfg.server.request_body_timeout_s);
+    let server = ServerBuilder::new(api, Ctx { app: app.clone(), spec, body_read_timeout }, log.clone())
         .config(config)
         .start()
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.server.bind))?;

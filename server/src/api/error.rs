@@ -50,8 +50,8 @@ pub struct ErrorResponse {
     /// What went wrong, for a human.
     pub detail: String,
     /// A stable machine-readable code: `unauthorized`, `not_found`, `conflict`,
-    /// `payload_too_large`, `bad_request`, `unsupported_media_type`, `upstream_error`,
-    /// `no_model_provider`, `upstream_timeout`, `internal`.
+    /// `payload_too_large`, `request_timeout`, `bad_request`, `unsupported_media_type`,
+    /// `upstream_error`, `no_model_provider`, `upstream_timeout`, `internal`.
     pub code: String,
     /// The id of the request, also sent as the `x-request-id` header and logged.
     pub request_id: String,
@@ -211,7 +211,7 @@ impl JsonSchema for ApiError {
         };
         obj.metadata().description = Some(
             "An error. A validation failure (422) is an `HTTPValidationError`; every other \
-             error (401, 404, 409, 413, 400, 5xx) is an `ErrorResponse`."
+             error (401, 404, 408, 409, 413, 400, 5xx) is an `ErrorResponse`."
                 .to_string(),
         );
         obj.into()

@@ -438,7 +438,7 @@ pub const PUBLIC_PATHS: [&str; 2] = ["/api/healthz", "/api/openapi.json"];
 /// The OpenAPI document of the API, generated from the trait alone.
 ///
 /// Dropshot writes paths, parameters, bodies and schemas; we add what it cannot
-/// say: the API-key security scheme, the 401/422/414 responses, the chat's
+/// say: the API-key security scheme, the 401/422/414/408 responses, the chat's
 /// event-stream answer, the links from each create to the operations on what it
 /// created ([`LINKS`]), and an example name.
 pub fn openapi() -> Value {
@@ -466,6 +466,13 @@ pub fn openapi() -> Value {
         "description": "The request line is over 64 KiB (e.g. a very long `text` query: search with \
                         POST instead). The HTTP layer refuses it before the API reads it: no body."
     });
+    // The body extractor's deadline (`request_body_timeout_s`, default 30 s).
+    v["components"]["responses"]["BodyTimeout"] = json!({
+        "description": "The request body did not arrive in full within the server's body timeout \
+                        (`request_body_timeout_s`, default 30 s, counted from the end of the headers): \
+                        code `request_timeout`. Nothing was done; the server closes the connection.",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    });
     let err_ref = json!({"$ref": "#/components/responses/Error"});
     if let Some(paths) = v["paths"].as_object_mut() {
         for (path, item) in paths.iter_mut() {
@@ -473,11 +480,15 @@ pub fn openapi() -> Value {
             let Some(item) = item.as_object_mut() else { continue };
             for (_method, op) in item.iter_mut() {
                 let Some(op) = op.as_object_mut() else { continue };
+                let has_body = op.contains_key("requestBody");
                 if let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) {
                     responses.insert("414".into(), json!({"$ref": "#/components/responses/UriTooLong"}));
                     if !public {
                         responses.insert("401".into(), err_ref.clone());
                         responses.insert("422".into(), err_ref.clone());
+                    }
+                    if has_body {
+                        responses.insert("408".into(), json!({"$ref": "#/components/responses/BodyTimeout"}));
                     }
                 }
                 op.insert("security".into(), if public { json!([]) } else { json!([{"apiKey": []}]) });
