@@ -1683,7 +1683,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///An error. A validation failure (422) is an `HTTPValidationError`; every other error (401, 404, 408, 409, 413, 400, 5xx) is an `ErrorResponse`.
+    ///An error. A validation failure (422) is an `HTTPValidationError`; every other error (401, 404, 405, 408, 409, 413, 400, 5xx) is an `ErrorResponse`.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     #[serde(untagged)]
     pub enum Error {
@@ -1703,7 +1703,7 @@ pub mod types {
     ///The body of every error other than a validation failure.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ErrorResponse {
-        ///A stable machine-readable code: `unauthorized`, `not_found`, `conflict`, `payload_too_large`, `request_timeout`, `bad_request`, `unsupported_media_type`, `upstream_error`, `no_model_provider`, `upstream_timeout`, `internal`.
+        ///A stable machine-readable code: `unauthorized`, `not_found`, `method_not_allowed`, `conflict`, `payload_too_large`, `request_timeout`, `bad_request`, `unsupported_media_type`, `upstream_error`, `no_model_provider`, `upstream_timeout`, `internal`.
         pub code: ::std::string::String,
         ///What went wrong, for a human.
         pub detail: ::std::string::String,
@@ -9797,7 +9797,9 @@ A self-hostable backend for AI agents: users, agents, sessions and their message
 
 Every route needs an API key in the `Authorization` header (`Bearer <key>` or the bare key), except `GET /api/healthz` and `GET /api/openapi.json`. Every record belongs to the tenant of the key; another tenant's id answers 404, as a missing one does.
 
-Errors: a validation failure is a 422 whose `detail` lists every violation as `{loc, msg, type}`; every other error is `{detail, code, request_id}`.
+Errors: a validation failure is a 422 whose `detail` lists every violation as `{loc, msg, type}`; every other error is `{detail, code, request_id}`, including a path that is no route (404 `not_found`) and a route that does not take the method (405 `method_not_allowed`, with an `Allow` header).
+
+Connections: a request body must arrive in full within the server's `request_body_timeout_s` (default 30 s; 408 `request_timeout` otherwise), and a connection that brings no complete request head within `idle_timeout_s` (default 30 s: silent, slow headers, or idle between requests) is closed.
 
 Version: 0.4.0*/
 pub struct Client {

@@ -7,6 +7,7 @@
 //! data_dir = "./data"
 //! request_body_max_bytes = 2097152
 //! request_body_timeout_s = 30 # a body not fully arrived by then answers 408
+//! idle_timeout_s = 30         # a connection with no complete request head by then is closed
 //! durability = "fsync"        # or "flush"
 //!
 //! [log]
@@ -55,6 +56,12 @@ pub struct ServerConfig {
     /// its headers; a body still incomplete then (a client that stalls or trickles
     /// it) answers 408 and the connection is closed, so it holds no descriptor.
     pub request_body_timeout_s: u64,
+    /// Seconds a connection may go without bringing a complete request head,
+    /// counted from the moment the server waits for one: at accept, and after
+    /// each answer on a keep-alive connection. It closes a connection that sends
+    /// nothing, one that sends its headers slowly (slowloris) and one idle between
+    /// requests, so none holds a descriptor for longer.
+    pub idle_timeout_s: u64,
     /// `fsync` (default): a 2xx write survives power loss; `flush`: it survives the process being killed.
     pub durability: Durability,
 }
@@ -67,6 +74,8 @@ impl Default for ServerConfig {
             request_body_max_bytes: 2 * 1024 * 1024,
             // The largest body (2 MiB) at ~70 KB/s: slow links pass, stalls do not.
             request_body_timeout_s: 30,
+            // hyper's own default for the header read timeout.
+            idle_timeout_s: 30,
             durability: Durability::Fsync,
         }
     }
@@ -120,6 +129,9 @@ impl Config {
         }
         if let Some(v) = env("AGENT_PLATFORM_REQUEST_BODY_TIMEOUT_S") {
             self.server.request_body_timeout_s = parse("AGENT_PLATFORM_REQUEST_BODY_TIMEOUT_S", v)?;
+        }
+        if let Some(v) = env("AGENT_PLATFORM_IDLE_TIMEOUT_S") {
+            self.server.idle_timeout_s = parse("AGENT_PLATFORM_IDLE_TIMEOUT_S", v)?;
         }
         if let Some(v) = env("AGENT_PLATFORM_DURABILITY") {
             self.server.durability = match v.as_str() {
@@ -175,5 +187,14 @@ mod tests {
         assert_eq!(cfg.server.request_body_timeout_s, 7);
         let err = cfg.apply_env(env("soon")).unwrap_err();
         assert!(err.to_string().contains("AGENT_PLATFORM_REQUEST_BODY_TIMEOUT_S"), "{err}");
+    }
+
+    #[test]
+    fn idle_timeout_from_the_file_then_the_environment() {
+        assert_eq!(Config::default().server.idle_timeout_s, 30);
+        let mut cfg: Config = toml::from_str("[server]\nidle_timeout_s = 5\n").unwrap();
+        assert_eq!(cfg.server.idle_timeout_s, 5);
+        cfg.apply_env(|k| (k == "AGENT_PLATFORM_IDLE_TIMEOUT_S").then(|| "9".into())).unwrap();
+        assert_eq!(cfg.server.idle_timeout_s, 9);
     }
 }

@@ -451,7 +451,13 @@ pub fn openapi() -> Value {
          except `GET /api/healthz` and `GET /api/openapi.json`. Every record belongs to the tenant \
          of the key; another tenant's id answers 404, as a missing one does.\n\n\
          Errors: a validation failure is a 422 whose `detail` lists every violation as \
-         `{loc, msg, type}`; every other error is `{detail, code, request_id}`.",
+         `{loc, msg, type}`; every other error is `{detail, code, request_id}`, including a \
+         path that is no route (404 `not_found`) and a route that does not take the method \
+         (405 `method_not_allowed`, with an `Allow` header).\n\n\
+         Connections: a request body must arrive in full within the server's \
+         `request_body_timeout_s` (default 30 s; 408 `request_timeout` otherwise), and a \
+         connection that brings no complete request head within `idle_timeout_s` (default \
+         30 s: silent, slow headers, or idle between requests) is closed.",
     );
     let mut v = doc.json().expect("the OpenAPI document serialises");
     v["components"]["securitySchemes"] = json!({
