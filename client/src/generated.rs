@@ -1906,7 +1906,7 @@ pub mod types {
             Default::default()
         }
     }
-    ///An error. A validation failure (422) is an `HTTPValidationError`; every other error (401, 404, 409, 413, 400, 429, 5xx) is an `ErrorResponse`.
+    ///An error. A validation failure (422) is an `HTTPValidationError`; every other error (401, 404, 405, 408, 409, 413, 400, 429, 5xx) is an `ErrorResponse`.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     #[serde(untagged)]
     pub enum Error {
@@ -1926,7 +1926,7 @@ pub mod types {
     ///The body of every error other than a validation failure.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ErrorResponse {
-        ///A stable machine-readable code: `unauthorized`, `not_found`, `conflict`, `payload_too_large`, `bad_request`, `unsupported_media_type`, `rate_limited`, `upstream_error`, `no_model_provider`, `upstream_timeout`, `insufficient_storage` (507: the disk holding the store is full; nothing was saved), `store_unavailable` (503: the store cannot write or read now; nothing was saved unless `detail` says the outcome is unknown), `internal`.
+        ///A stable machine-readable code: `unauthorized`, `not_found`, `method_not_allowed`, `conflict`, `payload_too_large`, `request_timeout`, `bad_request`, `unsupported_media_type`, `rate_limited`, `upstream_error`, `no_model_provider`, `upstream_timeout`, `insufficient_storage` (507: the disk holding the store is full; nothing was saved), `store_unavailable` (503: the store cannot write or read now; nothing was saved unless `detail` says the outcome is unknown), `internal`.
         pub code: ::std::string::String,
         ///What went wrong, for a human.
         pub detail: ::std::string::String,
@@ -10742,7 +10742,9 @@ A self-hostable backend for AI agents: users, agents, sessions and their message
 
 Every route needs an API key in the `Authorization` header (`Bearer <key>` or the bare key), except `GET /api/healthz` and `GET /api/openapi.json`. Every record belongs to the tenant of the key; another tenant's id answers 404, as a missing one does.
 
-Errors: a validation failure is a 422 whose `detail` lists every violation as `{loc, msg, type}`; every other error is `{detail, code, request_id}`.
+Errors: a validation failure is a 422 whose `detail` lists every violation as `{loc, msg, type}`; every other error is `{detail, code, request_id}`, including a path that is no route (404 `not_found`) and a route that does not take the method (405 `method_not_allowed`, with an `Allow` header).
+
+Connections: a request body must arrive in full within the server's `request_body_timeout_s` (default 30 s; 408 `request_timeout` otherwise), and a connection that brings no complete request head within `idle_timeout_s` (default 30 s: silent, slow headers, or idle between requests) is closed.
 
 Retries are safe: every POST takes an `Idempotency-Key` header; a repeat with the same key within 24 hours answers the first answer without doing it again.
 
@@ -12000,6 +12002,13 @@ pub mod builder {
                         ),
                     )
                 }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 409u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -12248,6 +12257,13 @@ pub mod builder {
                         ),
                     )
                 }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 422u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -12488,6 +12504,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -12839,6 +12862,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -13408,6 +13438,13 @@ pub mod builder {
                         ),
                     )
                 }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 409u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -13741,6 +13778,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -14335,6 +14379,13 @@ pub mod builder {
                         ),
                     )
                 }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 409u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -14491,6 +14542,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -14767,6 +14825,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -15527,6 +15592,13 @@ pub mod builder {
                         ),
                     )
                 }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 409u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -15771,6 +15843,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -16025,6 +16104,13 @@ pub mod builder {
                         ),
                     )
                 }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 422u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -16174,6 +16260,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -16521,6 +16614,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -16947,6 +17047,13 @@ pub mod builder {
                         ),
                     )
                 }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 409u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -17195,6 +17302,13 @@ pub mod builder {
                         ),
                     )
                 }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
                 422u16 => {
                     Err(
                         Error::ErrorResponse(
@@ -17435,6 +17549,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -17788,6 +17909,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -18353,6 +18481,13 @@ pub mod builder {
                     )
                 }
                 401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,

@@ -6,6 +6,8 @@
 //! bind = "127.0.0.1:8080"
 //! data_dir = "./data"
 //! request_body_max_bytes = 2097152
+//! request_body_timeout_s = 30 # a body not fully arrived by then answers 408
+//! idle_timeout_s = 30         # a connection with no complete request head by then is closed
 //! durability = "fsync"        # or "flush"
 //! store_timeout_s = 10        # a write waits at most this for the disk, then 503
 //! store_min_free_mb = 16      # writes answer 507 while the disk has less free
@@ -53,6 +55,16 @@ pub struct ServerConfig {
     pub data_dir: PathBuf,
     /// Largest accepted request body; larger ones answer 413.
     pub request_body_max_bytes: usize,
+    /// Seconds a request body may take to arrive in full, counted from the end of
+    /// its headers; a body still incomplete then (a client that stalls or trickles
+    /// it) answers 408 and the connection is closed, so it holds no descriptor.
+    pub request_body_timeout_s: u64,
+    /// Seconds a connection may go without bringing a complete request head,
+    /// counted from the moment the server waits for one: at accept, and after
+    /// each answer on a keep-alive connection. It closes a connection that sends
+    /// nothing, one that sends its headers slowly (slowloris) and one idle between
+    /// requests, so none holds a descriptor for longer.
+    pub idle_timeout_s: u64,
     /// `fsync` (default): a 2xx write survives power loss; `flush`: it survives the process being killed.
     pub durability: Durability,
     /// Open a store that lost data or is damaged, taking what it holds as the new
@@ -74,6 +86,10 @@ impl Default for ServerConfig {
             bind: "127.0.0.1:8080".parse().expect("a valid address"),
             data_dir: PathBuf::from("./data"),
             request_body_max_bytes: 2 * 1024 * 1024,
+            // The largest body (2 MiB) at ~70 KB/s: slow links pass, stalls do not.
+            request_body_timeout_s: 30,
+            // hyper's own default for the header read timeout.
+            idle_timeout_s: 30,
             durability: Durability::Fsync,
             accept_data_loss: false,
             store_timeout_s: crate::store::sled_store::DEFAULT_WRITE_TIMEOUT.as_secs_f64(),
@@ -137,6 +153,12 @@ impl Config {
         }
         if let Some(v) = env("AGENT_PLATFORM_REQUEST_BODY_MAX_BYTES") {
             self.server.request_body_max_bytes = parse("AGENT_PLATFORM_REQUEST_BODY_MAX_BYTES", v)?;
+        }
+        if let Some(v) = env("AGENT_PLATFORM_REQUEST_BODY_TIMEOUT_S") {
+            self.server.request_body_timeout_s = parse("AGENT_PLATFORM_REQUEST_BODY_TIMEOUT_S", v)?;
+        }
+        if let Some(v) = env("AGENT_PLATFORM_IDLE_TIMEOUT_S") {
+            self.server.idle_timeout_s = parse("AGENT_PLATFORM_IDLE_TIMEOUT_S", v)?;
         }
         if let Some(v) = env("AGENT_PLATFORM_DURABILITY") {
             self.server.durability = match v.as_str() {
@@ -210,5 +232,27 @@ mod tests {
         cfg.models.max_answer_bytes = Some(0);
         let zero = crate::chat::Providers::from_config(&cfg.models, |_| None).unwrap_err();
         assert_eq!(zero, crate::chat::ConfigError::BadMaxAnswerBytes);
+    }
+
+    #[test]
+    fn request_body_timeout_from_the_file_then_the_environment() {
+        assert_eq!(Config::default().server.request_body_timeout_s, 30);
+        let mut cfg: Config = toml::from_str("[server]\nrequest_body_timeout_s = 5\n").unwrap();
+        assert_eq!(cfg.server.request_body_timeout_s, 5);
+        let env =
+            |v: &'static str| move |k: &str| (k == "AGENT_PLATFORM_REQUEST_BODY_TIMEOUT_S").then(|| v.into());
+        cfg.apply_env(env("7")).unwrap();
+        assert_eq!(cfg.server.request_body_timeout_s, 7);
+        let err = cfg.apply_env(env("soon")).unwrap_err();
+        assert!(err.to_string().contains("AGENT_PLATFORM_REQUEST_BODY_TIMEOUT_S"), "{err}");
+    }
+
+    #[test]
+    fn idle_timeout_from_the_file_then_the_environment() {
+        assert_eq!(Config::default().server.idle_timeout_s, 30);
+        let mut cfg: Config = toml::from_str("[server]\nidle_timeout_s = 5\n").unwrap();
+        assert_eq!(cfg.server.idle_timeout_s, 5);
+        cfg.apply_env(|k| (k == "AGENT_PLATFORM_IDLE_TIMEOUT_S").then(|| "9".into())).unwrap();
+        assert_eq!(cfg.server.idle_timeout_s, 9);
     }
 }

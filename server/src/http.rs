@@ -22,10 +22,12 @@ use crate::app::idempotency::{self, Begun, Remembered};
 use crate::app::{self, App, Tenant};
 use crate::store;
 
-/// The server context: the application and the cached OpenAPI document.
+/// The server context: the application, the cached OpenAPI document and how
+/// long a request body may take to arrive (read by [`crate::api::JsonBody`]).
 pub struct Ctx {
     pub app: App,
     pub spec: serde_json::Map<String, Value>,
+    pub body_read_timeout: std::time::Duration,
 }
 
 pub enum Impl {}

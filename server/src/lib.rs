@@ -6,8 +6,7 @@
 //! trait; sled embedded). [`server`] wires them
 //! together from a [`config::Config`].
 
-// One exception, in `net`: Dropshot's listening socket has no safe handle.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 pub mod api;
 pub mod app;
@@ -15,7 +14,6 @@ pub mod chat;
 pub mod config;
 pub mod http;
 pub mod http_stream;
-pub mod net;
 pub mod search;
 pub mod server;
 pub mod store;

@@ -4,7 +4,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use dropshot::{
-    ConfigDropshot, ConfigLogging, ConfigLoggingIfExists, ConfigLoggingLevel, HandlerTaskMode, ServerBuilder,
+    ConfigDropshot, ConfigLogging, ConfigLoggingIfExists, ConfigLoggingLevel, ConnectionConfig,
+    HandlerTaskMode, ServerBuilder,
 };
 
 use crate::api::agent_platform_api_mod;
@@ -84,6 +85,14 @@ pub async fn start(cfg: &Config) -> anyhow::Result<Running> {
 /// `OPENAI_API_KEY`, the `api_key_env`s) through `env`.
 pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) -> anyhow::Result<Running> {
     let log = logger(cfg)?;
+    anyhow::ensure!(
+        cfg.server.request_body_timeout_s > 0,
+        "request_body_timeout_s is 0: set it to the seconds a request body may take to arrive (default 30)"
+    );
+    anyhow::ensure!(
+        cfg.server.idle_timeout_s > 0,
+        "idle_timeout_s is 0: set it to the seconds a connection may wait for a request (default 30)"
+    );
     let models = Providers::from_config(&cfg.models, env).map_err(|e| anyhow::anyhow!("config: {e}"))?;
     // The tokenizer takes seconds to build; not inside the first chat.
     tokio::task::spawn_blocking(crate::chat::tokens::warm_up);
@@ -101,20 +110,22 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
         log_headers: Vec::new(),
         ..Default::default()
     };
-    let server = ServerBuilder::new(api, Ctx { app: app.clone(), spec }, log.clone())
+    let body_read_timeout = std::time::Duration::from_secs(cfg.server.request_body_timeout_s);
+    let connections = ConnectionConfig {
+        // HTTP/1 only: the protocol is then not sniffed from the first bytes,
+        // a wait that has no bound, so the idle timeout covers a silent client too.
+        http1_only: true,
+        header_read_timeout: Some(std::time::Duration::from_secs(cfg.server.idle_timeout_s)),
+        // A streamed chat answer is many small writes; with Nagle's algorithm on,
+        // each waits for the client's delayed ACK (~40 ms on Linux).
+        tcp_nodelay: true,
+    };
+    let server = ServerBuilder::new(api, Ctx { app: app.clone(), spec, body_read_timeout }, log.clone())
         .config(config)
+        .connections(connections)
+        .router_error_response(crate::api::error::router_error_response)
         .start()
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", cfg.server.bind))?;
-    // Connections accepted from now on inherit it (a connection accepted in
-    // the instant before only streams slower).
-    match crate::net::nodelay_on_listener(server.local_addr()) {
-        Ok(true) => {}
-        Ok(false) => slog::warn!(
-            log,
-            "TCP_NODELAY not set: listening socket not found; streamed chunks may wait for ACKs"
-        ),
-        Err(e) => slog::warn!(log, "TCP_NODELAY not set; streamed chunks may wait for ACKs"; "error" => %e),
-    }
     // Only once we listen: a key printed by a server that failed to start would be lost.
     // Only for a new store: a store that lost its keys must not hand a key to
     // whoever restarts it.

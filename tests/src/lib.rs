@@ -25,8 +25,8 @@ pub struct TestServer {
     pub key: String,
     /// The generated client, authenticated with `key`.
     pub client: Client,
-    /// The model providers it was started with.
-    models: ModelsConfig,
+    /// The configuration it was started with (`bind` and `data_dir` aside).
+    config: Config,
     /// The HTTP client of [`TestServer::raw_with`]: one for the server's life,
     /// as building a `reqwest::Client` costs tens of milliseconds.
     http: reqwest::Client,
@@ -47,21 +47,33 @@ impl TestServer {
 
     /// A server whose model providers are `models` (the environment is not read).
     pub async fn with_models(models: ModelsConfig) -> Self {
+        Self::with_config(|cfg| cfg.models = models).await
+    }
+
+    /// A server with the default configuration changed by `tweak` (no model
+    /// provider unless it adds one; the environment is not read).
+    pub async fn with_config(tweak: impl FnOnce(&mut Config)) -> Self {
+        let mut config = Config::default();
+        config.log.level = "warn".into();
+        tweak(&mut config);
         let dir = tempfile::tempdir().expect("a temp dir");
-        let running = Self::serve(dir.path(), &models).await;
+        let running = Self::serve(dir.path(), &config).await;
         let key = running.first_key.clone().expect("a fresh store prints a first key");
         let base = format!("http://{}", running.local_addr());
         let client = Client::with_key(&base, &key).unwrap();
-        TestServer { running: Some(running), dir, base, key, client, models, http: reqwest::Client::new() }
+        TestServer { running: Some(running), dir, base, key, client, config, http: reqwest::Client::new() }
     }
 
-    async fn serve(dir: &Path, models: &ModelsConfig) -> Running {
-        let mut cfg = Config::default();
+    async fn serve(dir: &Path, config: &Config) -> Running {
+        let mut cfg = config.clone();
         cfg.server.bind = "127.0.0.1:0".parse().unwrap();
         cfg.server.data_dir = dir.join("data");
-        cfg.log.level = "warn".into();
-        cfg.models = models.clone();
         agent_platform::server::start_with_env(&cfg, |_| None).await.expect("the server starts")
+    }
+
+    /// The server's address, e.g. `127.0.0.1:4711` (for raw TCP).
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.running.as_ref().expect("running").local_addr()
     }
 
     /// Shuts the server down and starts a new one on the same data dir (a new
@@ -70,7 +82,7 @@ impl TestServer {
         if let Some(r) = self.running.take() {
             r.shutdown().await.unwrap();
         }
-        let running = Self::serve(self.dir.path(), &self.models).await;
+        let running = Self::serve(self.dir.path(), &self.config).await;
         assert!(running.first_key.is_none(), "a store with keys creates no first key");
         self.base = format!("http://{}", running.local_addr());
         self.client = Client::with_key(&self.base, &self.key).unwrap();

@@ -49,12 +49,12 @@ pub struct HttpValidationError {
 pub struct ErrorResponse {
     /// What went wrong, for a human.
     pub detail: String,
-    /// A stable machine-readable code: `unauthorized`, `not_found`, `conflict`,
-    /// `payload_too_large`, `bad_request`, `unsupported_media_type`, `rate_limited`,
-    /// `upstream_error`, `no_model_provider`, `upstream_timeout`, `insufficient_storage` (507: the disk
-    /// holding the store is full; nothing was saved), `store_unavailable` (503: the
-    /// store cannot write or read now; nothing was saved unless `detail` says the
-    /// outcome is unknown), `internal`.
+    /// A stable machine-readable code: `unauthorized`, `not_found`, `method_not_allowed`,
+    /// `conflict`, `payload_too_large`, `request_timeout`, `bad_request`,
+    /// `unsupported_media_type`, `rate_limited`, `upstream_error`, `no_model_provider`,
+    /// `upstream_timeout`, `insufficient_storage` (507: the disk holding the store is full;
+    /// nothing was saved), `store_unavailable` (503: the store cannot write or read now;
+    /// nothing was saved unless `detail` says the outcome is unknown), `internal`.
     pub code: String,
     /// The id of the request, also sent as the `x-request-id` header and logged.
     pub request_id: String,
@@ -156,6 +156,37 @@ impl ApiError {
     }
 }
 
+/// The answer to an error of dropshot's router, which no handler sees: no such
+/// route (404), a route that does not take this method (405, with dropshot's
+/// `Allow` headers), a path that is not valid percent-encoding (400). In the
+/// contract's shape, like every other error.
+pub fn router_error_response(e: HttpError, request_id: &str) -> http::Response<dropshot::Body> {
+    let status = e.status_code;
+    let allowed: Vec<&str> = e
+        .headers
+        .iter()
+        .flat_map(|h| h.get_all(http::header::ALLOW))
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let (code, detail) = match status.as_u16() {
+        404 => ("not_found", "no such route; the routes are listed in GET /api/openapi.json".to_string()),
+        405 => (
+            "method_not_allowed",
+            format!("this route does not take this method; it takes {}", allowed.join(", ")),
+        ),
+        _ => ("bad_request", e.external_message.clone()),
+    };
+    let body = ApiError::new(status, code, detail, request_id).body_json();
+    let mut response = http::Response::new(dropshot::Body::from(body));
+    *response.status_mut() = status.as_status();
+    let headers = response.headers_mut();
+    headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    if let Some(extra) = e.headers {
+        headers.extend(*extra);
+    }
+    response
+}
+
 impl From<HttpError> for ApiError {
     fn from(e: HttpError) -> Self {
         let code = e.error_code.as_deref().unwrap_or_default();
@@ -231,7 +262,7 @@ impl JsonSchema for ApiError {
         };
         obj.metadata().description = Some(
             "An error. A validation failure (422) is an `HTTPValidationError`; every other \
-             error (401, 404, 409, 413, 400, 429, 5xx) is an `ErrorResponse`."
+             error (401, 404, 405, 408, 409, 413, 400, 429, 5xx) is an `ErrorResponse`."
                 .to_string(),
         );
         obj.into()

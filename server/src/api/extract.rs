@@ -3,6 +3,12 @@
 //! the field. Their OpenAPI metadata is dropshot's own `Path`/`Query`/`TypedBody`,
 //! so the spec shows exactly the types these extractors enforce. The
 //! `Idempotency-Key` header of POSTs is validated the same way ([`IdempotencyKey`]).
+//!
+//! The body extractor also bounds how long a body may take to arrive: a client
+//! that sends headers and then stalls (or trickles) its body gets a 408 instead
+//! of holding a connection and a handler for good.
+
+use std::time::Duration;
 
 use async_trait::async_trait;
 use dropshot::{
@@ -55,6 +61,19 @@ impl<T> JsonBody<T> {
     pub fn into_parts(self) -> (T, Option<[u8; 32]>) {
         (self.value, self.digest)
     }
+}
+
+/// The body read timeout when the server context does not set one (the
+/// server's own default is `request_body_timeout_s` in the config).
+const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long this request's body may take to arrive: the server's setting.
+/// Extractors are generic over the context, hence the downcast; any other
+/// context (dropshot's test contexts) gets the default.
+fn body_read_timeout<C: ServerContext>(rqctx: &RequestContext<C>) -> Duration {
+    (rqctx.context() as &dyn std::any::Any)
+        .downcast_ref::<crate::http::Ctx>()
+        .map_or(DEFAULT_BODY_READ_TIMEOUT, |ctx| ctx.body_read_timeout)
 }
 
 fn issue(source: Source, kind: &str, msg: &str) -> Issue {
@@ -129,7 +148,24 @@ where
             }
         }
         let keyed = request.headers().contains_key(IDEMPOTENCY_KEY);
-        let body = UntypedBody::from_request(rqctx, request).await.map_err(|e| {
+        // Counted from the end of the headers, over the whole body: a stall and a
+        // trickle both end here. Dropping the read leaves the body unread, so
+        // hyper closes the connection after the answer.
+        let timeout = body_read_timeout(rqctx);
+        let read =
+            tokio::time::timeout(timeout, UntypedBody::from_request(rqctx, request)).await.map_err(|_| {
+                ApiError::http_error(
+                    ErrorStatusCode::REQUEST_TIMEOUT,
+                    "request_timeout",
+                    format!(
+                        "the request body did not arrive in full within {} s; send the whole body \
+                         at once (the Content-Length announced, or a final chunk) and retry",
+                        timeout.as_secs()
+                    ),
+                    rid,
+                )
+            })?;
+        let body = read.map_err(|e| {
             if e.external_message.contains("exceeded maximum size") {
                 ApiError::http_error(
                     ErrorStatusCode::PAYLOAD_TOO_LARGE,

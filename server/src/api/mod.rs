@@ -486,7 +486,7 @@ pub const PUBLIC_PATHS: [&str; 2] = ["/api/healthz", "/api/openapi.json"];
 /// The OpenAPI document of the API, generated from the trait alone.
 ///
 /// Dropshot writes paths, parameters, bodies and schemas; we add what it cannot
-/// say: the API-key security scheme, the 401/422/414 responses, the chat's
+/// say: the API-key security scheme, the 401/422/414/408 responses, the chat's
 /// event-stream answer, the links from each create to the operations on what it
 /// created ([`LINKS`]), and an example name.
 pub fn openapi() -> Value {
@@ -499,7 +499,13 @@ pub fn openapi() -> Value {
          except `GET /api/healthz` and `GET /api/openapi.json`. Every record belongs to the tenant \
          of the key; another tenant's id answers 404, as a missing one does.\n\n\
          Errors: a validation failure is a 422 whose `detail` lists every violation as \
-         `{loc, msg, type}`; every other error is `{detail, code, request_id}`.\n\n\
+         `{loc, msg, type}`; every other error is `{detail, code, request_id}`, including a \
+         path that is no route (404 `not_found`) and a route that does not take the method \
+         (405 `method_not_allowed`, with an `Allow` header).\n\n\
+         Connections: a request body must arrive in full within the server's \
+         `request_body_timeout_s` (default 30 s; 408 `request_timeout` otherwise), and a \
+         connection that brings no complete request head within `idle_timeout_s` (default \
+         30 s: silent, slow headers, or idle between requests) is closed.\n\n\
          Retries are safe: every POST takes an `Idempotency-Key` header; a repeat with the same \
          key within 24 hours answers the first answer without doing it again.",
     );
@@ -534,6 +540,13 @@ pub fn openapi() -> Value {
     });
     let full_ref = json!({"$ref": "#/components/responses/InsufficientStorage"});
     let unavailable_ref = json!({"$ref": "#/components/responses/StoreUnavailable"});
+    // The body extractor's deadline (`request_body_timeout_s`, default 30 s).
+    v["components"]["responses"]["BodyTimeout"] = json!({
+        "description": "The request body did not arrive in full within the server's body timeout \
+                        (`request_body_timeout_s`, default 30 s, counted from the end of the headers): \
+                        code `request_timeout`. Nothing was done; the server closes the connection.",
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    });
     let err_ref = json!({"$ref": "#/components/responses/Error"});
     if let Some(paths) = v["paths"].as_object_mut() {
         for (path, item) in paths.iter_mut() {
@@ -544,6 +557,7 @@ pub fn openapi() -> Value {
                 // Searches are POSTs that write nothing.
                 let searches =
                     op.get("operationId").and_then(Value::as_str).is_some_and(|id| id.contains("search"));
+                let has_body = op.contains_key("requestBody");
                 if let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) {
                     responses.insert("414".into(), json!({"$ref": "#/components/responses/UriTooLong"}));
                     if path != "/api/openapi.json" {
@@ -560,6 +574,9 @@ pub fn openapi() -> Value {
                     // request, or while the first is in progress, is a 409.
                     if method == "post" {
                         responses.insert("409".into(), err_ref.clone());
+                    }
+                    if has_body {
+                        responses.insert("408".into(), json!({"$ref": "#/components/responses/BodyTimeout"}));
                     }
                 }
                 op.insert("security".into(), if public { json!([]) } else { json!([{"apiKey": []}]) });
