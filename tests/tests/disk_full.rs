@@ -89,8 +89,8 @@ impl Api {
     }
 
     async fn create(&self, name: &str, pad: usize) -> (u16, Value) {
-        self.send("POST", "/api/agents", Some(json!({"name": name, "metadata": {"pad": "x".repeat(pad)}})))
-            .await
+        // The padding goes in `instructions`: metadata is bounded at 16 KiB.
+        self.send("POST", "/api/agents", Some(json!({"name": name, "instructions": "x".repeat(pad)}))).await
     }
 
     async fn health(&self) -> (u16, Value) {
@@ -143,7 +143,7 @@ struct Outcomes {
     unknown: HashSet<String>,
 }
 
-/// `writers` clients create agents with `pad` bytes of metadata until the
+/// `writers` clients create agents with `pad` bytes of instructions until the
 /// store has refused `enough` of them; every answer is 201, 507 or 503.
 async fn fill(api: &Api, writers: usize, pad: usize, enough: usize) -> Outcomes {
     let out = Arc::new(Mutex::new(Outcomes::default()));
