@@ -448,7 +448,10 @@ impl SledStore {
         // records a clean stop (when it is dropped, after sled closed its files).
         if !self.shared.failing.load(Ordering::Acquire)
             && let Ok(db) = self.shared.db()
-            && db.flush().is_ok()
+            && {
+                self.sequence.stage(&db);
+                db.flush().is_ok()
+            }
         {
             self.sequence.all_flushed();
             clean.flushed = true;
