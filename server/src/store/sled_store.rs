@@ -55,6 +55,8 @@
 //!   waits for the writer a bounded time, so a dead disk cannot hold a
 //!   shutdown hostage.
 
+mod purge;
+
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -139,6 +141,8 @@ struct Job {
     state: Arc<AtomicU8>,
     deadline: Instant,
     reply: tokio::sync::oneshot::Sender<StoreResult<()>>,
+    /// A step of the purger (then `ops` is empty).
+    purge: Option<purge::Step>,
 }
 
 impl Job {
@@ -175,8 +179,16 @@ struct Shared {
     /// Wakes the waiters of commits when the store closes.
     closed: tokio::sync::Notify,
     stats: WriterStats,
+    /// The writer's queue; `None` once the store is closing.
+    queue: Mutex<Option<mpsc::Sender<Job>>>,
+    /// Scopes deleted whose records the purger has yet to remove: reads hide them.
+    purging: purge::Purging,
+    /// Wakes the purger.
+    purge_wake: mpsc::Sender<()>,
     #[cfg(test)]
     fail_next_flush: AtomicBool,
+    #[cfg(test)]
+    purger_paused: AtomicBool,
 }
 
 impl Shared {
@@ -290,8 +302,8 @@ impl Shared {
 
 pub struct SledStore {
     shared: Arc<Shared>,
-    queue: Mutex<Option<mpsc::Sender<Job>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    purger: Mutex<Option<JoinHandle<()>>>,
     opened: Opened,
     sequence: Arc<Sequence>,
     /// Declared after `shared` on purpose: fields drop in order, so its drop (the
@@ -355,6 +367,12 @@ impl SledStore {
         let sequence = Sequence::starting_at(opened.sequence);
         let checkpointer =
             Checkpointer::start(dir, opened.store_id, sequence.clone(), opened.sequence).map_err(fail)?;
+        let (tx, rx) = mpsc::channel::<Job>();
+        let (purge_wake, woken) = mpsc::channel();
+        let purging = purge::Purging::default();
+        let unfinished = purging
+            .load(&db)
+            .map_err(|e| OpenError::Io { dir: dir.to_path_buf(), what: e.to_string() })?;
         let shared = Arc::new(Shared {
             dir: dir.to_path_buf(),
             db: RwLock::new(Some(db.clone())),
@@ -367,10 +385,14 @@ impl SledStore {
             closing: AtomicBool::new(false),
             closed: tokio::sync::Notify::new(),
             stats: WriterStats::default(),
+            queue: Mutex::new(Some(tx)),
+            purging,
+            purge_wake,
             #[cfg(test)]
             fail_next_flush: AtomicBool::new(false),
+            #[cfg(test)]
+            purger_paused: AtomicBool::new(false),
         });
-        let (tx, rx) = mpsc::channel::<Job>();
         let mut writer = Writer {
             shared: shared.clone(),
             db: Some(db),
@@ -390,10 +412,19 @@ impl SledStore {
             .name("store-watchdog".into())
             .spawn(move || watchdog(watched))
             .map_err(fail)?;
+        let watched = Arc::downgrade(&shared);
+        let purger = std::thread::Builder::new()
+            .name("store-purger".into())
+            .spawn(move || purge::run(watched, woken))
+            .map_err(fail)?;
+        if unfinished > 0 {
+            // Deletes a previous run had not finished: carry on with them now.
+            let _ = shared.purge_wake.send(());
+        }
         Ok(SledStore {
             shared,
-            queue: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
+            purger: Mutex::new(Some(purger)),
             opened,
             sequence,
             checkpointer: Mutex::new(CleanStop { checkpointer, flushed: false }),
@@ -426,7 +457,7 @@ impl SledStore {
     pub fn close(&self) -> bool {
         self.shared.closing.store(true, Ordering::Release);
         self.shared.closed.notify_waiters();
-        self.queue.lock().expect("queue lock").take();
+        self.shared.queue.lock().expect("queue lock").take();
         let Some(h) = self.writer.lock().expect("writer lock").take() else { return true };
         let mut clean = self.checkpointer.lock().expect("checkpointer lock");
         clean.checkpointer.stop();
@@ -444,6 +475,19 @@ impl SledStore {
             std::thread::park_timeout(Duration::from_millis(10));
         }
         let _ = h.join();
+        // The purger holds the store only while building a step: it sees the
+        // store closing before its next one (and sled must be closed by the time
+        // the clean stop is recorded, so nobody may hold it after this).
+        if let Some(p) = self.purger.lock().expect("purger lock").take() {
+            let _ = self.shared.purge_wake.send(());
+            while !p.is_finished() && Instant::now() < deadline {
+                std::thread::park_timeout(Duration::from_millis(10));
+            }
+            if !p.is_finished() {
+                return false;
+            }
+            let _ = p.join();
+        }
         // Only a store whose writer finished and whose last flush went through
         // records a clean stop (when it is dropped, after sled closed its files).
         if !self.shared.failing.load(Ordering::Acquire)
@@ -621,6 +665,10 @@ struct Undo {
     written: Vec<IVec>,
     /// Rows as stored before the commit, for every record it read.
     originals: Vec<IVec>,
+    /// Scopes the commit started purging (hidden while it is applied, shown again if undone).
+    purges_started: Vec<purge::Scope>,
+    /// The scope whose purge the commit finished (shown no more once it is durable).
+    purge_finished: Option<purge::Scope>,
 }
 
 /// One batch restoring the state before `undos` (in the order they were applied).
@@ -739,7 +787,8 @@ impl Writer {
                 results.push(Err(StoreError::clone(e)));
                 continue;
             }
-            let r = build_batch(&self.shared, db, job.tenant, &job.ops).and_then(|(batch, undo, bytes)| {
+            let r = build_batch(&self.shared, db, job.tenant, &job.ops, job.purge.as_ref()).and_then(
+                |(batch, undo, bytes)| {
                 if let Some(f) = free.as_mut() {
                     let needed = bytes.saturating_mul(SPACE_PER_BYTE);
                     if *f < reserve.saturating_add(needed) {
@@ -749,10 +798,16 @@ impl Writer {
                     }
                     *f -= needed;
                 }
-                db.apply_batch(batch).map_err(|e| self.shared.sled_write_error(e))?;
+                // Hidden before the parent's deletion shows, so no reader sees orphans.
+                self.shared.purging.add(&undo.purges_started);
+                if let Err(e) = db.apply_batch(batch) {
+                    self.shared.purging.remove(&undo.purges_started);
+                    return Err(self.shared.sled_write_error(e));
+                }
                 undos.push(undo);
                 Ok(())
-            });
+            },
+            );
             // A storage error from sled (reading or applying) that is not ours: its handle is broken.
             if let Err(e @ (StoreError::Full(_) | StoreError::Unavailable(_))) = &r
                 && low_space.is_none()
@@ -770,6 +825,11 @@ impl Writer {
             Ok(()) => {
                 // The group is durable.
                 self.sequence.group_flushed(db, results.iter().filter(|r| r.is_ok()).count());
+                let finished: Vec<_> = undos.iter().filter_map(|u| u.purge_finished).collect();
+                self.shared.purging.remove(&finished);
+                if undos.iter().any(|u| !u.purges_started.is_empty()) {
+                    let _ = self.shared.purge_wake.send(());
+                }
                 if let Some(e) = low_space {
                     // Nothing was applied past the reserve: there is nothing to undo.
                     self.shared.set_failure(e);
@@ -823,6 +883,9 @@ impl Writer {
     fn fail(&mut self, e: StoreError, undos: &[Undo], wedged: bool) {
         eprintln!("store: a write failed, refusing writes until the disk recovers: {e}");
         self.shared.set_failure(e);
+        for u in undos {
+            self.shared.purging.remove(&u.purges_started);
+        }
         let undo = match undo_batch(undos) {
             Ok(b) => Some(b),
             Err(err) => {
@@ -1028,8 +1091,22 @@ fn build_batch(
     db: &sled::Db,
     tenant: Uuid,
     ops: &[Op],
+    purge_step: Option<&purge::Step>,
 ) -> StoreResult<(sled::Batch, Undo, u64)> {
     let mut ov = Overlay { db, shared, writes: BTreeMap::new(), originals: Vec::new() };
+    let mut purges_started = Vec::new();
+    let mut purge_finished = None;
+    if let Some(step) = purge_step {
+        for id in &step.ids {
+            if let Some(old) = ov.record(&row_key(step.scope.kind, tenant, *id))? {
+                ov.remove_record(tenant, &old);
+            }
+        }
+        if step.ids.is_empty() {
+            ov.del(step.scope.marker_key());
+            purge_finished = Some(step.scope);
+        }
+    }
     for op in ops {
         match op {
             Op::Put { record, expect } => {
@@ -1069,17 +1146,11 @@ fn build_batch(
                 ov.remove_record(tenant, &old);
             }
             Op::DeleteScope { kind, scope } => {
-                let mut prefix = scope_prefix(b'o', *kind, tenant, *scope);
-                prefix.push(sort_byte(SortBy::CreatedAt));
-                let ids: Vec<Uuid> = db
-                    .scan_prefix(&prefix)
-                    .keys()
-                    .map(|k| k.map(|k| id_suffix(&k)).map_err(|e| shared.sled_write_error(e)))
-                    .collect::<StoreResult<_>>()?;
-                for id in ids {
-                    if let Some(old) = ov.record(&row_key(*kind, tenant, id))? {
-                        ov.remove_record(tenant, &old);
-                    }
+                // Only a marker: the purger removes the records, a step at a time.
+                let scope = purge::Scope { kind: *kind, tenant, scope: *scope };
+                if !shared.purging.contains(&scope) && !purges_started.contains(&scope) {
+                    ov.put(scope.marker_key(), scope.marker_value()?);
+                    purges_started.push(scope);
                 }
             }
             Op::Require { kind, id } => {
@@ -1109,16 +1180,20 @@ fn build_batch(
             None => batch.remove(k),
         }
     }
-    Ok((batch, Undo { tenant, written, originals: ov.originals }, bytes))
+    Ok((batch, Undo { tenant, written, originals: ov.originals, purges_started, purge_finished }, bytes))
 }
 
 #[async_trait]
 impl Store for SledStore {
     fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
-        self.record(&self.shared.db()?, &row_key(kind, tenant, id))
+        let rec = self.record(&self.shared.db()?, &row_key(kind, tenant, id))?;
+        Ok(rec.filter(|r| !self.shared.purging.hides(kind, tenant, r.scope)))
     }
 
     fn list(&self, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> StoreResult<Vec<Record>> {
+        if self.shared.purging.hides(kind, tenant, scope) {
+            return Ok(Vec::new());
+        }
         let filter = q.metadata_filter.as_ref().filter(|f| !f.is_empty());
         let prefix = match filter.and_then(|f| f.iter().next()) {
             Some((k, v)) => meta_prefix(kind, tenant, scope, k, v, q.sort_by),
@@ -1171,15 +1246,28 @@ impl Store for SledStore {
     }
 
     fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>> {
-        self.shared
-            .db()?
+        let db = self.shared.db()?;
+        let ids: Vec<Uuid> = db
             .scan_prefix(ref_prefix(kind, tenant, target))
             .keys()
             .map(|k| k.map(|k| id_suffix(&k)).map_err(|e| self.shared.read_error(e)))
-            .collect()
+            .collect::<StoreResult<_>>()?;
+        if !self.shared.purging.hides_any_of(kind) {
+            return Ok(ids);
+        }
+        let mut shown = Vec::with_capacity(ids.len());
+        for id in ids {
+            if self.get(tenant, kind, id)?.is_some() {
+                shown.push(id);
+            }
+        }
+        Ok(shown)
     }
 
     fn lookup_unique(&self, tenant: Uuid, kind: Kind, scope: Uuid, name: &str) -> StoreResult<Option<Uuid>> {
+        if self.shared.purging.hides(kind, tenant, scope) {
+            return Ok(None);
+        }
         Ok(self
             .shared
             .db()?
@@ -1197,6 +1285,7 @@ impl Store for SledStore {
                 let tenant = Uuid::from_slice(&k[2..18]).map_err(io)?;
                 Ok((tenant, decode(&v)?))
             })
+            .filter(|r| !r.as_ref().is_ok_and(|(t, r)| self.shared.purging.hides(kind, *t, r.scope)))
             .collect()
     }
 
@@ -1209,9 +1298,10 @@ impl Store for SledStore {
         let state = Arc::new(AtomicU8::new(PENDING));
         let (reply, mut rx) = tokio::sync::oneshot::channel();
         {
-            let queue = self.queue.lock().expect("queue lock");
+            let queue = self.shared.queue.lock().expect("queue lock");
             let q = queue.as_ref().ok_or_else(stopped)?;
-            let job = Job { tenant, ops, state: state.clone(), deadline: Instant::now() + timeout, reply };
+            let job =
+                Job { tenant, ops, state: state.clone(), deadline: Instant::now() + timeout, reply, purge: None };
             q.send(job).map_err(|_| stopped())?;
         }
         tokio::select! {
@@ -1350,6 +1440,7 @@ mod tests {
             state: Arc::new(AtomicU8::new(PENDING)),
             deadline: Instant::now(),
             reply,
+            purge: None,
         };
         assert!(!job.take(), "a job past its deadline is abandoned");
         assert_eq!(job.state.load(Ordering::Acquire), ABANDONED);
