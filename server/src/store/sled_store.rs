@@ -763,7 +763,7 @@ impl Writer {
         let _ = job.reply.send(Err(err));
     }
 
-    fn commit_group(&mut self, group: Vec<Job>) {
+    fn commit_group(&mut self, mut group: Vec<Job>) {
         let stats = &self.shared.stats;
         stats.groups.fetch_add(1, Ordering::Relaxed);
         stats.commits.fetch_add(group.len() as u64, Ordering::Relaxed);
@@ -776,7 +776,7 @@ impl Writer {
         let mut low_space = None;
         // sled failed inside a write: its handle may be wedged, so no flush on it.
         let mut sled_failed = None;
-        for job in &group {
+        for job in &mut group {
             if !job.take() {
                 // Its waiter has answered 503 "not saved": it must stay so.
                 results
@@ -787,7 +787,9 @@ impl Writer {
                 results.push(Err(StoreError::clone(e)));
                 continue;
             }
-            let r = build_batch(&self.shared, db, job.tenant, &job.ops, job.purge.as_ref()).and_then(
+            // Owned: a record is moved into its batch, not copied (records reach megabytes).
+            let ops = std::mem::take(&mut job.ops);
+            let r = build_batch(&self.shared, db, job.tenant, ops, job.purge.as_ref()).and_then(
                 |(batch, undo, bytes)| {
                 if let Some(f) = free.as_mut() {
                     let needed = bytes.saturating_mul(SPACE_PER_BYTE);
@@ -1090,7 +1092,7 @@ fn build_batch(
     shared: &Shared,
     db: &sled::Db,
     tenant: Uuid,
-    ops: &[Op],
+    ops: Vec<Op>,
     purge_step: Option<&purge::Step>,
 ) -> StoreResult<(sled::Batch, Undo, u64)> {
     let mut ov = Overlay { db, shared, writes: BTreeMap::new(), originals: Vec::new() };
@@ -1110,7 +1112,7 @@ fn build_batch(
     for op in ops {
         match op {
             Op::Put { record, expect } => {
-                let mut rec = record.clone();
+                let mut rec = record;
                 let old = ov.record(&row_key(rec.kind, tenant, rec.id))?;
                 match (expect, &old) {
                     (Expect::Absent, Some(_)) => {
@@ -1119,7 +1121,7 @@ fn build_batch(
                     (Expect::Version(_), None) => {
                         return Err(StoreError::NotFound { kind: rec.kind, id: rec.id });
                     }
-                    (Expect::Version(v), Some(o)) if o.version != *v => return Err(StoreError::Stale),
+                    (Expect::Version(v), Some(o)) if o.version != v => return Err(StoreError::Stale),
                     _ => {}
                 }
                 if let Some(name) = &rec.unique
@@ -1137,8 +1139,8 @@ fn build_batch(
                 ov.write_record(tenant, &rec)?;
             }
             Op::Delete { kind, id, version } => {
-                let Some(old) = ov.record(&row_key(*kind, tenant, *id))? else {
-                    return Err(StoreError::NotFound { kind: *kind, id: *id });
+                let Some(old) = ov.record(&row_key(kind, tenant, id))? else {
+                    return Err(StoreError::NotFound { kind: kind, id: id });
                 };
                 if version.is_some_and(|v| v != old.version) {
                     return Err(StoreError::Stale);
@@ -1147,21 +1149,21 @@ fn build_batch(
             }
             Op::DeleteScope { kind, scope } => {
                 // Only a marker: the purger removes the records, a step at a time.
-                let scope = purge::Scope { kind: *kind, tenant, scope: *scope };
+                let scope = purge::Scope { kind: kind, tenant, scope: scope };
                 if !shared.purging.contains(&scope) && !purges_started.contains(&scope) {
                     ov.put(scope.marker_key(), scope.marker_value()?);
                     purges_started.push(scope);
                 }
             }
             Op::Require { kind, id } => {
-                if ov.get(&row_key(*kind, tenant, *id))?.is_none() {
-                    return Err(StoreError::NotFound { kind: *kind, id: *id });
+                if ov.get(&row_key(kind, tenant, id))?.is_none() {
+                    return Err(StoreError::NotFound { kind: kind, id: id });
                 }
             }
             Op::Touch { kind, id } => {
-                let key = row_key(*kind, tenant, *id);
+                let key = row_key(kind, tenant, id);
                 let Some(mut rec) = ov.record(&key)? else {
-                    return Err(StoreError::NotFound { kind: *kind, id: *id });
+                    return Err(StoreError::NotFound { kind: kind, id: id });
                 };
                 rec.version += 1;
                 ov.put(key, serde_json::to_vec(&rec).map_err(io)?);
