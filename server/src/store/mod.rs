@@ -179,7 +179,9 @@ pub enum Op {
     Put { record: Record, expect: Expect },
     /// Delete a record, which must exist (with this version, when given).
     Delete { kind: Kind, id: Uuid, version: Option<u64> },
-    /// Delete every record of `kind` whose scope is `scope`.
+    /// Delete every record of `kind` whose scope is `scope`. They are gone for
+    /// every read once the commit is; a backend may reclaim their space
+    /// afterwards, in the background (the sled one does, in bounded steps).
     DeleteScope { kind: Kind, scope: Uuid },
     /// Fail with `NotFound` unless the record exists.
     Require { kind: Kind, id: Uuid },

@@ -370,9 +370,8 @@ impl SledStore {
         let (tx, rx) = mpsc::channel::<Job>();
         let (purge_wake, woken) = mpsc::channel();
         let purging = purge::Purging::default();
-        let unfinished = purging
-            .load(&db)
-            .map_err(|e| OpenError::Io { dir: dir.to_path_buf(), what: e.to_string() })?;
+        let unfinished =
+            purging.load(&db).map_err(|e| OpenError::Io { dir: dir.to_path_buf(), what: e.to_string() })?;
         let shared = Arc::new(Shared {
             dir: dir.to_path_buf(),
             db: RwLock::new(Some(db.clone())),
@@ -791,24 +790,24 @@ impl Writer {
             let ops = std::mem::take(&mut job.ops);
             let r = build_batch(&self.shared, db, job.tenant, ops, job.purge.as_ref()).and_then(
                 |(batch, undo, bytes)| {
-                if let Some(f) = free.as_mut() {
-                    let needed = bytes.saturating_mul(SPACE_PER_BYTE);
-                    if *f < reserve.saturating_add(needed) {
-                        let e = self.shared.low_space_error();
-                        low_space = Some(e.clone());
-                        return Err(e);
+                    if let Some(f) = free.as_mut() {
+                        let needed = bytes.saturating_mul(SPACE_PER_BYTE);
+                        if *f < reserve.saturating_add(needed) {
+                            let e = self.shared.low_space_error();
+                            low_space = Some(e.clone());
+                            return Err(e);
+                        }
+                        *f -= needed;
                     }
-                    *f -= needed;
-                }
-                // Hidden before the parent's deletion shows, so no reader sees orphans.
-                self.shared.purging.add(&undo.purges_started);
-                if let Err(e) = db.apply_batch(batch) {
-                    self.shared.purging.remove(&undo.purges_started);
-                    return Err(self.shared.sled_write_error(e));
-                }
-                undos.push(undo);
-                Ok(())
-            },
+                    // Hidden before the parent's deletion shows, so no reader sees orphans.
+                    self.shared.purging.add(&undo.purges_started);
+                    if let Err(e) = db.apply_batch(batch) {
+                        self.shared.purging.remove(&undo.purges_started);
+                        return Err(self.shared.sled_write_error(e));
+                    }
+                    undos.push(undo);
+                    Ok(())
+                },
             );
             // A storage error from sled (reading or applying) that is not ours: its handle is broken.
             if let Err(e @ (StoreError::Full(_) | StoreError::Unavailable(_))) = &r
@@ -1302,8 +1301,14 @@ impl Store for SledStore {
         {
             let queue = self.shared.queue.lock().expect("queue lock");
             let q = queue.as_ref().ok_or_else(stopped)?;
-            let job =
-                Job { tenant, ops, state: state.clone(), deadline: Instant::now() + timeout, reply, purge: None };
+            let job = Job {
+                tenant,
+                ops,
+                state: state.clone(),
+                deadline: Instant::now() + timeout,
+                reply,
+                purge: None,
+            };
             q.send(job).map_err(|_| stopped())?;
         }
         tokio::select! {

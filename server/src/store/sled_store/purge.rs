@@ -237,7 +237,8 @@ mod tests {
     /// Keys of any kind (rows, order and metadata index) still on disk for these messages.
     fn keys_left(store: &SledStore, tenant: Uuid, sid: Uuid, ids: &[Uuid]) -> usize {
         let db = store.shared.db().unwrap();
-        let rows = ids.iter().filter(|id| db.get(row_key(Kind::Message, tenant, **id)).unwrap().is_some()).count();
+        let rows =
+            ids.iter().filter(|id| db.get(row_key(Kind::Message, tenant, **id)).unwrap().is_some()).count();
         let scoped = [b'o', b'm']
             .iter()
             .map(|tag| db.scan_prefix(super::super::scope_prefix(*tag, Kind::Message, tenant, sid)).count())
@@ -294,7 +295,11 @@ mod tests {
         assert!(store.get(tenant, Kind::Message, ids[0]).unwrap().is_none(), "still hidden after the reopen");
         wait_until_purged(&store, tenant, sid, &ids);
         let q = ListQuery { limit: 10, ..Default::default() };
-        assert_eq!(store.list(tenant, Kind::Message, kept, &q).unwrap().len(), 3, "other scopes are untouched");
+        assert_eq!(
+            store.list(tenant, Kind::Message, kept, &q).unwrap().len(),
+            3,
+            "other scopes are untouched"
+        );
         assert!(store.get(tenant, Kind::Message, kept_ids[0]).unwrap().is_some());
     }
 }
