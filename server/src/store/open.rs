@@ -6,6 +6,7 @@
 //! | nothing of ours (absent or empty)                    | a new store: [`Origin::Created`]         |
 //! | sled's files and no manifest (the previous release)  | adopted: the manifest is written from sled |
 //! | the store its manifest describes                     | opened                                   |
+//! | a store of an earlier format (any of the above)      | upgraded, then opened (see `sled_store`'s `upgrade`) |
 //! | a missing, empty, shorter or changed `db`, another store's `db`, a sequence behind the checkpoint | refused: [`OpenError::DataLoss`] or [`OpenError::Corrupt`], unless the loss is accepted |
 //! | a `db` that sled cannot read (an error or a panic)   | refused: [`OpenError::Corrupt`]          |
 //! | a `db` another process has locked                    | refused: [`OpenError::InUse`]            |
@@ -303,7 +304,7 @@ fn set_aside_snapshots(dir: &Path) -> std::io::Result<()> {
 }
 
 /// sled's errors, in words (its own Display of a corruption carries a backtrace).
-fn sled_error(dir: &Path, e: sled::Error, accepting: bool) -> OpenError {
+pub(super) fn sled_error(dir: &Path, e: sled::Error, accepting: bool) -> OpenError {
     match e {
         // sled 0.34 reports a held lock as an `Other` io error naming it.
         sled::Error::Io(io)
