@@ -40,7 +40,8 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 ///
 /// - 1: release 0.1.0 and before.
 /// - 2: metadata index keys hash numbers by value (`1.0` like `1`); a store of
-///   format 1 is upgraded at open (see [`super::sled_store`]'s `upgrade`).
+///   format 1 is upgraded at open (see [`super::sled_store`]'s `upgrade`),
+///   and its manifest says 1 until the upgrade is done.
 pub const FORMAT_VERSION: u32 = 2;
 /// sled's data file in the data dir.
 pub const DB_FILE: &str = "db";
@@ -49,10 +50,6 @@ pub const DB_FILE: &str = "db";
 /// (`r`, `o`, `m`, `f`, `u`; see [`super::sled_store`]), never with 0.
 pub const STORE_ID_KEY: &[u8] = b"\0agent-platform/store-id";
 pub const SEQUENCE_KEY: &[u8] = b"\0agent-platform/commit-sequence";
-/// The format sled's content is in (absent: format 1), written once an upgrade
-/// to it has finished: the manifest's version says which binaries may open
-/// the store, this one whether an upgrade still has to run.
-pub const FORMAT_KEY: &[u8] = b"\0agent-platform/format-version";
 
 /// How often the background thread brings the manifest's checkpoint up to date.
 const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
@@ -230,12 +227,6 @@ impl Sequence {
 /// Reads the sequence sled holds, if any (a malformed one reads as 0: behind any checkpoint).
 pub fn sled_sequence(db: &sled::Db) -> sled::Result<Option<u64>> {
     Ok(db.get(SEQUENCE_KEY)?.map(|v| <[u8; 8]>::try_from(v.as_ref()).map_or(0, u64::from_be_bytes)))
-}
-
-/// Reads the format sled's content is in: 1 when none is recorded (a store
-/// of release 0.1.0 or before, or one whose upgrade has not finished).
-pub fn sled_format_version(db: &sled::Db) -> sled::Result<u32> {
-    Ok(db.get(FORMAT_KEY)?.and_then(|v| <[u8; 4]>::try_from(v.as_ref()).ok()).map_or(1, u32::from_be_bytes))
 }
 
 /// Reads the store id sled holds, if any.

@@ -8,12 +8,12 @@
 //! | `r` | kind, tenant, id                                 | record JSON  |
 //! | `o` | kind, tenant, scope, sort, timestamp µs, id      | –            |
 //! | `m` | kind, tenant, scope, hash(key=value), sort, ts, id | –          |
+//! | `f` | kind, tenant, referenced id, id                  | –            |
+//! | `u` | kind, tenant, scope, unique name                 | id           |
 //!
 //! The `m` hash is of the value's canonical form ([`super::filter`]), so
 //! values a filter finds equal (`1` and `1.0`) share a key; a store written
 //! before that is upgraded at open ([`upgrade`]).
-//! | `f` | kind, tenant, referenced id, id                  | –            |
-//! | `u` | kind, tenant, scope, unique name                 | id           |
 //!
 //! Writes go through one writer thread with group commit: it drains every
 //! queued commit, applies each as one atomic `Batch` (so a failing commit
@@ -22,8 +22,8 @@
 //! configured) before answering any of them. `flush_async` is never used: it
 //! deadlocks sled 0.34.7 under concurrency (see STACK.md, sled#1308).
 //!
-//! Keys starting with byte 0 are reserved for the store's identity, commit
-//! sequence and format ([`super::manifest`]); what opening checks is in [`super::open`].
+//! Keys starting with byte 0 are reserved for the store's identity and commit
+//! sequence ([`super::manifest`]); what opening checks is in [`super::open`].
 //!
 //! When the disk fails (full, or any IO error) the store never hangs and never
 //! keeps a write it answered with an error:
@@ -76,7 +76,7 @@ use uuid::Uuid;
 
 use super::filter::{canonical, metadata_matches};
 use super::manifest::{Checkpointer, Sequence};
-use super::open::{OpenError, Opened, open_checked, quietly, sled_error};
+use super::open::{OpenError, Opened, open_checked};
 use super::{Direction, Expect, Kind, ListQuery, Op, Record, SortBy, Store, StoreError, StoreResult};
 
 mod upgrade;
@@ -356,13 +356,7 @@ impl SledStore {
     pub fn open_with(dir: &Path, options: OpenOptions) -> Result<Self, OpenError> {
         let durability = options.durability;
         let (db, opened) = open_checked(dir, options.accept_data_loss)?;
-        quietly(|| upgrade::to_current(&db, dir))
-            .map_err(|what| OpenError::Corrupt {
-                dir: dir.to_path_buf(),
-                what,
-                accepting: options.accept_data_loss,
-            })?
-            .map_err(|e| sled_error(dir, e, options.accept_data_loss))?;
+        upgrade::to_current(&db, dir, &opened, options.accept_data_loss)?;
         let fail = |e: std::io::Error| OpenError::Io { dir: dir.to_path_buf(), what: e.to_string() };
         let sequence = Sequence::starting_at(opened.sequence);
         let checkpointer =

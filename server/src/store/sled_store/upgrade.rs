@@ -14,11 +14,10 @@
 //! are applied in sled batches of at most [`BATCH_KEYS`] keys, each read
 //! resuming after the last record of the batch before. Crash-safe: a batch is
 //! atomic and idempotent (removing a key already gone and inserting one
-//! already there change nothing), and the new format is recorded in sled
-//! ([`FORMAT_KEY`]) only once a flush made every batch durable, so an upgrade
-//! cut short runs again from the start on the next open. (The manifest says
-//! format 2 from the start of the upgrade on, so an older binary refuses the
-//! store even while it is half upgraded.)
+//! already there change nothing), and the manifest says the new format only
+//! once a flush made every batch durable, so an upgrade cut short runs again
+//! from the start on the next open. (Until then an older binary still opens
+//! the store; what it writes meanwhile is upgraded with the rest.)
 
 use std::path::Path;
 use std::time::Instant;
@@ -27,7 +26,8 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::{SORTS, decode, hash_prefix, meta_hash, meta_key};
-use crate::store::manifest::{FORMAT_KEY, FORMAT_VERSION, sled_format_version};
+use crate::store::manifest::{FORMAT_VERSION, running_manifest};
+use crate::store::open::{OpenError, Opened, quietly, sled_error, write_manifest};
 
 /// How many index keys (removed plus inserted) one batch changes at most.
 const BATCH_KEYS: usize = 4096;
@@ -35,12 +35,26 @@ const BATCH_KEYS: usize = 4096;
 /// Row keys start with this tag ([`super::row_key`]).
 const ROW_TAG: u8 = b'r';
 
-/// Brings the store in `db` to [`FORMAT_VERSION`]; does nothing when it is there.
-/// Tells the operator on stderr when a store with records is upgraded.
-pub(super) fn to_current(db: &sled::Db, dir: &Path) -> sled::Result<()> {
-    if sled_format_version(db)? >= FORMAT_VERSION {
+/// Brings the store just opened to [`FORMAT_VERSION`], then says so in its
+/// manifest; does nothing when it is there.
+pub(super) fn to_current(
+    db: &sled::Db,
+    dir: &Path,
+    opened: &Opened,
+    accepting: bool,
+) -> Result<(), OpenError> {
+    if opened.format_version >= FORMAT_VERSION {
         return Ok(());
     }
+    quietly(|| rehash_metadata_index(db, dir))
+        .map_err(|what| OpenError::Corrupt { dir: dir.to_path_buf(), what, accepting })?
+        .map_err(|e| sled_error(dir, e, accepting))?;
+    write_manifest(dir, &running_manifest(opened.store_id, opened.sequence))
+}
+
+/// Format 1 to 2: moves every metadata index key whose hash changed, and
+/// makes that durable. Tells the operator on stderr when the store has records.
+fn rehash_metadata_index(db: &sled::Db, dir: &Path) -> sled::Result<()> {
     let started = Instant::now();
     let has_records = db.scan_prefix([ROW_TAG]).next().transpose()?.is_some();
     if has_records {
@@ -62,8 +76,6 @@ pub(super) fn to_current(db: &sled::Db, dir: &Path) -> sled::Result<()> {
             None => break,
         }
     }
-    db.flush()?;
-    db.insert(FORMAT_KEY, &FORMAT_VERSION.to_be_bytes())?;
     db.flush()?;
     if has_records {
         eprintln!(
@@ -192,7 +204,7 @@ mod tests {
 
     use super::super::{Durability, SledStore, index_keys};
     use super::*;
-    use crate::store::manifest::{running_manifest, sled_sequence, sled_store_id};
+    use crate::store::manifest::{Manifest, sled_sequence, sled_store_id};
     use crate::store::{Expect, Kind, ListQuery, Op, Record, Store};
 
     fn open_sled(dir: &Path) -> sled::Db {
@@ -232,12 +244,11 @@ mod tests {
         drop(store);
         let db = open_sled(dir);
         rehash_all(&db, format1_meta_hash, meta_hash);
-        db.remove(FORMAT_KEY).unwrap();
         db.flush().unwrap();
         let (id, sequence) = (sled_store_id(&db).unwrap().unwrap(), sled_sequence(&db).unwrap().unwrap());
         drop(db);
-        // The db changed after its clean stop, as a crash would leave it.
-        running_manifest(id, sequence).write(dir).unwrap();
+        // Format 1, and the db changed after its clean stop, as a crash would leave it.
+        Manifest { format_version: 1, ..running_manifest(id, sequence) }.write(dir).unwrap();
         (tenant, owner)
     }
 
@@ -253,6 +264,10 @@ mod tests {
         have == want
     }
 
+    fn format_version(dir: &Path) -> u32 {
+        Manifest::read(dir).unwrap().unwrap().format_version
+    }
+
     fn count_matching(store: &SledStore, tenant: Uuid, owner: Uuid, filter: Value) -> usize {
         let q = ListQuery { limit: 100, metadata_filter: filter.as_object().cloned(), ..Default::default() };
         store.list(tenant, Kind::Doc, owner, &q).unwrap().len()
@@ -262,11 +277,7 @@ mod tests {
     async fn a_format_1_store_is_upgraded_at_open_and_lists_numbers_by_value() {
         let dir = tempfile::tempdir().unwrap();
         let (tenant, owner) = a_format_1_store(dir.path()).await;
-        {
-            let db = open_sled(dir.path());
-            assert_eq!(sled_format_version(&db).unwrap(), 1);
-            assert!(!metadata_index_is_exact(&db), "format 1 keys differ for integral floats");
-        }
+        assert!(!metadata_index_is_exact(&open_sled(dir.path())), "format 1 keys differ for integral floats");
         let store = SledStore::open(dir.path(), Durability::Flush).unwrap();
         for (filter, found) in [
             (json!({"n": 1}), 2),
@@ -279,9 +290,8 @@ mod tests {
         ] {
             assert_eq!(count_matching(&store, tenant, owner, filter.clone()), found, "{filter}");
         }
-        let db = store.shared.db().unwrap();
-        assert_eq!(sled_format_version(&db).unwrap(), FORMAT_VERSION);
-        assert!(metadata_index_is_exact(&db));
+        assert_eq!(format_version(dir.path()), FORMAT_VERSION);
+        assert!(metadata_index_is_exact(&store.shared.db().unwrap()));
     }
 
     #[tokio::test]
@@ -293,19 +303,22 @@ mod tests {
             let db = open_sled(dir.path());
             let (progress, next) = rehash_batch(&db, &[ROW_TAG], 1).unwrap();
             assert!(progress.moved > 0 && next.is_some(), "{progress:?}");
-            assert_eq!(sled_format_version(&db).unwrap(), 1);
         }
+        assert_eq!(format_version(dir.path()), 1);
         let store = SledStore::open(dir.path(), Durability::Flush).unwrap();
         assert_eq!(count_matching(&store, tenant, owner, json!({"n": 1})), 2);
-        let db = store.shared.db().unwrap();
-        assert_eq!(sled_format_version(&db).unwrap(), FORMAT_VERSION);
-        assert!(metadata_index_is_exact(&db), "no key of format 1 is left, none is missing");
+        assert_eq!(format_version(dir.path()), FORMAT_VERSION);
+        assert!(
+            metadata_index_is_exact(&store.shared.db().unwrap()),
+            "no key of format 1 is left, none is missing"
+        );
     }
 
     #[tokio::test]
     async fn a_new_store_is_created_in_the_current_format() {
         let dir = tempfile::tempdir().unwrap();
         let store = SledStore::open(dir.path(), Durability::Flush).unwrap();
-        assert_eq!(sled_format_version(&store.shared.db().unwrap()).unwrap(), FORMAT_VERSION);
+        assert_eq!(store.opened().format_version, FORMAT_VERSION);
+        assert_eq!(format_version(dir.path()), FORMAT_VERSION);
     }
 }
