@@ -33,7 +33,7 @@ pub struct Opened {
     pub origin: Origin,
     /// The format the data dir was in ([`manifest::FORMAT_VERSION`] for a new
     /// store; 1 when no manifest says): an older one is upgraded before the
-    /// store serves, and the manifest keeps saying it until the upgrade is done.
+    /// store serves, and until that is done the manifest says it is under way.
     pub format_version: u32,
 }
 
@@ -239,7 +239,7 @@ pub(super) fn open_checked(dir: &Path, accept_data_loss: bool) -> Result<(sled::
     };
     // Without a manifest the format is unknown: 1, since upgrading a store
     // already in the current format changes nothing.
-    let format_version = manifest.as_ref().map_or(1, |m| m.format_version);
+    let format_version = manifest.as_ref().map_or(1, |m| m.upgrading_from.unwrap_or(m.format_version));
     finish(dir, db, manifest.map(|m| m.store_id), format_version, origin)
 }
 
@@ -276,7 +276,8 @@ fn finish(
         .map_err(|what| OpenError::Corrupt { dir: dir.to_path_buf(), what, accepting })?
         .map_err(|e| sled_error(dir, e, accepting))?;
     let running = manifest::running_manifest(opened.store_id, opened.sequence);
-    write_manifest(dir, &Manifest { format_version, ..running })?;
+    let upgrading_from = Some(format_version).filter(|&v| v < manifest::FORMAT_VERSION);
+    write_manifest(dir, &Manifest { upgrading_from, ..running })?;
     Ok((db, opened))
 }
 

@@ -14,10 +14,11 @@
 //! are applied in sled batches of at most [`BATCH_KEYS`] keys, each read
 //! resuming after the last record of the batch before. Crash-safe: a batch is
 //! atomic and idempotent (removing a key already gone and inserting one
-//! already there change nothing), and the manifest says the new format only
-//! once a flush made every batch durable, so an upgrade cut short runs again
-//! from the start on the next open. (Until then an older binary still opens
-//! the store; what it writes meanwhile is upgraded with the rest.)
+//! already there change nothing), and the manifest says the upgrade is under
+//! way (`upgrading_from`) from before the first batch until a flush made
+//! every batch durable, so an upgrade cut short runs again from the start on
+//! the next open. The manifest names the new format from the start, so an
+//! older binary refuses the store even while it is half upgraded.
 
 use std::path::Path;
 use std::time::Instant;
@@ -124,7 +125,8 @@ fn rehash_batch(db: &sled::Db, from: &[u8], max_keys: usize) -> sled::Result<(Pr
         }
         // A row that does not decode cannot be listed either (reading it
         // answers an error today): its keys are left as they are.
-        let (Ok(record), Ok(tenant)) = (decode(&raw), Uuid::from_slice(&key[2..key.len().min(18)])) else {
+        let tenant = key.get(2..18).and_then(|t| Uuid::from_slice(t).ok());
+        let (Ok(record), Some(tenant)) = (decode(&raw), tenant) else {
             progress.unreadable += 1;
             continue;
         };
@@ -264,8 +266,10 @@ mod tests {
         have == want
     }
 
-    fn format_version(dir: &Path) -> u32 {
-        Manifest::read(dir).unwrap().unwrap().format_version
+    /// The manifest's format, and the format an upgrade under way started from.
+    fn manifest_format(dir: &Path) -> (u32, Option<u32>) {
+        let m = Manifest::read(dir).unwrap().unwrap();
+        (m.format_version, m.upgrading_from)
     }
 
     fn count_matching(store: &SledStore, tenant: Uuid, owner: Uuid, filter: Value) -> usize {
@@ -290,7 +294,7 @@ mod tests {
         ] {
             assert_eq!(count_matching(&store, tenant, owner, filter.clone()), found, "{filter}");
         }
-        assert_eq!(format_version(dir.path()), FORMAT_VERSION);
+        assert_eq!(manifest_format(dir.path()), (FORMAT_VERSION, None));
         assert!(metadata_index_is_exact(&store.shared.db().unwrap()));
     }
 
@@ -299,15 +303,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (tenant, owner) = a_format_1_store(dir.path()).await;
         {
-            // One small batch applied, then the process dies: the format stays 1.
+            // The open records the upgrade as under way (as `open_checked` does),
+            // one small batch is applied, then the process dies.
+            let m = Manifest::read(dir.path()).unwrap().unwrap();
+            Manifest { format_version: FORMAT_VERSION, upgrading_from: Some(1), ..m }
+                .write(dir.path())
+                .unwrap();
             let db = open_sled(dir.path());
             let (progress, next) = rehash_batch(&db, &[ROW_TAG], 1).unwrap();
             assert!(progress.moved > 0 && next.is_some(), "{progress:?}");
+            assert!(!metadata_index_is_exact(&db), "half upgraded");
         }
-        assert_eq!(format_version(dir.path()), 1);
         let store = SledStore::open(dir.path(), Durability::Flush).unwrap();
         assert_eq!(count_matching(&store, tenant, owner, json!({"n": 1})), 2);
-        assert_eq!(format_version(dir.path()), FORMAT_VERSION);
+        assert_eq!(manifest_format(dir.path()), (FORMAT_VERSION, None));
         assert!(
             metadata_index_is_exact(&store.shared.db().unwrap()),
             "no key of format 1 is left, none is missing"
@@ -319,6 +328,6 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SledStore::open(dir.path(), Durability::Flush).unwrap();
         assert_eq!(store.opened().format_version, FORMAT_VERSION);
-        assert_eq!(format_version(dir.path()), FORMAT_VERSION);
+        assert_eq!(manifest_format(dir.path()), (FORMAT_VERSION, None));
     }
 }
