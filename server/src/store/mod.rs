@@ -6,6 +6,7 @@
 //! or not at all. The sled backend ([`sled_store`]) is the embedded one; a
 //! PostgreSQL backend could implement the same trait with a table of records.
 
+pub mod filter;
 pub mod manifest;
 pub mod open;
 pub mod sled_store;

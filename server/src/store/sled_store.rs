@@ -11,6 +11,10 @@
 //! | `f` | kind, tenant, referenced id, id                  | –            |
 //! | `u` | kind, tenant, scope, unique name                 | id           |
 //!
+//! The `m` hash is of the value's canonical form ([`super::filter`]), so
+//! values a filter finds equal (`1` and `1.0`) share a key; a store written
+//! before that is upgraded at open ([`upgrade`]).
+//!
 //! Writes go through one writer thread with group commit: it drains every
 //! queued commit, applies each as one atomic `Batch` (so a failing commit
 //! never fails its neighbours and readers never see half of one), then makes
@@ -72,11 +76,12 @@ use sha2::{Digest, Sha256};
 use sled::IVec;
 use uuid::Uuid;
 
+use super::filter::{canonical, metadata_matches};
 use super::manifest::{Checkpointer, Sequence};
 use super::open::{OpenError, Opened, open_checked};
-use super::{
-    Direction, Expect, Kind, ListQuery, Metadata, Op, Record, SortBy, Store, StoreError, StoreResult,
-};
+use super::{Direction, Expect, Kind, ListQuery, Op, Record, SortBy, Store, StoreError, StoreResult};
+
+mod upgrade;
 
 const SORTS: [SortBy; 2] = [SortBy::CreatedAt, SortBy::UpdatedAt];
 /// How many commits one group may take before it is flushed.
@@ -363,6 +368,7 @@ impl SledStore {
     pub fn open_with(dir: &Path, options: OpenOptions) -> Result<Self, OpenError> {
         let durability = options.durability;
         let (db, opened) = open_checked(dir, options.accept_data_loss)?;
+        upgrade::to_current(&db, dir, &opened, options.accept_data_loss)?;
         let fail = |e: std::io::Error| OpenError::Io { dir: dir.to_path_buf(), what: e.to_string() };
         let sequence = Sequence::starting_at(opened.sequence);
         let checkpointer =
@@ -564,54 +570,35 @@ fn order_key(r: &Record, tenant: Uuid, s: SortBy) -> Vec<u8> {
     k
 }
 
-/// A stable hash of one metadata `key = value` pair.
+/// A stable hash of one metadata `key = value` pair: values equal as a filter
+/// compares them ([`super::filter::values_equal`]) hash alike, so `{"n": 1}` finds a
+/// record stored with `{"n": 1.0}`.
 fn meta_hash(key: &str, value: &Value) -> [u8; 8] {
-    let mut h = Sha256::new();
-    h.update(key.as_bytes());
-    h.update([0]);
-    canonical(value, &mut h);
-    let d = h.finalize();
+    let mut text = Vec::with_capacity(key.len() + 16);
+    text.extend_from_slice(key.as_bytes());
+    text.push(0);
+    canonical(value, &mut text);
+    hash_prefix(&text)
+}
+
+/// The first 8 bytes of the SHA-256 of `bytes`.
+fn hash_prefix(bytes: &[u8]) -> [u8; 8] {
+    let d = Sha256::digest(bytes);
     let mut out = [0u8; 8];
     out.copy_from_slice(&d[..8]);
     out
 }
 
-/// Feeds a JSON value to the hasher with object keys sorted, whatever the map order.
-fn canonical(v: &Value, h: &mut Sha256) {
-    match v {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            h.update(b"{");
-            for k in keys {
-                h.update(serde_json::to_string(k).unwrap_or_default().as_bytes());
-                h.update(b":");
-                canonical(&m[k], h);
-                h.update(b",");
-            }
-            h.update(b"}");
-        }
-        Value::Array(a) => {
-            h.update(b"[");
-            for x in a {
-                canonical(x, h);
-                h.update(b",");
-            }
-            h.update(b"]");
-        }
-        other => h.update(other.to_string().as_bytes()),
-    }
-}
-
-fn meta_prefix(kind: Kind, tenant: Uuid, scope: Uuid, key: &str, value: &Value, s: SortBy) -> Vec<u8> {
+/// The keys of one metadata pair's index, up to the sort; `hash` is its [`meta_hash`].
+fn meta_prefix(kind: Kind, tenant: Uuid, scope: Uuid, hash: [u8; 8], s: SortBy) -> Vec<u8> {
     let mut k = scope_prefix(b'm', kind, tenant, scope);
-    k.extend_from_slice(&meta_hash(key, value));
+    k.extend_from_slice(&hash);
     k.push(sort_byte(s));
     k
 }
 
-fn meta_key(r: &Record, tenant: Uuid, key: &str, value: &Value, s: SortBy) -> Vec<u8> {
-    let mut k = meta_prefix(r.kind, tenant, r.scope, key, value, s);
+fn meta_key(r: &Record, tenant: Uuid, hash: [u8; 8], s: SortBy) -> Vec<u8> {
+    let mut k = meta_prefix(r.kind, tenant, r.scope, hash, s);
     k.extend_from_slice(&sort_ts(r, s).to_be_bytes());
     k.extend_from_slice(r.id.as_bytes());
     k
@@ -640,7 +627,7 @@ fn index_keys(r: &Record, tenant: Uuid) -> Vec<Vec<u8>> {
         keys.push(order_key(r, tenant, s));
         if let Some(m) = &r.metadata {
             for (k, v) in m {
-                keys.push(meta_key(r, tenant, k, v, s));
+                keys.push(meta_key(r, tenant, meta_hash(k, v), s));
             }
         }
     }
@@ -1197,7 +1184,7 @@ impl Store for SledStore {
         }
         let filter = q.metadata_filter.as_ref().filter(|f| !f.is_empty());
         let prefix = match filter.and_then(|f| f.iter().next()) {
-            Some((k, v)) => meta_prefix(kind, tenant, scope, k, v, q.sort_by),
+            Some((k, v)) => meta_prefix(kind, tenant, scope, meta_hash(k, v), q.sort_by),
             None => {
                 let mut p = scope_prefix(b'o', kind, tenant, scope);
                 p.push(sort_byte(q.sort_by));
@@ -1229,7 +1216,7 @@ impl Store for SledStore {
             };
             let r = decode(&raw)?;
             if let Some(f) = filter {
-                if !matches_filter(r.metadata.as_ref(), f) {
+                if !metadata_matches(f, r.metadata.as_ref()) {
                     continue;
                 }
                 if skipped < q.offset {
@@ -1341,10 +1328,6 @@ impl Store for SledStore {
     fn health(&self) -> StoreResult<()> {
         self.shared.health()
     }
-}
-
-pub fn matches_filter(meta: Option<&Metadata>, filter: &Metadata) -> bool {
-    filter.iter().all(|(k, v)| meta.and_then(|m| m.get(k)) == Some(v))
 }
 
 #[cfg(test)]
