@@ -9,8 +9,8 @@
 use dropshot::{ApiEndpointResponse, Body, HttpError, HttpResponse, HttpResponseOk};
 use http::StatusCode;
 
-use super::error::ApiError;
-use super::types_chat::ChatResponse;
+use crate::error::ApiError;
+use crate::types::chat::ChatResponse;
 
 pub enum Reply<R> {
     Ok(R),
@@ -68,7 +68,7 @@ impl<R: HttpResponse> HttpResponse for Reply<R> {
 
 /// The answer of a chat: the whole [`ChatResponse`] as JSON, or a
 /// `text/event-stream` body. Dropshot has no event-stream response type and
-/// documents the JSON answer; [`super::openapi`] adds the event-stream media
+/// documents the JSON answer; [`crate::openapi()`] adds the event-stream media
 /// type to the spec (the Rust client keeps to the JSON one), the operation's
 /// description says what the stream carries.
 pub enum ChatAnswer {
