@@ -1,6 +1,6 @@
 //! The one mapping of domain errors to HTTP: status, machine code and the
 //! `Retry-After` a 429 passes on. JSON answers and the stream's error events
-//! both take their code from here.
+//! both take their code from here, and the health check its answer.
 
 use dropshot::{ErrorStatusCode, RequestContext};
 use slog::error;
@@ -8,6 +8,7 @@ use slog::error;
 use super::context::Ctx;
 use crate::api::ApiError;
 use crate::app::Error as DomainError;
+use crate::store::StoreError;
 
 /// The API error of a domain error, for the request `request_id`.
 pub fn api_error(err: DomainError, request_id: &str) -> ApiError {
@@ -40,4 +41,14 @@ pub fn domain_error(rqctx: &RequestContext<Ctx>, e: DomainError) -> ApiError {
         error!(rqctx.log, "internal error"; "error" => m.as_str());
     }
     api_error(e, &rqctx.request_id)
+}
+
+/// The health check's answer for a store that cannot write: 503 whatever the
+/// cause (a load balancer reads the status), the code naming it.
+pub fn unhealthy(e: StoreError, request_id: &str) -> ApiError {
+    let code = match &e {
+        StoreError::Full(_) => "insufficient_storage",
+        _ => "store_unavailable",
+    };
+    ApiError::new(ErrorStatusCode::SERVICE_UNAVAILABLE, code, e.to_string(), request_id)
 }

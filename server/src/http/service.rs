@@ -1,25 +1,17 @@
 //! Handlers of the service's own routes: health and the OpenAPI document.
 
-use dropshot::{ErrorStatusCode, HttpResponseOk, RequestContext};
+use dropshot::{HttpResponseOk, RequestContext};
 use serde_json::Value;
 
 use super::context::Ctx;
+use super::error::unhealthy;
 use crate::api::types::*;
-use crate::api::{ApiError, Ok200, Reply};
-use crate::store;
+use crate::api::{Ok200, Reply};
 
 pub async fn healthz(rqctx: RequestContext<Ctx>) -> Ok200<Health> {
     match rqctx.context().app.store.health() {
         Ok(()) => Ok(Reply::Ok(HttpResponseOk(Health { status: "ok".into() }))),
-        // 503 whatever the cause (a load balancer reads the status), the code names it.
-        Err(e) => {
-            let code = match &e {
-                store::StoreError::Full(_) => "insufficient_storage",
-                _ => "store_unavailable",
-            };
-            let rid = rqctx.request_id.as_str();
-            Ok(Reply::Err(ApiError::new(ErrorStatusCode::SERVICE_UNAVAILABLE, code, e.to_string(), rid)))
-        }
+        Err(e) => Ok(Reply::Err(unhealthy(e, &rqctx.request_id))),
     }
 }
 

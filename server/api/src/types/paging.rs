@@ -208,3 +208,34 @@ impl ListParams {
 pub struct ListResponse<T> {
     pub items: Vec<T>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Limit, Offset};
+
+    #[test]
+    fn limit_and_offset_hold_only_values_within_their_bounds() {
+        assert_eq!(Limit::default().get(), 100);
+        assert_eq!(Limit::try_from(1).map(Limit::get), Ok(1));
+        assert_eq!(Limit::try_from(1000).map(Limit::get), Ok(1000));
+        for n in [0, 1001, -1, i64::MAX] {
+            assert_eq!(Limit::try_from(n), Err("limit must be between 1 and 1000".to_owned()));
+        }
+        assert_eq!(Offset::try_from(0).map(Offset::get), Ok(0));
+        assert!(Offset::try_from(-1).is_err());
+    }
+
+    #[test]
+    fn their_schemas_publish_the_bounds_inline() {
+        let schema = |s: schemars::schema::Schema| serde_json::to_value(s).unwrap();
+        let mut generator = schemars::r#gen::SchemaGenerator::default();
+        assert_eq!(
+            schema(generator.subschema_for::<Limit>()),
+            serde_json::json!({"type": "integer", "format": "int64", "minimum": 1.0, "maximum": 1000.0})
+        );
+        assert_eq!(
+            schema(generator.subschema_for::<Offset>()),
+            serde_json::json!({"type": "integer", "format": "int64", "minimum": 0.0})
+        );
+    }
+}
