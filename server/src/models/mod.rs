@@ -1,22 +1,24 @@
-//! Talking to language models: OpenAI-compatible providers (`provider`,
-//! with the wire types in `wire`), system-prompt templates (`template`) and
-//! token counting (`tokens`). `fake_upstream` is a scripted
-//! OpenAI-compatible server for tests (feature `fake-upstream`).
+//! Talking to language models: OpenAI-compatible providers (their
+//! configuration in `provider_config`, the calls in `provider`, a streamed
+//! answer read in `upstream_stream`), the wire types and the accumulator
+//! that assembles a streamed answer (`wire`), system-prompt templates (`template`) and token counting (`tokens`).
+//! `fake_upstream` is a scripted OpenAI-compatible server for tests (feature
+//! `fake-upstream`).
 
 #[cfg(any(test, feature = "fake-upstream"))]
 pub mod fake_upstream;
 pub mod provider;
+pub mod provider_config;
 pub mod template;
 pub mod tokens;
+mod upstream_stream;
 pub mod wire;
 
 #[cfg(test)]
 mod tests;
 
-pub use provider::{
-    CompletionStream, ConfigError, ModelsConfig, NoProvider, Provider, ProviderConfig, Providers,
-    UpstreamError,
-};
+pub use provider::{CompletionStream, Provider, UpstreamError};
+pub use provider_config::{ConfigError, ModelsConfig, NoProvider, ProviderConfig, Providers};
 pub use template::{DEFAULT_SYSTEM_TEMPLATE, TemplateError, render};
 pub use tokens::{count_chat_tokens, count_message_tokens, count_tokens};
 pub use wire::{

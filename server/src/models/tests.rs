@@ -8,9 +8,9 @@ use futures::StreamExt;
 use serde_json::json;
 
 use super::fake_upstream::{Behaviour, FakeUpstream, embedding_for};
-use super::provider::{
+use super::provider::UpstreamError;
+use super::provider_config::{
     ConfigError, ENV_PROVIDER_NAME, ModelsConfig, OPENAI_DEFAULT_BASE_URL, ProviderConfig, Providers,
-    UpstreamError,
 };
 use super::wire::{ChatMessage, ChunkAccumulator, CompletionRequest, ToolSpec};
 
