@@ -12,7 +12,8 @@ use super::provider::UpstreamError;
 use super::provider_config::{
     ConfigError, ENV_PROVIDER_NAME, ModelsConfig, OPENAI_DEFAULT_BASE_URL, ProviderConfig, Providers,
 };
-use super::wire::{ChatMessage, ChunkAccumulator, CompletionRequest, ToolSpec};
+use super::accumulator::ChunkAccumulator;
+use super::wire::{ChatMessage, CompletionRequest, ToolSpec};
 
 fn provider_config(name: &str, base_url: &str, models: &[&str]) -> ProviderConfig {
     ProviderConfig {
