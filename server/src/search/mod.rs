@@ -21,6 +21,7 @@
 
 mod index;
 mod rank;
+mod score;
 #[cfg(test)]
 mod tests;
 mod tokenize;

@@ -3,7 +3,7 @@
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use super::index::{bm25_idf, bm25_norm, bm25_term};
+use super::score::{bm25_idf, bm25_norm, bm25_term};
 use super::*;
 
 fn owner() -> OwnerKey {
