@@ -4,7 +4,8 @@
 //! finish reason and usage).
 
 use super::wire::{
-    ChatMessage, Choice, CompletionChunk, CompletionResponse, Role, ToolCall, ToolCallDelta, Usage, function_type,
+    ChatMessage, Choice, CompletionChunk, CompletionResponse, Role, ToolCall, ToolCallDelta, Usage,
+    function_type,
 };
 
 /// Merges a stream of [`CompletionChunk`]s (choice 0 only; the platform never asks

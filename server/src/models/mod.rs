@@ -19,12 +19,12 @@ pub mod wire;
 #[cfg(test)]
 mod tests;
 
+pub use accumulator::ChunkAccumulator;
 pub use provider::{CompletionStream, Provider, UpstreamError};
 pub use provider_config::{ConfigError, ModelsConfig, NoProvider, ProviderConfig, Providers};
 pub use template::{DEFAULT_SYSTEM_TEMPLATE, TemplateError, render};
 pub use tokens::{count_chat_tokens, count_message_tokens, count_tokens};
-pub use accumulator::ChunkAccumulator;
 pub use wire::{
-    ChatMessage, CompletionChunk, CompletionRequest, CompletionResponse, Role, ToolCall,
-    ToolChoice, ToolSpec, Usage,
+    ChatMessage, CompletionChunk, CompletionRequest, CompletionResponse, Role, ToolCall, ToolChoice,
+    ToolSpec, Usage,
 };

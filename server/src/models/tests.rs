@@ -7,12 +7,12 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use serde_json::json;
 
+use super::accumulator::ChunkAccumulator;
 use super::fake_upstream::{Behaviour, FakeUpstream, embedding_for};
 use super::provider::UpstreamError;
 use super::provider_config::{
     ConfigError, ENV_PROVIDER_NAME, ModelsConfig, OPENAI_DEFAULT_BASE_URL, ProviderConfig, Providers,
 };
-use super::accumulator::ChunkAccumulator;
 use super::wire::{ChatMessage, CompletionRequest, ToolSpec};
 
 fn provider_config(name: &str, base_url: &str, models: &[&str]) -> ProviderConfig {

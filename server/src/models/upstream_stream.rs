@@ -19,24 +19,28 @@ use super::wire::CompletionChunk;
 /// The chunks of a success `response` to a streamed chat call, with every
 /// wait for bytes bounded by `idle` and the answer's text by
 /// `max_answer_bytes` (see [`super::Provider::chat_stream`]).
-pub(super) fn chunks(response: reqwest::Response, idle: Duration, max_answer_bytes: usize) -> CompletionStream {
-        let content_type = response
-            .headers()
-            .get(reqwest::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("none")
-            .to_owned();
-        let state = StreamState {
-            events: Box::pin(SseByteStream::new(idle_bounded(response, idle, max_answer_bytes))),
-            answer_bytes: 0,
-            max_answer_bytes,
-            saw_finish: false,
-            done: false,
-            saw_event: false,
-            content_type,
-            call_ids: Vec::new(),
-        };
-        Box::pin(futures::stream::unfold(state, next_chunk))
+pub(super) fn chunks(
+    response: reqwest::Response,
+    idle: Duration,
+    max_answer_bytes: usize,
+) -> CompletionStream {
+    let content_type = response
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("none")
+        .to_owned();
+    let state = StreamState {
+        events: Box::pin(SseByteStream::new(idle_bounded(response, idle, max_answer_bytes))),
+        answer_bytes: 0,
+        max_answer_bytes,
+        saw_finish: false,
+        done: false,
+        saw_event: false,
+        content_type,
+        call_ids: Vec::new(),
+    };
+    Box::pin(futures::stream::unfold(state, next_chunk))
 }
 
 type EventStream = Pin<Box<dyn Stream<Item = Result<Sse, sse_stream::Error>> + Send>>;
