@@ -1126,7 +1126,7 @@ fn build_batch(
             }
             Op::Delete { kind, id, version } => {
                 let Some(old) = ov.record(&row_key(kind, tenant, id))? else {
-                    return Err(StoreError::NotFound { kind: kind, id: id });
+                    return Err(StoreError::NotFound { kind, id });
                 };
                 if version.is_some_and(|v| v != old.version) {
                     return Err(StoreError::Stale);
@@ -1135,7 +1135,7 @@ fn build_batch(
             }
             Op::DeleteScope { kind, scope } => {
                 // Only a marker: the purger removes the records, a step at a time.
-                let scope = purge::Scope { kind: kind, tenant, scope: scope };
+                let scope = purge::Scope { kind, tenant, scope };
                 if !shared.purging.contains(&scope) && !purges_started.contains(&scope) {
                     ov.put(scope.marker_key(), scope.marker_value()?);
                     purges_started.push(scope);
@@ -1143,13 +1143,13 @@ fn build_batch(
             }
             Op::Require { kind, id } => {
                 if ov.get(&row_key(kind, tenant, id))?.is_none() {
-                    return Err(StoreError::NotFound { kind: kind, id: id });
+                    return Err(StoreError::NotFound { kind, id });
                 }
             }
             Op::Touch { kind, id } => {
                 let key = row_key(kind, tenant, id);
                 let Some(mut rec) = ov.record(&key)? else {
-                    return Err(StoreError::NotFound { kind: kind, id: id });
+                    return Err(StoreError::NotFound { kind, id });
                 };
                 rec.version += 1;
                 ov.put(key, serde_json::to_vec(&rec).map_err(io)?);
