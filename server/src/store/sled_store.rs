@@ -20,7 +20,7 @@
 //! never fails its neighbours and readers never see half of one), then makes
 //! the whole group durable with one `flush()` (plus an `fdatasync` when
 //! configured) before answering any of them. `flush_async` is never used: it
-//! deadlocks sled 0.34.7 under concurrency (see STACK.md, sled#1308).
+//! deadlocks sled 0.34.7 under concurrency (sled#1308).
 //!
 //! Keys starting with byte 0 are reserved for the store's identity and commit
 //! sequence ([`super::manifest`]); what opening checks is in [`super::open`].
