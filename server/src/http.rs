@@ -33,7 +33,7 @@ pub struct Ctx {
 pub enum Impl {}
 
 /// Finds the tenant of the request's API key (`Bearer <key>` or a bare key).
-fn authenticate(rqctx: &RequestContext<Ctx>) -> Result<Tenant, ApiError> {
+async fn authenticate(rqctx: &RequestContext<Ctx>) -> Result<Tenant, ApiError> {
     let rid = rqctx.request_id.as_str();
     let unauthorized = |msg: &str| ApiError::new(ErrorStatusCode::UNAUTHORIZED, "unauthorized", msg, rid);
     let Some(header) = rqctx.request.headers().get(http::header::AUTHORIZATION) else {
@@ -45,7 +45,7 @@ fn authenticate(rqctx: &RequestContext<Ctx>) -> Result<Tenant, ApiError> {
         Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
         _ => header,
     };
-    match rqctx.context().app.authenticate(key) {
+    match rqctx.context().app.authenticate(key).await {
         Ok(Some(t)) => Ok(t),
         Ok(None) => Err(unauthorized("unknown API key")),
         Err(e) => Err(ApiError::from_domain(e, rid)),
@@ -58,7 +58,7 @@ where
     F: FnOnce(App, Tenant) -> Fut,
     Fut: Future<Output = app::Result<R>>,
 {
-    let tenant = match authenticate(rqctx) {
+    let tenant = match authenticate(rqctx).await {
         Ok(t) => t,
         Err(e) => return Ok(Reply::Err(e)),
     };
@@ -125,7 +125,7 @@ where
     Fut: Future<Output = app::Result<R>>,
 {
     let Some(key) = key.0 else { return run(rqctx, op).await };
-    let tenant = match authenticate(rqctx) {
+    let tenant = match authenticate(rqctx).await {
         Ok(t) => t,
         Err(e) => return Ok(Reply::Err(e)),
     };
@@ -185,7 +185,7 @@ impl AgentPlatformApi for Impl {
     type Context = Ctx;
 
     async fn healthz(rqctx: RequestContext<Ctx>) -> Ok200<Health> {
-        match rqctx.context().app.store.health() {
+        match rqctx.context().app.store.health().await {
             Ok(()) => Ok(Reply::Ok(HttpResponseOk(Health { status: "ok".into() }))),
             // 503 whatever the cause (a load balancer reads the status), the code names it.
             Err(e) => {
@@ -225,7 +225,7 @@ impl AgentPlatformApi for Impl {
 
     async fn key_list(rqctx: RequestContext<Ctx>) -> Ok200<ListResponse<ApiKey>> {
         run(&rqctx, |app, t| async move {
-            let items = app.tenant_key_list(t)?;
+            let items = app.tenant_key_list(t).await?;
             let items = items
                 .into_iter()
                 .map(|k| ApiKey { id: k.id, prefix: k.prefix, created_at: k.created_at })
@@ -262,14 +262,14 @@ impl AgentPlatformApi for Impl {
     ) -> Ok200<ListResponse<User>> {
         let q = list_query(&query.into_inner());
         run(&rqctx, |app, t| async move {
-            app.user_list(t, &q).map(|items| HttpResponseOk(ListResponse { items }))
+            app.user_list(t, &q).await.map(|items| HttpResponseOk(ListResponse { items }))
         })
         .await
     }
 
     async fn user_get(rqctx: RequestContext<Ctx>, path: PathParams<UserPath>) -> Ok200<User> {
         let id = path.into_inner().user_id;
-        run(&rqctx, |app, t| async move { app.user_get(t, id).map(HttpResponseOk) }).await
+        run(&rqctx, |app, t| async move { app.user_get(t, id).await.map(HttpResponseOk) }).await
     }
 
     async fn user_update(
@@ -314,14 +314,14 @@ impl AgentPlatformApi for Impl {
     ) -> Ok200<ListResponse<Agent>> {
         let q = list_query(&query.into_inner());
         run(&rqctx, |app, t| async move {
-            app.agent_list(t, &q).map(|items| HttpResponseOk(ListResponse { items }))
+            app.agent_list(t, &q).await.map(|items| HttpResponseOk(ListResponse { items }))
         })
         .await
     }
 
     async fn agent_get(rqctx: RequestContext<Ctx>, path: PathParams<AgentPath>) -> Ok200<Agent> {
         let id = path.into_inner().id;
-        run(&rqctx, |app, t| async move { app.agent_get(t, id).map(HttpResponseOk) }).await
+        run(&rqctx, |app, t| async move { app.agent_get(t, id).await.map(HttpResponseOk) }).await
     }
 
     async fn agent_update(
@@ -366,14 +366,14 @@ impl AgentPlatformApi for Impl {
     ) -> Ok200<ListResponse<Session>> {
         let q = list_query(&query.into_inner());
         run(&rqctx, |app, t| async move {
-            app.session_list(t, &q).map(|items| HttpResponseOk(ListResponse { items }))
+            app.session_list(t, &q).await.map(|items| HttpResponseOk(ListResponse { items }))
         })
         .await
     }
 
     async fn session_get(rqctx: RequestContext<Ctx>, path: PathParams<SessionPath>) -> Ok200<Session> {
         let id = path.into_inner().id;
-        run(&rqctx, |app, t| async move { app.session_get(t, id).map(HttpResponseOk) }).await
+        run(&rqctx, |app, t| async move { app.session_get(t, id).await.map(HttpResponseOk) }).await
     }
 
     async fn session_update(
@@ -408,7 +408,7 @@ impl AgentPlatformApi for Impl {
         let id = path.into_inner().id;
         let q = list_query(&query.into_inner().into());
         run(&rqctx, |app, t| async move {
-            app.message_list(t, id, &q).map(|items| HttpResponseOk(ListResponse { items }))
+            app.message_list(t, id, &q).await.map(|items| HttpResponseOk(ListResponse { items }))
         })
         .await
     }
@@ -450,7 +450,7 @@ impl AgentPlatformApi for Impl {
     ) -> Ok200<ListResponse<Tool>> {
         let id = path.into_inner().id;
         run(&rqctx, |app, t| async move {
-            app.session_tools(t, id).map(|items| HttpResponseOk(ListResponse { items }))
+            app.session_tools(t, id).await.map(|items| HttpResponseOk(ListResponse { items }))
         })
         .await
     }
@@ -476,7 +476,7 @@ impl AgentPlatformApi for Impl {
         let agent = path.into_inner().id;
         let q = list_query(&query.into_inner());
         run(&rqctx, |app, t| async move {
-            app.tool_list(t, agent, &q).map(|items| HttpResponseOk(ListResponse { items }))
+            app.tool_list(t, agent, &q).await.map(|items| HttpResponseOk(ListResponse { items }))
         })
         .await
     }
@@ -523,7 +523,7 @@ impl AgentPlatformApi for Impl {
         let agent = path.into_inner().id;
         let q = list_query(&query.into_inner());
         run(&rqctx, |app, t| async move {
-            app.task_list(t, agent, &q).map(|items| HttpResponseOk(ListResponse { items }))
+            app.task_list(t, agent, &q).await.map(|items| HttpResponseOk(ListResponse { items }))
         })
         .await
     }
@@ -539,7 +539,7 @@ impl AgentPlatformApi for Impl {
 
     async fn task_get(rqctx: RequestContext<Ctx>, path: PathParams<AgentTaskPath>) -> Ok200<Task> {
         let p = path.into_inner();
-        run(&rqctx, |app, t| async move { app.task_get(t, p.id, p.task_id).map(HttpResponseOk) }).await
+        run(&rqctx, |app, t| async move { app.task_get(t, p.id, p.task_id).await.map(HttpResponseOk) }).await
     }
 
     async fn task_delete(rqctx: RequestContext<Ctx>, path: PathParams<AgentTaskPath>) -> Deleted {
@@ -664,13 +664,13 @@ async fn doc_create(
 async fn doc_list(rqctx: &RequestContext<Ctx>, owner: DocOwner, p: ListParams) -> Ok200<ListResponse<Doc>> {
     let q = list_query(&p);
     run(rqctx, |app, t| async move {
-        app.doc_list(t, owner, &q).map(|items| HttpResponseOk(ListResponse { items }))
+        app.doc_list(t, owner, &q).await.map(|items| HttpResponseOk(ListResponse { items }))
     })
     .await
 }
 
 async fn doc_get(rqctx: &RequestContext<Ctx>, owner: DocOwner, id: uuid::Uuid) -> Ok200<Doc> {
-    run(rqctx, |app, t| async move { app.doc_get(t, owner, id).map(HttpResponseOk) }).await
+    run(rqctx, |app, t| async move { app.doc_get(t, owner, id).await.map(HttpResponseOk) }).await
 }
 
 async fn doc_delete(rqctx: &RequestContext<Ctx>, owner: DocOwner, id: uuid::Uuid) -> Deleted {

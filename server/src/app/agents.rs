@@ -55,12 +55,12 @@ impl App {
         self.insert_resource(t, rec, vec![]).await
     }
 
-    pub fn agent_get(&self, t: Tenant, id: Uuid) -> Result<Agent> {
-        self.get_resource(t, id)
+    pub async fn agent_get(&self, t: Tenant, id: Uuid) -> Result<Agent> {
+        self.get_resource(t, id).await
     }
 
-    pub fn agent_list(&self, t: Tenant, q: &ListQuery) -> Result<Vec<Agent>> {
-        self.list_resources(t, Uuid::nil(), q)
+    pub async fn agent_list(&self, t: Tenant, q: &ListQuery) -> Result<Vec<Agent>> {
+        self.list_resources(t, Uuid::nil(), q).await
     }
 
     pub async fn agent_update(&self, t: Tenant, id: Uuid, req: CreateAgentRequest) -> Result<Agent> {

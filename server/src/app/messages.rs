@@ -110,8 +110,8 @@ impl App {
     }
 
     /// A page of a session's messages (404 if the session does not exist).
-    pub fn message_list(&self, t: Tenant, session: Uuid, q: &ListQuery) -> Result<Vec<Message>> {
-        self.load(t, Kind::Session, session)?;
-        self.list_resources(t, session, q)
+    pub async fn message_list(&self, t: Tenant, session: Uuid, q: &ListQuery) -> Result<Vec<Message>> {
+        self.load(t, Kind::Session, session).await?;
+        self.list_resources(t, session, q).await
     }
 }

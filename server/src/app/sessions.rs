@@ -86,12 +86,12 @@ impl App {
         self.insert_resource(t, rec, ops).await
     }
 
-    pub fn session_get(&self, t: Tenant, id: Uuid) -> Result<Session> {
-        self.get_resource(t, id)
+    pub async fn session_get(&self, t: Tenant, id: Uuid) -> Result<Session> {
+        self.get_resource(t, id).await
     }
 
-    pub fn session_list(&self, t: Tenant, q: &ListQuery) -> Result<Vec<Session>> {
-        self.list_resources(t, Uuid::nil(), q)
+    pub async fn session_list(&self, t: Tenant, q: &ListQuery) -> Result<Vec<Session>> {
+        self.list_resources(t, Uuid::nil(), q).await
     }
 
     /// Changes the fields sent (PUT and PATCH alike); the participants stay.
@@ -132,8 +132,8 @@ impl App {
     }
 
     /// The tools of the session's agents: agent by agent, each agent's oldest first.
-    pub fn session_tools(&self, t: Tenant, id: Uuid) -> Result<Vec<Tool>> {
-        let session: Session = self.get_resource(t, id)?;
+    pub async fn session_tools(&self, t: Tenant, id: Uuid) -> Result<Vec<Tool>> {
+        let session: Session = self.get_resource(t, id).await?;
         let all = ListQuery {
             limit: usize::MAX,
             sort_by: SortBy::CreatedAt,
@@ -142,7 +142,7 @@ impl App {
         };
         let mut tools = Vec::new();
         for agent in session.agents {
-            tools.extend(self.list_resources::<Tool>(t, agent, &all)?);
+            tools.extend(self.list_resources::<Tool>(t, agent, &all).await?);
         }
         Ok(tools)
     }

@@ -62,11 +62,11 @@ impl App {
         // is read and written under the lock, so concurrent puts queue.
         let _queue = self.lock_record(t, Kind::Task, agent).await;
         for _ in 0..RETRIES {
-            self.load(t, Kind::Agent, agent)?;
+            self.load(t, Kind::Agent, agent).await?;
             let target = match req.id {
-                Some(id) => self.store.get(t.0, Kind::Task, id)?,
-                None => match self.store.lookup_unique(t.0, Kind::Task, agent, &req.name)? {
-                    Some(id) => self.store.get(t.0, Kind::Task, id)?,
+                Some(id) => self.store.get(t.0, Kind::Task, id).await?,
+                None => match self.store.lookup_unique(t.0, Kind::Task, agent, &req.name).await? {
+                    Some(id) => self.store.get(t.0, Kind::Task, id).await?,
                     None => None,
                 },
             };
@@ -104,20 +104,20 @@ impl App {
         Err(StoreError::Stale.into())
     }
 
-    pub fn task_get(&self, t: Tenant, agent: Uuid, id: Uuid) -> Result<Task> {
-        self.load(t, Kind::Agent, agent)?;
-        decode(&self.load_in(t, Kind::Task, agent, id)?)
+    pub async fn task_get(&self, t: Tenant, agent: Uuid, id: Uuid) -> Result<Task> {
+        self.load(t, Kind::Agent, agent).await?;
+        decode(&self.load_in(t, Kind::Task, agent, id).await?)
     }
 
     /// The agent's tasks (404 if the agent does not exist).
-    pub fn task_list(&self, t: Tenant, agent: Uuid, q: &ListQuery) -> Result<Vec<Task>> {
-        self.load(t, Kind::Agent, agent)?;
-        self.list_resources(t, agent, q)
+    pub async fn task_list(&self, t: Tenant, agent: Uuid, q: &ListQuery) -> Result<Vec<Task>> {
+        self.load(t, Kind::Agent, agent).await?;
+        self.list_resources(t, agent, q).await
     }
 
     pub async fn task_delete(&self, t: Tenant, agent: Uuid, id: Uuid) -> Result<()> {
-        self.load(t, Kind::Agent, agent)?;
-        self.load_in(t, Kind::Task, agent, id)?;
+        self.load(t, Kind::Agent, agent).await?;
+        self.load_in(t, Kind::Task, agent, id).await?;
         Ok(self.store.commit(t.0, vec![Op::Delete { kind: Kind::Task, id, version: None }]).await?)
     }
 }

@@ -53,9 +53,9 @@ impl App {
     }
 
     /// The agent's tools (404 if the agent does not exist).
-    pub fn tool_list(&self, t: Tenant, agent: Uuid, q: &ListQuery) -> Result<Vec<Tool>> {
-        self.load(t, Kind::Agent, agent)?;
-        self.list_resources(t, agent, q)
+    pub async fn tool_list(&self, t: Tenant, agent: Uuid, q: &ListQuery) -> Result<Vec<Tool>> {
+        self.load(t, Kind::Agent, agent).await?;
+        self.list_resources(t, agent, q).await
     }
 
     pub async fn tool_update(
@@ -65,7 +65,7 @@ impl App {
         id: Uuid,
         req: CreateToolRequest,
     ) -> Result<Tool> {
-        self.load(t, Kind::Agent, agent)?;
+        self.load(t, Kind::Agent, agent).await?;
         let data = encode(&tool_data(&req))?;
         self.update_resource(t, id, |rec| {
             ensure_scope(rec, agent)?;
@@ -78,7 +78,7 @@ impl App {
     }
 
     pub async fn tool_patch(&self, t: Tenant, agent: Uuid, id: Uuid, req: PatchToolRequest) -> Result<Tool> {
-        self.load(t, Kind::Agent, agent)?;
+        self.load(t, Kind::Agent, agent).await?;
         self.update_resource(t, id, |rec| {
             ensure_scope(rec, agent)?;
             let mut d = decode_data::<Tool>(rec)?;
@@ -114,8 +114,8 @@ impl App {
     }
 
     pub async fn tool_delete(&self, t: Tenant, agent: Uuid, id: Uuid) -> Result<()> {
-        self.load(t, Kind::Agent, agent)?;
-        self.load_in(t, Kind::Tool, agent, id)?;
+        self.load(t, Kind::Agent, agent).await?;
+        self.load_in(t, Kind::Tool, agent, id).await?;
         Ok(self.store.commit(t.0, vec![Op::Delete { kind: Kind::Tool, id, version: None }]).await?)
     }
 }
