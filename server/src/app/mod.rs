@@ -14,6 +14,7 @@ pub mod locks;
 pub mod messages;
 pub mod records;
 pub mod sessions;
+pub mod stored;
 pub mod tasks;
 pub mod tools;
 pub mod users;
