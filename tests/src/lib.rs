@@ -470,8 +470,8 @@ impl TestServer {
 
     /// The index's snippet count for an owner of the tenant `default` (what
     /// search sees, beyond what the API can show).
-    pub fn indexed_snippets(&self, owner: uuid::Uuid) -> usize {
-        let tenant = self.app().authenticate(&self.key).unwrap().expect("the key is known").0;
+    pub async fn indexed_snippets(&self, owner: uuid::Uuid) -> usize {
+        let tenant = self.app().authenticate(&self.key).await.unwrap().expect("the key is known").0;
         self.app().search.snippet_count(agent_platform::search::OwnerKey { tenant, owner })
     }
 }

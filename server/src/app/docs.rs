@@ -26,6 +26,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::records::{Resource, decode, encode};
+use super::stored::StoredOwnerRole;
 use super::{App, Error, Result, Tenant};
 use crate::api::error::LocPart;
 use crate::api::types::{
@@ -39,7 +40,7 @@ use crate::store::{Expect, Kind, ListQuery, Op, Record, Store, new_id};
 /// A document's stored fields (besides id, owner id = scope, created_at and metadata).
 #[derive(Serialize, Deserialize)]
 pub struct DocData {
-    pub role: OwnerRole,
+    pub role: StoredOwnerRole,
     pub title: String,
     pub content: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,7 +53,7 @@ impl Resource for Doc {
     fn from_parts(rec: &Record, d: DocData) -> Self {
         Doc {
             id: rec.id,
-            owner: DocOwner { id: rec.scope, role: d.role },
+            owner: DocOwner { id: rec.scope, role: d.role.into() },
             title: d.title,
             content: d.content,
             metadata: rec.metadata.clone().map(Metadata),
@@ -148,7 +149,7 @@ impl App {
             (None, None) => None,
         };
         let id = new_id();
-        let data = DocData { role: owner.role, title: req.title, content, embeddings };
+        let data = DocData { role: owner.role.into(), title: req.title, content, embeddings };
         let entry = DocEntry {
             id,
             snippets: data.content.clone(),

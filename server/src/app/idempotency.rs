@@ -329,6 +329,17 @@ mod tests {
         app.store.commit(t.0, vec![Op::Put { record: rec, expect: Expect::Absent }]).await.unwrap();
     }
 
+    #[test]
+    fn idempotency_records_as_stored_by_0_1_0_still_read_and_write_the_same() {
+        let fingerprint = fingerprint("POST", "/api/agents", b"{}");
+        crate::app::stored::tests::keeps::<IdempotencyData>(serde_json::json!({
+            "key": "k", "fingerprint": fingerprint, "request": "POST /api/agents",
+            "answer": {"kind": "answer", "status": 201, "body": "{\"id\":1}"}}));
+        crate::app::stored::tests::keeps::<IdempotencyData>(serde_json::json!({
+            "key": "k", "fingerprint": fingerprint, "request": "POST /api/keys",
+            "answer": {"kind": "withheld", "detail": "the answer carried a new key"}}));
+    }
+
     #[tokio::test]
     async fn a_key_older_than_a_day_is_free_again_and_swept() {
         let dir = tempfile::tempdir().unwrap();

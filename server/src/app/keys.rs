@@ -238,3 +238,18 @@ impl App {
         Ok(self.store.list(SYSTEM, Kind::ApiKey, SYSTEM, &q).await?.is_empty())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{KeyData, TenantData};
+    use crate::app::stored::tests::keeps;
+
+    #[test]
+    fn keys_and_tenants_as_stored_by_0_1_0_still_read_and_write_the_same() {
+        keeps::<KeyData>(json!({
+            "tenant_id": "01900000-0000-7000-8000-000000000001", "tenant": "acme", "prefix": "ap_0123abcd"}));
+        keeps::<TenantData>(json!({"name": "acme"}));
+    }
+}

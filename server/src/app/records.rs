@@ -25,7 +25,9 @@ pub(super) const RETRIES: usize = 16;
 /// A resource stored as a [`Record`]: its kind-specific fields live in `data`.
 pub trait Resource: Sized {
     const KIND: Kind;
-    /// The kind-specific fields, as stored.
+    /// The kind-specific fields, as stored: made of plain values and the shapes
+    /// of [`super::stored`], never of contract types, so that the contract can
+    /// change without changing what is on disk.
     type Data: Serialize + DeserializeOwned;
     fn from_parts(rec: &Record, data: Self::Data) -> Self;
 }

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::records::{Resource, decode_data, encode, merge_metadata};
+use super::stored::StoredContextOverflow;
 use super::{App, Result, Tenant};
 use crate::api::types::Metadata;
 use crate::api::types_sessions::{ContextOverflow, CreateSessionRequest, Session, UpdateSessionRequest};
@@ -26,7 +27,7 @@ pub struct SessionData {
     pub system_template: Option<String>,
     pub render_templates: bool,
     pub token_budget: Option<i64>,
-    pub context_overflow: Option<ContextOverflow>,
+    pub context_overflow: Option<StoredContextOverflow>,
 }
 
 impl Resource for Session {
@@ -41,7 +42,7 @@ impl Resource for Session {
             system_template: d.system_template,
             render_templates: d.render_templates,
             token_budget: d.token_budget,
-            context_overflow: d.context_overflow,
+            context_overflow: d.context_overflow.map(ContextOverflow::from),
             metadata: rec.metadata.clone().map(Metadata),
             created_at: rec.created_at,
             updated_at: rec.updated_at,
@@ -71,7 +72,7 @@ impl App {
             system_template: req.system_template,
             render_templates: req.render_templates,
             token_budget: req.token_budget,
-            context_overflow: req.context_overflow,
+            context_overflow: req.context_overflow.map(StoredContextOverflow::from),
         };
         let mut rec = Record::fresh(Kind::Session, Uuid::nil(), encode(&data)?);
         rec.metadata = req.metadata.map(Metadata::into_inner);
@@ -111,7 +112,7 @@ impl App {
                 d.token_budget = v;
             }
             if let Some(v) = req.context_overflow {
-                d.context_overflow = v;
+                d.context_overflow = v.map(StoredContextOverflow::from);
             }
             rec.data = encode(&d)?;
             rec.metadata = merge_metadata(rec.metadata.take(), req.metadata.clone())?;

@@ -2,13 +2,14 @@
 //! settings, tool definitions, tool calls, roles.
 //!
 //! A record's `data` is the JSON of its resource's `Data` type (`AgentData`,
-//! `ToolData`, ...), and those types are built from the ones here, never from
-//! the contract's, so what is on disk follows this module alone. Each shape
-//! converts to and from its contract type field by field and variant by
-//! variant, with exhaustive destructuring: a field or variant added to the
-//! contract fails to compile here until someone decides how (or whether) it
-//! is stored. The tests below pin the JSON that release 0.1.0 wrote for every
-//! stored type: it must keep decoding, and encode back to the same JSON.
+//! `TaskData`, ...), and those are made of plain values and the shapes here,
+//! never of the contract's types, so what is on disk follows the domain
+//! alone. Each shape converts to and from its contract type field by field
+//! and variant by variant, with exhaustive destructuring: a field or variant
+//! added to the contract fails to compile here until someone decides how (or
+//! whether) it is stored. The tests below pin the JSON that release 0.1.0
+//! wrote for every stored type: it must keep decoding, and encode back to the
+//! same JSON.
 
 use std::collections::BTreeMap;
 
@@ -331,7 +332,7 @@ impl From<StoredOwnerRole> for OwnerRole {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     //! The JSON of each resource's `data` as release 0.1.0 wrote it (the
     //! serialisation of the types of that release, every variant and optional
     //! field): it decodes, and encodes back byte for byte.
@@ -348,7 +349,7 @@ mod tests {
 
     /// `written` decodes as `T` and encodes back to the same JSON.
     #[track_caller]
-    fn keeps<T: Serialize + DeserializeOwned>(written: Value) {
+    pub(crate) fn keeps<T: Serialize + DeserializeOwned>(written: Value) {
         let decoded: T =
             serde_json::from_value(written.clone()).unwrap_or_else(|e| panic!("{written} does not decode: {e}"));
         let encoded = serde_json::to_value(&decoded).unwrap();
