@@ -197,7 +197,8 @@ impl Raw {
 /// message without its session, a tool, task or doc without its agent (or
 /// user), a session naming a missing participant or left without agents.
 pub async fn orphans_in(store: &dyn Store) -> Vec<String> {
-    let exists = async |tenant: Uuid, kind: Kind, id: Uuid| store.get(tenant, kind, id).await.unwrap().is_some();
+    let exists =
+        async |tenant: Uuid, kind: Kind, id: Uuid| store.get(tenant, kind, id).await.unwrap().is_some();
     let mut found = Vec::new();
     for (tenant, s) in store.scan_kind(Kind::Session).await.unwrap() {
         let ids = |field: &str| -> Vec<Uuid> { serde_json::from_value(s.data[field].clone()).unwrap() };

@@ -320,7 +320,14 @@ async fn creates_racing_an_owner_delete_leave_the_index_and_the_store_agreeing()
         for c in creates {
             // Each create either landed before the delete (and was cascaded) or got a 404.
             if let Ok(id) = c.await.unwrap() {
-                assert!(s.app().store.get(tenant.0, agent_platform::store::Kind::Doc, id).await.unwrap().is_none());
+                assert!(
+                    s.app()
+                        .store
+                        .get(tenant.0, agent_platform::store::Kind::Doc, id)
+                        .await
+                        .unwrap()
+                        .is_none()
+                );
             }
         }
         assert_eq!(s.indexed_snippets(a.id).await, 0, "round {round}");

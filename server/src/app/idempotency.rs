@@ -259,7 +259,13 @@ mod tests {
         async fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
             self.inner.get(tenant, kind, id).await
         }
-        async fn list(&self, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> StoreResult<Vec<Record>> {
+        async fn list(
+            &self,
+            tenant: Uuid,
+            kind: Kind,
+            scope: Uuid,
+            q: &ListQuery,
+        ) -> StoreResult<Vec<Record>> {
             self.inner.list(tenant, kind, scope, q).await
         }
         async fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>> {

@@ -174,7 +174,13 @@ impl App {
     /// The caller's tenant's keys, newest first (`GET /api/keys`). Keys are few:
     /// the list is read whole (across tenants, as the CLI lists them) and filtered.
     pub async fn tenant_key_list(&self, t: Tenant) -> Result<Vec<KeyInfo>> {
-        Ok(self.keys().await?.into_iter().filter(|(_, tenant)| *tenant == t.0).map(|(info, _)| info).collect())
+        Ok(self
+            .keys()
+            .await?
+            .into_iter()
+            .filter(|(_, tenant)| *tenant == t.0)
+            .map(|(info, _)| info)
+            .collect())
     }
 
     /// Revokes a key of the caller's tenant (`DELETE /api/keys/{id}`); another

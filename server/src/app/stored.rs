@@ -41,15 +41,23 @@ pub struct StoredChatSettings {
 
 impl From<ChatSettings> for StoredChatSettings {
     fn from(s: ChatSettings) -> Self {
-        let ChatSettings { temperature, top_p, max_tokens, frequency_penalty, presence_penalty, stop, seed } = s;
+        let ChatSettings { temperature, top_p, max_tokens, frequency_penalty, presence_penalty, stop, seed } =
+            s;
         StoredChatSettings { temperature, top_p, max_tokens, frequency_penalty, presence_penalty, stop, seed }
     }
 }
 
 impl From<StoredChatSettings> for ChatSettings {
     fn from(s: StoredChatSettings) -> Self {
-        let StoredChatSettings { temperature, top_p, max_tokens, frequency_penalty, presence_penalty, stop, seed } =
-            s;
+        let StoredChatSettings {
+            temperature,
+            top_p,
+            max_tokens,
+            frequency_penalty,
+            presence_penalty,
+            stop,
+            seed,
+        } = s;
         ChatSettings { temperature, top_p, max_tokens, frequency_penalty, presence_penalty, stop, seed }
     }
 }
@@ -350,8 +358,8 @@ pub(crate) mod tests {
     /// `written` decodes as `T` and encodes back to the same JSON.
     #[track_caller]
     pub(crate) fn keeps<T: Serialize + DeserializeOwned>(written: Value) {
-        let decoded: T =
-            serde_json::from_value(written.clone()).unwrap_or_else(|e| panic!("{written} does not decode: {e}"));
+        let decoded: T = serde_json::from_value(written.clone())
+            .unwrap_or_else(|e| panic!("{written} does not decode: {e}"));
         let encoded = serde_json::to_value(&decoded).unwrap();
         assert_eq!(encoded.to_string(), written.to_string());
     }

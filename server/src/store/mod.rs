@@ -226,7 +226,13 @@ pub trait Store: Send + Sync + 'static {
     /// Ids of records of `kind` that name `target` in their `refs`.
     async fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>>;
     /// The id holding a unique name in a scope.
-    async fn lookup_unique(&self, tenant: Uuid, kind: Kind, scope: Uuid, name: &str) -> StoreResult<Option<Uuid>>;
+    async fn lookup_unique(
+        &self,
+        tenant: Uuid,
+        kind: Kind,
+        scope: Uuid,
+        name: &str,
+    ) -> StoreResult<Option<Uuid>>;
     /// Every record of a kind, across tenants (for rebuilding in-memory indexes at start).
     async fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>>;
     /// Applies all ops atomically, or none; answers once the commit is durable.

@@ -1185,7 +1185,13 @@ impl Store for SledStore {
             .collect()
     }
 
-    async fn lookup_unique(&self, tenant: Uuid, kind: Kind, scope: Uuid, name: &str) -> StoreResult<Option<Uuid>> {
+    async fn lookup_unique(
+        &self,
+        tenant: Uuid,
+        kind: Kind,
+        scope: Uuid,
+        name: &str,
+    ) -> StoreResult<Option<Uuid>> {
         Ok(self
             .shared
             .db()?
