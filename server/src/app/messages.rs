@@ -13,7 +13,7 @@ use super::stored::{StoredRole, StoredToolCall};
 use super::{App, Result, Tenant};
 use crate::api::types::Metadata;
 use crate::api::types_sessions::{CreateMessageRequest, Message, ToolCall};
-use crate::chat::tokens;
+use crate::models::tokens;
 use crate::store::{Expect, Kind, ListQuery, Op, Record};
 
 /// A message's stored fields (besides id, session, timestamps and metadata).

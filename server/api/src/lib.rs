@@ -1,0 +1,484 @@
+//! agent-platform-api: the HTTP contract of agent-platform, and nothing that runs.
+//!
+//! [`AgentPlatformApi`] is the Dropshot API trait: every route, its
+//! parameters, body and answers. Beside it: the request and response types,
+//! one module per resource ([`types`]); the error bodies ([`error`]); the
+//! extractors ([`extract`]) and the schema-driven validation ([`validate`])
+//! that the trait's signatures use; the answer type that carries headers
+//! ([`reply`]); and the OpenAPI post-processing ([`openapi()`]).
+//!
+//! The server implements the trait (its `http` module); `spec/openapi.json`
+//! is generated from this crate alone by `cargo xtask generate`, so
+//! regenerating the spec compiles no storage, no domain and no HTTP client.
+
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod extract;
+pub mod openapi;
+pub mod reply;
+pub mod types;
+pub mod validate;
+
+use dropshot::{HttpResponseCreated, HttpResponseDeleted, HttpResponseOk, RequestContext};
+use serde_json::Value;
+
+pub use error::ApiError;
+pub use extract::{BodyReadTimeout, IdempotencyKey, JsonBody, PathParams, QueryParams};
+pub use openapi::{EXAMPLE_NAME, LINKS, PUBLIC_PATHS, openapi};
+pub use reply::{ChatAnswer, Reply};
+use types::*;
+
+/// The interface version we implement: the spec's `info.version`.
+pub const API_VERSION: &str = "0.4.0";
+
+pub type Ok200<T> = Result<Reply<HttpResponseOk<T>>, ApiError>;
+pub type Created<T> = Result<Reply<HttpResponseCreated<T>>, ApiError>;
+pub type Deleted = Result<Reply<HttpResponseDeleted>, ApiError>;
+
+#[dropshot::api_description]
+pub trait AgentPlatformApi {
+    type Context;
+
+    // ------------------------------------------------------------ service
+
+    /// Health check (no API key needed).
+    ///
+    /// 200 `{"status": "ok"}` while the store can write. 503 while it cannot,
+    /// with `code` naming the cause: `insufficient_storage` (the disk holding the
+    /// store is full) or `store_unavailable` (another disk failure, or a disk that
+    /// does not answer); `detail` says what to do. The store recovers by itself:
+    /// the answer is 200 again once its disk takes writes.
+    #[endpoint { method = GET, path = "/api/healthz", tags = ["service"] }]
+    async fn healthz(rqctx: RequestContext<Self::Context>) -> Ok200<Health>;
+
+    /// This OpenAPI document (no API key needed).
+    #[endpoint { method = GET, path = "/api/openapi.json", tags = ["service"] }]
+    async fn openapi_document(rqctx: RequestContext<Self::Context>) -> Ok200<serde_json::Map<String, Value>>;
+
+    // ------------------------------------------------------------ API keys
+
+    /// Create an API key for the caller's tenant.
+    ///
+    /// The answer shows the key this once: the service keeps only its hash. It
+    /// works at once. With an `Idempotency-Key`, a repeat does not create another
+    /// key, but it cannot show the first one again either: it is a 409 naming it.
+    #[endpoint { method = POST, path = "/api/keys", tags = ["keys"] }]
+    async fn key_create(
+        rqctx: RequestContext<Self::Context>,
+        idempotency: IdempotencyKey,
+    ) -> Created<ApiKeyCreated>;
+
+    /// List the caller's tenant's API keys, newest first (never the keys themselves).
+    #[endpoint { method = GET, path = "/api/keys", tags = ["keys"] }]
+    async fn key_list(rqctx: RequestContext<Self::Context>) -> Ok200<ListResponse<ApiKey>>;
+
+    /// Revoke an API key of the caller's tenant.
+    ///
+    /// It is refused at once (401) by every later request. The key making this
+    /// request may revoke itself: this request answers 204, the next one 401.
+    /// Another tenant's key id is a 404, as a missing one is.
+    #[endpoint { method = DELETE, path = "/api/keys/{key_id}", tags = ["keys"] }]
+    async fn key_delete(rqctx: RequestContext<Self::Context>, path: PathParams<KeyPath>) -> Deleted;
+
+    // ------------------------------------------------------------ users
+
+    /// Create a user.
+    #[endpoint { method = POST, path = "/api/users", tags = ["users"] }]
+    async fn user_create(
+        rqctx: RequestContext<Self::Context>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<CreateUserRequest>,
+    ) -> Created<User>;
+
+    /// List users.
+    #[endpoint { method = GET, path = "/api/users", tags = ["users"] }]
+    async fn user_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<User>>;
+
+    /// Get a user.
+    #[endpoint { method = GET, path = "/api/users/{user_id}", tags = ["users"] }]
+    async fn user_get(rqctx: RequestContext<Self::Context>, path: PathParams<UserPath>) -> Ok200<User>;
+
+    /// Overwrite a user.
+    ///
+    /// Fields that are omitted take their defaults. The user must exist (404 otherwise).
+    #[endpoint { method = PUT, path = "/api/users/{user_id}", tags = ["users"] }]
+    async fn user_update(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserPath>,
+        body: JsonBody<UpdateUserRequest>,
+    ) -> Ok200<User>;
+
+    /// Change some fields of a user.
+    ///
+    /// Only the fields sent change; `metadata` is merged key by key (shallow).
+    #[endpoint { method = PATCH, path = "/api/users/{user_id}", tags = ["users"] }]
+    async fn user_patch(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserPath>,
+        body: JsonBody<PatchUserRequest>,
+    ) -> Ok200<User>;
+
+    /// Delete a user, its documents and the sessions in which it is the only user.
+    #[endpoint { method = DELETE, path = "/api/users/{user_id}", tags = ["users"] }]
+    async fn user_delete(rqctx: RequestContext<Self::Context>, path: PathParams<UserPath>) -> Deleted;
+
+    // ------------------------------------------------------------ agents
+
+    /// Create an agent.
+    #[endpoint { method = POST, path = "/api/agents", tags = ["agents"] }]
+    async fn agent_create(
+        rqctx: RequestContext<Self::Context>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<CreateAgentRequest>,
+    ) -> Created<Agent>;
+
+    /// List agents.
+    #[endpoint { method = GET, path = "/api/agents", tags = ["agents"] }]
+    async fn agent_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Agent>>;
+
+    /// Get an agent.
+    #[endpoint { method = GET, path = "/api/agents/{id}", tags = ["agents"] }]
+    async fn agent_get(rqctx: RequestContext<Self::Context>, path: PathParams<AgentPath>) -> Ok200<Agent>;
+
+    /// Overwrite an agent.
+    ///
+    /// Fields that are omitted take their defaults. The agent must exist (404 otherwise).
+    #[endpoint { method = PUT, path = "/api/agents/{id}", tags = ["agents"] }]
+    async fn agent_update(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        body: JsonBody<CreateAgentRequest>,
+    ) -> Ok200<Agent>;
+
+    /// Change some fields of an agent.
+    ///
+    /// Only the fields sent change; `metadata` is merged key by key (shallow).
+    #[endpoint { method = PATCH, path = "/api/agents/{id}", tags = ["agents"] }]
+    async fn agent_patch(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        body: JsonBody<PatchAgentRequest>,
+    ) -> Ok200<Agent>;
+
+    /// Delete an agent, with its documents, tools and tasks and the sessions in
+    /// which it is the only agent; it leaves the agent list of other sessions.
+    #[endpoint { method = DELETE, path = "/api/agents/{id}", tags = ["agents"] }]
+    async fn agent_delete(rqctx: RequestContext<Self::Context>, path: PathParams<AgentPath>) -> Deleted;
+
+    // ------------------------------------------------------------ sessions
+
+    /// Create a session.
+    ///
+    /// Send `agent` (one id) or `agents` (a list), not both, and optionally `user`
+    /// or `users`. Every participant must exist (404 naming the first that does
+    /// not). The participants are fixed for the life of the session.
+    #[endpoint { method = POST, path = "/api/sessions", tags = ["sessions"] }]
+    async fn session_create(
+        rqctx: RequestContext<Self::Context>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<CreateSessionRequest>,
+    ) -> Created<Session>;
+
+    /// List sessions.
+    #[endpoint { method = GET, path = "/api/sessions", tags = ["sessions"] }]
+    async fn session_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Session>>;
+
+    /// Get a session.
+    #[endpoint { method = GET, path = "/api/sessions/{id}", tags = ["sessions"] }]
+    async fn session_get(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<SessionPath>,
+    ) -> Ok200<Session>;
+
+    /// Update a session: the fields sent change, the others stay.
+    ///
+    /// As the interface says, PUT takes a partial session and merges it, exactly
+    /// as PATCH does; `metadata` is merged key by key. The participants cannot
+    /// be changed. The session must exist (404 otherwise).
+    #[endpoint { method = PUT, path = "/api/sessions/{id}", tags = ["sessions"] }]
+    async fn session_update(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<SessionPath>,
+        body: JsonBody<UpdateSessionRequest>,
+    ) -> Ok200<Session>;
+
+    /// Change some fields of a session.
+    ///
+    /// Only the fields sent change; `metadata` is merged key by key (shallow).
+    #[endpoint { method = PATCH, path = "/api/sessions/{id}", tags = ["sessions"] }]
+    async fn session_patch(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<SessionPath>,
+        body: JsonBody<UpdateSessionRequest>,
+    ) -> Ok200<Session>;
+
+    /// Delete a session and its messages.
+    #[endpoint { method = DELETE, path = "/api/sessions/{id}", tags = ["sessions"] }]
+    async fn session_delete(rqctx: RequestContext<Self::Context>, path: PathParams<SessionPath>) -> Deleted;
+
+    /// List a session's messages, oldest first unless `direction=desc`.
+    #[endpoint { method = GET, path = "/api/sessions/{id}/messages", tags = ["sessions"] }]
+    async fn message_list(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<SessionPath>,
+        query: QueryParams<MessageListParams>,
+    ) -> Ok200<ListResponse<Message>>;
+
+    /// Append a message to a session.
+    ///
+    /// Its `token_count` is computed with the `o200k_base` encoding. Messages
+    /// list in the order they were appended.
+    #[endpoint { method = POST, path = "/api/sessions/{id}/messages", tags = ["sessions"] }]
+    async fn message_create(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<SessionPath>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<CreateMessageRequest>,
+    ) -> Created<Message>;
+
+    /// Chat with the session's agent.
+    ///
+    /// Builds the prompt (the agent's default settings overridden by the
+    /// request's; the documents recalled with the last user message; the system
+    /// message from the session's `system_template` or the built-in default,
+    /// then the situation; the session's history, then the new messages, kept
+    /// within `token_budget` as `context_overflow` says), calls the model
+    /// through its provider with the agents' function tools and the request's
+    /// `tools`, and, when `save`, appends the new messages and the answer in one
+    /// atomic write. Tool calls are returned (`finish_reason: "tool_calls"`);
+    /// send their results back as `tool` messages with `tool_call_id`. Chats on
+    /// one session run one at a time.
+    ///
+    /// With `stream: true` the answer is `text/event-stream` instead: one
+    /// `data: <chunk>` event per delta in OpenAI's chunk shape
+    /// (`{"id","model","choices":[{"index","delta":{"role"?,"content"?,"tool_calls"?},
+    /// "finish_reason"}]}`), a last chunk with no choices carrying `usage` and
+    /// `docs`, then `data: [DONE]`. A failure after the stream started is an
+    /// event `data: {"error": {"message", "code"}}` and nothing is saved.
+    ///
+    /// An answer larger than the server's bound (`models.max_answer_bytes`,
+    /// 8 MiB by default: a whole answer's body, or a streamed answer's text) is
+    /// dropped as soon as it passes it: a 502 `upstream_error`, or, once the
+    /// stream has started, its `error` event; nothing is saved.
+    ///
+    /// Errors: 503 `no_model_provider` (no provider serves the model), 502
+    /// `upstream_error` (the provider failed, answered nonsense or too much),
+    /// 504 `upstream_timeout`, 429 `rate_limited` (the provider is rate limiting
+    /// requests; its `Retry-After` header, when it sent one, is passed on), 400
+    /// (over the token budget, a template that does not render); none of them
+    /// saves anything.
+    #[endpoint { method = POST, path = "/api/sessions/{id}/chat", tags = ["sessions"] }]
+    async fn session_chat(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<SessionPath>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<ChatRequest>,
+    ) -> Result<Reply<ChatAnswer>, ApiError>;
+
+    /// The tools of the session's agents.
+    ///
+    /// Agent by agent, in the order of the session's `agents`; each agent's
+    /// tools oldest first.
+    #[endpoint { method = GET, path = "/api/sessions/{id}/tools", tags = ["sessions", "tools"] }]
+    async fn session_tool_list(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<SessionPath>,
+    ) -> Ok200<ListResponse<Tool>>;
+
+    // ------------------------------------------------------------ tools
+
+    /// Create a tool of an agent.
+    ///
+    /// Its name is unique within the agent (409 otherwise).
+    #[endpoint { method = POST, path = "/api/agents/{id}/tools", tags = ["tools"] }]
+    async fn tool_create(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<CreateToolRequest>,
+    ) -> Created<Tool>;
+
+    /// List an agent's tools.
+    #[endpoint { method = GET, path = "/api/agents/{id}/tools", tags = ["tools"] }]
+    async fn tool_list(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Tool>>;
+
+    /// Overwrite a tool of an agent.
+    ///
+    /// Fields that are omitted take their defaults. The tool must exist (404 otherwise).
+    #[endpoint { method = PUT, path = "/api/agents/{id}/tools/{tool_id}", tags = ["tools"] }]
+    async fn tool_update(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentToolPath>,
+        body: JsonBody<CreateToolRequest>,
+    ) -> Ok200<Tool>;
+
+    /// Change some fields of a tool of an agent.
+    ///
+    /// Only the fields sent change; `metadata` is merged key by key (shallow).
+    #[endpoint { method = PATCH, path = "/api/agents/{id}/tools/{tool_id}", tags = ["tools"] }]
+    async fn tool_patch(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentToolPath>,
+        body: JsonBody<PatchToolRequest>,
+    ) -> Ok200<Tool>;
+
+    /// Delete a tool of an agent.
+    #[endpoint { method = DELETE, path = "/api/agents/{id}/tools/{tool_id}", tags = ["tools"] }]
+    async fn tool_delete(rqctx: RequestContext<Self::Context>, path: PathParams<AgentToolPath>) -> Deleted;
+
+    // ------------------------------------------------------------ tasks
+
+    /// List an agent's tasks.
+    #[endpoint { method = GET, path = "/api/agents/{id}/tasks", tags = ["tasks"] }]
+    async fn task_list(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Task>>;
+
+    /// Create or update a task of an agent.
+    ///
+    /// The interface writes this route `PUT /api/agents/{parent_id}/tasks`; it is
+    /// the same route on the wire (Dropshot needs one variable name per path
+    /// position, and the agent is `{id}` throughout `/api/agents/`).
+    /// With an `id` of a task of this agent: that task is overwritten. With an `id`
+    /// that does not exist: the task is created with it (an id of another agent's
+    /// task is a 409). With no `id`: the agent's task of the same `name` is
+    /// overwritten, or a new task is created. Omitted fields take their defaults.
+    /// Answers 200 with the task in every case.
+    #[endpoint { method = PUT, path = "/api/agents/{id}/tasks", tags = ["tasks"] }]
+    async fn task_create_or_update(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        body: JsonBody<PutTaskRequest>,
+    ) -> Ok200<Task>;
+
+    /// Get a task of an agent.
+    #[endpoint { method = GET, path = "/api/agents/{id}/tasks/{task_id}", tags = ["tasks"] }]
+    async fn task_get(rqctx: RequestContext<Self::Context>, path: PathParams<AgentTaskPath>) -> Ok200<Task>;
+
+    /// Delete a task of an agent.
+    #[endpoint { method = DELETE, path = "/api/agents/{id}/tasks/{task_id}", tags = ["tasks"] }]
+    async fn task_delete(rqctx: RequestContext<Self::Context>, path: PathParams<AgentTaskPath>) -> Deleted;
+    // ------------------------------------------------------------ documents and search
+
+    /// Add a document to an agent.
+    ///
+    /// The document is searchable as soon as this answers. `embeddings`, when
+    /// given, are one vector per snippet, of the dimension of the agent's other
+    /// vectors (422 otherwise).
+    #[endpoint { method = POST, path = "/api/agents/{id}/docs", tags = ["docs"] }]
+    async fn agent_doc_create(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<CreateDocRequest>,
+    ) -> Created<Doc>;
+
+    /// List an agent's documents.
+    #[endpoint { method = GET, path = "/api/agents/{id}/docs", tags = ["docs"] }]
+    async fn agent_doc_list(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Doc>>;
+
+    /// Get a document of an agent.
+    #[endpoint { method = GET, path = "/api/agents/{id}/docs/{doc_id}", tags = ["docs"] }]
+    async fn agent_doc_get(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentDocPath>,
+    ) -> Ok200<Doc>;
+
+    /// Delete a document of an agent. It is gone from search results when this answers.
+    #[endpoint { method = DELETE, path = "/api/agents/{id}/docs/{doc_id}", tags = ["docs"] }]
+    async fn agent_doc_delete(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentDocPath>,
+    ) -> Deleted;
+
+    /// Search an agent's documents by text (BM25).
+    ///
+    /// Answers the best matching snippets first, one entry per snippet. Words
+    /// are matched after Unicode segmentation, case and accent folding and
+    /// English stemming (`running` finds `runs`); any one query word matches.
+    #[endpoint { method = GET, path = "/api/agents/{id}/search", tags = ["docs"] }]
+    async fn agent_search_text(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        query: QueryParams<TextSearchParams>,
+    ) -> Ok200<DocSearchResponse>;
+
+    /// Search an agent's documents by text, by vector, or both (hybrid).
+    ///
+    /// Give `text`, `vector` or both; `mode` defaults from what is given. A
+    /// vector or hybrid search without `vector` embeds `text` with the
+    /// embedding model, and is a 400 when none is configured.
+    #[endpoint { method = POST, path = "/api/agents/{id}/search", tags = ["docs"] }]
+    async fn agent_search(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<SearchRequest>,
+    ) -> Ok200<DocSearchResponse>;
+
+    /// Add a document to a user.
+    ///
+    /// The document is searchable as soon as this answers. `embeddings`, when
+    /// given, are one vector per snippet, of the dimension of the user's other
+    /// vectors (422 otherwise).
+    #[endpoint { method = POST, path = "/api/users/{user_id}/docs", tags = ["docs"] }]
+    async fn user_doc_create(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserPath>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<CreateDocRequest>,
+    ) -> Created<Doc>;
+
+    /// List a user's documents.
+    #[endpoint { method = GET, path = "/api/users/{user_id}/docs", tags = ["docs"] }]
+    async fn user_doc_list(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserPath>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Doc>>;
+
+    /// Get a document of a user.
+    #[endpoint { method = GET, path = "/api/users/{user_id}/docs/{doc_id}", tags = ["docs"] }]
+    async fn user_doc_get(rqctx: RequestContext<Self::Context>, path: PathParams<UserDocPath>) -> Ok200<Doc>;
+
+    /// Delete a document of a user. It is gone from search results when this answers.
+    #[endpoint { method = DELETE, path = "/api/users/{user_id}/docs/{doc_id}", tags = ["docs"] }]
+    async fn user_doc_delete(rqctx: RequestContext<Self::Context>, path: PathParams<UserDocPath>) -> Deleted;
+
+    /// Search a user's documents by text (BM25); see `agent_search_text`.
+    #[endpoint { method = GET, path = "/api/users/{user_id}/search", tags = ["docs"] }]
+    async fn user_search_text(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserPath>,
+        query: QueryParams<TextSearchParams>,
+    ) -> Ok200<DocSearchResponse>;
+
+    /// Search a user's documents by text, by vector, or both (hybrid); see `agent_search`.
+    #[endpoint { method = POST, path = "/api/users/{user_id}/search", tags = ["docs"] }]
+    async fn user_search(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserPath>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<SearchRequest>,
+    ) -> Ok200<DocSearchResponse>;
+}

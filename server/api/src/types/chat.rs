@@ -1,0 +1,257 @@
+//! Contract types of chat: `POST /api/sessions/{id}/chat`.
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::sessions::{CreateMessageRequest, Role, ToolCall, ToolCallType};
+use crate::error::LocPart;
+use crate::types::{ChatSettings, DocReference, JsonObject, default_true};
+use crate::validate::{Check, Issues};
+
+/// A function the model may call in this chat only (OpenAI's shape).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ChatTool {
+    #[serde(rename = "type", default)]
+    pub kind: ToolCallType,
+    pub function: ChatFunction,
+}
+
+/// The function of a [`ChatTool`].
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ChatFunction {
+    /// The function's name (1 to 64 letters, digits and underscores).
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$"))]
+    pub name: String,
+    #[serde(default)]
+    #[schemars(length(max = 16000))]
+    pub description: Option<String>,
+    /// The arguments, as a JSON Schema object.
+    #[serde(default)]
+    pub parameters: Option<JsonObject>,
+}
+
+/// `auto` (the model decides), `none` (no tool) or `required` (some tool).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoiceMode {
+    Auto,
+    None,
+    Required,
+}
+
+/// The function the model must call.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct NamedFunction {
+    pub name: String,
+}
+
+/// A named function the model must call.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct NamedToolChoice {
+    #[serde(rename = "type", default)]
+    pub kind: ToolCallType,
+    pub function: NamedFunction,
+}
+
+/// Whether and which tool the model calls.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ChatToolChoice {
+    Mode(ToolChoiceMode),
+    Function(NamedToolChoice),
+}
+
+/// The kind of answer: free text or one JSON object.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ResponseFormatType {
+    Text,
+    JsonObject,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ResponseFormat {
+    #[serde(rename = "type")]
+    pub kind: ResponseFormatType,
+}
+
+/// Body of `POST /api/sessions/{id}/chat`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+pub struct ChatRequest {
+    /// The new messages (1 to 256), usually one `user` message, or the
+    /// `tool` messages answering the tool calls of the last answer. (They are
+    /// saved in one atomic write: the bound keeps that write short. Append a
+    /// longer history with `POST /api/sessions/{id}/messages`.)
+    #[schemars(length(min = 1, max = 256))]
+    pub messages: Vec<CreateMessageRequest>,
+    /// The model; overrides the agent's (and the server's default).
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 255))]
+    pub model: Option<String>,
+    /// Which of the session's agents answers; default the first.
+    #[serde(default)]
+    pub agent: Option<Uuid>,
+    /// Answer `text/event-stream`: one `data: <chunk>` event per delta, the last
+    /// chunk carrying `usage` and `docs`, then `data: [DONE]`.
+    #[serde(default)]
+    pub stream: bool,
+    /// Append the new messages and the answer to the session (one atomic write,
+    /// after the model answered; nothing is saved when the call fails).
+    #[serde(default = "default_true")]
+    pub save: bool,
+    /// Search the participants' documents with the last user message.
+    #[serde(default = "default_true")]
+    pub recall: bool,
+    /// Extra function tools for this call, besides the session's agents' tools.
+    #[serde(default)]
+    #[schemars(length(max = 128))]
+    pub tools: Option<Vec<ChatTool>>,
+    #[serde(default)]
+    pub tool_choice: Option<ChatToolChoice>,
+    #[serde(default)]
+    pub response_format: Option<ResponseFormat>,
+    /// Sampling settings; each overrides the agent's `default_settings`.
+    #[serde(flatten)]
+    pub settings: ChatSettings,
+}
+
+impl Check for ChatRequest {
+    fn check(&self, issues: &mut Issues) {
+        for (i, m) in self.messages.iter().enumerate() {
+            let mut inner = Issues::new(crate::validate::Source::Body);
+            m.check(&mut inner);
+            for issue in inner.into_vec() {
+                let mut path = vec![LocPart::Key("messages".into()), LocPart::Index(i)];
+                path.extend(issue.loc.into_iter().skip(1));
+                issues.push(&path, &issue.kind, issue.msg);
+            }
+        }
+    }
+}
+
+/// The assistant's answer.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ChatAnswerMessage {
+    pub role: Role,
+    /// The text; null when the answer only calls tools.
+    pub content: Option<String>,
+    /// The tools the model calls; send their results back as `tool` messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ChatChoice {
+    pub index: i64,
+    /// `stop`, `length`, `tool_calls`, ... as the model said.
+    pub finish_reason: Option<String>,
+    pub message: ChatAnswerMessage,
+}
+
+/// Tokens of the call, as the provider counted them.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ChatUsage {
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub total_tokens: i64,
+}
+
+/// The answer of a chat (OpenAI's chat completion, plus the recalled `docs`).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ChatResponse {
+    pub id: String,
+    pub created_at: DateTime<Utc>,
+    /// The model that answered.
+    pub model: String,
+    pub choices: Vec<ChatChoice>,
+    pub usage: ChatUsage,
+    /// The document snippets recalled and put in the system message.
+    pub docs: Vec<DocReference>,
+}
+
+// ---------------------------------------------------------------- the stream
+
+/// One event of a streamed chat (`data: <chunk>`), in OpenAI's chunk shape.
+///
+/// Each chunk carries a delta of choice 0; the last chunk has no choices and
+/// carries `usage` and `docs` (and `object`); then comes `data: [DONE]`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ChatChunk {
+    pub id: String,
+    /// `"chat.completion.chunk"`, on the last chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+    pub model: String,
+    pub choices: Vec<ChatChunkChoice>,
+    /// Tokens of the call, on the last chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<ChatUsage>,
+    /// The document snippets recalled and put in the system message, on the last chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docs: Option<Vec<DocReference>>,
+}
+
+/// One choice of a [`ChatChunk`]: what it adds to the answer.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ChatChunkChoice {
+    pub index: u32,
+    pub delta: ChatDelta,
+    /// Why the answer ended (`stop`, `length`, `tool_calls`), on its last delta.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+}
+
+/// The new part of the streamed answer.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ChatDelta {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// The model's reasoning, from providers that send it apart from the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ChatToolCallDelta>>,
+}
+
+/// A fragment of a tool call: the first fragment of a call usually carries
+/// `id` and `function.name`, later ones pieces of `function.arguments` to
+/// concatenate.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ChatToolCallDelta {
+    /// Which call of the answer this fragment belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<ChatFunctionCallDelta>,
+}
+
+/// A fragment of a function call's name and arguments.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ChatFunctionCallDelta {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
+}
+
+/// The event that ends a stream that failed after it started: nothing was saved.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ChatErrorEvent {
+    pub error: ChatErrorDetail,
+}
+
+/// What failed in a stream, with the `code` the same failure has as an
+/// ordinary error answer (`upstream_error`, `upstream_timeout`, ...).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ChatErrorDetail {
+    pub message: String,
+    pub code: String,
+}

@@ -1,0 +1,227 @@
+//! Contract types of tools: functions the model may call, and HTTP calls.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use crate::error::LocPart;
+use crate::types::{JsonObject, Metadata, double_option};
+use crate::validate::{Check, Issues, check_json_schema};
+
+/// A tool name: a letter or `_`, then letters, digits or `_` (what model APIs accept).
+pub const TOOL_NAME_PATTERN: &str = r"^[A-Za-z_][A-Za-z0-9_]*$";
+/// An HTTP(S) URL.
+pub const URL_PATTERN: &str = r"^https?://[^\s]+$";
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AgentToolPath {
+    /// The agent's id.
+    pub id: Uuid,
+    /// The tool's id.
+    pub tool_id: Uuid,
+}
+
+impl Check for AgentToolPath {}
+
+/// What a tool does when called.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolType {
+    /// A function the client runs: the model's call is returned to the client.
+    Function,
+    /// An HTTP request.
+    ApiCall,
+}
+
+fn empty_object_schema() -> JsonObject {
+    match json!({"type": "object", "properties": {}}) {
+        Value::Object(m) => m,
+        _ => unreachable!("a JSON object"),
+    }
+}
+
+/// The signature of a `function` tool.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct FunctionDef {
+    /// The JSON Schema of the arguments (an object schema; it must be a valid
+    /// JSON Schema). Default: no arguments.
+    #[serde(default = "empty_object_schema")]
+    pub parameters: JsonObject,
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+pub enum HttpMethod {
+    #[serde(rename = "GET")]
+    Get,
+    #[serde(rename = "POST")]
+    Post,
+    #[serde(rename = "PUT")]
+    Put,
+    #[serde(rename = "PATCH")]
+    Patch,
+    #[serde(rename = "DELETE")]
+    Delete,
+    #[serde(rename = "HEAD")]
+    Head,
+    #[serde(rename = "OPTIONS")]
+    Options,
+}
+
+/// The HTTP request of an `api_call` tool.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct ApiCallDef {
+    pub method: HttpMethod,
+    /// An `http://` or `https://` URL (at most 2,048 characters).
+    #[schemars(length(min = 1, max = 2048), regex(path = "URL_PATTERN"))]
+    pub url: String,
+    /// Headers sent with the request.
+    #[serde(default)]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// How long to wait for the answer, in seconds (1 to 600).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 600))]
+    pub timeout_s: Option<i64>,
+}
+
+/// A tool of an agent.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct Tool {
+    pub id: Uuid,
+    /// The agent the tool belongs to.
+    pub agent_id: Uuid,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: ToolType,
+    pub description: String,
+    /// For `function` tools.
+    pub function: Option<FunctionDef>,
+    /// For `api_call` tools.
+    pub api_call: Option<ApiCallDef>,
+    pub metadata: Option<Metadata>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Body of `POST /api/agents/{id}/tools` and `PUT /api/agents/{id}/tools/{tool_id}`
+/// (PUT overwrites: omitted fields take their defaults).
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+pub struct CreateToolRequest {
+    /// The tool's name, unique within its agent (1 to 40 characters: a letter
+    /// or `_`, then letters, digits or `_`).
+    #[schemars(length(min = 1, max = 40), regex(path = "TOOL_NAME_PATTERN"))]
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: ToolType,
+    /// What the tool does, for the model (at most 16,000 characters).
+    #[serde(default)]
+    #[schemars(length(max = 16000))]
+    pub description: String,
+    /// Required for `function` tools, and only for them.
+    #[serde(default)]
+    pub function: Option<FunctionDef>,
+    /// Required for `api_call` tools, and only for them.
+    #[serde(default)]
+    pub api_call: Option<ApiCallDef>,
+    #[serde(default)]
+    pub metadata: Option<Metadata>,
+}
+
+/// Body of `PATCH /api/agents/{id}/tools/{tool_id}`: only the fields sent change;
+/// `metadata` is merged key by key. Changing `type` drops the definition of the
+/// old type unless it is sent again.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+pub struct PatchToolRequest {
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 40), regex(path = "TOOL_NAME_PATTERN"))]
+    pub name: Option<String>,
+    #[serde(rename = "type", default)]
+    pub kind: Option<ToolType>,
+    #[serde(default)]
+    #[schemars(length(max = 16000))]
+    pub description: Option<String>,
+    #[serde(default, deserialize_with = "double_option")]
+    pub function: Option<Option<FunctionDef>>,
+    #[serde(default, deserialize_with = "double_option")]
+    pub api_call: Option<Option<ApiCallDef>>,
+    /// Merged into the stored metadata, top-level key by key; `null` clears it.
+    /// The merged metadata keeps the bounds (at most 64 keys and 16384 bytes as
+    /// JSON): a PATCH that would pass them is a 422 naming `metadata`, and changes nothing.
+    #[serde(default, deserialize_with = "double_option")]
+    pub metadata: Option<Option<Metadata>>,
+}
+
+/// A tool given inline, in a task's `tools`.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct ToolDef {
+    /// The tool's name, unique within the task (1 to 40 characters: a letter
+    /// or `_`, then letters, digits or `_`).
+    #[schemars(length(min = 1, max = 40), regex(path = "TOOL_NAME_PATTERN"))]
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: ToolType,
+    #[serde(default)]
+    #[schemars(length(max = 16000))]
+    pub description: String,
+    /// Required for `function` tools, and only for them.
+    #[serde(default)]
+    pub function: Option<FunctionDef>,
+    /// Required for `api_call` tools, and only for them.
+    #[serde(default)]
+    pub api_call: Option<ApiCallDef>,
+}
+
+/// Reports a tool whose definition does not fit its type, or whose function
+/// parameters are not a valid JSON Schema. `at` is where the tool is in the body.
+pub fn check_tool_def(
+    kind: ToolType,
+    function: Option<&FunctionDef>,
+    api_call: Option<&ApiCallDef>,
+    at: &[LocPart],
+    issues: &mut Issues,
+) {
+    let loc = |k: &str| {
+        let mut l = at.to_vec();
+        l.push(LocPart::Key(k.into()));
+        l
+    };
+    let (needed, other) = match kind {
+        ToolType::Function => (("function", function.is_some()), ("api_call", api_call.is_some())),
+        ToolType::ApiCall => (("api_call", api_call.is_some()), ("function", function.is_some())),
+    };
+    if !needed.1 {
+        issues.push(
+            &loc(needed.0),
+            "missing",
+            format!("Field required: a tool of type {0} needs `{0}`", needed.0),
+        );
+    }
+    if other.1 {
+        issues.push(&loc(other.0), "value_error", format!("only tools of type {0} have `{0}`", other.0));
+    }
+    if let Some(f) = function {
+        let mut at = loc("function");
+        at.push(LocPart::Key("parameters".into()));
+        check_json_schema(&Value::Object(f.parameters.clone()), &at, issues);
+    }
+}
+
+impl Check for CreateToolRequest {
+    fn check(&self, issues: &mut Issues) {
+        check_tool_def(self.kind, self.function.as_ref(), self.api_call.as_ref(), &[], issues);
+    }
+}
+
+impl Check for PatchToolRequest {
+    /// The parameters sent must be a valid schema; whether the merged tool fits
+    /// its type is checked against the stored tool.
+    fn check(&self, issues: &mut Issues) {
+        if let Some(Some(f)) = &self.function {
+            let at = [LocPart::Key("function".into()), LocPart::Key("parameters".into())];
+            check_json_schema(&Value::Object(f.parameters.clone()), &at, issues);
+        }
+    }
+}

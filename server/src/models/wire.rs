@@ -1,0 +1,644 @@
+//! OpenAI chat-completions and embeddings wire types, and the accumulator that
+//! merges streamed chunks into one answer.
+//!
+//! These are deliberately lean and lenient rather than `async-openai`'s types:
+//! answers from llama.cpp, Ollama, vLLM and friends often lack fields OpenAI
+//! always sends (`created`, `object`, tool-call `id`s or stream `index`es),
+//! use finish reasons outside OpenAI's closed enum, or send tool-call
+//! `arguments` as a JSON object instead of a string. So on input every field
+//! is optional or defaulted and unknown fields are ignored; on output `None`
+//! fields are skipped.
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+
+/// Who wrote a message.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions (OpenAI's newer `developer` role is read as this).
+    #[serde(alias = "developer")]
+    System,
+    User,
+    /// The model (the default for answers that omit the role).
+    #[default]
+    Assistant,
+    /// A tool result, answering the assistant's `tool_calls`.
+    Tool,
+}
+
+impl Role {
+    /// The wire name (`"system"`, `"user"`, `"assistant"`, `"tool"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::System => "system",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+        }
+    }
+}
+
+/// One chat message, in requests (history) and answers alike.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct ChatMessage {
+    #[serde(default)]
+    pub role: Role,
+    /// Text; `None` is sent as `null` (an assistant message that only calls tools).
+    #[serde(default)]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
+    /// On `tool` messages: the id of the call this answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_call_id: Option<String>,
+    /// Reasoning text some servers (llama.cpp, vLLM, DeepSeek) return beside `content`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+}
+
+impl ChatMessage {
+    fn text(role: Role, content: impl Into<String>) -> Self {
+        ChatMessage { role, content: Some(content.into()), ..ChatMessage::default() }
+    }
+    pub fn system(content: impl Into<String>) -> Self {
+        Self::text(Role::System, content)
+    }
+    pub fn user(content: impl Into<String>) -> Self {
+        Self::text(Role::User, content)
+    }
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Self::text(Role::Assistant, content)
+    }
+    /// An assistant message that calls tools (content `null`).
+    pub fn assistant_tool_calls(calls: Vec<ToolCall>) -> Self {
+        ChatMessage { role: Role::Assistant, tool_calls: Some(calls), ..ChatMessage::default() }
+    }
+    /// A tool result answering call `tool_call_id`.
+    pub fn tool_result(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
+        ChatMessage {
+            role: Role::Tool,
+            content: Some(content.into()),
+            tool_call_id: Some(tool_call_id.into()),
+            ..ChatMessage::default()
+        }
+    }
+}
+
+/// A finished tool call requested by the model.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct ToolCall {
+    /// Empty when the server sent none; [`super::provider::Provider`] fills one in.
+    #[serde(default)]
+    pub id: String,
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    pub function: FunctionCall,
+}
+
+/// The function part of a [`ToolCall`].
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct FunctionCall {
+    #[serde(default)]
+    pub name: String,
+    /// JSON text (an object sent instead of a string is re-encoded to text).
+    #[serde(default, deserialize_with = "string_or_json")]
+    pub arguments: String,
+}
+
+fn function_type() -> String {
+    "function".to_owned()
+}
+
+/// Accepts a string as is, `null` as empty, and any other JSON as its text.
+fn string_or_json<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::String(s) => s,
+        Value::Null => String::new(),
+        other => other.to_string(),
+    })
+}
+
+fn opt_string_or_json<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::String(s) => Some(s),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    })
+}
+
+/// A tool offered to the model (`{"type":"function","function":{...}}`).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ToolSpec {
+    #[serde(rename = "type", default = "function_type")]
+    pub kind: String,
+    pub function: FunctionSpec,
+}
+
+impl ToolSpec {
+    /// A function tool; `parameters` is a JSON Schema object.
+    pub fn function(name: impl Into<String>, description: Option<String>, parameters: Value) -> Self {
+        ToolSpec {
+            kind: function_type(),
+            function: FunctionSpec { name: name.into(), description, parameters },
+        }
+    }
+}
+
+/// The function part of a [`ToolSpec`].
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct FunctionSpec {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default = "empty_object_schema")]
+    pub parameters: Value,
+}
+
+fn empty_object_schema() -> Value {
+    serde_json::json!({"type": "object", "properties": {}})
+}
+
+/// `tool_choice`: `"auto"`, `"none"`, `"required"`, or one named function.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(untagged)]
+pub enum ToolChoice {
+    Mode(String),
+    Named(NamedToolChoice),
+}
+
+impl ToolChoice {
+    pub fn auto() -> Self {
+        ToolChoice::Mode("auto".to_owned())
+    }
+    pub fn none() -> Self {
+        ToolChoice::Mode("none".to_owned())
+    }
+    pub fn required() -> Self {
+        ToolChoice::Mode("required".to_owned())
+    }
+    /// Force a call to the function `name`.
+    pub fn function(name: impl Into<String>) -> Self {
+        ToolChoice::Named(NamedToolChoice {
+            kind: function_type(),
+            function: NamedFunction { name: name.into() },
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct NamedToolChoice {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub function: NamedFunction,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct NamedFunction {
+    pub name: String,
+}
+
+/// `stream_options`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Default)]
+pub struct StreamOptions {
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// A `POST /chat/completions` body.
+///
+/// `stream` and `stream_options` are set by [`super::provider::Provider`]
+/// (`chat` sends `stream: false`, `chat_stream` sends `stream: true` with
+/// `include_usage`), so callers can leave them at their defaults.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct CompletionRequest {
+    pub model: String,
+    pub messages: Vec<ChatMessage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<ToolSpec>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f32>,
+    /// E.g. `{"type":"json_object"}` or a `json_schema` object; passed through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_format: Option<Value>,
+    #[serde(default)]
+    pub stream: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_options: Option<StreamOptions>,
+    /// Server-specific parameters (e.g. llama.cpp's `cache_prompt`), sent as
+    /// top-level fields.
+    #[serde(flatten, default, skip_serializing_if = "Map::is_empty")]
+    pub extra: Map<String, Value>,
+}
+
+impl CompletionRequest {
+    pub fn new(model: impl Into<String>, messages: Vec<ChatMessage>) -> Self {
+        CompletionRequest { model: model.into(), messages, ..CompletionRequest::default() }
+    }
+}
+
+/// Token usage as reported by the server (missing numbers read as 0).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Usage {
+    #[serde(default)]
+    pub prompt_tokens: u32,
+    #[serde(default)]
+    pub completion_tokens: u32,
+    #[serde(default)]
+    pub total_tokens: u32,
+}
+
+/// A non-streamed chat answer.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct CompletionResponse {
+    #[serde(default)]
+    pub id: String,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub choices: Vec<Choice>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+impl CompletionResponse {
+    /// The first choice's message, if any.
+    pub fn message(&self) -> Option<&ChatMessage> {
+        self.choices.first().map(|c| &c.message)
+    }
+    /// The first choice's text (empty if none).
+    pub fn text(&self) -> &str {
+        self.message().and_then(|m| m.content.as_deref()).unwrap_or("")
+    }
+    /// The first choice's tool calls (empty if none).
+    pub fn tool_calls(&self) -> &[ToolCall] {
+        self.message().and_then(|m| m.tool_calls.as_deref()).unwrap_or(&[])
+    }
+    /// The first choice's finish reason (`"stop"`, `"length"`, `"tool_calls"`, ...).
+    pub fn finish_reason(&self) -> Option<&str> {
+        self.choices.first().and_then(|c| c.finish_reason.as_deref())
+    }
+}
+
+/// One choice of a [`CompletionResponse`].
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct Choice {
+    #[serde(default)]
+    pub index: u32,
+    /// Kept as text: servers use reasons beyond OpenAI's set.
+    #[serde(default)]
+    pub finish_reason: Option<String>,
+    #[serde(default)]
+    pub message: ChatMessage,
+}
+
+/// One streamed `chat.completion.chunk`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct CompletionChunk {
+    #[serde(default)]
+    pub id: String,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default)]
+    pub choices: Vec<ChunkChoice>,
+    /// Sent in the last chunk (with empty `choices`) when `include_usage` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+impl CompletionChunk {
+    /// The text fragment of choice 0 in this chunk, if any.
+    pub fn text(&self) -> Option<&str> {
+        self.choices.iter().find(|c| c.index == 0).and_then(|c| c.delta.content.as_deref())
+    }
+}
+
+/// One choice of a [`CompletionChunk`].
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct ChunkChoice {
+    #[serde(default)]
+    pub index: u32,
+    #[serde(default)]
+    pub delta: Delta,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+}
+
+/// The new part of a streamed message.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct Delta {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCallDelta>>,
+}
+
+/// A fragment of a tool call: the first fragment of a call usually carries
+/// `id` and `function.name`, later ones pieces of `function.arguments`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct ToolCallDelta {
+    /// Which call this fragment belongs to (some servers omit it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<FunctionCallDelta>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct FunctionCallDelta {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "opt_string_or_json", skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
+}
+
+/// Merges a stream of [`CompletionChunk`]s (choice 0 only; the platform never asks
+/// for `n > 1`) into the message they spell out, plus usage.
+#[derive(Clone, Debug, Default)]
+pub struct ChunkAccumulator {
+    id: String,
+    model: String,
+    content: String,
+    reasoning: String,
+    tool_calls: Vec<ToolCall>,
+    /// Wire index of each entry of `tool_calls`.
+    tool_indexes: Vec<Option<u32>>,
+    finish_reason: Option<String>,
+    usage: Option<Usage>,
+}
+
+impl ChunkAccumulator {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Folds one chunk in.
+    pub fn push(&mut self, chunk: &CompletionChunk) {
+        if self.id.is_empty() && !chunk.id.is_empty() {
+            self.id.clone_from(&chunk.id);
+        }
+        if self.model.is_empty() && !chunk.model.is_empty() {
+            self.model.clone_from(&chunk.model);
+        }
+        if chunk.usage.is_some() {
+            self.usage = chunk.usage;
+        }
+        for choice in chunk.choices.iter().filter(|c| c.index == 0) {
+            let delta = &choice.delta;
+            if let Some(text) = &delta.content {
+                self.content.push_str(text);
+            }
+            if let Some(text) = &delta.reasoning_content {
+                self.reasoning.push_str(text);
+            }
+            for fragment in delta.tool_calls.iter().flatten() {
+                self.push_tool_fragment(fragment);
+            }
+            if let Some(reason) = &choice.finish_reason {
+                self.finish_reason = Some(reason.clone());
+            }
+        }
+    }
+
+    fn push_tool_fragment(&mut self, fragment: &ToolCallDelta) {
+        // Find the call this fragment continues: by index when the server
+        // sends one; otherwise the last call, unless the fragment opens a
+        // new call (a new id, or a name while the last call already has one).
+        let slot = match fragment.index {
+            Some(index) => self.tool_indexes.iter().position(|i| *i == Some(index)),
+            None => {
+                let last = self.tool_calls.len().checked_sub(1);
+                let opens_new = last.is_none_or(|last| {
+                    let call = &self.tool_calls[last];
+                    let new_id =
+                        fragment.id.as_deref().is_some_and(|id| !call.id.is_empty() && id != call.id);
+                    let new_name = fragment
+                        .function
+                        .as_ref()
+                        .and_then(|f| f.name.as_deref())
+                        .is_some_and(|n| !n.is_empty() && !call.function.name.is_empty());
+                    new_id || new_name
+                });
+                if opens_new { None } else { last }
+            }
+        };
+        let slot = slot.unwrap_or_else(|| {
+            self.tool_calls.push(ToolCall { kind: function_type(), ..ToolCall::default() });
+            self.tool_indexes.push(fragment.index);
+            self.tool_calls.len() - 1
+        });
+        let call = &mut self.tool_calls[slot];
+        if let Some(id) = fragment.id.as_deref().filter(|id| !id.is_empty()) {
+            id.clone_into(&mut call.id);
+        }
+        if let Some(kind) = fragment.kind.as_deref().filter(|k| !k.is_empty()) {
+            kind.clone_into(&mut call.kind);
+        }
+        if let Some(function) = &fragment.function {
+            // Names normally arrive whole, once; some servers repeat them
+            // in every fragment.
+            if let Some(name) = &function.name
+                && *name != call.function.name
+            {
+                call.function.name.push_str(name);
+            }
+            if let Some(arguments) = &function.arguments {
+                call.function.arguments.push_str(arguments);
+            }
+        }
+    }
+
+    /// The text so far.
+    pub fn content(&self) -> &str {
+        &self.content
+    }
+
+    /// The tool calls so far (arguments may still be partial).
+    pub fn tool_calls(&self) -> &[ToolCall] {
+        &self.tool_calls
+    }
+
+    pub fn usage(&self) -> Option<Usage> {
+        self.usage
+    }
+
+    pub fn finish_reason(&self) -> Option<&str> {
+        self.finish_reason.as_deref()
+    }
+
+    /// The merged answer, shaped like a non-streamed one. Content is `None`
+    /// only when the model produced tool calls and no text.
+    pub fn finish(self) -> CompletionResponse {
+        let has_calls = !self.tool_calls.is_empty();
+        let message = ChatMessage {
+            role: Role::Assistant,
+            content: (!has_calls || !self.content.is_empty()).then_some(self.content),
+            tool_calls: has_calls.then_some(self.tool_calls),
+            reasoning_content: (!self.reasoning.is_empty()).then_some(self.reasoning),
+            ..ChatMessage::default()
+        };
+        CompletionResponse {
+            id: self.id,
+            model: self.model,
+            choices: vec![Choice { index: 0, finish_reason: self.finish_reason, message }],
+            usage: self.usage,
+        }
+    }
+}
+
+/// A `POST /embeddings` body.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct EmbeddingRequest {
+    pub model: String,
+    pub input: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding_format: Option<String>,
+}
+
+/// A `/embeddings` answer.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct EmbeddingResponse {
+    #[serde(default)]
+    pub data: Vec<Embedding>,
+    #[serde(default)]
+    pub model: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct Embedding {
+    #[serde(default)]
+    pub index: usize,
+    pub embedding: Vec<f32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn request_skips_none_and_keeps_null_content() {
+        let mut req = CompletionRequest::new(
+            "m",
+            vec![
+                ChatMessage::system("be brief"),
+                ChatMessage::assistant_tool_calls(vec![ToolCall {
+                    id: "c1".into(),
+                    kind: "function".into(),
+                    function: FunctionCall { name: "f".into(), arguments: "{}".into() },
+                }]),
+                ChatMessage::tool_result("c1", "42"),
+            ],
+        );
+        req.extra.insert("cache_prompt".into(), json!(true));
+        let v = serde_json::to_value(&req).unwrap();
+        assert_eq!(
+            v,
+            json!({
+                "model": "m",
+                "messages": [
+                    {"role": "system", "content": "be brief"},
+                    {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                    ]},
+                    {"role": "tool", "content": "42", "tool_call_id": "c1"}
+                ],
+                "stream": false,
+                "cache_prompt": true
+            })
+        );
+    }
+
+    #[test]
+    fn lenient_response_parsing() {
+        // No id/object/created, odd finish reason, object arguments, no call id.
+        let r: CompletionResponse = serde_json::from_value(json!({
+            "choices": [{"finish_reason": "eos", "message": {
+                "content": null,
+                "tool_calls": [{"function": {"name": "f", "arguments": {"a": 1}}}]
+            }}],
+            "usage": {"prompt_tokens": 3},
+            "system_fingerprint": "x"
+        }))
+        .unwrap();
+        assert_eq!(r.finish_reason(), Some("eos"));
+        assert_eq!(r.tool_calls()[0].function.arguments, r#"{"a":1}"#);
+        assert_eq!(r.tool_calls()[0].kind, "function");
+        assert_eq!(r.usage.unwrap().prompt_tokens, 3);
+    }
+
+    fn chunk(v: Value) -> CompletionChunk {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn accumulator_merges_indexed_tool_fragments() {
+        let mut acc = ChunkAccumulator::new();
+        for c in [
+            json!({"id": "x", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Let me "}}]}),
+            json!({"choices": [{"index": 0, "delta": {"content": "check."}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "a", "type": "function", "function": {"name": "get", "arguments": ""}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 1, "id": "b", "function": {"name": "put", "arguments": "{\"k\""}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{\"q\":1}"}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 1, "function": {"arguments": ":2}"}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+            json!({"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 7, "total_tokens": 12}}),
+        ] {
+            acc.push(&chunk(c));
+        }
+        let r = acc.finish();
+        assert_eq!(r.id, "x");
+        assert_eq!(r.text(), "Let me check.");
+        assert_eq!(r.finish_reason(), Some("tool_calls"));
+        let calls = r.tool_calls();
+        assert_eq!(calls.len(), 2);
+        assert_eq!((calls[0].id.as_str(), calls[0].function.name.as_str()), ("a", "get"));
+        assert_eq!(calls[0].function.arguments, r#"{"q":1}"#);
+        assert_eq!(calls[1].function.arguments, r#"{"k":2}"#);
+        assert_eq!(r.usage.unwrap().total_tokens, 12);
+    }
+
+    #[test]
+    fn accumulator_without_indexes() {
+        let mut acc = ChunkAccumulator::new();
+        for c in [
+            json!({"choices": [{"delta": {"tool_calls": [{"id": "a", "function": {"name": "get", "arguments": "{\"q\""}}]}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"function": {"arguments": ":1}"}}]}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"id": "b", "function": {"name": "put", "arguments": "{}"}}]}, "finish_reason": "tool_calls"}]}),
+        ] {
+            acc.push(&chunk(c));
+        }
+        let r = acc.finish();
+        assert_eq!(r.message().unwrap().content, None);
+        let calls = r.tool_calls();
+        assert_eq!(calls.len(), 2);
+        assert_eq!(calls[0].function.arguments, r#"{"q":1}"#);
+        assert_eq!(calls[1].id, "b");
+    }
+}
