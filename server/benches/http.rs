@@ -230,7 +230,7 @@ async fn main() {
         let dir = tempfile::tempdir().unwrap();
         let store =
             Arc::new(agent_platform::store::sled_store::SledStore::open(dir.path(), durability).unwrap());
-        let app = agent_platform::app::App::new(store.clone()).unwrap();
+        let app = agent_platform::app::App::new(store.clone()).await.unwrap();
         let tenant = agent_platform::app::Tenant(uuid::Uuid::now_v7());
         let s1 = store_writes(&app, tenant, 1).await;
         let mid = store.writer_stats();

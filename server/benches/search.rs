@@ -184,10 +184,10 @@ fn main() {
 
     // --- ours: durable ingest through the application
     let store = Arc::new(SledStore::open(&dir.path().join("sled"), Durability::Fsync).expect("sled opens"));
-    let app = App::new(store.clone()).expect("the app opens");
+    let app = rt.block_on(App::new(store.clone())).expect("the app opens");
     let (tenant, owner) = rt.block_on(async {
         let key = app.key_create("bench").await.expect("a key").0;
-        let tenant: Tenant = app.authenticate(&key).expect("auth").expect("a tenant");
+        let tenant: Tenant = app.authenticate(&key).await.expect("auth").expect("a tenant");
         let req: CreateAgentRequest = serde_json::from_value(serde_json::json!({"name": "bench"})).unwrap();
         let agent = app.agent_create(tenant, req).await.expect("an agent");
         (tenant, DocOwner { id: agent.id, role: OwnerRole::Agent })
@@ -229,7 +229,7 @@ fn main() {
     assert_eq!(doc_numbers.len(), docs.len());
 
     let start = Instant::now();
-    let rebuilt = App::new(store.clone()).expect("the app reopens");
+    let rebuilt = rt.block_on(App::new(store.clone())).expect("the app reopens");
     let rebuild = start.elapsed();
     assert_eq!(rebuilt.search.snippet_count(key), SNIPPETS);
     drop(rebuilt);

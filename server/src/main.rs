@@ -109,7 +109,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Keys { common, action } => {
             let cfg = load_config(&common)?;
-            let (store, app) = agent_platform::server::open_app(&cfg)?;
+            let (store, app) = agent_platform::server::open_app(&cfg).await?;
             if let Origin::AcceptedLoss(what) = &store.opened().origin {
                 eprintln!("accepted data loss in {}: {what}", cfg.server.data_dir.display());
             }
@@ -130,7 +130,7 @@ async fn keys(app: &App, action: KeysAction) -> anyhow::Result<()> {
         }
         KeysAction::List => {
             println!("{:<36}  {:<14}  {:<25}  TENANT", "ID", "PREFIX", "CREATED");
-            for k in app.key_list()? {
+            for k in app.key_list().await? {
                 println!("{:<36}  {:<14}  {:<25}  {}", k.id, k.prefix, k.created_at.to_rfc3339(), k.tenant);
             }
         }
@@ -157,7 +157,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     );
     if let Origin::AcceptedLoss(what) = &store.origin {
         eprintln!("  accepted data loss: {what}; what the store holds now is its new checkpoint");
-        if running.app.no_keys()? {
+        if running.app.no_keys().await? {
             eprintln!(
                 "  it holds no API key: stop the server and run `agent-platform keys create --data-dir {}`",
                 cfg.server.data_dir.display()

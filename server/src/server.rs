@@ -15,7 +15,7 @@ use crate::app::keys::DEFAULT_TENANT;
 use crate::config::{Config, LogFormat};
 use crate::http::{Ctx, Impl};
 use crate::models::Providers;
-use crate::store::open::{OpenError, quietly};
+use crate::store::open::{OpenError, quietly_async};
 use crate::store::sled_store::{OpenOptions, SledStore};
 
 /// How long a shutdown waits for requests under way (a write waits for the
@@ -97,7 +97,7 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
     let models = Providers::from_config(&cfg.models, env).map_err(|e| anyhow::anyhow!("config: {e}"))?;
     // The tokenizer takes seconds to build; not inside the first chat.
     tokio::task::spawn_blocking(crate::models::tokens::warm_up);
-    let (store, app) = open_app(cfg)?;
+    let (store, app) = open_app(cfg).await?;
     let app = app.with_models(models);
     let spec = match crate::api::openapi() {
         serde_json::Value::Object(m) => m,
@@ -131,7 +131,7 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
     // Only once we listen: a key printed by a server that failed to start would be lost.
     // Only for a new store: a store that lost its keys must not hand a key to
     // whoever restarts it.
-    let first_key = if store.opened().is_new() && app.no_keys()? {
+    let first_key = if store.opened().is_new() && app.no_keys().await? {
         Some(app.key_create(DEFAULT_TENANT).await?.0)
     } else {
         None
@@ -142,14 +142,14 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
 /// Opens the store of `cfg` and the application on it (which rebuilds the
 /// search index from every document): what `serve` and the `keys` command share.
 /// A record that cannot be read at start means a corrupt store, reported as one.
-pub fn open_app(cfg: &Config) -> anyhow::Result<(Arc<SledStore>, App)> {
+pub async fn open_app(cfg: &Config) -> anyhow::Result<(Arc<SledStore>, App)> {
     let dir = &cfg.server.data_dir;
     let options =
         OpenOptions { durability: cfg.server.durability, accept_data_loss: cfg.server.accept_data_loss };
     let store = Arc::new(SledStore::open_with(dir, options)?.with_limits(cfg.server.store_limits()));
     let corrupt =
         |what| OpenError::Corrupt { dir: dir.clone(), what, accepting: cfg.server.accept_data_loss }.into();
-    let app = match quietly(|| App::new(store.clone())) {
+    let app = match quietly_async(App::new(store.clone())).await {
         Ok(Ok(app)) => app,
         Ok(Err(e)) => return Err(corrupt(e.to_string())),
         Err(panic) => return Err(corrupt(panic)),

@@ -160,8 +160,8 @@ impl TestServer {
     }
 
     /// Every record whose owner or participant is gone (see [`orphans_in`]).
-    pub fn orphans(&self) -> Vec<String> {
-        orphans_in(self.running.as_ref().expect("running").store.as_ref())
+    pub async fn orphans(&self) -> Vec<String> {
+        orphans_in(self.running.as_ref().expect("running").store.as_ref()).await
     }
 
     pub async fn stop(mut self) {
@@ -196,10 +196,11 @@ impl Raw {
 /// Every record, in any tenant, whose owner or participant is gone: a
 /// message without its session, a tool, task or doc without its agent (or
 /// user), a session naming a missing participant or left without agents.
-pub fn orphans_in(store: &dyn Store) -> Vec<String> {
-    let exists = |tenant: Uuid, kind: Kind, id: Uuid| store.get(tenant, kind, id).unwrap().is_some();
+pub async fn orphans_in(store: &dyn Store) -> Vec<String> {
+    let exists =
+        async |tenant: Uuid, kind: Kind, id: Uuid| store.get(tenant, kind, id).await.unwrap().is_some();
     let mut found = Vec::new();
-    for (tenant, s) in store.scan_kind(Kind::Session).unwrap() {
+    for (tenant, s) in store.scan_kind(Kind::Session).await.unwrap() {
         let ids = |field: &str| -> Vec<Uuid> { serde_json::from_value(s.data[field].clone()).unwrap() };
         let (agents, users) = (ids("agents"), ids("users"));
         if agents.is_empty() {
@@ -208,7 +209,7 @@ pub fn orphans_in(store: &dyn Store) -> Vec<String> {
         for (kind, id) in
             agents.iter().map(|a| (Kind::Agent, *a)).chain(users.iter().map(|u| (Kind::User, *u)))
         {
-            if !exists(tenant, kind, id) {
+            if !exists(tenant, kind, id).await {
                 found.push(format!("session {} names the missing {} {id}", s.id, kind.name()));
             }
         }
@@ -219,8 +220,12 @@ pub fn orphans_in(store: &dyn Store) -> Vec<String> {
         (Kind::Task, &[Kind::Agent][..]),
         (Kind::Doc, &[Kind::Agent, Kind::User][..]),
     ] {
-        for (tenant, r) in store.scan_kind(kind).unwrap() {
-            if !parents.iter().any(|p| exists(tenant, *p, r.scope)) {
+        for (tenant, r) in store.scan_kind(kind).await.unwrap() {
+            let mut owned = false;
+            for parent in parents {
+                owned = owned || exists(tenant, *parent, r.scope).await;
+            }
+            if !owned {
                 found.push(format!("{} {} has lost its owner {}", kind.name(), r.id, r.scope));
             }
         }
@@ -469,8 +474,8 @@ impl TestServer {
 
     /// The index's snippet count for an owner of the tenant `default` (what
     /// search sees, beyond what the API can show).
-    pub fn indexed_snippets(&self, owner: uuid::Uuid) -> usize {
-        let tenant = self.app().authenticate(&self.key).unwrap().expect("the key is known").0;
+    pub async fn indexed_snippets(&self, owner: uuid::Uuid) -> usize {
+        let tenant = self.app().authenticate(&self.key).await.unwrap().expect("the key is known").0;
         self.app().search.snippet_count(agent_platform::search::OwnerKey { tenant, owner })
     }
 }

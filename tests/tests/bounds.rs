@@ -264,7 +264,7 @@ async fn writer_measurement_of_the_heaviest_single_requests() {
     .await;
     report(&format!("POST a chat of {n} new messages ({} bytes)", chat.len()), r);
     // A session grows by many requests; seeded here in-process, 5,000 at a time.
-    let tenant = s.app().authenticate(&s.key).unwrap().unwrap();
+    let tenant = s.app().authenticate(&s.key).await.unwrap().unwrap();
     for _ in 0..10 {
         let batch = (0..5000)
             .map(|_| serde_json::from_value(json!({"role": "user", "content": "x"})).unwrap())

@@ -28,7 +28,7 @@ async fn deleting_an_agent_removes_its_tools_tasks_and_sole_sessions_with_their_
 
     s.client.agent_delete().id(a.id).send().await.unwrap();
 
-    assert_eq!(s.orphans(), Vec::<String>::new());
+    assert_eq!(s.orphans().await, Vec::<String>::new());
     assert_eq!(status_of(s.client.tool_list().id(a.id).send().await), 404);
     assert_eq!(status_of(s.client.task_list().id(a.id).send().await), 404);
     assert_eq!(status_of(s.client.session_get().id(only_a.id).send().await), 404);
@@ -63,7 +63,7 @@ async fn deleting_a_user_removes_its_sole_sessions_with_their_messages() {
 
     s.client.user_delete().user_id(u1.id).send().await.unwrap();
 
-    assert_eq!(s.orphans(), Vec::<String>::new());
+    assert_eq!(s.orphans().await, Vec::<String>::new());
     assert_eq!(status_of(s.client.session_get().id(only_u1.id).send().await), 404);
     assert_eq!(status_of(s.client.message_list().id(only_u1.id).send().await), 404);
     let shared_now = s.client.session_get().id(shared.id).send().await.unwrap().into_inner();
@@ -89,7 +89,7 @@ async fn deleting_a_session_deletes_its_messages_only() {
 
     s.client.session_delete().id(gone.id).send().await.unwrap();
 
-    assert_eq!(s.orphans(), Vec::<String>::new());
+    assert_eq!(s.orphans().await, Vec::<String>::new());
     assert_eq!(status_of(s.client.message_list().id(gone.id).send().await), 404);
     let msg = types::CreateMessageRequest::builder().role(types::Role::User).content("late");
     assert_eq!(status_of(s.client.message_create().id(gone.id).body(msg).send().await), 404);
@@ -116,7 +116,7 @@ async fn a_session_created_while_its_agent_is_deleted_is_never_orphaned() {
             assert_eq!(e.status().map(|s| s.as_u16()), Some(404), "{e}");
         }
     }
-    assert_eq!(s.orphans(), Vec::<String>::new());
+    assert_eq!(s.orphans().await, Vec::<String>::new());
     assert!(
         s.client.session_list().send().await.unwrap().items.is_empty(),
         "every session went with its agent"
@@ -143,7 +143,7 @@ async fn messages_appended_while_their_session_is_deleted_are_never_orphaned() {
             }
         }
     }
-    assert_eq!(s.orphans(), Vec::<String>::new());
+    assert_eq!(s.orphans().await, Vec::<String>::new());
     s.stop().await;
 }
 
@@ -165,6 +165,6 @@ async fn tools_and_tasks_created_while_their_agent_is_deleted_are_never_orphaned
         assert!([201, 404].contains(&tool_r.status), "{}", tool_r.body);
         assert!([200, 404].contains(&task_r.status), "{}", task_r.body);
     }
-    assert_eq!(s.orphans(), Vec::<String>::new());
+    assert_eq!(s.orphans().await, Vec::<String>::new());
     s.stop().await;
 }

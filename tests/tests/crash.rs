@@ -134,9 +134,9 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
     // The last process is dead: open its store here and compare it with the ledger.
     let mut l = std::mem::take(&mut *ledger.lock().unwrap());
     let store = SledStore::open(&data, Durability::Flush).expect("the store opens in-process");
-    let orphans = orphans_in(&store);
+    let orphans = orphans_in(&store).await;
     l.fig.orphans.extend(orphans);
-    compare_store(&store, &mut l);
+    compare_store(&store, &mut l).await;
     drop(store);
 
     let f = &l.fig;
@@ -1123,10 +1123,10 @@ async fn read_back(api: &Api, l: &mut Ledger, was_gone: &HashSet<Uuid>, alive: &
 }
 
 /// After the last kill, in-process: the store holds exactly the ledger's records.
-fn compare_store(store: &SledStore, l: &mut Ledger) {
+async fn compare_store(store: &SledStore, l: &mut Ledger) {
     for kind in K::ALL {
         let stored: HashSet<Uuid> =
-            store.scan_kind(kind.stored()).unwrap().into_iter().map(|(_, r)| r.id).collect();
+            store.scan_kind(kind.stored()).await.unwrap().into_iter().map(|(_, r)| r.id).collect();
         let expected: HashSet<Uuid> =
             l.entries.iter().filter(|(_, e)| e.kind == kind && !e.gone).map(|(id, _)| *id).collect();
         for id in stored.difference(&expected) {

@@ -274,13 +274,13 @@ async fn deleting_an_agent_deletes_its_docs_from_the_store_and_the_index() {
     let (a, keep) = (s.create_agent("Ada").await, s.create_agent("Keep").await);
     let d = s.agent_doc(a.id, doc("t", &["alpha beta", "gamma"])).await;
     s.agent_doc(keep.id, doc("t", &["alpha"])).await;
-    assert_eq!(s.indexed_snippets(a.id), 2);
+    assert_eq!(s.indexed_snippets(a.id).await, 2);
     s.client.agent_delete().id(a.id).send().await.unwrap();
-    assert_eq!(s.indexed_snippets(a.id), 0);
-    assert_eq!(s.indexed_snippets(keep.id), 1);
+    assert_eq!(s.indexed_snippets(a.id).await, 0);
+    assert_eq!(s.indexed_snippets(keep.id).await, 1);
     assert_eq!(status_of(s.client.agent_doc_get().id(a.id).doc_id(d.id).send().await), 404);
-    let tenant = s.app().authenticate(&s.key).unwrap().unwrap();
-    assert!(s.app().store.get(tenant.0, agent_platform::store::Kind::Doc, d.id).unwrap().is_none());
+    let tenant = s.app().authenticate(&s.key).await.unwrap().unwrap();
+    assert!(s.app().store.get(tenant.0, agent_platform::store::Kind::Doc, d.id).await.unwrap().is_none());
     s.stop().await;
 }
 
@@ -289,11 +289,11 @@ async fn deleting_a_user_deletes_its_docs_from_the_store_and_the_index() {
     let s = TestServer::start().await;
     let u = s.create_user("Grace").await;
     let d = s.client.user_doc_create().user_id(u.id).body(doc("t", &["alpha"])).send().await.unwrap();
-    assert_eq!(s.indexed_snippets(u.id), 1);
+    assert_eq!(s.indexed_snippets(u.id).await, 1);
     s.client.user_delete().user_id(u.id).send().await.unwrap();
-    assert_eq!(s.indexed_snippets(u.id), 0);
-    let tenant = s.app().authenticate(&s.key).unwrap().unwrap();
-    assert!(s.app().store.get(tenant.0, agent_platform::store::Kind::Doc, d.id).unwrap().is_none());
+    assert_eq!(s.indexed_snippets(u.id).await, 0);
+    let tenant = s.app().authenticate(&s.key).await.unwrap().unwrap();
+    assert!(s.app().store.get(tenant.0, agent_platform::store::Kind::Doc, d.id).await.unwrap().is_none());
     s.stop().await;
 }
 
@@ -303,7 +303,7 @@ async fn deleting_a_user_deletes_its_docs_from_the_store_and_the_index() {
 #[tokio::test]
 async fn creates_racing_an_owner_delete_leave_the_index_and_the_store_agreeing() {
     let s = TestServer::start().await;
-    let tenant = s.app().authenticate(&s.key).unwrap().unwrap();
+    let tenant = s.app().authenticate(&s.key).await.unwrap().unwrap();
     for round in 0..10 {
         let a = s.create_agent("Racer").await;
         let creates: Vec<_> = (0..8)
@@ -320,10 +320,17 @@ async fn creates_racing_an_owner_delete_leave_the_index_and_the_store_agreeing()
         for c in creates {
             // Each create either landed before the delete (and was cascaded) or got a 404.
             if let Ok(id) = c.await.unwrap() {
-                assert!(s.app().store.get(tenant.0, agent_platform::store::Kind::Doc, id).unwrap().is_none());
+                assert!(
+                    s.app()
+                        .store
+                        .get(tenant.0, agent_platform::store::Kind::Doc, id)
+                        .await
+                        .unwrap()
+                        .is_none()
+                );
             }
         }
-        assert_eq!(s.indexed_snippets(a.id), 0, "round {round}");
+        assert_eq!(s.indexed_snippets(a.id).await, 0, "round {round}");
     }
     s.stop().await;
 }

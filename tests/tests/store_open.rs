@@ -305,8 +305,10 @@ async fn a_record_that_cannot_be_read_at_start_is_reported_as_a_corrupt_store() 
     drop(store);
     let mut cfg = agent_platform::config::Config::default();
     cfg.server.data_dir = data.clone();
-    let err =
-        agent_platform::server::open_app(&cfg).err().expect("a store with an unreadable doc is refused");
+    let err = agent_platform::server::open_app(&cfg)
+        .await
+        .err()
+        .expect("a store with an unreadable doc is refused");
     let err = format!("{err:#}");
     assert!(err.starts_with(&format!("the store in {} is corrupt: stored doc", data.display())), "{err}");
     assert!(err.contains("Restore the data dir from a backup"), "{err}");

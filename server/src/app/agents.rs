@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::records::{Resource, encode, merge_metadata};
+use super::stored::StoredChatSettings;
 use super::{App, Error, Result, Tenant};
 use crate::api::types::{
     Agent, ChatSettings, CreateAgentRequest, DocOwner, Metadata, OwnerRole, PatchAgentRequest,
@@ -17,7 +18,7 @@ pub struct AgentData {
     pub about: String,
     pub model: String,
     pub instructions: Vec<String>,
-    pub default_settings: Option<ChatSettings>,
+    pub default_settings: Option<StoredChatSettings>,
 }
 
 impl Resource for Agent {
@@ -30,7 +31,7 @@ impl Resource for Agent {
             about: d.about,
             model: d.model,
             instructions: d.instructions,
-            default_settings: d.default_settings,
+            default_settings: d.default_settings.map(ChatSettings::from),
             metadata: rec.metadata.clone().map(Metadata),
             created_at: rec.created_at,
             updated_at: rec.updated_at,
@@ -44,7 +45,7 @@ fn agent_data(req: &CreateAgentRequest) -> AgentData {
         about: req.about.clone(),
         model: req.model.clone(),
         instructions: req.instructions.clone().into_vec(),
-        default_settings: req.default_settings.clone(),
+        default_settings: req.default_settings.clone().map(StoredChatSettings::from),
     }
 }
 
@@ -55,12 +56,12 @@ impl App {
         self.insert_resource(t, rec, vec![]).await
     }
 
-    pub fn agent_get(&self, t: Tenant, id: Uuid) -> Result<Agent> {
-        self.get_resource(t, id)
+    pub async fn agent_get(&self, t: Tenant, id: Uuid) -> Result<Agent> {
+        self.get_resource(t, id).await
     }
 
-    pub fn agent_list(&self, t: Tenant, q: &ListQuery) -> Result<Vec<Agent>> {
-        self.list_resources(t, Uuid::nil(), q)
+    pub async fn agent_list(&self, t: Tenant, q: &ListQuery) -> Result<Vec<Agent>> {
+        self.list_resources(t, Uuid::nil(), q).await
     }
 
     pub async fn agent_update(&self, t: Tenant, id: Uuid, req: CreateAgentRequest) -> Result<Agent> {
@@ -90,7 +91,7 @@ impl App {
                 d.instructions = v.clone().into_vec();
             }
             if let Some(v) = &req.default_settings {
-                d.default_settings = v.clone();
+                d.default_settings = v.clone().map(StoredChatSettings::from);
             }
             rec.data = encode(&d)?;
             rec.metadata = merge_metadata(rec.metadata.take(), req.metadata.clone())?;

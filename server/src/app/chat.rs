@@ -176,7 +176,7 @@ impl App {
     }
 
     /// The session's history, oldest first, from the cache or the store.
-    fn history(&self, t: Tenant, session: Uuid) -> Result<History> {
+    async fn history(&self, t: Tenant, session: Uuid) -> Result<History> {
         let ticket = match self.history.lookup(t, session) {
             Lookup::Hit(history) => return Ok(history),
             Lookup::Miss(ticket) => ticket,
@@ -191,7 +191,7 @@ impl App {
                 metadata_filter: None,
                 max_bytes: None,
             };
-            let page: Vec<Message> = match self.message_list(t, session, &q) {
+            let page: Vec<Message> = match self.message_list(t, session, &q).await {
                 Ok(page) => page,
                 Err(e) => {
                     self.history.forget(t, session);
@@ -233,7 +233,7 @@ impl App {
     /// Steps 1 to 4: settings, recall, system message, history within the budget.
     pub async fn chat_prepare(&self, t: Tenant, session_id: Uuid, req: ChatRequest) -> Result<PreparedChat> {
         let lock = self.chat_lock(t, session_id).await;
-        let session: Session = self.session_get(t, session_id)?;
+        let session: Session = self.session_get(t, session_id).await?;
         let agent_id = match req.agent {
             Some(a) if !session.agents.contains(&a) => {
                 return Err(Error::BadRequest(format!("agent {a} is not an agent of session {session_id}")));
@@ -241,8 +241,11 @@ impl App {
             Some(a) => a,
             None => session.agents[0],
         };
-        let agent: Agent = self.agent_get(t, agent_id)?;
-        let users: Vec<User> = session.users.iter().map(|u| self.user_get(t, *u)).collect::<Result<_>>()?;
+        let agent: Agent = self.agent_get(t, agent_id).await?;
+        let mut users: Vec<User> = Vec::with_capacity(session.users.len());
+        for u in &session.users {
+            users.push(self.user_get(t, *u).await?);
+        }
 
         // 1. Settings and model.
         let settings = merge_settings(agent.default_settings.as_ref(), &req.settings);
@@ -278,7 +281,7 @@ impl App {
         };
 
         // 3. System message.
-        let session_tools = self.session_tools(t, session_id)?;
+        let session_tools = self.session_tools(t, session_id).await?;
         let mut tools: Vec<wire::ToolSpec> = session_tools
             .iter()
             .filter(|tool| tool.kind == ToolType::Function)
@@ -338,7 +341,7 @@ impl App {
         // 4. History within the token budget. Each message's cost is known
         // (stored token counts), so the budget is kept with sums, not recounts.
         let system_msg = wire::ChatMessage::system(system);
-        let history = self.history(t, session_id)?;
+        let history = self.history(t, session_id).await?;
         let new_wire: Vec<wire::ChatMessage> = new_messages.iter().map(new_message).collect();
         let mut start = 0; // the oldest history message sent
         let mut summary = None;

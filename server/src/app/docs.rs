@@ -26,6 +26,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::records::{Resource, decode, encode};
+use super::stored::StoredOwnerRole;
 use super::{App, Error, Result, Tenant};
 use crate::api::error::LocPart;
 use crate::api::types::{
@@ -39,7 +40,7 @@ use crate::store::{Expect, Kind, ListQuery, Op, Record, Store, new_id};
 /// A document's stored fields (besides id, owner id = scope, created_at and metadata).
 #[derive(Serialize, Deserialize)]
 pub struct DocData {
-    pub role: OwnerRole,
+    pub role: StoredOwnerRole,
     pub title: String,
     pub content: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,7 +53,7 @@ impl Resource for Doc {
     fn from_parts(rec: &Record, d: DocData) -> Self {
         Doc {
             id: rec.id,
-            owner: DocOwner { id: rec.scope, role: d.role },
+            owner: DocOwner { id: rec.scope, role: d.role.into() },
             title: d.title,
             content: d.content,
             metadata: rec.metadata.clone().map(Metadata),
@@ -93,9 +94,9 @@ impl OwnerLocks {
 }
 
 /// Builds the search index of every document in the store.
-pub fn rebuild_index(store: &dyn Store) -> Result<SearchIndex> {
+pub async fn rebuild_index(store: &dyn Store) -> Result<SearchIndex> {
     let index = SearchIndex::new();
-    for (tenant, rec) in store.scan_kind(Kind::Doc)? {
+    for (tenant, rec) in store.scan_kind(Kind::Doc).await? {
         let data: DocData = serde_json::from_value(rec.data)
             .map_err(|e| Error::Internal(format!("stored doc {} is unreadable: {e}", rec.id)))?;
         let entry = DocEntry {
@@ -135,12 +136,12 @@ fn dimension_issue(owner: DocOwner, expected: usize, got: usize) -> Error {
 
 impl App {
     /// 404 unless the owner exists in the tenant.
-    fn require_owner(&self, t: Tenant, owner: DocOwner) -> Result<()> {
-        self.load(t, owner_kind(owner.role), owner.id).map(|_| ())
+    async fn require_owner(&self, t: Tenant, owner: DocOwner) -> Result<()> {
+        self.load(t, owner_kind(owner.role), owner.id).await.map(|_| ())
     }
 
     pub async fn doc_create(&self, t: Tenant, owner: DocOwner, req: CreateDocRequest) -> Result<Doc> {
-        self.require_owner(t, owner)?;
+        self.require_owner(t, owner).await?;
         let content = req.content.into_vec();
         let embeddings = match (req.embeddings, &self.embedder) {
             (Some(e), _) => Some(e),
@@ -148,7 +149,7 @@ impl App {
             (None, None) => None,
         };
         let id = new_id();
-        let data = DocData { role: owner.role, title: req.title, content, embeddings };
+        let data = DocData { role: owner.role.into(), title: req.title, content, embeddings };
         let entry = DocEntry {
             id,
             snippets: data.content.clone(),
@@ -190,7 +191,7 @@ impl App {
         };
         // Deleted (with its owner, or by id) between the commit and now: the
         // delete has already cleaned the index, so add nothing.
-        if self.store.get(t.0, Kind::Doc, id)?.is_none() {
+        if self.store.get(t.0, Kind::Doc, id).await?.is_none() {
             return Ok(answer);
         }
         if let Err(e) = self.search.upsert_prepared(key, prepared) {
@@ -218,15 +219,15 @@ impl App {
         Ok(vectors)
     }
 
-    pub fn doc_list(&self, t: Tenant, owner: DocOwner, q: &ListQuery) -> Result<Vec<Doc>> {
-        self.require_owner(t, owner)?;
-        self.list_resources(t, owner.id, q)
+    pub async fn doc_list(&self, t: Tenant, owner: DocOwner, q: &ListQuery) -> Result<Vec<Doc>> {
+        self.require_owner(t, owner).await?;
+        self.list_resources(t, owner.id, q).await
     }
 
     /// The doc, if it exists and belongs to `owner` (404 otherwise).
-    pub fn doc_get(&self, t: Tenant, owner: DocOwner, id: Uuid) -> Result<Doc> {
-        self.require_owner(t, owner)?;
-        let doc: Doc = self.get_resource(t, id)?;
+    pub async fn doc_get(&self, t: Tenant, owner: DocOwner, id: Uuid) -> Result<Doc> {
+        self.require_owner(t, owner).await?;
+        let doc: Doc = self.get_resource(t, id).await?;
         if doc.owner != owner {
             return Err(Error::not_found(Kind::Doc, id));
         }
@@ -234,7 +235,7 @@ impl App {
     }
 
     pub async fn doc_delete(&self, t: Tenant, owner: DocOwner, id: Uuid) -> Result<()> {
-        self.doc_get(t, owner, id)?;
+        self.doc_get(t, owner, id).await?;
         self.store.commit(t.0, vec![Op::Delete { kind: Kind::Doc, id, version: None }]).await?;
         let key = owner_key(t, owner);
         let _guard = self.doc_locks.of(key).lock().await;
@@ -257,7 +258,7 @@ impl App {
         req: SearchRequest,
     ) -> Result<DocSearchResponse> {
         let start = Instant::now();
-        self.require_owner(t, owner)?;
+        self.require_owner(t, owner).await?;
         let mode = match (req.mode, &req.text, &req.vector) {
             (Some(m), _, _) => m,
             (None, Some(_), Some(_)) => SearchMode::Hybrid,
@@ -329,7 +330,7 @@ impl App {
             let rec = match records.get(&hit.doc_id) {
                 Some(r) => r,
                 None => {
-                    let r = self.store.get(t.0, Kind::Doc, hit.doc_id)?;
+                    let r = self.store.get(t.0, Kind::Doc, hit.doc_id).await?;
                     records.entry(hit.doc_id).or_insert(r)
                 }
             };
@@ -389,26 +390,32 @@ mod tests {
 
     #[async_trait]
     impl Store for GatedStore {
-        fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
-            self.inner.get(tenant, kind, id)
+        async fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
+            self.inner.get(tenant, kind, id).await
         }
-        fn list(&self, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> StoreResult<Vec<Record>> {
-            self.inner.list(tenant, kind, scope, q)
+        async fn list(
+            &self,
+            tenant: Uuid,
+            kind: Kind,
+            scope: Uuid,
+            q: &ListQuery,
+        ) -> StoreResult<Vec<Record>> {
+            self.inner.list(tenant, kind, scope, q).await
         }
-        fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>> {
-            self.inner.referencing(tenant, kind, target)
+        async fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>> {
+            self.inner.referencing(tenant, kind, target).await
         }
-        fn lookup_unique(
+        async fn lookup_unique(
             &self,
             tenant: Uuid,
             kind: Kind,
             scope: Uuid,
             name: &str,
         ) -> StoreResult<Option<Uuid>> {
-            self.inner.lookup_unique(tenant, kind, scope, name)
+            self.inner.lookup_unique(tenant, kind, scope, name).await
         }
-        fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>> {
-            self.inner.scan_kind(kind)
+        async fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>> {
+            self.inner.scan_kind(kind).await
         }
         async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()> {
             let new_doc = ops.iter().find_map(|op| match op {
@@ -433,7 +440,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let inner = SledStore::open(dir.path(), Durability::Flush).unwrap();
         let store = Arc::new(GatedStore { inner, gate: parking_lot::Mutex::new(None) });
-        let app = App::new(store.clone()).unwrap();
+        let app = App::new(store.clone()).await.unwrap();
         let agent = app.agent_create(T, serde_json::from_value(serde_json::json!({"name": "A"})).unwrap());
         let owner = DocOwner { id: agent.await.unwrap().id, role: OwnerRole::Agent };
         (app, store, owner, dir)
@@ -480,7 +487,7 @@ mod tests {
         app.agent_delete(T, owner.id).await.unwrap();
         release.send(()).unwrap();
         create.await.unwrap().unwrap();
-        assert!(app.store.get(T.0, Kind::Doc, id).unwrap().is_none());
+        assert!(app.store.get(T.0, Kind::Doc, id).await.unwrap().is_none());
         assert_eq!(app.search.doc_count(owner_key(T, owner)), 0);
     }
 
@@ -502,7 +509,7 @@ mod tests {
         let (first, second) = (first.await.unwrap(), second.await.unwrap());
         assert!(first.is_ok(), "{first:?}");
         assert!(matches!(second, Err(Error::Validation(_))), "{second:?}");
-        let stored = app.doc_list(T, owner, &ListQuery { limit: 10, ..Default::default() }).unwrap();
+        let stored = app.doc_list(T, owner, &ListQuery { limit: 10, ..Default::default() }).await.unwrap();
         assert_eq!(stored.len(), 1);
         assert_eq!(app.search.doc_count(owner_key(T, owner)), 1);
         assert_eq!(app.search.dimension(owner_key(T, owner)), Some(2));
@@ -514,7 +521,7 @@ mod tests {
         let kept = app.doc_create(T, owner, request("kept words", Some(vec![vec![0.5, 0.5]]))).await.unwrap();
         let gone = app.doc_create(T, owner, request("gone words", Some(vec![vec![1.0, 0.0]]))).await.unwrap();
         app.doc_delete(T, owner, gone.id).await.unwrap();
-        let rebuilt = rebuild_index(app.store.as_ref()).unwrap();
+        let rebuilt = rebuild_index(app.store.as_ref()).await.unwrap();
         let key = owner_key(T, owner);
         let found = rebuilt.search(key, &Query::text("words")).unwrap();
         assert_eq!(found.iter().map(|h| h.doc_id).collect::<Vec<_>>(), vec![kept.id]);

@@ -158,7 +158,7 @@ impl App {
                      send this one again once it has answered"
                 ))
             })?;
-        if let Some(rec) = self.store.get(t.0, Kind::Idempotency, id)? {
+        if let Some(rec) = self.store.get(t.0, Kind::Idempotency, id).await? {
             let data: IdempotencyData = serde_json::from_value(rec.data)
                 .map_err(|e| Error::Internal(format!("stored idempotency key {id} is unreadable: {e}")))?;
             if rec.created_at + LIFETIME < now() || data.key != key {
@@ -225,7 +225,7 @@ impl App {
             direction: Direction::Asc,
             ..Default::default()
         };
-        let Ok(oldest) = self.store.list(t.0, Kind::Idempotency, Uuid::nil(), &q) else { return };
+        let Ok(oldest) = self.store.list(t.0, Kind::Idempotency, Uuid::nil(), &q).await else { return };
         let cutoff = now() - LIFETIME;
         let ops: Vec<Op> = oldest
             .iter()
@@ -256,26 +256,32 @@ mod tests {
 
     #[async_trait]
     impl Store for RecordingStore {
-        fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
-            self.inner.get(tenant, kind, id)
+        async fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
+            self.inner.get(tenant, kind, id).await
         }
-        fn list(&self, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> StoreResult<Vec<Record>> {
-            self.inner.list(tenant, kind, scope, q)
+        async fn list(
+            &self,
+            tenant: Uuid,
+            kind: Kind,
+            scope: Uuid,
+            q: &ListQuery,
+        ) -> StoreResult<Vec<Record>> {
+            self.inner.list(tenant, kind, scope, q).await
         }
-        fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>> {
-            self.inner.referencing(tenant, kind, target)
+        async fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>> {
+            self.inner.referencing(tenant, kind, target).await
         }
-        fn lookup_unique(
+        async fn lookup_unique(
             &self,
             tenant: Uuid,
             kind: Kind,
             scope: Uuid,
             name: &str,
         ) -> StoreResult<Option<Uuid>> {
-            self.inner.lookup_unique(tenant, kind, scope, name)
+            self.inner.lookup_unique(tenant, kind, scope, name).await
         }
-        fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>> {
-            self.inner.scan_kind(kind)
+        async fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>> {
+            self.inner.scan_kind(kind).await
         }
         async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()> {
             let puts = ops
@@ -295,7 +301,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let inner = SledStore::open(dir.path(), Durability::Flush).unwrap();
         let store = Arc::new(RecordingStore { inner, commits: Default::default() });
-        let app = App::new(store.clone()).unwrap();
+        let app = App::new(store.clone()).await.unwrap();
         let t = Tenant(Uuid::from_u128(7));
         let begin = || {
             let fp = fingerprint("POST", "/api/agents", br#"{"name":"A"}"#);
@@ -329,10 +335,21 @@ mod tests {
         app.store.commit(t.0, vec![Op::Put { record: rec, expect: Expect::Absent }]).await.unwrap();
     }
 
+    #[test]
+    fn idempotency_records_as_stored_by_0_1_0_still_read_and_write_the_same() {
+        let fingerprint = fingerprint("POST", "/api/agents", b"{}");
+        crate::app::stored::tests::keeps::<IdempotencyData>(serde_json::json!({
+            "key": "k", "fingerprint": fingerprint, "request": "POST /api/agents",
+            "answer": {"kind": "answer", "status": 201, "body": "{\"id\":1}"}}));
+        crate::app::stored::tests::keeps::<IdempotencyData>(serde_json::json!({
+            "key": "k", "fingerprint": fingerprint, "request": "POST /api/keys",
+            "answer": {"kind": "withheld", "detail": "the answer carried a new key"}}));
+    }
+
     #[tokio::test]
     async fn a_key_older_than_a_day_is_free_again_and_swept() {
         let dir = tempfile::tempdir().unwrap();
-        let app = App::new(Arc::new(SledStore::open(dir.path(), Durability::Flush).unwrap())).unwrap();
+        let app = App::new(Arc::new(SledStore::open(dir.path(), Durability::Flush).unwrap())).await.unwrap();
         let t = Tenant(Uuid::from_u128(7));
         let other_request = || fingerprint("POST", "/api/users", b"{}");
         remembered(&app, t, "recent", chrono::TimeDelta::hours(23)).await;
@@ -346,7 +363,7 @@ mod tests {
         drop(old);
 
         app.sweep_idempotency(t).await;
-        assert!(app.store.get(t.0, Kind::Idempotency, record_id("older")).unwrap().is_none(), "swept");
-        assert!(app.store.get(t.0, Kind::Idempotency, record_id("recent")).unwrap().is_some(), "kept");
+        assert!(app.store.get(t.0, Kind::Idempotency, record_id("older")).await.unwrap().is_none(), "swept");
+        assert!(app.store.get(t.0, Kind::Idempotency, record_id("recent")).await.unwrap().is_some(), "kept");
     }
 }

@@ -62,7 +62,7 @@ fn hash(key: &str) -> String {
 
 impl App {
     /// The tenant of a presented key, if the key is known.
-    pub fn authenticate(&self, key: &str) -> Result<Option<Tenant>> {
+    pub async fn authenticate(&self, key: &str) -> Result<Option<Tenant>> {
         let hashed = hash(key);
         if let Some(t) = self.key_cache.read().expect("key cache").keys.get(&hashed) {
             return Ok(Some(*t));
@@ -70,10 +70,10 @@ impl App {
         // A revocation that commits after this read must not find its key
         // cached afterwards: remember the count, cache only if it is unchanged.
         let revocations = self.key_cache.read().expect("key cache").revocations;
-        let Some(id) = self.store.lookup_unique(SYSTEM, Kind::ApiKey, SYSTEM, &hashed)? else {
+        let Some(id) = self.store.lookup_unique(SYSTEM, Kind::ApiKey, SYSTEM, &hashed).await? else {
             return Ok(None);
         };
-        let Some(rec) = self.store.get(SYSTEM, Kind::ApiKey, id)? else { return Ok(None) };
+        let Some(rec) = self.store.get(SYSTEM, Kind::ApiKey, id).await? else { return Ok(None) };
         let data: KeyData = serde_json::from_value(rec.data).map_err(|e| Error::Internal(e.to_string()))?;
         let tenant = Tenant(data.tenant_id);
         let mut cache = self.key_cache.write().expect("key cache");
@@ -91,7 +91,7 @@ impl App {
             return Err(Error::BadRequest("a tenant name has 1 to 255 characters".into()));
         }
         let mut ops = Vec::new();
-        let tenant_id = match self.store.lookup_unique(SYSTEM, Kind::Tenant, SYSTEM, tenant_name)? {
+        let tenant_id = match self.store.lookup_unique(SYSTEM, Kind::Tenant, SYSTEM, tenant_name).await? {
             Some(id) => {
                 ops.push(Op::Require { kind: Kind::Tenant, id });
                 id
@@ -138,15 +138,16 @@ impl App {
         Ok((key, info))
     }
 
-    pub fn key_list(&self) -> Result<Vec<KeyInfo>> {
-        Ok(self.keys()?.into_iter().map(|(info, _)| info).collect())
+    pub async fn key_list(&self) -> Result<Vec<KeyInfo>> {
+        Ok(self.keys().await?.into_iter().map(|(info, _)| info).collect())
     }
 
     /// Every key, newest first, with its tenant's id.
-    fn keys(&self) -> Result<Vec<(KeyInfo, Uuid)>> {
+    async fn keys(&self) -> Result<Vec<(KeyInfo, Uuid)>> {
         let q = ListQuery { limit: usize::MAX, sort_by: SortBy::CreatedAt, ..Default::default() };
         self.store
-            .list(SYSTEM, Kind::ApiKey, SYSTEM, &q)?
+            .list(SYSTEM, Kind::ApiKey, SYSTEM, &q)
+            .await?
             .into_iter()
             .map(|rec| {
                 let d: KeyData =
@@ -162,7 +163,8 @@ impl App {
     pub async fn tenant_key_create(&self, t: Tenant) -> Result<(String, KeyInfo)> {
         let rec = self
             .store
-            .get(SYSTEM, Kind::Tenant, t.0)?
+            .get(SYSTEM, Kind::Tenant, t.0)
+            .await?
             .ok_or_else(|| Error::Unauthorized(format!("tenant {} no longer exists", t.0)))?;
         let data: TenantData =
             serde_json::from_value(rec.data).map_err(|e| Error::Internal(e.to_string()))?;
@@ -171,15 +173,21 @@ impl App {
 
     /// The caller's tenant's keys, newest first (`GET /api/keys`). Keys are few:
     /// the list is read whole (across tenants, as the CLI lists them) and filtered.
-    pub fn tenant_key_list(&self, t: Tenant) -> Result<Vec<KeyInfo>> {
-        Ok(self.keys()?.into_iter().filter(|(_, tenant)| *tenant == t.0).map(|(info, _)| info).collect())
+    pub async fn tenant_key_list(&self, t: Tenant) -> Result<Vec<KeyInfo>> {
+        Ok(self
+            .keys()
+            .await?
+            .into_iter()
+            .filter(|(_, tenant)| *tenant == t.0)
+            .map(|(info, _)| info)
+            .collect())
     }
 
     /// Revokes a key of the caller's tenant (`DELETE /api/keys/{id}`); another
     /// tenant's key is as missing as one that does not exist. The caller's own
     /// key may be revoked: its next request is a 401.
     pub async fn tenant_key_revoke(&self, t: Tenant, id: Uuid) -> Result<()> {
-        let rec = self.store.get(SYSTEM, Kind::ApiKey, id)?;
+        let rec = self.store.get(SYSTEM, Kind::ApiKey, id).await?;
         let owned = rec.as_ref().and_then(|r| serde_json::from_value::<KeyData>(r.data.clone()).ok());
         match (rec, owned) {
             (Some(rec), Some(d)) if d.tenant_id == t.0 => self.revoke(&rec).await,
@@ -205,8 +213,8 @@ impl App {
 
     /// Revokes a key given its id, its listed prefix, or the key itself.
     pub async fn key_revoke(&self, which: &str) -> Result<KeyInfo> {
-        let keys = self.key_list()?;
-        let by_hash = self.store.lookup_unique(SYSTEM, Kind::ApiKey, SYSTEM, &hash(which))?;
+        let keys = self.key_list().await?;
+        let by_hash = self.store.lookup_unique(SYSTEM, Kind::ApiKey, SYSTEM, &hash(which)).await?;
         let matches: Vec<&KeyInfo> = keys
             .iter()
             .filter(|k| Some(k.id) == by_hash || k.id.to_string() == which || k.prefix == which)
@@ -220,7 +228,7 @@ impl App {
             }
             _ => return Err(Error::Conflict(format!("'{which}' matches several keys; give the key id"))),
         };
-        let rec = self.load(Tenant(SYSTEM), Kind::ApiKey, found.id)?;
+        let rec = self.load(Tenant(SYSTEM), Kind::ApiKey, found.id).await?;
         self.revoke(&rec).await?;
         Ok(KeyInfo {
             id: found.id,
@@ -231,8 +239,23 @@ impl App {
     }
 
     /// True when no key exists yet (a fresh store).
-    pub fn no_keys(&self) -> Result<bool> {
+    pub async fn no_keys(&self) -> Result<bool> {
         let q = ListQuery { limit: 1, ..Default::default() };
-        Ok(self.store.list(SYSTEM, Kind::ApiKey, SYSTEM, &q)?.is_empty())
+        Ok(self.store.list(SYSTEM, Kind::ApiKey, SYSTEM, &q).await?.is_empty())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{KeyData, TenantData};
+    use crate::app::stored::tests::keeps;
+
+    #[test]
+    fn keys_and_tenants_as_stored_by_0_1_0_still_read_and_write_the_same() {
+        keeps::<KeyData>(json!({
+            "tenant_id": "01900000-0000-7000-8000-000000000001", "tenant": "acme", "prefix": "ap_0123abcd"}));
+        keeps::<TenantData>(json!({"name": "acme"}));
     }
 }

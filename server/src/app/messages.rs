@@ -9,19 +9,20 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::records::{Resource, decode, encode};
+use super::stored::{StoredRole, StoredToolCall};
 use super::{App, Result, Tenant};
 use crate::api::types::Metadata;
-use crate::api::types_sessions::{CreateMessageRequest, Message, Role, ToolCall};
+use crate::api::types_sessions::{CreateMessageRequest, Message, ToolCall};
 use crate::models::tokens;
 use crate::store::{Expect, Kind, ListQuery, Op, Record};
 
 /// A message's stored fields (besides id, session, timestamps and metadata).
 #[derive(Serialize, Deserialize)]
 pub struct MessageData {
-    pub role: Role,
+    pub role: StoredRole,
     pub content: String,
     pub name: Option<String>,
-    pub tool_calls: Option<Vec<ToolCall>>,
+    pub tool_calls: Option<Vec<StoredToolCall>>,
     pub tool_call_id: Option<String>,
     pub token_count: i64,
 }
@@ -33,10 +34,10 @@ impl Resource for Message {
         Message {
             id: rec.id,
             session_id: rec.scope,
-            role: d.role,
+            role: d.role.into(),
             content: d.content,
             name: d.name,
-            tool_calls: d.tool_calls,
+            tool_calls: d.tool_calls.map(|calls| calls.into_iter().map(ToolCall::from).collect()),
             tool_call_id: d.tool_call_id,
             token_count: d.token_count,
             metadata: rec.metadata.clone().map(Metadata),
@@ -71,10 +72,10 @@ impl App {
         for m in messages {
             let data = MessageData {
                 token_count: token_count(&m),
-                role: m.role,
+                role: m.role.into(),
                 content: m.content,
                 name: m.name,
-                tool_calls: m.tool_calls,
+                tool_calls: m.tool_calls.map(|calls| calls.into_iter().map(StoredToolCall::from).collect()),
                 tool_call_id: m.tool_call_id,
             };
             let mut rec = Record::fresh(Kind::Message, session, encode(&data)?);
@@ -110,8 +111,8 @@ impl App {
     }
 
     /// A page of a session's messages (404 if the session does not exist).
-    pub fn message_list(&self, t: Tenant, session: Uuid, q: &ListQuery) -> Result<Vec<Message>> {
-        self.load(t, Kind::Session, session)?;
-        self.list_resources(t, session, q)
+    pub async fn message_list(&self, t: Tenant, session: Uuid, q: &ListQuery) -> Result<Vec<Message>> {
+        self.load(t, Kind::Session, session).await?;
+        self.list_resources(t, session, q).await
     }
 }

@@ -15,6 +15,7 @@ pub mod locks;
 pub mod messages;
 pub mod records;
 pub mod sessions;
+pub mod stored;
 pub mod tasks;
 pub mod tools;
 pub mod users;
@@ -123,8 +124,8 @@ pub struct App {
 impl App {
     /// Opens the application on a store, rebuilding the search index from it.
     /// It has no model provider (chats answer 503) until [`App::with_models`].
-    pub fn new(store: Arc<dyn Store>) -> Result<Self> {
-        let search = Arc::new(docs::rebuild_index(store.as_ref())?);
+    pub async fn new(store: Arc<dyn Store>) -> Result<Self> {
+        let search = Arc::new(docs::rebuild_index(store.as_ref()).await?);
         Ok(App {
             store,
             key_cache: Arc::default(),

@@ -25,7 +25,9 @@ pub(super) const RETRIES: usize = 16;
 /// A resource stored as a [`Record`]: its kind-specific fields live in `data`.
 pub trait Resource: Sized {
     const KIND: Kind;
-    /// The kind-specific fields, as stored.
+    /// The kind-specific fields, as stored: made of plain values and the shapes
+    /// of [`super::stored`], never of contract types, so that the contract can
+    /// change without changing what is on disk.
     type Data: Serialize + DeserializeOwned;
     fn from_parts(rec: &Record, data: Self::Data) -> Self;
 }
@@ -79,23 +81,23 @@ pub fn merge_metadata(
 }
 
 impl App {
-    pub fn load(&self, t: Tenant, kind: Kind, id: Uuid) -> Result<Record> {
-        self.store.get(t.0, kind, id)?.ok_or_else(|| Error::not_found(kind, id))
+    pub async fn load(&self, t: Tenant, kind: Kind, id: Uuid) -> Result<Record> {
+        self.store.get(t.0, kind, id).await?.ok_or_else(|| Error::not_found(kind, id))
     }
 
     /// Loads a record that must belong to `scope` (see [`ensure_scope`]).
-    pub fn load_in(&self, t: Tenant, kind: Kind, scope: Uuid, id: Uuid) -> Result<Record> {
-        let rec = self.load(t, kind, id)?;
+    pub async fn load_in(&self, t: Tenant, kind: Kind, scope: Uuid, id: Uuid) -> Result<Record> {
+        let rec = self.load(t, kind, id).await?;
         ensure_scope(&rec, scope)?;
         Ok(rec)
     }
 
-    pub fn get_resource<R: Resource>(&self, t: Tenant, id: Uuid) -> Result<R> {
-        decode(&self.load(t, R::KIND, id)?)
+    pub async fn get_resource<R: Resource>(&self, t: Tenant, id: Uuid) -> Result<R> {
+        decode(&self.load(t, R::KIND, id).await?)
     }
 
-    pub fn list_resources<R: Resource>(&self, t: Tenant, scope: Uuid, q: &ListQuery) -> Result<Vec<R>> {
-        self.store.list(t.0, R::KIND, scope, q)?.iter().map(decode).collect()
+    pub async fn list_resources<R: Resource>(&self, t: Tenant, scope: Uuid, q: &ListQuery) -> Result<Vec<R>> {
+        self.store.list(t.0, R::KIND, scope, q).await?.iter().map(decode).collect()
     }
 
     /// Inserts a new record (plus extra ops in the same atomic commit) and answers
@@ -131,7 +133,7 @@ impl App {
     {
         let _queue = self.lock_record(t, R::KIND, id).await;
         for _ in 0..RETRIES {
-            let mut rec = self.load(t, R::KIND, id)?;
+            let mut rec = self.load(t, R::KIND, id).await?;
             let version = rec.version;
             change(&mut rec)?;
             rec.updated_at = now().max(rec.created_at);
@@ -161,14 +163,14 @@ impl App {
         };
         let _queue = self.lock_record(t, kind, id).await;
         for _ in 0..RETRIES {
-            let me = self.load(t, kind, id)?;
+            let me = self.load(t, kind, id).await?;
             let mut ops = vec![Op::Delete { kind, id, version: Some(me.version) }];
             for k in owned {
                 ops.push(Op::DeleteScope { kind: *k, scope: id });
             }
             let mut gone = Vec::new();
-            for sid in self.store.referencing(t.0, Kind::Session, id)? {
-                let Some(mut s) = self.store.get(t.0, Kind::Session, sid)? else { continue };
+            for sid in self.store.referencing(t.0, Kind::Session, id).await? {
+                let Some(mut s) = self.store.get(t.0, Kind::Session, sid).await? else { continue };
                 let list: Vec<Uuid> = s
                     .data
                     .get(field)

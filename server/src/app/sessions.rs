@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::records::{Resource, decode_data, encode, merge_metadata};
+use super::stored::StoredContextOverflow;
 use super::{App, Result, Tenant};
 use crate::api::types::Metadata;
 use crate::api::types_sessions::{ContextOverflow, CreateSessionRequest, Session, UpdateSessionRequest};
@@ -26,7 +27,7 @@ pub struct SessionData {
     pub system_template: Option<String>,
     pub render_templates: bool,
     pub token_budget: Option<i64>,
-    pub context_overflow: Option<ContextOverflow>,
+    pub context_overflow: Option<StoredContextOverflow>,
 }
 
 impl Resource for Session {
@@ -41,7 +42,7 @@ impl Resource for Session {
             system_template: d.system_template,
             render_templates: d.render_templates,
             token_budget: d.token_budget,
-            context_overflow: d.context_overflow,
+            context_overflow: d.context_overflow.map(ContextOverflow::from),
             metadata: rec.metadata.clone().map(Metadata),
             created_at: rec.created_at,
             updated_at: rec.updated_at,
@@ -71,7 +72,7 @@ impl App {
             system_template: req.system_template,
             render_templates: req.render_templates,
             token_budget: req.token_budget,
-            context_overflow: req.context_overflow,
+            context_overflow: req.context_overflow.map(StoredContextOverflow::from),
         };
         let mut rec = Record::fresh(Kind::Session, Uuid::nil(), encode(&data)?);
         rec.metadata = req.metadata.map(Metadata::into_inner);
@@ -86,12 +87,12 @@ impl App {
         self.insert_resource(t, rec, ops).await
     }
 
-    pub fn session_get(&self, t: Tenant, id: Uuid) -> Result<Session> {
-        self.get_resource(t, id)
+    pub async fn session_get(&self, t: Tenant, id: Uuid) -> Result<Session> {
+        self.get_resource(t, id).await
     }
 
-    pub fn session_list(&self, t: Tenant, q: &ListQuery) -> Result<Vec<Session>> {
-        self.list_resources(t, Uuid::nil(), q)
+    pub async fn session_list(&self, t: Tenant, q: &ListQuery) -> Result<Vec<Session>> {
+        self.list_resources(t, Uuid::nil(), q).await
     }
 
     /// Changes the fields sent (PUT and PATCH alike); the participants stay.
@@ -111,7 +112,7 @@ impl App {
                 d.token_budget = v;
             }
             if let Some(v) = req.context_overflow {
-                d.context_overflow = v;
+                d.context_overflow = v.map(StoredContextOverflow::from);
             }
             rec.data = encode(&d)?;
             rec.metadata = merge_metadata(rec.metadata.take(), req.metadata.clone())?;
@@ -132,8 +133,8 @@ impl App {
     }
 
     /// The tools of the session's agents: agent by agent, each agent's oldest first.
-    pub fn session_tools(&self, t: Tenant, id: Uuid) -> Result<Vec<Tool>> {
-        let session: Session = self.get_resource(t, id)?;
+    pub async fn session_tools(&self, t: Tenant, id: Uuid) -> Result<Vec<Tool>> {
+        let session: Session = self.get_resource(t, id).await?;
         let all = ListQuery {
             limit: usize::MAX,
             sort_by: SortBy::CreatedAt,
@@ -142,7 +143,7 @@ impl App {
         };
         let mut tools = Vec::new();
         for agent in session.agents {
-            tools.extend(self.list_resources::<Tool>(t, agent, &all)?);
+            tools.extend(self.list_resources::<Tool>(t, agent, &all).await?);
         }
         Ok(tools)
     }

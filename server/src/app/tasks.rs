@@ -6,14 +6,14 @@
 //! when a concurrent writer got there first.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use super::records::{RETRIES, Resource, decode, encode};
+use super::stored::StoredToolDef;
 use super::{App, Error, Result, Tenant};
-use crate::api::types::{JsonObject, Metadata};
+use crate::api::types::Metadata;
 use crate::api::types_tasks::{PutTaskRequest, Task};
-use crate::api::types_tools::ToolDef;
 use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError, now};
 
 /// A task's stored fields (besides id, agent, timestamps and metadata).
@@ -21,9 +21,9 @@ use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError, now};
 pub struct TaskData {
     pub name: String,
     pub description: String,
-    pub input_schema: Option<JsonObject>,
-    pub main: Vec<JsonObject>,
-    pub tools: Vec<ToolDef>,
+    pub input_schema: Option<Map<String, Value>>,
+    pub main: Vec<Map<String, Value>>,
+    pub tools: Vec<StoredToolDef>,
     pub inherit_tools: bool,
 }
 
@@ -38,7 +38,7 @@ impl Resource for Task {
             description: d.description,
             input_schema: d.input_schema,
             main: d.main,
-            tools: d.tools,
+            tools: d.tools.into_iter().map(Into::into).collect(),
             inherit_tools: d.inherit_tools,
             metadata: rec.metadata.clone().map(Metadata),
             created_at: rec.created_at,
@@ -55,18 +55,18 @@ impl App {
             description: req.description,
             input_schema: req.input_schema,
             main: req.main,
-            tools: req.tools,
+            tools: req.tools.into_iter().map(StoredToolDef::from).collect(),
             inherit_tools: req.inherit_tools,
         })?;
         // One writer of an agent's tasks at a time: the target (by id or by name)
         // is read and written under the lock, so concurrent puts queue.
         let _queue = self.lock_record(t, Kind::Task, agent).await;
         for _ in 0..RETRIES {
-            self.load(t, Kind::Agent, agent)?;
+            self.load(t, Kind::Agent, agent).await?;
             let target = match req.id {
-                Some(id) => self.store.get(t.0, Kind::Task, id)?,
-                None => match self.store.lookup_unique(t.0, Kind::Task, agent, &req.name)? {
-                    Some(id) => self.store.get(t.0, Kind::Task, id)?,
+                Some(id) => self.store.get(t.0, Kind::Task, id).await?,
+                None => match self.store.lookup_unique(t.0, Kind::Task, agent, &req.name).await? {
+                    Some(id) => self.store.get(t.0, Kind::Task, id).await?,
                     None => None,
                 },
             };
@@ -104,20 +104,20 @@ impl App {
         Err(StoreError::Stale.into())
     }
 
-    pub fn task_get(&self, t: Tenant, agent: Uuid, id: Uuid) -> Result<Task> {
-        self.load(t, Kind::Agent, agent)?;
-        decode(&self.load_in(t, Kind::Task, agent, id)?)
+    pub async fn task_get(&self, t: Tenant, agent: Uuid, id: Uuid) -> Result<Task> {
+        self.load(t, Kind::Agent, agent).await?;
+        decode(&self.load_in(t, Kind::Task, agent, id).await?)
     }
 
     /// The agent's tasks (404 if the agent does not exist).
-    pub fn task_list(&self, t: Tenant, agent: Uuid, q: &ListQuery) -> Result<Vec<Task>> {
-        self.load(t, Kind::Agent, agent)?;
-        self.list_resources(t, agent, q)
+    pub async fn task_list(&self, t: Tenant, agent: Uuid, q: &ListQuery) -> Result<Vec<Task>> {
+        self.load(t, Kind::Agent, agent).await?;
+        self.list_resources(t, agent, q).await
     }
 
     pub async fn task_delete(&self, t: Tenant, agent: Uuid, id: Uuid) -> Result<()> {
-        self.load(t, Kind::Agent, agent)?;
-        self.load_in(t, Kind::Task, agent, id)?;
+        self.load(t, Kind::Agent, agent).await?;
+        self.load_in(t, Kind::Task, agent, id).await?;
         Ok(self.store.commit(t.0, vec![Op::Delete { kind: Kind::Task, id, version: None }]).await?)
     }
 }

@@ -7,6 +7,7 @@
 use uuid::Uuid;
 
 use super::records::{Resource, decode_data, encode, ensure_scope, merge_metadata};
+use super::stored::StoredToolDef;
 use super::{App, Error, Result, Tenant};
 use crate::api::types::Metadata;
 use crate::api::types_tools::{CreateToolRequest, PatchToolRequest, Tool, ToolDef, check_tool_def};
@@ -17,16 +18,17 @@ impl Resource for Tool {
     const KIND: Kind = Kind::Tool;
     /// A tool's stored fields (besides id, agent, timestamps and metadata) are
     /// those of a tool given inline in a task.
-    type Data = ToolDef;
-    fn from_parts(rec: &Record, d: ToolDef) -> Self {
+    type Data = StoredToolDef;
+    fn from_parts(rec: &Record, d: StoredToolDef) -> Self {
+        let ToolDef { name, kind, description, function, api_call } = d.into();
         Tool {
             id: rec.id,
             agent_id: rec.scope,
-            name: d.name,
-            kind: d.kind,
-            description: d.description,
-            function: d.function,
-            api_call: d.api_call,
+            name,
+            kind,
+            description,
+            function,
+            api_call,
             metadata: rec.metadata.clone().map(Metadata),
             created_at: rec.created_at,
             updated_at: rec.updated_at,
@@ -34,14 +36,14 @@ impl Resource for Tool {
     }
 }
 
-fn tool_data(req: &CreateToolRequest) -> ToolDef {
-    ToolDef {
+fn tool_data(req: &CreateToolRequest) -> StoredToolDef {
+    StoredToolDef::from(ToolDef {
         name: req.name.clone(),
         kind: req.kind,
         description: req.description.clone(),
         function: req.function.clone(),
         api_call: req.api_call.clone(),
-    }
+    })
 }
 
 impl App {
@@ -53,9 +55,9 @@ impl App {
     }
 
     /// The agent's tools (404 if the agent does not exist).
-    pub fn tool_list(&self, t: Tenant, agent: Uuid, q: &ListQuery) -> Result<Vec<Tool>> {
-        self.load(t, Kind::Agent, agent)?;
-        self.list_resources(t, agent, q)
+    pub async fn tool_list(&self, t: Tenant, agent: Uuid, q: &ListQuery) -> Result<Vec<Tool>> {
+        self.load(t, Kind::Agent, agent).await?;
+        self.list_resources(t, agent, q).await
     }
 
     pub async fn tool_update(
@@ -65,7 +67,7 @@ impl App {
         id: Uuid,
         req: CreateToolRequest,
     ) -> Result<Tool> {
-        self.load(t, Kind::Agent, agent)?;
+        self.load(t, Kind::Agent, agent).await?;
         let data = encode(&tool_data(&req))?;
         self.update_resource(t, id, |rec| {
             ensure_scope(rec, agent)?;
@@ -78,10 +80,10 @@ impl App {
     }
 
     pub async fn tool_patch(&self, t: Tenant, agent: Uuid, id: Uuid, req: PatchToolRequest) -> Result<Tool> {
-        self.load(t, Kind::Agent, agent)?;
+        self.load(t, Kind::Agent, agent).await?;
         self.update_resource(t, id, |rec| {
             ensure_scope(rec, agent)?;
-            let mut d = decode_data::<Tool>(rec)?;
+            let mut d = ToolDef::from(decode_data::<Tool>(rec)?);
             if let Some(v) = &req.name {
                 d.name = v.clone();
             }
@@ -106,7 +108,7 @@ impl App {
                 return Err(Error::Validation(issues.into_vec()));
             }
             rec.unique = Some(d.name.clone());
-            rec.data = encode(&d)?;
+            rec.data = encode(&StoredToolDef::from(d))?;
             rec.metadata = merge_metadata(rec.metadata.take(), req.metadata.clone())?;
             Ok(())
         })
@@ -114,8 +116,8 @@ impl App {
     }
 
     pub async fn tool_delete(&self, t: Tenant, agent: Uuid, id: Uuid) -> Result<()> {
-        self.load(t, Kind::Agent, agent)?;
-        self.load_in(t, Kind::Tool, agent, id)?;
+        self.load(t, Kind::Agent, agent).await?;
+        self.load_in(t, Kind::Tool, agent, id).await?;
         Ok(self.store.commit(t.0, vec![Op::Delete { kind: Kind::Tool, id, version: None }]).await?)
     }
 }

@@ -42,12 +42,12 @@ impl App {
         self.insert_resource(t, rec, vec![]).await
     }
 
-    pub fn user_get(&self, t: Tenant, id: Uuid) -> Result<User> {
-        self.get_resource(t, id)
+    pub async fn user_get(&self, t: Tenant, id: Uuid) -> Result<User> {
+        self.get_resource(t, id).await
     }
 
-    pub fn user_list(&self, t: Tenant, q: &ListQuery) -> Result<Vec<User>> {
-        self.list_resources(t, Uuid::nil(), q)
+    pub async fn user_list(&self, t: Tenant, q: &ListQuery) -> Result<Vec<User>> {
+        self.list_resources(t, Uuid::nil(), q).await
     }
 
     pub async fn user_update(&self, t: Tenant, id: Uuid, req: UpdateUserRequest) -> Result<User> {

@@ -25,16 +25,15 @@ pub async fn agent_list(
     query: QueryParams<ListParams>,
 ) -> Ok200<ListResponse<Agent>> {
     let q = list_query(&query.into_inner());
-    run(
-        &rqctx,
-        |app, t| async move { app.agent_list(t, &q).map(|items| HttpResponseOk(ListResponse { items })) },
-    )
+    run(&rqctx, |app, t| async move {
+        app.agent_list(t, &q).await.map(|items| HttpResponseOk(ListResponse { items }))
+    })
     .await
 }
 
 pub async fn agent_get(rqctx: RequestContext<Ctx>, path: PathParams<AgentPath>) -> Ok200<Agent> {
     let id = path.into_inner().id;
-    run(&rqctx, |app, t| async move { app.agent_get(t, id).map(HttpResponseOk) }).await
+    run(&rqctx, |app, t| async move { app.agent_get(t, id).await.map(HttpResponseOk) }).await
 }
 
 pub async fn agent_update(

@@ -120,13 +120,13 @@ async fn doc_create(
 async fn doc_list(rqctx: &RequestContext<Ctx>, owner: DocOwner, p: ListParams) -> Ok200<ListResponse<Doc>> {
     let q = list_query(&p);
     run(rqctx, |app, t| async move {
-        app.doc_list(t, owner, &q).map(|items| HttpResponseOk(ListResponse { items }))
+        app.doc_list(t, owner, &q).await.map(|items| HttpResponseOk(ListResponse { items }))
     })
     .await
 }
 
 async fn doc_get(rqctx: &RequestContext<Ctx>, owner: DocOwner, id: uuid::Uuid) -> Ok200<Doc> {
-    run(rqctx, |app, t| async move { app.doc_get(t, owner, id).map(HttpResponseOk) }).await
+    run(rqctx, |app, t| async move { app.doc_get(t, owner, id).await.map(HttpResponseOk) }).await
 }
 
 async fn doc_delete(rqctx: &RequestContext<Ctx>, owner: DocOwner, id: uuid::Uuid) -> Deleted {

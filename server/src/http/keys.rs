@@ -28,7 +28,7 @@ pub async fn key_create(rqctx: RequestContext<Ctx>, key: IdempotencyKey) -> Crea
 
 pub async fn key_list(rqctx: RequestContext<Ctx>) -> Ok200<ListResponse<ApiKey>> {
     run(&rqctx, |app, t| async move {
-        let items = app.tenant_key_list(t)?;
+        let items = app.tenant_key_list(t).await?;
         let items = items
             .into_iter()
             .map(|k| ApiKey { id: k.id, prefix: k.prefix, created_at: k.created_at })

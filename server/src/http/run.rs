@@ -18,7 +18,7 @@ use crate::app::idempotency::{self, Begun, Remembered};
 use crate::app::{self, App, Tenant};
 
 /// Finds the tenant of the request's API key (`Bearer <key>` or a bare key).
-fn authenticate(rqctx: &RequestContext<Ctx>) -> Result<Tenant, ApiError> {
+async fn authenticate(rqctx: &RequestContext<Ctx>) -> Result<Tenant, ApiError> {
     let rid = rqctx.request_id.as_str();
     let unauthorized = |msg: &str| ApiError::new(ErrorStatusCode::UNAUTHORIZED, "unauthorized", msg, rid);
     let Some(header) = rqctx.request.headers().get(http::header::AUTHORIZATION) else {
@@ -30,7 +30,7 @@ fn authenticate(rqctx: &RequestContext<Ctx>) -> Result<Tenant, ApiError> {
         Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
         _ => header,
     };
-    match rqctx.context().app.authenticate(key) {
+    match rqctx.context().app.authenticate(key).await {
         Ok(Some(t)) => Ok(t),
         Ok(None) => Err(unauthorized("unknown API key")),
         Err(e) => Err(api_error(e, rid)),
@@ -43,7 +43,7 @@ where
     F: FnOnce(App, Tenant) -> Fut,
     Fut: Future<Output = app::Result<R>>,
 {
-    let tenant = match authenticate(rqctx) {
+    let tenant = match authenticate(rqctx).await {
         Ok(t) => t,
         Err(e) => return Ok(Reply::Err(e)),
     };
@@ -103,7 +103,7 @@ where
     Fut: Future<Output = app::Result<R>>,
 {
     let Some(key) = key.0 else { return run(rqctx, op).await };
-    let tenant = match authenticate(rqctx) {
+    let tenant = match authenticate(rqctx).await {
         Ok(t) => t,
         Err(e) => return Ok(Reply::Err(e)),
     };

@@ -9,7 +9,7 @@ use crate::api::types::*;
 use crate::api::{Ok200, Reply};
 
 pub async fn healthz(rqctx: RequestContext<Ctx>) -> Ok200<Health> {
-    match rqctx.context().app.store.health() {
+    match rqctx.context().app.store.health().await {
         Ok(()) => Ok(Reply::Ok(HttpResponseOk(Health { status: "ok".into() }))),
         Err(e) => Ok(Reply::Err(unhealthy(e, &rqctx.request_id))),
     }

@@ -26,14 +26,14 @@ pub async fn session_list(
 ) -> Ok200<ListResponse<Session>> {
     let q = list_query(&query.into_inner());
     run(&rqctx, |app, t| async move {
-        app.session_list(t, &q).map(|items| HttpResponseOk(ListResponse { items }))
+        app.session_list(t, &q).await.map(|items| HttpResponseOk(ListResponse { items }))
     })
     .await
 }
 
 pub async fn session_get(rqctx: RequestContext<Ctx>, path: PathParams<SessionPath>) -> Ok200<Session> {
     let id = path.into_inner().id;
-    run(&rqctx, |app, t| async move { app.session_get(t, id).map(HttpResponseOk) }).await
+    run(&rqctx, |app, t| async move { app.session_get(t, id).await.map(HttpResponseOk) }).await
 }
 
 pub async fn session_update(
@@ -67,7 +67,7 @@ pub async fn message_list(
     let id = path.into_inner().id;
     let q = list_query(&query.into_inner().into());
     run(&rqctx, |app, t| async move {
-        app.message_list(t, id, &q).map(|items| HttpResponseOk(ListResponse { items }))
+        app.message_list(t, id, &q).await.map(|items| HttpResponseOk(ListResponse { items }))
     })
     .await
 }
@@ -91,7 +91,7 @@ pub async fn session_tool_list(
 ) -> Ok200<ListResponse<Tool>> {
     let id = path.into_inner().id;
     run(&rqctx, |app, t| async move {
-        app.session_tools(t, id).map(|items| HttpResponseOk(ListResponse { items }))
+        app.session_tools(t, id).await.map(|items| HttpResponseOk(ListResponse { items }))
     })
     .await
 }

@@ -16,7 +16,7 @@ pub async fn task_list(
     let agent = path.into_inner().id;
     let q = list_query(&query.into_inner());
     run(&rqctx, |app, t| async move {
-        app.task_list(t, agent, &q).map(|items| HttpResponseOk(ListResponse { items }))
+        app.task_list(t, agent, &q).await.map(|items| HttpResponseOk(ListResponse { items }))
     })
     .await
 }
@@ -32,7 +32,7 @@ pub async fn task_create_or_update(
 
 pub async fn task_get(rqctx: RequestContext<Ctx>, path: PathParams<AgentTaskPath>) -> Ok200<Task> {
     let p = path.into_inner();
-    run(&rqctx, |app, t| async move { app.task_get(t, p.id, p.task_id).map(HttpResponseOk) }).await
+    run(&rqctx, |app, t| async move { app.task_get(t, p.id, p.task_id).await.map(HttpResponseOk) }).await
 }
 
 pub async fn task_delete(rqctx: RequestContext<Ctx>, path: PathParams<AgentTaskPath>) -> Deleted {

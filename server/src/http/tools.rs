@@ -29,7 +29,7 @@ pub async fn tool_list(
     let agent = path.into_inner().id;
     let q = list_query(&query.into_inner());
     run(&rqctx, |app, t| async move {
-        app.tool_list(t, agent, &q).map(|items| HttpResponseOk(ListResponse { items }))
+        app.tool_list(t, agent, &q).await.map(|items| HttpResponseOk(ListResponse { items }))
     })
     .await
 }

@@ -25,16 +25,15 @@ pub async fn user_list(
     query: QueryParams<ListParams>,
 ) -> Ok200<ListResponse<User>> {
     let q = list_query(&query.into_inner());
-    run(
-        &rqctx,
-        |app, t| async move { app.user_list(t, &q).map(|items| HttpResponseOk(ListResponse { items })) },
-    )
+    run(&rqctx, |app, t| async move {
+        app.user_list(t, &q).await.map(|items| HttpResponseOk(ListResponse { items }))
+    })
     .await
 }
 
 pub async fn user_get(rqctx: RequestContext<Ctx>, path: PathParams<UserPath>) -> Ok200<User> {
     let id = path.into_inner().user_id;
-    run(&rqctx, |app, t| async move { app.user_get(t, id).map(HttpResponseOk) }).await
+    run(&rqctx, |app, t| async move { app.user_get(t, id).await.map(HttpResponseOk) }).await
 }
 
 pub async fn user_update(

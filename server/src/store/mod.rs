@@ -218,23 +218,32 @@ pub enum StoreError {
 pub type StoreResult<T> = Result<T, StoreError>;
 
 /// The storage backend.
+///
+/// Reads are async too, so that a backend over the network (PostgreSQL) can
+/// wait for its database without holding a worker thread.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>>;
+    async fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>>;
     /// A page of the records of `kind` in `scope`, in the order asked for.
-    fn list(&self, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> StoreResult<Vec<Record>>;
+    async fn list(&self, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> StoreResult<Vec<Record>>;
     /// Ids of records of `kind` that name `target` in their `refs`.
-    fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>>;
+    async fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>>;
     /// The id holding a unique name in a scope.
-    fn lookup_unique(&self, tenant: Uuid, kind: Kind, scope: Uuid, name: &str) -> StoreResult<Option<Uuid>>;
+    async fn lookup_unique(
+        &self,
+        tenant: Uuid,
+        kind: Kind,
+        scope: Uuid,
+        name: &str,
+    ) -> StoreResult<Option<Uuid>>;
     /// Every record of a kind, across tenants (for rebuilding in-memory indexes at start).
-    fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>>;
+    async fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>>;
     /// Applies all ops atomically, or none; answers once the commit is durable.
     /// Answers [`StoreError::Full`] or [`StoreError::Unavailable`] (nothing
     /// applied) while the store cannot write, and within a bounded time.
     async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()>;
     /// Whether the store can write now; the error says why not.
-    fn health(&self) -> StoreResult<()> {
+    async fn health(&self) -> StoreResult<()> {
         Ok(())
     }
 }

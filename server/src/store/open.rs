@@ -399,3 +399,15 @@ pub fn quietly<T>(f: impl FnOnce() -> T) -> Result<T, String> {
         format!("sled failed reading it ({msg})")
     })
 }
+
+/// [`quietly`] for a future: each poll of `fut` runs quietly, on whichever
+/// thread polls it, and a panic in one ends it with `Err(its message)`.
+pub async fn quietly_async<F: Future>(fut: F) -> Result<F::Output, String> {
+    let mut fut = std::pin::pin!(fut);
+    std::future::poll_fn(|cx| match quietly(|| fut.as_mut().poll(cx)) {
+        Ok(std::task::Poll::Ready(out)) => std::task::Poll::Ready(Ok(out)),
+        Ok(std::task::Poll::Pending) => std::task::Poll::Pending,
+        Err(panic) => std::task::Poll::Ready(Err(panic)),
+    })
+    .await
+}

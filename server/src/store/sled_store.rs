@@ -1171,14 +1171,20 @@ fn build_batch(
     Ok((batch, Undo { tenant, written, originals: ov.originals, purges_started, purge_finished }, bytes))
 }
 
+// sled reads are synchronous and fast (a point read is a lookup in its page
+// cache, microseconds; a page of a list is a short range scan), so the async
+// reads call them directly on the async worker: handing each to
+// `spawn_blocking` would cost a thread hop that is slower than the read
+// itself. The one long read, `scan_kind`, runs at start, before any request.
+// Only `commit` waits (for the writer thread's durable flush).
 #[async_trait]
 impl Store for SledStore {
-    fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
+    async fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
         let rec = self.record(&self.shared.db()?, &row_key(kind, tenant, id))?;
         Ok(rec.filter(|r| !self.shared.purging.hides(kind, tenant, r.scope)))
     }
 
-    fn list(&self, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> StoreResult<Vec<Record>> {
+    async fn list(&self, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> StoreResult<Vec<Record>> {
         if self.shared.purging.hides(kind, tenant, scope) {
             return Ok(Vec::new());
         }
@@ -1233,7 +1239,7 @@ impl Store for SledStore {
         Ok(out)
     }
 
-    fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>> {
+    async fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>> {
         let db = self.shared.db()?;
         let ids: Vec<Uuid> = db
             .scan_prefix(ref_prefix(kind, tenant, target))
@@ -1245,14 +1251,20 @@ impl Store for SledStore {
         }
         let mut shown = Vec::with_capacity(ids.len());
         for id in ids {
-            if self.get(tenant, kind, id)?.is_some() {
+            if self.get(tenant, kind, id).await?.is_some() {
                 shown.push(id);
             }
         }
         Ok(shown)
     }
 
-    fn lookup_unique(&self, tenant: Uuid, kind: Kind, scope: Uuid, name: &str) -> StoreResult<Option<Uuid>> {
+    async fn lookup_unique(
+        &self,
+        tenant: Uuid,
+        kind: Kind,
+        scope: Uuid,
+        name: &str,
+    ) -> StoreResult<Option<Uuid>> {
         if self.shared.purging.hides(kind, tenant, scope) {
             return Ok(None);
         }
@@ -1264,7 +1276,7 @@ impl Store for SledStore {
             .and_then(|v| Uuid::from_slice(&v).ok()))
     }
 
-    fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>> {
+    async fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>> {
         self.shared
             .db()?
             .scan_prefix([b'r', kind as u8])
@@ -1325,7 +1337,7 @@ impl Store for SledStore {
         )))
     }
 
-    fn health(&self) -> StoreResult<()> {
+    async fn health(&self) -> StoreResult<()> {
         self.shared.health()
     }
 }
@@ -1349,14 +1361,14 @@ mod tests {
             );
             store.commit(tenant, vec![Op::Put { record: rec, expect: Expect::Absent }]).await.unwrap();
         }
-        let page = |max_bytes| {
+        let page = async |max_bytes| {
             let q = ListQuery { limit: 100, max_bytes, ..Default::default() };
-            store.list(tenant, Kind::Agent, scope, &q).unwrap().len()
+            store.list(tenant, Kind::Agent, scope, &q).await.unwrap().len()
         };
-        assert_eq!(page(None), 3);
-        assert_eq!(page(Some(1)), 1, "a page always has one record");
-        assert_eq!(page(Some(3000)), 2, "two records of ~1.3 KB fit 3,000 bytes, three do not");
-        assert_eq!(page(Some(1 << 20)), 3);
+        assert_eq!(page(None).await, 3);
+        assert_eq!(page(Some(1)).await, 1, "a page always has one record");
+        assert_eq!(page(Some(3000)).await, 2, "two records of ~1.3 KB fit 3,000 bytes, three do not");
+        assert_eq!(page(Some(1 << 20)).await, 3);
     }
 
     fn dump(store: &SledStore) -> Vec<(IVec, IVec)> {
@@ -1388,7 +1400,7 @@ mod tests {
         let before = dump(&store);
 
         // Replaces one record (new name, new metadata), deletes one, creates one, touches one.
-        let mut a2 = store.get(tenant, Kind::Agent, a.id).unwrap().unwrap();
+        let mut a2 = store.get(tenant, Kind::Agent, a.id).await.unwrap().unwrap();
         a2.unique = Some("a2".into());
         a2.metadata = json!({"k": 3, "x": "y"}).as_object().cloned();
         let new = agent(tenant, "new", json!({}));
@@ -1402,17 +1414,17 @@ mod tests {
         let err = store.commit(tenant, ops.clone()).await.unwrap_err();
         assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
         assert!(dump(&store) == before, "the failed commit left keys behind in the running store");
-        assert_eq!(store.get(tenant, Kind::Agent, a.id).unwrap().unwrap().version, 0);
-        assert_eq!(store.lookup_unique(tenant, Kind::Agent, tenant, "gone").unwrap(), Some(gone.id));
-        assert!(store.get(tenant, Kind::Agent, new.id).unwrap().is_none());
+        assert_eq!(store.get(tenant, Kind::Agent, a.id).await.unwrap().unwrap().version, 0);
+        assert_eq!(store.lookup_unique(tenant, Kind::Agent, tenant, "gone").await.unwrap(), Some(gone.id));
+        assert!(store.get(tenant, Kind::Agent, new.id).await.unwrap().is_none());
         drop(store);
 
         let store = SledStore::open(dir.path(), Durability::Flush).unwrap();
         assert!(dump(&store) == before, "the failed commit left keys behind on disk");
-        store.health().unwrap();
+        store.health().await.unwrap();
         store.commit(tenant, ops).await.unwrap();
-        assert_eq!(store.get(tenant, Kind::Agent, a.id).unwrap().unwrap().version, 2);
-        assert!(store.get(tenant, Kind::Agent, gone.id).unwrap().is_none());
+        assert_eq!(store.get(tenant, Kind::Agent, a.id).await.unwrap().unwrap().version, 2);
+        assert!(store.get(tenant, Kind::Agent, gone.id).await.unwrap().is_none());
     }
 
     /// A commit whose waiter gave up before the writer took it is never applied.

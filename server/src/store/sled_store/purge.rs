@@ -269,10 +269,10 @@ mod tests {
         delete_session(&store, tenant, sid).await;
         // Whatever the purger has done by now, nothing of the session shows.
         let q = ListQuery { limit: 10, ..Default::default() };
-        assert!(store.list(tenant, Kind::Message, sid, &q).unwrap().is_empty());
-        assert!(store.get(tenant, Kind::Message, ids[0]).unwrap().is_none());
-        assert!(store.get(tenant, Kind::Message, ids[n - 1]).unwrap().is_none());
-        assert!(store.scan_kind(Kind::Message).unwrap().is_empty());
+        assert!(store.list(tenant, Kind::Message, sid, &q).await.unwrap().is_empty());
+        assert!(store.get(tenant, Kind::Message, ids[0]).await.unwrap().is_none());
+        assert!(store.get(tenant, Kind::Message, ids[n - 1]).await.unwrap().is_none());
+        assert!(store.scan_kind(Kind::Message).await.unwrap().is_empty());
 
         wait_until_purged(&store, tenant, sid, &ids);
         let (_, commits_after) = store.writer_stats();
@@ -293,14 +293,17 @@ mod tests {
         drop(store);
 
         let store = SledStore::open(dir.path(), Durability::Flush).unwrap();
-        assert!(store.get(tenant, Kind::Message, ids[0]).unwrap().is_none(), "still hidden after the reopen");
+        assert!(
+            store.get(tenant, Kind::Message, ids[0]).await.unwrap().is_none(),
+            "still hidden after the reopen"
+        );
         wait_until_purged(&store, tenant, sid, &ids);
         let q = ListQuery { limit: 10, ..Default::default() };
         assert_eq!(
-            store.list(tenant, Kind::Message, kept, &q).unwrap().len(),
+            store.list(tenant, Kind::Message, kept, &q).await.unwrap().len(),
             3,
             "other scopes are untouched"
         );
-        assert!(store.get(tenant, Kind::Message, kept_ids[0]).unwrap().is_some());
+        assert!(store.get(tenant, Kind::Message, kept_ids[0]).await.unwrap().is_some());
     }
 }

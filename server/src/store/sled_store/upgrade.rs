@@ -272,9 +272,9 @@ mod tests {
         (m.format_version, m.upgrading_from)
     }
 
-    fn count_matching(store: &SledStore, tenant: Uuid, owner: Uuid, filter: Value) -> usize {
+    async fn count_matching(store: &SledStore, tenant: Uuid, owner: Uuid, filter: Value) -> usize {
         let q = ListQuery { limit: 100, metadata_filter: filter.as_object().cloned(), ..Default::default() };
-        store.list(tenant, Kind::Doc, owner, &q).unwrap().len()
+        store.list(tenant, Kind::Doc, owner, &q).await.unwrap().len()
     }
 
     #[tokio::test]
@@ -292,7 +292,7 @@ mod tests {
             (json!({"v": [1, {"z": 0}]}), 1),
             (json!({"n": 3}), 0),
         ] {
-            assert_eq!(count_matching(&store, tenant, owner, filter.clone()), found, "{filter}");
+            assert_eq!(count_matching(&store, tenant, owner, filter.clone()).await, found, "{filter}");
         }
         assert_eq!(manifest_format(dir.path()), (FORMAT_VERSION, None));
         assert!(metadata_index_is_exact(&store.shared.db().unwrap()));
@@ -315,7 +315,7 @@ mod tests {
             assert!(!metadata_index_is_exact(&db), "half upgraded");
         }
         let store = SledStore::open(dir.path(), Durability::Flush).unwrap();
-        assert_eq!(count_matching(&store, tenant, owner, json!({"n": 1})), 2);
+        assert_eq!(count_matching(&store, tenant, owner, json!({"n": 1})).await, 2);
         assert_eq!(manifest_format(dir.path()), (FORMAT_VERSION, None));
         assert!(
             metadata_index_is_exact(&store.shared.db().unwrap()),
