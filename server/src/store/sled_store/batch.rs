@@ -1,0 +1,166 @@
+//! One commit as one sled batch: its preconditions checked against the store
+//! as this commit has changed it so far, and the record of how to undo it.
+
+use super::*;
+
+/// Reads through the writes already made by this commit.
+pub(super) struct Overlay<'a> {
+    pub(super) db: &'a sled::Db,
+    pub(super) shared: &'a Shared,
+    pub(super) writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
+    /// Every row read from the store (not from `writes`), as stored: the undo's originals.
+    pub(super) originals: Vec<IVec>,
+}
+
+impl Overlay<'_> {
+    pub(super) fn get(&self, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
+        if let Some(v) = self.writes.get(key) {
+            return Ok(v.clone());
+        }
+        Ok(self.db.get(key).map_err(|e| self.shared.sled_write_error(e))?.map(|v| v.to_vec()))
+    }
+    pub(super) fn record(&mut self, key: &[u8]) -> StoreResult<Option<Record>> {
+        if let Some(v) = self.writes.get(key) {
+            return v.as_deref().map(decode).transpose();
+        }
+        let Some(raw) = self.db.get(key).map_err(|e| self.shared.sled_write_error(e))? else {
+            return Ok(None);
+        };
+        let rec = decode(&raw)?;
+        self.originals.push(raw);
+        Ok(Some(rec))
+    }
+    pub(super) fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
+        self.writes.insert(key, Some(value));
+    }
+    pub(super) fn del(&mut self, key: Vec<u8>) {
+        self.writes.insert(key, None);
+    }
+
+    pub(super) fn remove_record(&mut self, tenant: Uuid, r: &Record) {
+        self.del(row_key(r.kind, tenant, r.id));
+        for k in index_keys(r, tenant) {
+            self.del(k);
+        }
+        if let Some(name) = &r.unique {
+            self.del(unique_key(r.kind, tenant, r.scope, name));
+        }
+    }
+
+    pub(super) fn write_record(&mut self, tenant: Uuid, r: &Record) -> StoreResult<()> {
+        let bytes = serde_json::to_vec(r).map_err(io)?;
+        self.put(row_key(r.kind, tenant, r.id), bytes);
+        for k in index_keys(r, tenant) {
+            self.put(k, Vec::new());
+        }
+        if let Some(name) = &r.unique {
+            self.put(unique_key(r.kind, tenant, r.scope, name), r.id.as_bytes().to_vec());
+        }
+        Ok(())
+    }
+}
+
+/// The batch of one commit, how to undo it, and how many bytes it writes.
+pub(super) fn build_batch(
+    shared: &Shared,
+    db: &sled::Db,
+    tenant: Uuid,
+    ops: Vec<Op>,
+    purge_step: Option<&purge::Step>,
+) -> StoreResult<(sled::Batch, Undo, u64)> {
+    let mut ov = Overlay { db, shared, writes: BTreeMap::new(), originals: Vec::new() };
+    let mut purges_started = Vec::new();
+    let mut purge_finished = None;
+    if let Some(step) = purge_step {
+        for id in &step.ids {
+            if let Some(old) = ov.record(&row_key(step.scope.kind, tenant, *id))? {
+                ov.remove_record(tenant, &old);
+            }
+        }
+        if step.ids.is_empty() {
+            ov.del(step.scope.marker_key());
+            purge_finished = Some(step.scope);
+        }
+    }
+    for op in ops {
+        match op {
+            Op::Put { record, expect } => {
+                let mut rec = record;
+                let old = ov.record(&row_key(rec.kind, tenant, rec.id))?;
+                match (expect, &old) {
+                    (Expect::Absent, Some(_)) => {
+                        return Err(StoreError::IdTaken { kind: rec.kind, id: rec.id });
+                    }
+                    (Expect::Version(_), None) => {
+                        return Err(StoreError::NotFound { kind: rec.kind, id: rec.id });
+                    }
+                    (Expect::Version(v), Some(o)) if o.version != v => return Err(StoreError::Stale),
+                    _ => {}
+                }
+                if let Some(name) = &rec.unique
+                    && let Some(holder) = ov.get(&unique_key(rec.kind, tenant, rec.scope, name))?
+                    && holder.as_slice() != rec.id.as_bytes()
+                {
+                    return Err(StoreError::Duplicate { kind: rec.kind, name: name.clone() });
+                }
+                if let Some(o) = &old {
+                    rec.version = o.version + 1;
+                    ov.remove_record(tenant, o);
+                } else {
+                    rec.version = 0;
+                }
+                ov.write_record(tenant, &rec)?;
+            }
+            Op::Delete { kind, id, version } => {
+                let Some(old) = ov.record(&row_key(kind, tenant, id))? else {
+                    return Err(StoreError::NotFound { kind, id });
+                };
+                if version.is_some_and(|v| v != old.version) {
+                    return Err(StoreError::Stale);
+                }
+                ov.remove_record(tenant, &old);
+            }
+            Op::DeleteScope { kind, scope } => {
+                // Only a marker: the purger removes the records, a step at a time.
+                let scope = purge::Scope { kind, tenant, scope };
+                if !shared.purging.contains(&scope) && !purges_started.contains(&scope) {
+                    ov.put(scope.marker_key(), scope.marker_value()?);
+                    purges_started.push(scope);
+                }
+            }
+            Op::Require { kind, id } => {
+                if ov.get(&row_key(kind, tenant, id))?.is_none() {
+                    return Err(StoreError::NotFound { kind, id });
+                }
+            }
+            Op::Touch { kind, id } => {
+                let key = row_key(kind, tenant, id);
+                let Some(mut rec) = ov.record(&key)? else {
+                    return Err(StoreError::NotFound { kind, id });
+                };
+                rec.version += 1;
+                ov.put(key, serde_json::to_vec(&rec).map_err(io)?);
+            }
+        }
+    }
+    let mut batch = sled::Batch::default();
+    let mut written = Vec::with_capacity(ov.writes.len());
+    let mut bytes = 0;
+    for (k, v) in ov.writes {
+        bytes += (k.len() + v.as_ref().map_or(0, Vec::len)) as u64;
+        let k = IVec::from(k);
+        written.push(k.clone());
+        match v {
+            Some(v) => batch.insert(k, v),
+            None => batch.remove(k),
+        }
+    }
+    Ok((batch, Undo { tenant, written, originals: ov.originals, purges_started, purge_finished }, bytes))
+}
+
+// sled reads are synchronous and fast (a point read is a lookup in its page
+// cache, microseconds; a page of a list is a short range scan), so the async
+// reads call them directly on the async worker: handing each to
+// `spawn_blocking` would cost a thread hop that is slower than the read
+// itself. The one long read, `scan_kind`, runs at start, before any request.
+// Only `commit` waits (for the writer thread's durable flush).

@@ -1,0 +1,115 @@
+//! The key layout (see the table in the parent module): how a record's row and
+//! its index keys are spelled, so that every scan stays within one tenant.
+
+use super::*;
+
+pub(super) fn row_key(kind: Kind, tenant: Uuid, id: Uuid) -> Vec<u8> {
+    let mut k = Vec::with_capacity(34);
+    k.push(b'r');
+    k.push(kind as u8);
+    k.extend_from_slice(tenant.as_bytes());
+    k.extend_from_slice(id.as_bytes());
+    k
+}
+
+pub(super) fn scope_prefix(tag: u8, kind: Kind, tenant: Uuid, scope: Uuid) -> Vec<u8> {
+    let mut k = Vec::with_capacity(80);
+    k.push(tag);
+    k.push(kind as u8);
+    k.extend_from_slice(tenant.as_bytes());
+    k.extend_from_slice(scope.as_bytes());
+    k
+}
+
+pub(super) fn sort_byte(s: SortBy) -> u8 {
+    match s {
+        SortBy::CreatedAt => b'c',
+        SortBy::UpdatedAt => b'u',
+    }
+}
+
+pub(super) fn sort_ts(r: &Record, s: SortBy) -> u64 {
+    let t = match s {
+        SortBy::CreatedAt => r.created_at,
+        SortBy::UpdatedAt => r.updated_at,
+    };
+    // Offset so that any representable time sorts correctly as unsigned.
+    (t.timestamp_micros() as u64) ^ (1 << 63)
+}
+
+pub(super) fn order_key(r: &Record, tenant: Uuid, s: SortBy) -> Vec<u8> {
+    let mut k = scope_prefix(b'o', r.kind, tenant, r.scope);
+    k.push(sort_byte(s));
+    k.extend_from_slice(&sort_ts(r, s).to_be_bytes());
+    k.extend_from_slice(r.id.as_bytes());
+    k
+}
+
+/// A stable hash of one metadata `key = value` pair: values equal as a filter
+/// compares them ([`super::filter::values_equal`]) hash alike, so `{"n": 1}` finds a
+/// record stored with `{"n": 1.0}`.
+pub(super) fn meta_hash(key: &str, value: &Value) -> [u8; 8] {
+    let mut text = Vec::with_capacity(key.len() + 16);
+    text.extend_from_slice(key.as_bytes());
+    text.push(0);
+    canonical(value, &mut text);
+    hash_prefix(&text)
+}
+
+/// The first 8 bytes of the SHA-256 of `bytes`.
+pub(super) fn hash_prefix(bytes: &[u8]) -> [u8; 8] {
+    let d = Sha256::digest(bytes);
+    let mut out = [0u8; 8];
+    out.copy_from_slice(&d[..8]);
+    out
+}
+
+/// The keys of one metadata pair's index, up to the sort; `hash` is its [`meta_hash`].
+pub(super) fn meta_prefix(kind: Kind, tenant: Uuid, scope: Uuid, hash: [u8; 8], s: SortBy) -> Vec<u8> {
+    let mut k = scope_prefix(b'm', kind, tenant, scope);
+    k.extend_from_slice(&hash);
+    k.push(sort_byte(s));
+    k
+}
+
+pub(super) fn meta_key(r: &Record, tenant: Uuid, hash: [u8; 8], s: SortBy) -> Vec<u8> {
+    let mut k = meta_prefix(r.kind, tenant, r.scope, hash, s);
+    k.extend_from_slice(&sort_ts(r, s).to_be_bytes());
+    k.extend_from_slice(r.id.as_bytes());
+    k
+}
+
+pub(super) fn ref_prefix(kind: Kind, tenant: Uuid, target: Uuid) -> Vec<u8> {
+    scope_prefix(b'f', kind, tenant, target)
+}
+
+pub(super) fn unique_key(kind: Kind, tenant: Uuid, scope: Uuid, name: &str) -> Vec<u8> {
+    let mut k = scope_prefix(b'u', kind, tenant, scope);
+    k.extend_from_slice(name.as_bytes());
+    k
+}
+
+pub(super) fn id_suffix(key: &[u8]) -> Uuid {
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&key[key.len() - 16..]);
+    Uuid::from_bytes(b)
+}
+
+/// Every index key a record owns (not its row).
+pub(super) fn index_keys(r: &Record, tenant: Uuid) -> Vec<Vec<u8>> {
+    let mut keys = Vec::new();
+    for s in SORTS {
+        keys.push(order_key(r, tenant, s));
+        if let Some(m) = &r.metadata {
+            for (k, v) in m {
+                keys.push(meta_key(r, tenant, meta_hash(k, v), s));
+            }
+        }
+    }
+    for target in &r.refs {
+        let mut k = ref_prefix(r.kind, tenant, *target);
+        k.extend_from_slice(r.id.as_bytes());
+        keys.push(k);
+    }
+    keys
+}
