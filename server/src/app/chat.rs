@@ -19,12 +19,13 @@ use crate::api::types::{
     Agent, ChatSettings, DocOwner, DocReference, OwnerRole, SearchMode, SearchRequest, User,
 };
 use crate::api::types_chat::{
-    ChatAnswerMessage, ChatChoice, ChatRequest, ChatResponse, ChatToolChoice, ChatUsage, ToolChoiceMode,
+    ChatAnswerMessage, ChatChoice, ChatRequest, ChatResponse, ChatTool, ChatToolChoice, ChatUsage,
+    ResponseFormat, ToolChoiceMode,
 };
 use crate::api::types_sessions::{
     ContextOverflow, CreateMessageRequest, FunctionCall, Message, Role, Session, ToolCall, ToolCallType,
 };
-use crate::api::types_tools::ToolType;
+use crate::api::types_tools::{Tool, ToolType};
 use crate::models::tokens::{REPLY_PRIMING_TOKENS, message_tokens};
 use crate::models::{
     self, DEFAULT_SYSTEM_TEMPLATE, NoProvider, Provider, UpstreamError, count_chat_tokens, wire,
@@ -249,106 +250,98 @@ impl App {
 
         // 1. Settings and model.
         let settings = merge_settings(agent.default_settings.as_ref(), &req.settings);
-        let model = req
-            .model
-            .clone()
-            .or_else(|| (!agent.model.is_empty()).then(|| agent.model.clone()))
-            .or_else(|| self.models.default_model().map(str::to_owned));
-        let provider = match &model {
-            Some(m) => self.models.resolve(m)?.clone(),
-            None if self.models.is_empty() => return Err(self.models.resolve("").unwrap_err().into()),
-            None => {
-                return Err(Error::BadRequest(
-                    "no model to use: send `model`, set the agent's `model`, or configure a default \
-                     (models.default_model or AGENT_PLATFORM_DEFAULT_MODEL)"
-                        .into(),
-                ));
-            }
-        };
-        let model = model.unwrap_or_default();
-
+        let (provider, model) = self.choose_model(req.model.as_deref(), &agent)?;
         // 2. Recall.
         let docs = if req.recall {
-            let last_user = req.messages.iter().rev().find(|m| m.role == Role::User);
-            match last_user {
-                Some(m) if !m.content.trim().is_empty() => {
-                    self.recall(t, agent_id, &session.users, &m.content).await?
-                }
-                _ => Vec::new(),
-            }
+            self.recall_for(t, &req.messages, agent_id, &session).await?
         } else {
             Vec::new()
         };
-
-        // 3. System message.
-        let session_tools = self.session_tools(t, session_id).await?;
-        let mut tools: Vec<wire::ToolSpec> = session_tools
-            .iter()
-            .filter(|tool| tool.kind == ToolType::Function)
-            .map(|tool| {
-                let params = tool.function.as_ref().map(|f| Value::Object(f.parameters.clone()));
-                let description = (!tool.description.is_empty()).then(|| tool.description.clone());
-                wire::ToolSpec::function(
-                    &tool.name,
-                    description,
-                    params.unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-                )
-            })
-            .collect();
-        for tool in req.tools.iter().flatten() {
-            let params = tool.function.parameters.clone().map(Value::Object);
-            tools.push(wire::ToolSpec::function(
-                &tool.function.name,
-                tool.function.description.clone(),
-                params.unwrap_or_else(|| json!({"type": "object", "properties": {}})),
-            ));
-        }
-        let context = json!({
-            "agent": agent,
-            "user": users.first(),
-            "users": users,
-            "session": session,
-            "tools": tools.iter().map(|t| json!({"name": t.function.name, "description": t.function.description})).collect::<Vec<_>>(),
-            "docs": docs.iter().map(|d| json!({
-                "id": d.id, "title": d.title, "content": d.snippet.content, "snippet": d.snippet.content, "score": d.score,
-            })).collect::<Vec<_>>(),
-        });
-        let mut system = match &session.system_template {
-            None => models::render(DEFAULT_SYSTEM_TEMPLATE, &context)
-                .map_err(|e| Error::Internal(format!("the default system template: {e}")))?,
-            Some(src) => {
-                let mut text =
-                    models::render(src, &context).map_err(|e| template_error("system_template", e))?;
-                // The default template places the situation itself.
-                if let Some(situation) = session.situation.as_deref().filter(|s| !s.is_empty()) {
-                    text = format!("{}\n\n{situation}", text.trim_end());
-                }
-                text
-            }
-        };
-        system = system.trim_end().to_owned();
-
-        let mut new_messages = req.messages;
-        if session.render_templates {
-            for (i, m) in new_messages.iter_mut().enumerate() {
-                if m.content.contains("{{") || m.content.contains("{%") {
-                    m.content = models::render(&m.content, &context)
-                        .map_err(|e| template_error(&format!("messages[{i}].content"), e))?;
-                }
-            }
-        }
-
-        // 4. History within the token budget. Each message's cost is known
-        // (stored token counts), so the budget is kept with sums, not recounts.
-        let system_msg = wire::ChatMessage::system(system);
-        let history = self.history(t, session_id).await?;
+        // 3. System message (and the new messages, rendered as templates when the session asks).
+        let tools = tool_specs(&self.session_tools(t, session_id).await?, req.tools.as_deref());
+        let context = template_context(&agent, &users, &session, &tools, &docs);
+        let system = wire::ChatMessage::system(system_message(&session, &context)?);
+        let new_messages = render_new_messages(&session, req.messages, &context)?;
+        // 4. History within the token budget.
         let new_wire: Vec<wire::ChatMessage> = new_messages.iter().map(new_message).collect();
+        let messages = self.fit_history(t, &session, &provider, &model, system, new_wire).await?;
+
+        let request = completion_request(
+            model,
+            messages,
+            tools,
+            settings,
+            req.tool_choice,
+            req.response_format,
+            req.stream,
+        );
+        Ok(PreparedChat {
+            provider,
+            request,
+            docs,
+            save: req.save,
+            tenant: t,
+            session: session_id,
+            new_messages,
+            _lock: lock,
+        })
+    }
+
+    /// The model to call, and its provider: the request's, else the agent's,
+    /// else the configured default.
+    fn choose_model(&self, requested: Option<&str>, agent: &Agent) -> Result<(Provider, String)> {
+        let model = requested
+            .map(str::to_owned)
+            .or_else(|| (!agent.model.is_empty()).then(|| agent.model.clone()))
+            .or_else(|| self.models.default_model().map(str::to_owned));
+        match model {
+            Some(m) => Ok((self.models.resolve(&m)?.clone(), m)),
+            None if self.models.is_empty() => Err(self.models.resolve("").unwrap_err().into()),
+            None => Err(Error::BadRequest(
+                "no model to use: send `model`, set the agent's `model`, or configure a default \
+                 (models.default_model or AGENT_PLATFORM_DEFAULT_MODEL)"
+                    .into(),
+            )),
+        }
+    }
+
+    /// The docs recalled for the last new user message (none without one).
+    async fn recall_for(
+        &self,
+        t: Tenant,
+        new_messages: &[CreateMessageRequest],
+        agent: Uuid,
+        session: &Session,
+    ) -> Result<Vec<DocReference>> {
+        match new_messages.iter().rev().find(|m| m.role == Role::User) {
+            Some(m) if !m.content.trim().is_empty() => {
+                self.recall(t, agent, &session.users, &m.content).await
+            }
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    /// The history to send after `system`, within the session's token budget,
+    /// then the new messages. Each message's cost is known (stored token
+    /// counts), so the budget is kept with sums, not recounts. Over the budget,
+    /// `context_overflow` decides: an error, the oldest messages dropped, or
+    /// those summarised by the model.
+    async fn fit_history(
+        &self,
+        t: Tenant,
+        session: &Session,
+        provider: &Provider,
+        model: &str,
+        system: wire::ChatMessage,
+        new_wire: Vec<wire::ChatMessage>,
+    ) -> Result<Vec<wire::ChatMessage>> {
+        let history = self.history(t, session.id).await?;
         let mut start = 0; // the oldest history message sent
         let mut summary = None;
         if let Some(budget) = session.token_budget {
             let budget = budget.max(0) as usize;
             // The prompt without history: system, new messages, the reply's priming.
-            let fixed = message_tokens(&system_msg)
+            let fixed = message_tokens(&system)
                 + new_wire.iter().map(message_tokens).sum::<usize>()
                 + REPLY_PRIMING_TOKENS;
             let total = fixed + history.iter().map(|h| h.tokens).sum::<usize>();
@@ -373,7 +366,7 @@ impl App {
                         let target = budget.saturating_sub(room).max(fixed);
                         start = drop_oldest(&history, 0, fixed, target);
                         let dropped: Vec<_> = history[..start].iter().map(|h| h.message.clone()).collect();
-                        let text = self.summarise(&provider, &model, &dropped, room).await?;
+                        let text = self.summarise(provider, model, &dropped, room).await?;
                         let message =
                             wire::ChatMessage::system(format!("Summary of the earlier conversation: {text}"));
                         let cost = message_tokens(&message);
@@ -388,45 +381,11 @@ impl App {
             }
         }
         let mut messages = Vec::with_capacity(2 + history.len() - start + new_wire.len());
-        messages.push(system_msg);
+        messages.push(system);
         messages.extend(summary);
         messages.extend(history[start..].iter().map(|h| h.message.clone()));
         messages.extend(new_wire);
-
-        let tool_choice = req.tool_choice.map(|c| match c {
-            ChatToolChoice::Mode(ToolChoiceMode::Auto) => wire::ToolChoice::auto(),
-            ChatToolChoice::Mode(ToolChoiceMode::None) => wire::ToolChoice::none(),
-            ChatToolChoice::Mode(ToolChoiceMode::Required) => wire::ToolChoice::required(),
-            ChatToolChoice::Function(f) => wire::ToolChoice::function(f.function.name),
-        });
-        let request = wire::CompletionRequest {
-            model,
-            messages,
-            tool_choice: if tools.is_empty() { None } else { tool_choice },
-            tools: (!tools.is_empty()).then_some(tools),
-            temperature: settings.temperature.map(|v| v as f32),
-            top_p: settings.top_p.map(|v| v as f32),
-            max_tokens: settings.max_tokens.map(|v| v.clamp(1, u32::MAX as i64) as u32),
-            stop: settings.stop,
-            seed: settings.seed,
-            frequency_penalty: settings.frequency_penalty.map(|v| v as f32),
-            presence_penalty: settings.presence_penalty.map(|v| v as f32),
-            response_format: req.response_format.map(|f| serde_json::to_value(f).unwrap_or(Value::Null)),
-            // As the provider sends it, so that it need not copy the request.
-            stream: req.stream,
-            stream_options: req.stream.then_some(wire::StreamOptions { include_usage: true }),
-            ..wire::CompletionRequest::default()
-        };
-        Ok(PreparedChat {
-            provider,
-            request,
-            docs,
-            save: req.save,
-            tenant: t,
-            session: session_id,
-            new_messages,
-            _lock: lock,
-        })
+        Ok(messages)
     }
 
     /// A summary of `dropped` written by the model, in at most `max_tokens` tokens.
@@ -493,6 +452,119 @@ impl App {
         }
         self.append_messages(prepared.tenant, prepared.session, messages, response).await?;
         Ok(())
+    }
+}
+
+/// The tools the model may call: the session's function tools, then the request's.
+fn tool_specs(session_tools: &[Tool], request_tools: Option<&[ChatTool]>) -> Vec<wire::ToolSpec> {
+    let no_parameters = || json!({"type": "object", "properties": {}});
+    let mut tools: Vec<wire::ToolSpec> = session_tools
+        .iter()
+        .filter(|tool| tool.kind == ToolType::Function)
+        .map(|tool| {
+            let params = tool.function.as_ref().map(|f| Value::Object(f.parameters.clone()));
+            let description = (!tool.description.is_empty()).then(|| tool.description.clone());
+            wire::ToolSpec::function(&tool.name, description, params.unwrap_or_else(no_parameters))
+        })
+        .collect();
+    for tool in request_tools.into_iter().flatten() {
+        let params = tool.function.parameters.clone().map(Value::Object);
+        tools.push(wire::ToolSpec::function(
+            &tool.function.name,
+            tool.function.description.clone(),
+            params.unwrap_or_else(no_parameters),
+        ));
+    }
+    tools
+}
+
+/// What templates see: `agent`, `user`, `users`, `session`, `tools`, `docs`.
+fn template_context(
+    agent: &Agent,
+    users: &[User],
+    session: &Session,
+    tools: &[wire::ToolSpec],
+    docs: &[DocReference],
+) -> Value {
+    json!({
+        "agent": agent,
+        "user": users.first(),
+        "users": users,
+        "session": session,
+        "tools": tools.iter().map(|t| json!({"name": t.function.name, "description": t.function.description})).collect::<Vec<_>>(),
+        "docs": docs.iter().map(|d| json!({
+            "id": d.id, "title": d.title, "content": d.snippet.content, "snippet": d.snippet.content, "score": d.score,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// The system message: the session's template (then its situation), or the default template.
+fn system_message(session: &Session, context: &Value) -> Result<String> {
+    let system = match &session.system_template {
+        None => models::render(DEFAULT_SYSTEM_TEMPLATE, context)
+            .map_err(|e| Error::Internal(format!("the default system template: {e}")))?,
+        Some(src) => {
+            let mut text = models::render(src, context).map_err(|e| template_error("system_template", e))?;
+            // The default template places the situation itself.
+            if let Some(situation) = session.situation.as_deref().filter(|s| !s.is_empty()) {
+                text = format!("{}\n\n{situation}", text.trim_end());
+            }
+            text
+        }
+    };
+    Ok(system.trim_end().to_owned())
+}
+
+/// The new messages, rendered as templates when the session has `render_templates`.
+fn render_new_messages(
+    session: &Session,
+    mut messages: Vec<CreateMessageRequest>,
+    context: &Value,
+) -> Result<Vec<CreateMessageRequest>> {
+    if session.render_templates {
+        for (i, m) in messages.iter_mut().enumerate() {
+            if m.content.contains("{{") || m.content.contains("{%") {
+                m.content = models::render(&m.content, context)
+                    .map_err(|e| template_error(&format!("messages[{i}].content"), e))?;
+            }
+        }
+    }
+    Ok(messages)
+}
+
+/// The request to the provider: the messages, the tools, and the settings.
+fn completion_request(
+    model: String,
+    messages: Vec<wire::ChatMessage>,
+    tools: Vec<wire::ToolSpec>,
+    settings: ChatSettings,
+    tool_choice: Option<ChatToolChoice>,
+    response_format: Option<ResponseFormat>,
+    stream: bool,
+) -> wire::CompletionRequest {
+    let tool_choice = tool_choice.map(|c| match c {
+        ChatToolChoice::Mode(ToolChoiceMode::Auto) => wire::ToolChoice::auto(),
+        ChatToolChoice::Mode(ToolChoiceMode::None) => wire::ToolChoice::none(),
+        ChatToolChoice::Mode(ToolChoiceMode::Required) => wire::ToolChoice::required(),
+        ChatToolChoice::Function(f) => wire::ToolChoice::function(f.function.name),
+    });
+    wire::CompletionRequest {
+        model,
+        messages,
+        tool_choice: if tools.is_empty() { None } else { tool_choice },
+        tools: (!tools.is_empty()).then_some(tools),
+        temperature: settings.temperature.map(|v| v as f32),
+        top_p: settings.top_p.map(|v| v as f32),
+        max_tokens: settings.max_tokens.map(|v| v.clamp(1, u32::MAX as i64) as u32),
+        stop: settings.stop,
+        seed: settings.seed,
+        frequency_penalty: settings.frequency_penalty.map(|v| v as f32),
+        presence_penalty: settings.presence_penalty.map(|v| v as f32),
+        response_format: response_format.map(|f| serde_json::to_value(f).unwrap_or(Value::Null)),
+        // As the provider sends it, so that it need not copy the request.
+        stream,
+        stream_options: stream.then_some(wire::StreamOptions { include_usage: true }),
+        ..wire::CompletionRequest::default()
     }
 }
 
