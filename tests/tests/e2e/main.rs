@@ -2,7 +2,8 @@
 //! this one test binary (the client, the server and reqwest are linked once,
 //! not once per file). Each test starts its own server (in-process, or the
 //! real binary as a child process) on its own temporary data dir, so tests
-//! share nothing and run in parallel.
+//! run in parallel; `store_open`'s tests share only a store made once, which
+//! each copies before damaging it.
 //!
 //! Select a module or a test by its path:
 //! `cargo test -p agent-platform-tests -- agents::` or
@@ -26,4 +27,5 @@ mod sessions;
 mod store_open;
 mod tasks;
 mod tools;
+mod upgrade;
 mod users;
