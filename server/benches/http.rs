@@ -1,5 +1,5 @@
 //! HTTP benchmark: the cost of our stack against a bare Dropshot endpoint, and
-//! durable writes with group commit. Run with `cargo bench --bench http`.
+//! durable writes with group commit. Run with `cargo bench -p agent-platform-benches --bench http`.
 //!
 //! 1. `GET /api/agents/{id}` (auth, store read, JSON) against a bare Dropshot
 //!    endpoint answering a constant JSON of similar size, same load, same run.
