@@ -246,9 +246,11 @@ pub fn binary() -> PathBuf {
 }
 
 /// Builds the binary into this test binary's own target dir and profile.
-/// Selecting this package too gives the server crate the features this
-/// package's build gave it, so the build reuses that one instead of compiling
-/// the server again with other features.
+/// Every bin of the workspace is selected, as `cargo test --workspace` builds
+/// them all: cargo then compiles the server's dependencies exactly as that run
+/// did and finds everything fresh. (A narrower selection, such as this package
+/// and the server alone, gives some shared dependencies other hashes, so cargo
+/// would compile them and the server a second time.)
 fn build_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
@@ -257,8 +259,8 @@ fn build_binary() -> PathBuf {
     let mut build = Command::new(cargo);
     build
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "--quiet", "--message-format=json-render-diagnostics", "--bin", "agent-platform"])
-        .args(["-p", "agent-platform", "-p", env!("CARGO_PKG_NAME"), "--target-dir"])
+        .args(["build", "--quiet", "--message-format=json-render-diagnostics", "--workspace", "--bins"])
+        .arg("--target-dir")
         .arg(target_dir);
     // `target/debug` is the dev profile's (and the test profile's); any other
     // profile's dir is named after it.
@@ -271,11 +273,12 @@ fn build_binary() -> PathBuf {
     }
     // Diagnostics go to stderr as cargo renders them; stdout is one JSON message a line.
     let out = build.stderr(Stdio::inherit()).output().expect("cargo runs");
-    assert!(out.status.success(), "`cargo build -p agent-platform` failed: see its errors above");
+    assert!(out.status.success(), "`cargo build --workspace --bins` failed: see its errors above");
     let executable = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "agent-platform")
+        .filter(|m| m["target"]["kind"] == serde_json::json!(["bin"]))
         .find_map(|m| m["executable"].as_str().map(PathBuf::from))
         .expect("cargo built no `agent-platform` executable");
     assert!(executable.exists(), "{} is missing after the build", executable.display());
