@@ -414,6 +414,82 @@ pub mod types {
             Default::default()
         }
     }
+    /**One event of a streamed chat (`data: <chunk>`), in OpenAI's chunk shape.
+
+Each chunk carries a delta of choice 0; the last chunk has no choices and carries `usage` and `docs` (and `object`); then comes `data: [DONE]`.*/
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ChatChunk {
+        pub choices: ::std::vec::Vec<ChatChunkChoice>,
+        ///The document snippets recalled and put in the system message, on the last chunk.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub docs: ::std::option::Option<::std::vec::Vec<DocReference>>,
+        pub id: ::std::string::String,
+        pub model: ::std::string::String,
+        ///`"chat.completion.chunk"`, on the last chunk.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub object: ::std::option::Option<::std::string::String>,
+        ///Tokens of the call, on the last chunk.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub usage: ::std::option::Option<ChatUsage>,
+    }
+    impl ChatChunk {
+        pub fn builder() -> builder::ChatChunk {
+            Default::default()
+        }
+    }
+    ///One choice of a [`ChatChunk`]: what it adds to the answer.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ChatChunkChoice {
+        pub delta: ChatDelta,
+        ///Why the answer ended (`stop`, `length`, `tool_calls`), on its last delta.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub finish_reason: ::std::option::Option<::std::string::String>,
+        pub index: u32,
+    }
+    impl ChatChunkChoice {
+        pub fn builder() -> builder::ChatChunkChoice {
+            Default::default()
+        }
+    }
+    ///The new part of the streamed answer.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    pub struct ChatDelta {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub content: ::std::option::Option<::std::string::String>,
+        ///The model's reasoning, from providers that send it apart from the answer.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub reasoning_content: ::std::option::Option<::std::string::String>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub role: ::std::option::Option<Role>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tool_calls: ::std::option::Option<::std::vec::Vec<ChatToolCallDelta>>,
+    }
+    impl ChatDelta {
+        pub fn builder() -> builder::ChatDelta {
+            Default::default()
+        }
+    }
+    ///What failed in a stream, with the `code` the same failure has as an ordinary error answer (`upstream_error`, `upstream_timeout`, ...).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ChatErrorDetail {
+        pub code: ::std::string::String,
+        pub message: ::std::string::String,
+    }
+    impl ChatErrorDetail {
+        pub fn builder() -> builder::ChatErrorDetail {
+            Default::default()
+        }
+    }
+    ///The event that ends a stream that failed after it started: nothing was saved.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ChatErrorEvent {
+        pub error: ChatErrorDetail,
+    }
+    impl ChatErrorEvent {
+        pub fn builder() -> builder::ChatErrorEvent {
+            Default::default()
+        }
+    }
     ///The function of a [`ChatTool`].
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ChatFunction {
@@ -429,6 +505,19 @@ pub mod types {
     }
     impl ChatFunction {
         pub fn builder() -> builder::ChatFunction {
+            Default::default()
+        }
+    }
+    ///A fragment of a function call's name and arguments.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    pub struct ChatFunctionCallDelta {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub arguments: ::std::option::Option<::std::string::String>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub name: ::std::option::Option<::std::string::String>,
+    }
+    impl ChatFunctionCallDelta {
+        pub fn builder() -> builder::ChatFunctionCallDelta {
             Default::default()
         }
     }
@@ -715,6 +804,24 @@ pub mod types {
     }
     impl ChatTool {
         pub fn builder() -> builder::ChatTool {
+            Default::default()
+        }
+    }
+    ///A fragment of a tool call: the first fragment of a call usually carries `id` and `function.name`, later ones pieces of `function.arguments` to concatenate.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    pub struct ChatToolCallDelta {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub function: ::std::option::Option<ChatFunctionCallDelta>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub id: ::std::option::Option<::std::string::String>,
+        ///Which call of the answer this fragment belongs to.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub index: ::std::option::Option<u32>,
+        #[serde(rename = "type", skip_serializing_if = "::std::option::Option::is_none")]
+        pub type_: ::std::option::Option<::std::string::String>,
+    }
+    impl ChatToolCallDelta {
+        pub fn builder() -> builder::ChatToolCallDelta {
             Default::default()
         }
     }
@@ -5341,6 +5448,419 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ChatChunk {
+            choices: ::std::result::Result<
+                ::std::vec::Vec<super::ChatChunkChoice>,
+                ::std::string::String,
+            >,
+            docs: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::DocReference>>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            model: ::std::result::Result<::std::string::String, ::std::string::String>,
+            object: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            usage: ::std::result::Result<
+                ::std::option::Option<super::ChatUsage>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ChatChunk {
+            fn default() -> Self {
+                Self {
+                    choices: Err("no value supplied for choices".to_string()),
+                    docs: Ok(Default::default()),
+                    id: Err("no value supplied for id".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    object: Ok(Default::default()),
+                    usage: Ok(Default::default()),
+                }
+            }
+        }
+        impl ChatChunk {
+            pub fn choices<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ChatChunkChoice>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.choices = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for choices: {e}")
+                    });
+                self
+            }
+            pub fn docs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<super::DocReference>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.docs = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for docs: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for model: {e}")
+                    });
+                self
+            }
+            pub fn object<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.object = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for object: {e}")
+                    });
+                self
+            }
+            pub fn usage<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ChatUsage>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.usage = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for usage: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatChunk> for super::ChatChunk {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatChunk,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    choices: value.choices?,
+                    docs: value.docs?,
+                    id: value.id?,
+                    model: value.model?,
+                    object: value.object?,
+                    usage: value.usage?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatChunk> for ChatChunk {
+            fn from(value: super::ChatChunk) -> Self {
+                Self {
+                    choices: Ok(value.choices),
+                    docs: Ok(value.docs),
+                    id: Ok(value.id),
+                    model: Ok(value.model),
+                    object: Ok(value.object),
+                    usage: Ok(value.usage),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatChunkChoice {
+            delta: ::std::result::Result<super::ChatDelta, ::std::string::String>,
+            finish_reason: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            index: ::std::result::Result<u32, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatChunkChoice {
+            fn default() -> Self {
+                Self {
+                    delta: Err("no value supplied for delta".to_string()),
+                    finish_reason: Ok(Default::default()),
+                    index: Err("no value supplied for index".to_string()),
+                }
+            }
+        }
+        impl ChatChunkChoice {
+            pub fn delta<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatDelta>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.delta = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for delta: {e}")
+                    });
+                self
+            }
+            pub fn finish_reason<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.finish_reason = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for finish_reason: {e}")
+                    });
+                self
+            }
+            pub fn index<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.index = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for index: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatChunkChoice> for super::ChatChunkChoice {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatChunkChoice,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    delta: value.delta?,
+                    finish_reason: value.finish_reason?,
+                    index: value.index?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatChunkChoice> for ChatChunkChoice {
+            fn from(value: super::ChatChunkChoice) -> Self {
+                Self {
+                    delta: Ok(value.delta),
+                    finish_reason: Ok(value.finish_reason),
+                    index: Ok(value.index),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatDelta {
+            content: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            reasoning_content: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            role: ::std::result::Result<
+                ::std::option::Option<super::Role>,
+                ::std::string::String,
+            >,
+            tool_calls: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::ChatToolCallDelta>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ChatDelta {
+            fn default() -> Self {
+                Self {
+                    content: Ok(Default::default()),
+                    reasoning_content: Ok(Default::default()),
+                    role: Ok(Default::default()),
+                    tool_calls: Ok(Default::default()),
+                }
+            }
+        }
+        impl ChatDelta {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for content: {e}")
+                    });
+                self
+            }
+            pub fn reasoning_content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reasoning_content = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for reasoning_content: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::Role>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for role: {e}")
+                    });
+                self
+            }
+            pub fn tool_calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<super::ChatToolCallDelta>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_calls = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tool_calls: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatDelta> for super::ChatDelta {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatDelta,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    reasoning_content: value.reasoning_content?,
+                    role: value.role?,
+                    tool_calls: value.tool_calls?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatDelta> for ChatDelta {
+            fn from(value: super::ChatDelta) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    reasoning_content: Ok(value.reasoning_content),
+                    role: Ok(value.role),
+                    tool_calls: Ok(value.tool_calls),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatErrorDetail {
+            code: ::std::result::Result<::std::string::String, ::std::string::String>,
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatErrorDetail {
+            fn default() -> Self {
+                Self {
+                    code: Err("no value supplied for code".to_string()),
+                    message: Err("no value supplied for message".to_string()),
+                }
+            }
+        }
+        impl ChatErrorDetail {
+            pub fn code<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.code = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for code: {e}")
+                    });
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for message: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatErrorDetail> for super::ChatErrorDetail {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatErrorDetail,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    code: value.code?,
+                    message: value.message?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatErrorDetail> for ChatErrorDetail {
+            fn from(value: super::ChatErrorDetail) -> Self {
+                Self {
+                    code: Ok(value.code),
+                    message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatErrorEvent {
+            error: ::std::result::Result<super::ChatErrorDetail, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatErrorEvent {
+            fn default() -> Self {
+                Self {
+                    error: Err("no value supplied for error".to_string()),
+                }
+            }
+        }
+        impl ChatErrorEvent {
+            pub fn error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatErrorDetail>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for error: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatErrorEvent> for super::ChatErrorEvent {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatErrorEvent,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { error: value.error? })
+            }
+        }
+        impl ::std::convert::From<super::ChatErrorEvent> for ChatErrorEvent {
+            fn from(value: super::ChatErrorEvent) -> Self {
+                Self { error: Ok(value.error) }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ChatFunction {
             description: ::std::result::Result<
                 ::std::option::Option<super::ChatFunctionDescription>,
@@ -5425,6 +5945,72 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     description: Ok(value.description),
                     name: Ok(value.name),
                     parameters: Ok(value.parameters),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatFunctionCallDelta {
+            arguments: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ChatFunctionCallDelta {
+            fn default() -> Self {
+                Self {
+                    arguments: Ok(Default::default()),
+                    name: Ok(Default::default()),
+                }
+            }
+        }
+        impl ChatFunctionCallDelta {
+            pub fn arguments<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.arguments = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for arguments: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatFunctionCallDelta>
+        for super::ChatFunctionCallDelta {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatFunctionCallDelta,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    arguments: value.arguments?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatFunctionCallDelta>
+        for ChatFunctionCallDelta {
+            fn from(value: super::ChatFunctionCallDelta) -> Self {
+                Self {
+                    arguments: Ok(value.arguments),
+                    name: Ok(value.name),
                 }
             }
         }
@@ -6113,6 +6699,108 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             fn from(value: super::ChatTool) -> Self {
                 Self {
                     function: Ok(value.function),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatToolCallDelta {
+            function: ::std::result::Result<
+                ::std::option::Option<super::ChatFunctionCallDelta>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            index: ::std::result::Result<
+                ::std::option::Option<u32>,
+                ::std::string::String,
+            >,
+            type_: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ChatToolCallDelta {
+            fn default() -> Self {
+                Self {
+                    function: Ok(Default::default()),
+                    id: Ok(Default::default()),
+                    index: Ok(Default::default()),
+                    type_: Ok(Default::default()),
+                }
+            }
+        }
+        impl ChatToolCallDelta {
+            pub fn function<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ChatFunctionCallDelta>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.function = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for function: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn index<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<u32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.index = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for index: {e}")
+                    });
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatToolCallDelta> for super::ChatToolCallDelta {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatToolCallDelta,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    function: value.function?,
+                    id: value.id?,
+                    index: value.index?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatToolCallDelta> for ChatToolCallDelta {
+            fn from(value: super::ChatToolCallDelta) -> Self {
+                Self {
+                    function: Ok(value.function),
+                    id: Ok(value.id),
+                    index: Ok(value.index),
                     type_: Ok(value.type_),
                 }
             }

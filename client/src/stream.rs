@@ -1,7 +1,9 @@
 //! Streamed chats (`"stream": true`): the answer is `text/event-stream`, which
-//! the generated code cannot read, so this hand-written helper sends the
-//! request and turns the events into typed [`ChatChunk`]s with a real SSE
-//! parser (`sse-stream`).
+//! the generated code cannot read. This hand-written helper only frames: it
+//! sends the request and reads the events with a real SSE parser
+//! (`sse-stream`); each event's data is one of the contract's types, generated
+//! from the spec: a [`ChatChunk`], or a [`ChatErrorEvent`] that ends a failed
+//! stream, then `[DONE]`.
 //!
 //! Use a client from [`Client::with_key`]: it has a read timeout but no total
 //! timeout. (The generated `Client::new` has a 15 s total timeout, which cuts
@@ -10,50 +12,11 @@
 use std::pin::Pin;
 
 use futures::{Stream, StreamExt};
-use serde::{Deserialize, Serialize};
 use sse_stream::SseByteStream;
 
 use crate::Client;
-use crate::types::{ChatRequest, ChatUsage, DocReference};
-
-/// One event of a streamed chat, in OpenAI's chunk shape. The last chunk has
-/// no choices and carries `usage` and `docs`.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct ChatChunk {
-    #[serde(default)]
-    pub id: String,
-    #[serde(default)]
-    pub model: String,
-    #[serde(default)]
-    pub choices: Vec<ChunkChoice>,
-    #[serde(default)]
-    pub usage: Option<ChatUsage>,
-    #[serde(default)]
-    pub docs: Option<Vec<DocReference>>,
-}
-
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct ChunkChoice {
-    #[serde(default)]
-    pub index: u32,
-    #[serde(default)]
-    pub delta: Delta,
-    #[serde(default)]
-    pub finish_reason: Option<String>,
-}
-
-/// What a chunk adds to the answer.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct Delta {
-    #[serde(default)]
-    pub role: Option<String>,
-    #[serde(default)]
-    pub content: Option<String>,
-    /// Fragments of tool calls (OpenAI's shape: `index`, `id`, `function.name`,
-    /// `function.arguments` pieces to concatenate).
-    #[serde(default)]
-    pub tool_calls: Option<Vec<serde_json::Value>>,
-}
+use crate::types::ChatRequest;
+pub use crate::types::{ChatChunk, ChatErrorEvent};
 
 /// Why a streamed chat failed.
 #[derive(Debug)]
@@ -118,17 +81,17 @@ impl Client {
                 if data.is_empty() || data == "[DONE]" {
                     return None;
                 }
-                let value: serde_json::Value = match serde_json::from_str(data) {
-                    Ok(v) => v,
-                    Err(e) => return Some(Err(ChatStreamError::Invalid(format!("{e}: {data}")))),
+                // A chunk, most often; else the error event that ends the stream.
+                let chunk = match serde_json::from_str::<ChatChunk>(data) {
+                    Ok(chunk) => return Some(Ok(chunk)),
+                    Err(e) => e,
                 };
-                if let Some(err) = value.get("error") {
-                    return Some(Err(ChatStreamError::Server {
-                        code: err["code"].as_str().unwrap_or("error").to_owned(),
-                        message: err["message"].as_str().unwrap_or_default().to_owned(),
-                    }));
-                }
-                Some(serde_json::from_value(value).map_err(|e| ChatStreamError::Invalid(e.to_string())))
+                Some(Err(match serde_json::from_str::<ChatErrorEvent>(data) {
+                    Ok(ChatErrorEvent { error }) => {
+                        ChatStreamError::Server { code: error.code, message: error.message }
+                    }
+                    Err(_) => ChatStreamError::Invalid(format!("{chunk}: {data}")),
+                }))
             })
             .filter_map(futures::future::ready);
         Ok(Box::pin(chunks))

@@ -1,19 +1,28 @@
 //! agent-platform: a self-hostable backend for AI agents over HTTP/JSON.
 //!
-//! Layers, outermost first: [`api`] (the contract: Dropshot trait, types,
-//! errors, validation) → [`http`] (handlers) → [`app`] (the domain, with
-//! [`search`], its in-memory document index) → [`store`] (storage behind a
-//! trait; sled embedded). [`server`] wires them
-//! together from a [`config::Config`].
+//! Layers, outermost first: [`api`] (the contract, in its own crate
+//! `agent-platform-api`: Dropshot trait, types, errors, validation) →
+//! [`http`] (the handlers: all of HTTP and nothing else) → [`app`] (the
+//! domain, with [`search`], its in-memory document index, and [`chat`], the
+//! model providers) → [`store`] (storage behind a trait; sled embedded).
+//! [`server`] wires them together from a [`config::Config`].
 
 #![forbid(unsafe_code)]
 
-pub mod api;
+/// The contract crate, under the path the server's modules name it by.
+///
+/// The type modules of its [`types`](agent_platform_api::types) are also
+/// reachable under their former names (`api::types_sessions`, ...).
+pub mod api {
+    pub use agent_platform_api::types::{
+        chat as types_chat, sessions as types_sessions, tasks as types_tasks, tools as types_tools,
+    };
+    pub use agent_platform_api::*;
+}
 pub mod app;
 pub mod chat;
 pub mod config;
 pub mod http;
-pub mod http_stream;
 pub mod search;
 pub mod server;
 pub mod store;

@@ -9,6 +9,7 @@ use dropshot::{
 };
 
 use crate::api::agent_platform_api_mod;
+use crate::api::extract::read_body_timeout_from;
 use crate::app::App;
 use crate::app::keys::DEFAULT_TENANT;
 use crate::chat::Providers;
@@ -102,6 +103,7 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
         serde_json::Value::Object(m) => m,
         _ => unreachable!("an OpenAPI document is an object"),
     };
+    read_body_timeout_from::<Ctx>();
     let api = agent_platform_api_mod::api_description::<Impl>().map_err(|e| anyhow::anyhow!("{e}"))?;
     let config = ConfigDropshot {
         bind_address: cfg.server.bind,

@@ -1,8 +1,10 @@
 //! Code generation for agent-platform: the OpenAPI document and the client.
 //!
-//! `spec/openapi.json` is written from the server's Dropshot API trait (no
-//! server runs); `client/src/generated.rs` is written by progenitor from that
-//! document. Both are checked in; `tests/fresh.rs` fails when either is stale.
+//! `spec/openapi.json` is written from the contract crate's Dropshot API trait
+//! (`agent-platform-api`, the only crate of ours this one depends on: no server
+//! is compiled or run); `client/src/generated.rs` is written by progenitor from
+//! that document. Both are checked in; `tests/fresh.rs` fails when either is
+//! stale, and `cargo xtask generate --check` shows how.
 
 use std::path::{Path, PathBuf};
 
@@ -19,7 +21,7 @@ pub fn root() -> PathBuf {
 
 /// The OpenAPI document, pretty-printed, as the server describes itself.
 pub fn spec_text() -> String {
-    let mut s = serde_json::to_string_pretty(&agent_platform::api::openapi()).expect("the spec serialises");
+    let mut s = serde_json::to_string_pretty(&agent_platform_api::openapi()).expect("the spec serialises");
     s.push('\n');
     s
 }
@@ -61,14 +63,76 @@ pub fn generated_files() -> anyhow::Result<Vec<(&'static str, String)>> {
     Ok(vec![(SPEC_PATH, spec), (CLIENT_PATH, client)])
 }
 
+/// A generated file whose checked-in text differs from what it should be.
+pub struct Stale {
+    pub path: &'static str,
+    /// The checked-in text (empty when the file is missing).
+    pub checked_in: String,
+    pub generated: String,
+}
+
 /// The generated files whose checked-in text differs from what they should be.
-pub fn stale_files() -> anyhow::Result<Vec<&'static str>> {
+pub fn stale_files() -> anyhow::Result<Vec<Stale>> {
     let root = root();
     Ok(generated_files()?
         .into_iter()
-        .filter(|(path, text)| {
-            std::fs::read_to_string(root.join(path)).ok().as_deref() != Some(text.as_str())
+        .filter_map(|(path, generated)| {
+            let checked_in = std::fs::read_to_string(root.join(path)).unwrap_or_default();
+            (checked_in != generated).then_some(Stale { path, checked_in, generated })
         })
-        .map(|(path, _)| path)
         .collect())
+}
+
+/// The most lines [`unified_diff`] prints for one file.
+pub const MAX_DIFF_LINES: usize = 200;
+
+/// A unified diff from `old` to `new` (one hunk: the lines between the common
+/// head and the common tail, with 3 lines of context), cut after `max_lines`.
+pub fn unified_diff(path: &str, old: &str, new: &str, max_lines: usize) -> String {
+    const CONTEXT: usize = 3;
+    let (old, new): (Vec<&str>, Vec<&str>) = (old.lines().collect(), new.lines().collect());
+    let head = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
+    let tail = old[head..].iter().rev().zip(new[head..].iter().rev()).take_while(|(a, b)| a == b).count();
+    let start = head.saturating_sub(CONTEXT);
+    let (old_end, new_end) = (old.len() - tail, new.len() - tail);
+    let (old_stop, new_stop) = ((old_end + CONTEXT).min(old.len()), (new_end + CONTEXT).min(new.len()));
+    let mut lines = vec![
+        format!("--- a/{path} (checked in)"),
+        format!("+++ b/{path} (generated)"),
+        format!("@@ -{},{} +{},{} @@", start + 1, old_stop - start, start + 1, new_stop - start),
+    ];
+    lines.extend(old[start..head].iter().map(|l| format!(" {l}")));
+    lines.extend(old[head..old_end].iter().map(|l| format!("-{l}")));
+    lines.extend(new[head..new_end].iter().map(|l| format!("+{l}")));
+    lines.extend(old[old_end..old_stop].iter().map(|l| format!(" {l}")));
+    let total = lines.len();
+    if total > max_lines {
+        lines.truncate(max_lines);
+        lines.push(format!("... ({} more lines of diff)", total - max_lines));
+    }
+    lines.join("\n") + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unified_diff;
+
+    #[test]
+    fn a_diff_shows_the_changed_lines_with_context() {
+        let old = "a\nb\nc\nd\ne\nf\ng\nh\n";
+        let new = "a\nb\nc\nd\nE\nf\ng\nh\n";
+        let diff = unified_diff("x.json", old, new, 100);
+        assert_eq!(
+            diff,
+            "--- a/x.json (checked in)\n+++ b/x.json (generated)\n@@ -2,7 +2,7 @@\n b\n c\n d\n-e\n+E\n f\n g\n h\n"
+        );
+    }
+
+    #[test]
+    fn a_long_diff_is_cut() {
+        let new: String = (0..500).map(|i| format!("{i}\n")).collect();
+        let diff = unified_diff("x", "", &new, 20);
+        assert_eq!(diff.lines().count(), 21);
+        assert!(diff.ends_with("... (483 more lines of diff)\n"), "{diff}");
+    }
 }

@@ -16,19 +16,25 @@ fn main() -> anyhow::Result<()> {
             let stale = xtask::stale_files()?;
             if stale.is_empty() {
                 println!("spec and client are fresh");
-                Ok(())
-            } else {
-                anyhow::bail!("stale: {}; run `cargo xtask generate` and commit the result", stale.join(", "))
+                return Ok(());
             }
+            for file in &stale {
+                print!(
+                    "{}",
+                    xtask::unified_diff(file.path, &file.checked_in, &file.generated, xtask::MAX_DIFF_LINES)
+                );
+            }
+            let paths: Vec<&str> = stale.iter().map(|file| file.path).collect();
+            anyhow::bail!("stale: {}; run `cargo xtask generate` and commit the result", paths.join(", "))
         }
         ["spelled-out-patterns"] => {
-            let map = xtask::patterns::spelled_out_patterns(&agent_platform::api::openapi())?;
+            let map = xtask::patterns::spelled_out_patterns(&agent_platform_api::openapi())?;
             println!("{}", serde_json::to_string_pretty(&map)?);
             Ok(())
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask generate [--check] | spelled-out-patterns\n\n  generate          write spec/openapi.json (from the API trait) and client/src/generated.rs (from the spec)\n  generate --check  fail if either is stale\n  spelled-out-patterns\n                    print, as JSON, each spec pattern with Unicode property classes (\\p{{..}})\n                    and the same regex with them written as ranges (schemathesis reads those)"
+                "usage: cargo xtask generate [--check] | spelled-out-patterns\n\n  generate          write spec/openapi.json (from the API trait) and client/src/generated.rs (from the spec)\n  generate --check  fail if either is stale, showing the difference\n  spelled-out-patterns\n                    print, as JSON, each spec pattern with Unicode property classes (\\p{{..}})\n                    and the same regex with them written as ranges (schemathesis reads those)"
             );
             std::process::exit(2)
         }

@@ -151,7 +151,7 @@ mod tests {
 
     #[test]
     fn the_name_pattern_spelled_out_is_the_same_regex() {
-        let p = agent_platform::api::types::NAME_PATTERN;
+        let p = agent_platform_api::types::NAME_PATTERN;
         same_regex(p);
         let spelled = spelled_out(p).unwrap();
         assert!(!spelled.contains(r"\p"), "{spelled}");
@@ -172,8 +172,8 @@ mod tests {
 
     #[test]
     fn the_spec_has_exactly_the_name_pattern_to_spell_out() {
-        let found = spelled_out_patterns(&agent_platform::api::openapi()).unwrap();
+        let found = spelled_out_patterns(&agent_platform_api::openapi()).unwrap();
         let keys: Vec<_> = found.keys().map(String::as_str).collect();
-        assert_eq!(keys, [agent_platform::api::types::NAME_PATTERN]);
+        assert_eq!(keys, [agent_platform_api::types::NAME_PATTERN]);
     }
 }

@@ -1,8 +1,9 @@
-//! Chat: one exchange between a session and its model, in API.md's six steps
+//! Chat: one exchange between a session and its model, in six steps
 //! (settings, recall, system message, history within the token budget, the
 //! model call, the save). [`App::chat_prepare`] does steps 1 to 4 and holds the
-//! session's chat lock; [`App::chat`] (whole answer) and the streaming handler
-//! then call the model, and [`App::chat_save`] appends the exchange.
+//! session's chat lock; [`App::chat`] (whole answer) and
+//! [`App::chat_stream`](super::chat_stream) (chunk by chunk) then call the
+//! model, and both save through [`App::chat_save`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

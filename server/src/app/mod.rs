@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod chat;
+pub mod chat_stream;
 pub mod docs;
 pub mod embedding;
 pub mod history;
@@ -32,7 +33,7 @@ use crate::store::{Kind, Store, StoreError};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Tenant(pub Uuid);
 
-/// A domain error; [`crate::api::ApiError::from_domain`] maps it to HTTP.
+/// A domain error; [`crate::http::error::api_error`] maps it to HTTP.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("validation failed")]

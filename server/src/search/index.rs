@@ -13,10 +13,10 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::filter::metadata_matches;
 use super::rank::{Ranked, TopK};
 use super::tokenize::tokenize;
 use super::{DocEntry, Hit, Mode, Query, SearchError};
+use crate::store::filter::metadata_matches;
 
 /// BM25 term-frequency saturation.
 pub(super) const K1: f64 = 1.2;

@@ -8,7 +8,8 @@
 //!   frequencies) with BM25 scoring (k1 = 1.2, b = 0.75) whose corpus
 //!   statistics (N, avgdl, df) are per owner, and top-k selection;
 //! * brute-force cosine similarity over snippet embeddings;
-//! * hybrid fusion (normalised weighted sum) and metadata filters.
+//! * hybrid fusion (normalised weighted sum), and metadata filters applied
+//!   to the hits (what matches is defined once, in [`crate::store::filter`]).
 //!
 //! It does not own persistence: the index is memory only, and the domain
 //! ([`crate::app::docs`]) rebuilds it from the store at start and keeps it in
@@ -18,7 +19,6 @@
 //! take read locks, and text analysis ([`SearchIndex::prepare`]) can happen
 //! before any lock is taken.
 
-mod filter;
 mod index;
 mod rank;
 #[cfg(test)]

@@ -37,7 +37,11 @@ use uuid::Uuid;
 /// The manifest's file name in the data dir.
 pub const MANIFEST_FILE: &str = "manifest.json";
 /// The layout the manifest describes; a newer one is refused by older binaries.
-pub const FORMAT_VERSION: u32 = 1;
+///
+/// - 1: release 0.1.0 and before.
+/// - 2: metadata index keys hash numbers by value (`1.0` like `1`); a store of
+///   format 1 is upgraded at open (see [`super::sled_store`]'s `upgrade`).
+pub const FORMAT_VERSION: u32 = 2;
 /// sled's data file in the data dir.
 pub const DB_FILE: &str = "db";
 
@@ -63,6 +67,11 @@ pub struct Manifest {
     /// The `db` file as the clean stop left it (absent unless `clean_stop`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub db_file: Option<FileFingerprint>,
+    /// The format an upgrade to `format_version` started from, while it runs:
+    /// a start that finds it runs the upgrade again (an older binary, seeing
+    /// `format_version`, already refuses the store).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrading_from: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -287,6 +296,7 @@ impl Checkpointer {
             checkpoint: self.sequence.durable(),
             clean_stop: true,
             db_file: Some(db_file),
+            upgrading_from: None,
         }
         .write(&self.dir)
     }
@@ -300,7 +310,14 @@ impl Drop for Checkpointer {
 
 /// The manifest of a running store: its checkpoint, and no clean stop.
 pub fn running_manifest(store_id: Uuid, checkpoint: u64) -> Manifest {
-    Manifest { store_id, format_version: FORMAT_VERSION, checkpoint, clean_stop: false, db_file: None }
+    Manifest {
+        store_id,
+        format_version: FORMAT_VERSION,
+        checkpoint,
+        clean_stop: false,
+        db_file: None,
+        upgrading_from: None,
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! or not at all. The sled backend ([`sled_store`]) is the embedded one; a
 //! PostgreSQL backend could implement the same trait with a table of records.
 
+pub mod filter;
 pub mod manifest;
 pub mod open;
 pub mod sled_store;
@@ -179,7 +180,9 @@ pub enum Op {
     Put { record: Record, expect: Expect },
     /// Delete a record, which must exist (with this version, when given).
     Delete { kind: Kind, id: Uuid, version: Option<u64> },
-    /// Delete every record of `kind` whose scope is `scope`.
+    /// Delete every record of `kind` whose scope is `scope`. They are gone for
+    /// every read once the commit is; a backend may reclaim their space
+    /// afterwards, in the background (the sled one does, in bounded steps).
     DeleteScope { kind: Kind, scope: Uuid },
     /// Fail with `NotFound` unless the record exists.
     Require { kind: Kind, id: Uuid },

@@ -6,6 +6,7 @@
 //! | nothing of ours (absent or empty)                    | a new store: [`Origin::Created`]         |
 //! | sled's files and no manifest (the previous release)  | adopted: the manifest is written from sled |
 //! | the store its manifest describes                     | opened                                   |
+//! | a store of an earlier format (any of the above but new) | opened, then upgraded before it serves (see `sled_store`'s `upgrade`) |
 //! | a missing, empty, shorter or changed `db`, another store's `db`, a sequence behind the checkpoint | refused: [`OpenError::DataLoss`] or [`OpenError::Corrupt`], unless the loss is accepted |
 //! | a `db` that sled cannot read (an error or a panic)   | refused: [`OpenError::Corrupt`]          |
 //! | a `db` another process has locked                    | refused: [`OpenError::InUse`]            |
@@ -30,6 +31,10 @@ pub struct Opened {
     /// The commit sequence sled holds: how many commits the store has taken.
     pub sequence: u64,
     pub origin: Origin,
+    /// The format the data dir was in ([`manifest::FORMAT_VERSION`] for a new
+    /// store; 1 when no manifest says): an older one is upgraded before the
+    /// store serves, and until that is done the manifest says it is under way.
+    pub format_version: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,7 +135,7 @@ pub(super) fn open_checked(dir: &Path, accept_data_loss: bool) -> Result<(sled::
     let manifest = match Manifest::read(dir) {
         Ok(m) => m,
         Err(what) if accept_data_loss => {
-            return finish(dir, open_sled(dir, true)?, None, Origin::AcceptedLoss(what));
+            return finish(dir, open_sled(dir, true)?, None, 1, Origin::AcceptedLoss(what));
         }
         Err(what) => return Err(OpenError::Corrupt { dir: dir.to_path_buf(), what, accepting: false }),
     };
@@ -143,7 +148,7 @@ pub(super) fn open_checked(dir: &Path, accept_data_loss: bool) -> Result<(sled::
 
     if manifest.is_none() && !holds_sled_files(dir).map_err(|e| OpenError::io(dir, e))? {
         std::fs::create_dir_all(dir).map_err(|e| OpenError::io(dir, e))?;
-        return finish(dir, open_sled(dir, false)?, None, Origin::Created);
+        return finish(dir, open_sled(dir, false)?, None, manifest::FORMAT_VERSION, Origin::Created);
     }
 
     // Checks that need no sled: a refusal here changes nothing in the dir.
@@ -232,15 +237,19 @@ pub(super) fn open_checked(dir: &Path, accept_data_loss: bool) -> Result<(sled::
         (None, None) => Origin::Adopted,
         (None, Some(m)) => Origin::Reopened { last_stop_clean: m.clean_stop },
     };
-    finish(dir, db, manifest.map(|m| m.store_id), origin)
+    // Without a manifest the format is unknown: 1, since upgrading a store
+    // already in the current format changes nothing.
+    let format_version = manifest.as_ref().map_or(1, |m| m.upgrading_from.unwrap_or(m.format_version));
+    finish(dir, db, manifest.map(|m| m.store_id), format_version, origin)
 }
 
 /// Writes the store id and sequence into sled when missing, flushes, and
-/// records the open in the manifest.
+/// records the open in the manifest, with the format the store is in.
 fn finish(
     dir: &Path,
     db: sled::Db,
     manifest_id: Option<Uuid>,
+    format_version: u32,
     origin: Origin,
 ) -> Result<(sled::Db, Opened), OpenError> {
     let run = || -> Result<Opened, sled::Error> {
@@ -260,16 +269,23 @@ fn finish(
             }
         };
         db.flush()?;
-        Ok(Opened { store_id, sequence, origin: origin.clone() })
+        Ok(Opened { store_id, sequence, origin: origin.clone(), format_version })
     };
     let accepting = matches!(origin, Origin::AcceptedLoss(_));
     let opened = quietly(run)
         .map_err(|what| OpenError::Corrupt { dir: dir.to_path_buf(), what, accepting })?
         .map_err(|e| sled_error(dir, e, accepting))?;
-    manifest::running_manifest(opened.store_id, opened.sequence).write(dir).map_err(|e| {
-        OpenError::io(dir, format!("cannot write {}: {e}", dir.join(manifest::MANIFEST_FILE).display()))
-    })?;
+    let running = manifest::running_manifest(opened.store_id, opened.sequence);
+    let upgrading_from = Some(format_version).filter(|&v| v < manifest::FORMAT_VERSION);
+    write_manifest(dir, &Manifest { upgrading_from, ..running })?;
     Ok((db, opened))
+}
+
+/// Replaces the manifest of `dir`.
+pub(super) fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), OpenError> {
+    manifest.write(dir).map_err(|e| {
+        OpenError::io(dir, format!("cannot write {}: {e}", dir.join(manifest::MANIFEST_FILE).display()))
+    })
 }
 
 /// Opens sled. When accepting a loss and sled cannot open the store, its
@@ -303,7 +319,7 @@ fn set_aside_snapshots(dir: &Path) -> std::io::Result<()> {
 }
 
 /// sled's errors, in words (its own Display of a corruption carries a backtrace).
-fn sled_error(dir: &Path, e: sled::Error, accepting: bool) -> OpenError {
+pub(super) fn sled_error(dir: &Path, e: sled::Error, accepting: bool) -> OpenError {
     match e {
         // sled 0.34 reports a held lock as an `Other` io error naming it.
         sled::Error::Io(io)

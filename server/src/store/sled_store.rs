@@ -11,6 +11,10 @@
 //! | `f` | kind, tenant, referenced id, id                  | –            |
 //! | `u` | kind, tenant, scope, unique name                 | id           |
 //!
+//! The `m` hash is of the value's canonical form ([`super::filter`]), so
+//! values a filter finds equal (`1` and `1.0`) share a key; a store written
+//! before that is upgraded at open ([`upgrade`]).
+//!
 //! Writes go through one writer thread with group commit: it drains every
 //! queued commit, applies each as one atomic `Batch` (so a failing commit
 //! never fails its neighbours and readers never see half of one), then makes
@@ -55,6 +59,8 @@
 //!   waits for the writer a bounded time, so a dead disk cannot hold a
 //!   shutdown hostage.
 
+mod purge;
+
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -70,11 +76,12 @@ use sha2::{Digest, Sha256};
 use sled::IVec;
 use uuid::Uuid;
 
+use super::filter::{canonical, metadata_matches};
 use super::manifest::{Checkpointer, Sequence};
 use super::open::{OpenError, Opened, open_checked};
-use super::{
-    Direction, Expect, Kind, ListQuery, Metadata, Op, Record, SortBy, Store, StoreError, StoreResult,
-};
+use super::{Direction, Expect, Kind, ListQuery, Op, Record, SortBy, Store, StoreError, StoreResult};
+
+mod upgrade;
 
 const SORTS: [SortBy; 2] = [SortBy::CreatedAt, SortBy::UpdatedAt];
 /// How many commits one group may take before it is flushed.
@@ -139,6 +146,8 @@ struct Job {
     state: Arc<AtomicU8>,
     deadline: Instant,
     reply: tokio::sync::oneshot::Sender<StoreResult<()>>,
+    /// A step of the purger (then `ops` is empty).
+    purge: Option<purge::Step>,
 }
 
 impl Job {
@@ -175,8 +184,16 @@ struct Shared {
     /// Wakes the waiters of commits when the store closes.
     closed: tokio::sync::Notify,
     stats: WriterStats,
+    /// The writer's queue; `None` once the store is closing.
+    queue: Mutex<Option<mpsc::Sender<Job>>>,
+    /// Scopes deleted whose records the purger has yet to remove: reads hide them.
+    purging: purge::Purging,
+    /// Wakes the purger.
+    purge_wake: mpsc::Sender<()>,
     #[cfg(test)]
     fail_next_flush: AtomicBool,
+    #[cfg(test)]
+    purger_paused: AtomicBool,
 }
 
 impl Shared {
@@ -290,8 +307,8 @@ impl Shared {
 
 pub struct SledStore {
     shared: Arc<Shared>,
-    queue: Mutex<Option<mpsc::Sender<Job>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    purger: Mutex<Option<JoinHandle<()>>>,
     opened: Opened,
     sequence: Arc<Sequence>,
     /// Declared after `shared` on purpose: fields drop in order, so its drop (the
@@ -351,10 +368,16 @@ impl SledStore {
     pub fn open_with(dir: &Path, options: OpenOptions) -> Result<Self, OpenError> {
         let durability = options.durability;
         let (db, opened) = open_checked(dir, options.accept_data_loss)?;
+        upgrade::to_current(&db, dir, &opened, options.accept_data_loss)?;
         let fail = |e: std::io::Error| OpenError::Io { dir: dir.to_path_buf(), what: e.to_string() };
         let sequence = Sequence::starting_at(opened.sequence);
         let checkpointer =
             Checkpointer::start(dir, opened.store_id, sequence.clone(), opened.sequence).map_err(fail)?;
+        let (tx, rx) = mpsc::channel::<Job>();
+        let (purge_wake, woken) = mpsc::channel();
+        let purging = purge::Purging::default();
+        let unfinished =
+            purging.load(&db).map_err(|e| OpenError::Io { dir: dir.to_path_buf(), what: e.to_string() })?;
         let shared = Arc::new(Shared {
             dir: dir.to_path_buf(),
             db: RwLock::new(Some(db.clone())),
@@ -367,10 +390,14 @@ impl SledStore {
             closing: AtomicBool::new(false),
             closed: tokio::sync::Notify::new(),
             stats: WriterStats::default(),
+            queue: Mutex::new(Some(tx)),
+            purging,
+            purge_wake,
             #[cfg(test)]
             fail_next_flush: AtomicBool::new(false),
+            #[cfg(test)]
+            purger_paused: AtomicBool::new(false),
         });
-        let (tx, rx) = mpsc::channel::<Job>();
         let mut writer = Writer {
             shared: shared.clone(),
             db: Some(db),
@@ -390,10 +417,19 @@ impl SledStore {
             .name("store-watchdog".into())
             .spawn(move || watchdog(watched))
             .map_err(fail)?;
+        let watched = Arc::downgrade(&shared);
+        let purger = std::thread::Builder::new()
+            .name("store-purger".into())
+            .spawn(move || purge::run(watched, woken))
+            .map_err(fail)?;
+        if unfinished > 0 {
+            // Deletes a previous run had not finished: carry on with them now.
+            let _ = shared.purge_wake.send(());
+        }
         Ok(SledStore {
             shared,
-            queue: Mutex::new(Some(tx)),
             writer: Mutex::new(Some(writer)),
+            purger: Mutex::new(Some(purger)),
             opened,
             sequence,
             checkpointer: Mutex::new(CleanStop { checkpointer, flushed: false }),
@@ -426,7 +462,7 @@ impl SledStore {
     pub fn close(&self) -> bool {
         self.shared.closing.store(true, Ordering::Release);
         self.shared.closed.notify_waiters();
-        self.queue.lock().expect("queue lock").take();
+        self.shared.queue.lock().expect("queue lock").take();
         let Some(h) = self.writer.lock().expect("writer lock").take() else { return true };
         let mut clean = self.checkpointer.lock().expect("checkpointer lock");
         clean.checkpointer.stop();
@@ -444,6 +480,19 @@ impl SledStore {
             std::thread::park_timeout(Duration::from_millis(10));
         }
         let _ = h.join();
+        // The purger holds the store only while building a step: it sees the
+        // store closing before its next one (and sled must be closed by the time
+        // the clean stop is recorded, so nobody may hold it after this).
+        if let Some(p) = self.purger.lock().expect("purger lock").take() {
+            let _ = self.shared.purge_wake.send(());
+            while !p.is_finished() && Instant::now() < deadline {
+                std::thread::park_timeout(Duration::from_millis(10));
+            }
+            if !p.is_finished() {
+                return false;
+            }
+            let _ = p.join();
+        }
         // Only a store whose writer finished and whose last flush went through
         // records a clean stop (when it is dropped, after sled closed its files).
         if !self.shared.failing.load(Ordering::Acquire)
@@ -521,54 +570,35 @@ fn order_key(r: &Record, tenant: Uuid, s: SortBy) -> Vec<u8> {
     k
 }
 
-/// A stable hash of one metadata `key = value` pair.
+/// A stable hash of one metadata `key = value` pair: values equal as a filter
+/// compares them ([`super::filter::values_equal`]) hash alike, so `{"n": 1}` finds a
+/// record stored with `{"n": 1.0}`.
 fn meta_hash(key: &str, value: &Value) -> [u8; 8] {
-    let mut h = Sha256::new();
-    h.update(key.as_bytes());
-    h.update([0]);
-    canonical(value, &mut h);
-    let d = h.finalize();
+    let mut text = Vec::with_capacity(key.len() + 16);
+    text.extend_from_slice(key.as_bytes());
+    text.push(0);
+    canonical(value, &mut text);
+    hash_prefix(&text)
+}
+
+/// The first 8 bytes of the SHA-256 of `bytes`.
+fn hash_prefix(bytes: &[u8]) -> [u8; 8] {
+    let d = Sha256::digest(bytes);
     let mut out = [0u8; 8];
     out.copy_from_slice(&d[..8]);
     out
 }
 
-/// Feeds a JSON value to the hasher with object keys sorted, whatever the map order.
-fn canonical(v: &Value, h: &mut Sha256) {
-    match v {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            h.update(b"{");
-            for k in keys {
-                h.update(serde_json::to_string(k).unwrap_or_default().as_bytes());
-                h.update(b":");
-                canonical(&m[k], h);
-                h.update(b",");
-            }
-            h.update(b"}");
-        }
-        Value::Array(a) => {
-            h.update(b"[");
-            for x in a {
-                canonical(x, h);
-                h.update(b",");
-            }
-            h.update(b"]");
-        }
-        other => h.update(other.to_string().as_bytes()),
-    }
-}
-
-fn meta_prefix(kind: Kind, tenant: Uuid, scope: Uuid, key: &str, value: &Value, s: SortBy) -> Vec<u8> {
+/// The keys of one metadata pair's index, up to the sort; `hash` is its [`meta_hash`].
+fn meta_prefix(kind: Kind, tenant: Uuid, scope: Uuid, hash: [u8; 8], s: SortBy) -> Vec<u8> {
     let mut k = scope_prefix(b'm', kind, tenant, scope);
-    k.extend_from_slice(&meta_hash(key, value));
+    k.extend_from_slice(&hash);
     k.push(sort_byte(s));
     k
 }
 
-fn meta_key(r: &Record, tenant: Uuid, key: &str, value: &Value, s: SortBy) -> Vec<u8> {
-    let mut k = meta_prefix(r.kind, tenant, r.scope, key, value, s);
+fn meta_key(r: &Record, tenant: Uuid, hash: [u8; 8], s: SortBy) -> Vec<u8> {
+    let mut k = meta_prefix(r.kind, tenant, r.scope, hash, s);
     k.extend_from_slice(&sort_ts(r, s).to_be_bytes());
     k.extend_from_slice(r.id.as_bytes());
     k
@@ -597,7 +627,7 @@ fn index_keys(r: &Record, tenant: Uuid) -> Vec<Vec<u8>> {
         keys.push(order_key(r, tenant, s));
         if let Some(m) = &r.metadata {
             for (k, v) in m {
-                keys.push(meta_key(r, tenant, k, v, s));
+                keys.push(meta_key(r, tenant, meta_hash(k, v), s));
             }
         }
     }
@@ -621,6 +651,10 @@ struct Undo {
     written: Vec<IVec>,
     /// Rows as stored before the commit, for every record it read.
     originals: Vec<IVec>,
+    /// Scopes the commit started purging (hidden while it is applied, shown again if undone).
+    purges_started: Vec<purge::Scope>,
+    /// The scope whose purge the commit finished (shown no more once it is durable).
+    purge_finished: Option<purge::Scope>,
 }
 
 /// One batch restoring the state before `undos` (in the order they were applied).
@@ -715,7 +749,7 @@ impl Writer {
         let _ = job.reply.send(Err(err));
     }
 
-    fn commit_group(&mut self, group: Vec<Job>) {
+    fn commit_group(&mut self, mut group: Vec<Job>) {
         let stats = &self.shared.stats;
         stats.groups.fetch_add(1, Ordering::Relaxed);
         stats.commits.fetch_add(group.len() as u64, Ordering::Relaxed);
@@ -728,7 +762,7 @@ impl Writer {
         let mut low_space = None;
         // sled failed inside a write: its handle may be wedged, so no flush on it.
         let mut sled_failed = None;
-        for job in &group {
+        for job in &mut group {
             if !job.take() {
                 // Its waiter has answered 503 "not saved": it must stay so.
                 results
@@ -739,20 +773,29 @@ impl Writer {
                 results.push(Err(StoreError::clone(e)));
                 continue;
             }
-            let r = build_batch(&self.shared, db, job.tenant, &job.ops).and_then(|(batch, undo, bytes)| {
-                if let Some(f) = free.as_mut() {
-                    let needed = bytes.saturating_mul(SPACE_PER_BYTE);
-                    if *f < reserve.saturating_add(needed) {
-                        let e = self.shared.low_space_error();
-                        low_space = Some(e.clone());
-                        return Err(e);
+            // Owned: a record is moved into its batch, not copied (records reach megabytes).
+            let ops = std::mem::take(&mut job.ops);
+            let r = build_batch(&self.shared, db, job.tenant, ops, job.purge.as_ref()).and_then(
+                |(batch, undo, bytes)| {
+                    if let Some(f) = free.as_mut() {
+                        let needed = bytes.saturating_mul(SPACE_PER_BYTE);
+                        if *f < reserve.saturating_add(needed) {
+                            let e = self.shared.low_space_error();
+                            low_space = Some(e.clone());
+                            return Err(e);
+                        }
+                        *f -= needed;
                     }
-                    *f -= needed;
-                }
-                db.apply_batch(batch).map_err(|e| self.shared.sled_write_error(e))?;
-                undos.push(undo);
-                Ok(())
-            });
+                    // Hidden before the parent's deletion shows, so no reader sees orphans.
+                    self.shared.purging.add(&undo.purges_started);
+                    if let Err(e) = db.apply_batch(batch) {
+                        self.shared.purging.remove(&undo.purges_started);
+                        return Err(self.shared.sled_write_error(e));
+                    }
+                    undos.push(undo);
+                    Ok(())
+                },
+            );
             // A storage error from sled (reading or applying) that is not ours: its handle is broken.
             if let Err(e @ (StoreError::Full(_) | StoreError::Unavailable(_))) = &r
                 && low_space.is_none()
@@ -770,6 +813,11 @@ impl Writer {
             Ok(()) => {
                 // The group is durable.
                 self.sequence.group_flushed(db, results.iter().filter(|r| r.is_ok()).count());
+                let finished: Vec<_> = undos.iter().filter_map(|u| u.purge_finished).collect();
+                self.shared.purging.remove(&finished);
+                if undos.iter().any(|u| !u.purges_started.is_empty()) {
+                    let _ = self.shared.purge_wake.send(());
+                }
                 if let Some(e) = low_space {
                     // Nothing was applied past the reserve: there is nothing to undo.
                     self.shared.set_failure(e);
@@ -823,6 +871,9 @@ impl Writer {
     fn fail(&mut self, e: StoreError, undos: &[Undo], wedged: bool) {
         eprintln!("store: a write failed, refusing writes until the disk recovers: {e}");
         self.shared.set_failure(e);
+        for u in undos {
+            self.shared.purging.remove(&u.purges_started);
+        }
         let undo = match undo_batch(undos) {
             Ok(b) => Some(b),
             Err(err) => {
@@ -1027,13 +1078,27 @@ fn build_batch(
     shared: &Shared,
     db: &sled::Db,
     tenant: Uuid,
-    ops: &[Op],
+    ops: Vec<Op>,
+    purge_step: Option<&purge::Step>,
 ) -> StoreResult<(sled::Batch, Undo, u64)> {
     let mut ov = Overlay { db, shared, writes: BTreeMap::new(), originals: Vec::new() };
+    let mut purges_started = Vec::new();
+    let mut purge_finished = None;
+    if let Some(step) = purge_step {
+        for id in &step.ids {
+            if let Some(old) = ov.record(&row_key(step.scope.kind, tenant, *id))? {
+                ov.remove_record(tenant, &old);
+            }
+        }
+        if step.ids.is_empty() {
+            ov.del(step.scope.marker_key());
+            purge_finished = Some(step.scope);
+        }
+    }
     for op in ops {
         match op {
             Op::Put { record, expect } => {
-                let mut rec = record.clone();
+                let mut rec = record;
                 let old = ov.record(&row_key(rec.kind, tenant, rec.id))?;
                 match (expect, &old) {
                     (Expect::Absent, Some(_)) => {
@@ -1042,7 +1107,7 @@ fn build_batch(
                     (Expect::Version(_), None) => {
                         return Err(StoreError::NotFound { kind: rec.kind, id: rec.id });
                     }
-                    (Expect::Version(v), Some(o)) if o.version != *v => return Err(StoreError::Stale),
+                    (Expect::Version(v), Some(o)) if o.version != v => return Err(StoreError::Stale),
                     _ => {}
                 }
                 if let Some(name) = &rec.unique
@@ -1060,8 +1125,8 @@ fn build_batch(
                 ov.write_record(tenant, &rec)?;
             }
             Op::Delete { kind, id, version } => {
-                let Some(old) = ov.record(&row_key(*kind, tenant, *id))? else {
-                    return Err(StoreError::NotFound { kind: *kind, id: *id });
+                let Some(old) = ov.record(&row_key(kind, tenant, id))? else {
+                    return Err(StoreError::NotFound { kind: kind, id: id });
                 };
                 if version.is_some_and(|v| v != old.version) {
                     return Err(StoreError::Stale);
@@ -1069,28 +1134,22 @@ fn build_batch(
                 ov.remove_record(tenant, &old);
             }
             Op::DeleteScope { kind, scope } => {
-                let mut prefix = scope_prefix(b'o', *kind, tenant, *scope);
-                prefix.push(sort_byte(SortBy::CreatedAt));
-                let ids: Vec<Uuid> = db
-                    .scan_prefix(&prefix)
-                    .keys()
-                    .map(|k| k.map(|k| id_suffix(&k)).map_err(|e| shared.sled_write_error(e)))
-                    .collect::<StoreResult<_>>()?;
-                for id in ids {
-                    if let Some(old) = ov.record(&row_key(*kind, tenant, id))? {
-                        ov.remove_record(tenant, &old);
-                    }
+                // Only a marker: the purger removes the records, a step at a time.
+                let scope = purge::Scope { kind: kind, tenant, scope: scope };
+                if !shared.purging.contains(&scope) && !purges_started.contains(&scope) {
+                    ov.put(scope.marker_key(), scope.marker_value()?);
+                    purges_started.push(scope);
                 }
             }
             Op::Require { kind, id } => {
-                if ov.get(&row_key(*kind, tenant, *id))?.is_none() {
-                    return Err(StoreError::NotFound { kind: *kind, id: *id });
+                if ov.get(&row_key(kind, tenant, id))?.is_none() {
+                    return Err(StoreError::NotFound { kind: kind, id: id });
                 }
             }
             Op::Touch { kind, id } => {
-                let key = row_key(*kind, tenant, *id);
+                let key = row_key(kind, tenant, id);
                 let Some(mut rec) = ov.record(&key)? else {
-                    return Err(StoreError::NotFound { kind: *kind, id: *id });
+                    return Err(StoreError::NotFound { kind: kind, id: id });
                 };
                 rec.version += 1;
                 ov.put(key, serde_json::to_vec(&rec).map_err(io)?);
@@ -1109,19 +1168,23 @@ fn build_batch(
             None => batch.remove(k),
         }
     }
-    Ok((batch, Undo { tenant, written, originals: ov.originals }, bytes))
+    Ok((batch, Undo { tenant, written, originals: ov.originals, purges_started, purge_finished }, bytes))
 }
 
 #[async_trait]
 impl Store for SledStore {
     fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
-        self.record(&self.shared.db()?, &row_key(kind, tenant, id))
+        let rec = self.record(&self.shared.db()?, &row_key(kind, tenant, id))?;
+        Ok(rec.filter(|r| !self.shared.purging.hides(kind, tenant, r.scope)))
     }
 
     fn list(&self, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> StoreResult<Vec<Record>> {
+        if self.shared.purging.hides(kind, tenant, scope) {
+            return Ok(Vec::new());
+        }
         let filter = q.metadata_filter.as_ref().filter(|f| !f.is_empty());
         let prefix = match filter.and_then(|f| f.iter().next()) {
-            Some((k, v)) => meta_prefix(kind, tenant, scope, k, v, q.sort_by),
+            Some((k, v)) => meta_prefix(kind, tenant, scope, meta_hash(k, v), q.sort_by),
             None => {
                 let mut p = scope_prefix(b'o', kind, tenant, scope);
                 p.push(sort_byte(q.sort_by));
@@ -1153,7 +1216,7 @@ impl Store for SledStore {
             };
             let r = decode(&raw)?;
             if let Some(f) = filter {
-                if !matches_filter(r.metadata.as_ref(), f) {
+                if !metadata_matches(f, r.metadata.as_ref()) {
                     continue;
                 }
                 if skipped < q.offset {
@@ -1171,15 +1234,28 @@ impl Store for SledStore {
     }
 
     fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>> {
-        self.shared
-            .db()?
+        let db = self.shared.db()?;
+        let ids: Vec<Uuid> = db
             .scan_prefix(ref_prefix(kind, tenant, target))
             .keys()
             .map(|k| k.map(|k| id_suffix(&k)).map_err(|e| self.shared.read_error(e)))
-            .collect()
+            .collect::<StoreResult<_>>()?;
+        if !self.shared.purging.hides_any_of(kind) {
+            return Ok(ids);
+        }
+        let mut shown = Vec::with_capacity(ids.len());
+        for id in ids {
+            if self.get(tenant, kind, id)?.is_some() {
+                shown.push(id);
+            }
+        }
+        Ok(shown)
     }
 
     fn lookup_unique(&self, tenant: Uuid, kind: Kind, scope: Uuid, name: &str) -> StoreResult<Option<Uuid>> {
+        if self.shared.purging.hides(kind, tenant, scope) {
+            return Ok(None);
+        }
         Ok(self
             .shared
             .db()?
@@ -1197,6 +1273,7 @@ impl Store for SledStore {
                 let tenant = Uuid::from_slice(&k[2..18]).map_err(io)?;
                 Ok((tenant, decode(&v)?))
             })
+            .filter(|r| !r.as_ref().is_ok_and(|(t, r)| self.shared.purging.hides(kind, *t, r.scope)))
             .collect()
     }
 
@@ -1209,9 +1286,16 @@ impl Store for SledStore {
         let state = Arc::new(AtomicU8::new(PENDING));
         let (reply, mut rx) = tokio::sync::oneshot::channel();
         {
-            let queue = self.queue.lock().expect("queue lock");
+            let queue = self.shared.queue.lock().expect("queue lock");
             let q = queue.as_ref().ok_or_else(stopped)?;
-            let job = Job { tenant, ops, state: state.clone(), deadline: Instant::now() + timeout, reply };
+            let job = Job {
+                tenant,
+                ops,
+                state: state.clone(),
+                deadline: Instant::now() + timeout,
+                reply,
+                purge: None,
+            };
             q.send(job).map_err(|_| stopped())?;
         }
         tokio::select! {
@@ -1244,10 +1328,6 @@ impl Store for SledStore {
     fn health(&self) -> StoreResult<()> {
         self.shared.health()
     }
-}
-
-pub fn matches_filter(meta: Option<&Metadata>, filter: &Metadata) -> bool {
-    filter.iter().all(|(k, v)| meta.and_then(|m| m.get(k)) == Some(v))
 }
 
 #[cfg(test)]
@@ -1350,6 +1430,7 @@ mod tests {
             state: Arc::new(AtomicU8::new(PENDING)),
             deadline: Instant::now(),
             reply,
+            purge: None,
         };
         assert!(!job.take(), "a job past its deadline is abandoned");
         assert_eq!(job.state.load(Ordering::Acquire), ABANDONED);

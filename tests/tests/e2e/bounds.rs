@@ -175,6 +175,16 @@ async fn a_list_page_stops_before_8_mib_and_paging_on_reaches_every_record() {
 /// answers how long `heavy` took and the longest of those small writes (how
 /// long the heavy request held the single writer, give or take one flush).
 async fn writes_beside<F: std::future::Future<Output = u16>>(s: &TestServer, heavy: F) -> (u16, f64, f64) {
+    writes_beside_lingering(s, heavy, std::time::Duration::ZERO).await
+}
+
+/// [`writes_beside`], the small writes going on for `linger` after the heavy
+/// request is answered (while the work it left in the background is done).
+async fn writes_beside_lingering<F: std::future::Future<Output = u16>>(
+    s: &TestServer,
+    heavy: F,
+    linger: std::time::Duration,
+) -> (u16, f64, f64) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Instant;
@@ -197,6 +207,7 @@ async fn writes_beside<F: std::future::Future<Output = u16>>(s: &TestServer, hea
     let started = Instant::now();
     let status = heavy.await;
     let took = started.elapsed().as_secs_f64() * 1000.0;
+    tokio::time::sleep(linger).await;
     done.store(true, Ordering::SeqCst);
     (status, took, bystander.await.unwrap())
 }
@@ -260,10 +271,16 @@ async fn writer_measurement_of_the_heaviest_single_requests() {
             .collect();
         s.app().append_messages(tenant, session, batch, None::<&()>).await.unwrap();
     }
-    let r =
-        writes_beside(&s, async { s.raw("DELETE", &format!("/api/sessions/{session}"), None).await.status })
-            .await;
-    report(&format!("DELETE a session of {} messages", n + 1 + 50_000), r);
+    // Deleted scopes are purged in the background after the answer: the small
+    // writes go on for a while, to see the purge's steps too.
+    let purge = std::time::Duration::from_secs(3);
+    let r = writes_beside_lingering(
+        &s,
+        async { s.raw("DELETE", &format!("/api/sessions/{session}"), None).await.status },
+        purge,
+    )
+    .await;
+    report(&format!("DELETE a session of {} messages (and its purge)", n + 1 + 50_000), r);
     let big_doc_agent = s.create_agent("Docs").await.id;
     for _ in 0..10 {
         assert_eq!(
@@ -271,11 +288,13 @@ async fn writer_measurement_of_the_heaviest_single_requests() {
             201
         );
     }
-    let r = writes_beside(&s, async {
-        s.raw("DELETE", &format!("/api/agents/{big_doc_agent}"), None).await.status
-    })
+    let r = writes_beside_lingering(
+        &s,
+        async { s.raw("DELETE", &format!("/api/agents/{big_doc_agent}"), None).await.status },
+        purge,
+    )
     .await;
-    report("DELETE an agent of 10 docs of 2 MB", r);
+    report("DELETE an agent of 10 docs of 2 MB (and its purge)", r);
     s.stop().await;
 }
 

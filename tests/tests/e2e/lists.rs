@@ -164,6 +164,59 @@ async fn metadata_filter_matches_every_given_key() {
     s.stop().await;
 }
 
+/// Numbers in metadata compare by value, in lists as in search: `1`, `1.0`
+/// and `1e0` are one filter, whichever spelling a record was stored with.
+#[tokio::test]
+async fn metadata_filters_compare_numbers_by_value() {
+    let s = TestServer::start().await;
+    let stored = [json!({"n": 1.0}), json!({"n": 1}), json!({"n": 1.5, "v": [2.0]})];
+    let (mut agent_ids, mut user_ids) = (Vec::new(), Vec::new());
+    for (i, metadata) in stored.iter().enumerate() {
+        let metadata = Some(metadata.as_object().unwrap().clone());
+        let body = types::CreateAgentRequest::builder().name(format!("n{i}")).metadata(metadata.clone());
+        agent_ids.push(s.client.agent_create().body(body).send().await.unwrap().id);
+        let body = types::CreateUserRequest::builder()
+            .name(Some(format!("n{i}").parse().unwrap()))
+            .metadata(metadata);
+        user_ids.push(s.client.user_create().body(body).send().await.unwrap().id);
+    }
+    for (filter, found) in [
+        (r#"{"n":1}"#, 0..2),
+        (r#"{"n":1.0}"#, 0..2),
+        (r#"{"n":1e0}"#, 0..2),
+        (r#"{"n":1.5}"#, 2..3),
+        (r#"{"v":[2]}"#, 2..3),
+        (r#"{"n":2}"#, 0..0),
+    ] {
+        let agents = s
+            .client
+            .agent_list()
+            .direction(types::Direction::Asc)
+            .metadata_filter(filter)
+            .send()
+            .await
+            .unwrap()
+            .into_inner()
+            .items;
+        assert_eq!(ids(&agents), agent_ids[found.clone()], "agents {filter}");
+        let users = s
+            .client
+            .user_list()
+            .direction(types::Direction::Asc)
+            .metadata_filter(filter)
+            .send()
+            .await
+            .unwrap()
+            .into_inner()
+            .items;
+        assert_eq!(users.iter().map(|u| u.id).collect::<Vec<_>>(), user_ids[found], "users {filter}");
+    }
+    // Stored as sent: the filter's spelling does not change what comes back.
+    let agent = s.client.agent_get().id(agent_ids[0]).send().await.unwrap();
+    assert_eq!(agent.metadata.as_ref().unwrap()["n"].to_string(), "1.0");
+    s.stop().await;
+}
+
 fn urlencode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {

@@ -154,6 +154,54 @@ async fn metadata_filter_keeps_only_matching_documents() {
     s.stop().await;
 }
 
+/// Search and the doc list share one definition of a metadata match: numbers
+/// compare by value, so `{"n": 1}` and `{"n": 1.0}` find the docs stored with
+/// either spelling, for agents' and users' docs alike.
+#[tokio::test]
+async fn metadata_filters_compare_numbers_by_value_in_search_and_in_the_doc_list() {
+    let s = TestServer::start().await;
+    let (a, u) = (s.create_agent("Numbers").await, s.create_user("Numbers").await);
+    let stored = [json!({"n": 1.0}), json!({"n": 1}), json!({"n": 2})];
+    let (mut agent_docs, mut user_docs) = (Vec::new(), Vec::new());
+    for metadata in &stored {
+        let body = || doc("otters", &["otters eat fish"]).metadata(Some(meta(metadata.clone())));
+        agent_docs.push(s.agent_doc(a.id, body()).await.id);
+        let d = s.client.user_doc_create().user_id(u.id).body(body()).send().await.unwrap();
+        user_docs.push(d.id);
+    }
+    let sorted = |mut ids: Vec<Uuid>| {
+        ids.sort();
+        ids
+    };
+    for filter in [json!({"n": 1}), json!({"n": 1.0})] {
+        let text = filter.to_string();
+        let want = sorted(agent_docs[..2].to_vec());
+        let hits =
+            s.client.agent_search_text().id(a.id).text("otters").metadata_filter(&text).send().await.unwrap();
+        assert_eq!(sorted(hits.docs.iter().map(|h| h.id).collect()), want, "agent search {text}");
+        let body = text_query("otters").metadata_filter(Some(meta(filter.clone())));
+        let hits = s.client.agent_search().id(a.id).body(body).send().await.unwrap();
+        assert_eq!(sorted(hits.docs.iter().map(|h| h.id).collect()), want, "agent search body {text}");
+        let list = s.client.agent_doc_list().id(a.id).metadata_filter(&text).send().await.unwrap();
+        assert_eq!(sorted(list.items.iter().map(|d| d.id).collect()), want, "agent doc list {text}");
+
+        let want = sorted(user_docs[..2].to_vec());
+        let hits = s
+            .client
+            .user_search_text()
+            .user_id(u.id)
+            .text("otters")
+            .metadata_filter(&text)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(sorted(hits.docs.iter().map(|h| h.id).collect()), want, "user search {text}");
+        let list = s.client.user_doc_list().user_id(u.id).metadata_filter(&text).send().await.unwrap();
+        assert_eq!(sorted(list.items.iter().map(|d| d.id).collect()), want, "user doc list {text}");
+    }
+    s.stop().await;
+}
+
 /// An agent whose snippets rank one way by text and another way by vector.
 async fn vector_corpus(s: &TestServer) -> (Uuid, Vec<Uuid>) {
     let a = s.create_agent("Vectors").await.id;

@@ -1,5 +1,5 @@
 //! Extractors for path, query and JSON body that validate against the type's
-//! schema (see [`super::validate`]) and report every violation as a 422 naming
+//! schema (see [`crate::validate`]) and report every violation as a 422 naming
 //! the field. Their OpenAPI metadata is dropshot's own `Path`/`Query`/`TypedBody`,
 //! so the spec shows exactly the types these extractors enforce. The
 //! `Idempotency-Key` header of POSTs is validated the same way ([`IdempotencyKey`]).
@@ -8,6 +8,8 @@
 //! that sends headers and then stalls (or trickles) its body gets a 408 instead
 //! of holding a connection and a handler for good.
 
+use std::any::Any;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -19,9 +21,9 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::error::{ApiError, Issue, LocPart};
-use super::types::IdempotencyHeader;
-use super::validate::{Check, Source, coerce_params, validate_value};
+use crate::error::{ApiError, Issue, LocPart};
+use crate::types::IdempotencyHeader;
+use crate::validate::{Check, Source, coerce_params, validate_value};
 
 /// Path parameters of type `T`, validated.
 pub struct PathParams<T>(pub T);
@@ -63,17 +65,38 @@ impl<T> JsonBody<T> {
     }
 }
 
-/// The body read timeout when the server context does not set one (the
-/// server's own default is `request_body_timeout_s` in the config).
-const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// The body read timeout when the server's context does not set one (the
+/// server's own default is `request_body_timeout_s` in its config).
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// How long this request's body may take to arrive: the server's setting.
-/// Extractors are generic over the context, hence the downcast; any other
-/// context (dropshot's test contexts) gets the default.
+/// What the body extractor reads from the server's context: how long a
+/// request body may take to arrive. The server's context implements it and
+/// the server calls [`read_body_timeout_from`] once with its type.
+pub trait BodyReadTimeout: ServerContext {
+    fn body_read_timeout(&self) -> Duration;
+}
+
+/// How to read the timeout from a context whose type the crate cannot name.
+type TimeoutOf = fn(&dyn Any) -> Option<Duration>;
+static TIMEOUT_OF: OnceLock<TimeoutOf> = OnceLock::new();
+
+/// Makes the body extractor read its timeout from contexts of type `C`.
+///
+/// Dropshot hands extractors a context of any type, so they cannot call the
+/// trait directly: this records, once per process, the one context type that
+/// has the setting. Later calls with another type change nothing.
+pub fn read_body_timeout_from<C: BodyReadTimeout>() {
+    let _ = TIMEOUT_OF.set(|ctx| ctx.downcast_ref::<C>().map(C::body_read_timeout));
+}
+
+/// How long this request's body may take to arrive: the server's setting,
+/// or [`DEFAULT_BODY_READ_TIMEOUT`] for any other context (dropshot's test
+/// contexts, a server that registered none).
 fn body_read_timeout<C: ServerContext>(rqctx: &RequestContext<C>) -> Duration {
-    (rqctx.context() as &dyn std::any::Any)
-        .downcast_ref::<crate::http::Ctx>()
-        .map_or(DEFAULT_BODY_READ_TIMEOUT, |ctx| ctx.body_read_timeout)
+    TIMEOUT_OF
+        .get()
+        .and_then(|timeout_of| timeout_of(rqctx.context() as &dyn Any))
+        .unwrap_or(DEFAULT_BODY_READ_TIMEOUT)
 }
 
 fn issue(source: Source, kind: &str, msg: &str) -> Issue {

@@ -8,9 +8,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::error::LocPart;
-use super::types::{JsonObject, Metadata, double_option};
-use super::validate::{Check, Issues, check_json_schema};
+use crate::error::LocPart;
+use crate::types::{JsonObject, Metadata, double_option};
+use crate::validate::{Check, Issues, check_json_schema};
 
 /// A tool name: a letter or `_`, then letters, digits or `_` (what model APIs accept).
 pub const TOOL_NAME_PATTERN: &str = r"^[A-Za-z_][A-Za-z0-9_]*$";

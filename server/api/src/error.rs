@@ -1,4 +1,4 @@
-//! The one error type of the HTTP API and its single mapping to responses.
+//! The one error type of the HTTP API and the bodies it answers with.
 //!
 //! Two body shapes, documented together as the `Error` schema:
 //! - validation failures (422): `{"detail": [{"loc", "msg", "type"}, ...]}`;
@@ -6,15 +6,14 @@
 //!
 //! Every extractor failure reaches us through `From<HttpError>`; our own
 //! extractors encode their 422 details (and the request id) into that
-//! `HttpError` so nothing is lost on the way.
+//! `HttpError` so nothing is lost on the way. The mapping of the server's
+//! domain errors to this type lives in the server, which owns them.
 
 use dropshot::{ErrorStatusCode, HttpError};
 use schemars::JsonSchema;
 use schemars::r#gen::SchemaGenerator;
 use schemars::schema::{Schema, SchemaObject, SubschemaValidation};
 use serde::{Deserialize, Serialize};
-
-use crate::app::Error as DomainError;
 
 /// One element of a `loc`: an object key or an array index.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -87,32 +86,13 @@ impl ApiError {
         }
     }
 
-    /// Maps a domain error; the request id is attached here.
-    pub fn from_domain(err: DomainError, request_id: &str) -> Self {
-        use DomainError as E;
-        let (status, code) = match &err {
-            E::Validation(issues) => return ApiError::Validation(issues.clone()),
-            E::RateLimited { retry_after, .. } => {
-                let retry_after = retry_after.clone();
-                let status = ErrorStatusCode::TOO_MANY_REQUESTS;
-                let mut e = ApiError::new(status, "rate_limited", err.to_string(), request_id);
-                if let ApiError::Other { retry_after: r, .. } = &mut e {
-                    *r = retry_after;
-                }
-                return e;
-            }
-            E::NotFound(_) => (ErrorStatusCode::NOT_FOUND, "not_found"),
-            E::Conflict(_) => (ErrorStatusCode::CONFLICT, "conflict"),
-            E::BadRequest(_) => (ErrorStatusCode::BAD_REQUEST, "bad_request"),
-            E::Unauthorized(_) => (ErrorStatusCode::UNAUTHORIZED, "unauthorized"),
-            E::Upstream(_) => (ErrorStatusCode::BAD_GATEWAY, "upstream_error"),
-            E::UpstreamTimeout(_) => (ErrorStatusCode::GATEWAY_TIMEOUT, "upstream_timeout"),
-            E::NoModelProvider(_) => (ErrorStatusCode::SERVICE_UNAVAILABLE, "no_model_provider"),
-            E::InsufficientStorage(_) => (ErrorStatusCode::INSUFFICIENT_STORAGE, "insufficient_storage"),
-            E::StoreUnavailable(_) => (ErrorStatusCode::SERVICE_UNAVAILABLE, "store_unavailable"),
-            E::Internal(_) => (ErrorStatusCode::INTERNAL_SERVER_ERROR, "internal"),
-        };
-        ApiError::new(status, code, err.to_string(), request_id)
+    /// The `Retry-After` header this error's answer carries (a 429 passes on
+    /// the provider's); only an error other than a validation failure has one.
+    pub fn with_retry_after(mut self, after: Option<String>) -> Self {
+        if let ApiError::Other { retry_after, .. } = &mut self {
+            *retry_after = after;
+        }
+        self
     }
 
     /// Encodes a 422 as an `HttpError`, so an extractor can return it.

@@ -17,8 +17,8 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::error::{Issue, LocPart};
-use super::types::{MAX_JSON_BYTES_KEYWORD, json_size_within};
+use crate::error::{Issue, LocPart};
+use crate::types::{MAX_JSON_BYTES_KEYWORD, json_size_within};
 
 /// Where a value came from: the first element of every `loc`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

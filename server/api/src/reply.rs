@@ -9,8 +9,8 @@
 use dropshot::{ApiEndpointResponse, Body, HttpError, HttpResponse, HttpResponseOk};
 use http::StatusCode;
 
-use super::error::ApiError;
-use super::types_chat::ChatResponse;
+use crate::error::ApiError;
+use crate::types::chat::ChatResponse;
 
 pub enum Reply<R> {
     Ok(R),
@@ -68,9 +68,11 @@ impl<R: HttpResponse> HttpResponse for Reply<R> {
 
 /// The answer of a chat: the whole [`ChatResponse`] as JSON, or a
 /// `text/event-stream` body. Dropshot has no event-stream response type and
-/// documents the JSON answer; [`super::openapi`] adds the event-stream media
-/// type to the spec (the Rust client keeps to the JSON one), the operation's
-/// description says what the stream carries.
+/// documents the JSON answer; [`crate::openapi()`] adds the event-stream media
+/// type to the spec, its events' data typed as
+/// [`ChatChunk`](crate::types::ChatChunk) and
+/// [`ChatErrorEvent`](crate::types::ChatErrorEvent) (the generated client keeps
+/// to the JSON answer; its `stream` module reads the events).
 pub enum ChatAnswer {
     Json(ChatResponse),
     Stream(Body),

@@ -8,10 +8,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::error::LocPart;
-use super::types::{JsonObject, Metadata, default_true};
-use super::types_tools::{ToolDef, check_tool_def};
-use super::validate::{Check, Issues, check_json_schema};
+use super::tools::{ToolDef, check_tool_def};
+use crate::error::LocPart;
+use crate::types::{JsonObject, Metadata, default_true};
+use crate::validate::{Check, Issues, check_json_schema};
 
 /// The kinds of step (Julep's): a step has exactly one of these keys.
 pub const STEP_KINDS: [&str; 10] =

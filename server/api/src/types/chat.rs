@@ -5,10 +5,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::error::LocPart;
-use super::types::{ChatSettings, DocReference, JsonObject, default_true};
-use super::types_sessions::{CreateMessageRequest, Role, ToolCall, ToolCallType};
-use super::validate::{Check, Issues};
+use super::sessions::{CreateMessageRequest, Role, ToolCall, ToolCallType};
+use crate::error::LocPart;
+use crate::types::{ChatSettings, DocReference, JsonObject, default_true};
+use crate::validate::{Check, Issues};
 
 /// A function the model may call in this chat only (OpenAI's shape).
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
@@ -120,7 +120,7 @@ pub struct ChatRequest {
 impl Check for ChatRequest {
     fn check(&self, issues: &mut Issues) {
         for (i, m) in self.messages.iter().enumerate() {
-            let mut inner = Issues::new(super::validate::Source::Body);
+            let mut inner = Issues::new(crate::validate::Source::Body);
             m.check(&mut inner);
             for issue in inner.into_vec() {
                 let mut path = vec![LocPart::Key("messages".into()), LocPart::Index(i)];
@@ -169,4 +169,89 @@ pub struct ChatResponse {
     pub usage: ChatUsage,
     /// The document snippets recalled and put in the system message.
     pub docs: Vec<DocReference>,
+}
+
+// ---------------------------------------------------------------- the stream
+
+/// One event of a streamed chat (`data: <chunk>`), in OpenAI's chunk shape.
+///
+/// Each chunk carries a delta of choice 0; the last chunk has no choices and
+/// carries `usage` and `docs` (and `object`); then comes `data: [DONE]`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ChatChunk {
+    pub id: String,
+    /// `"chat.completion.chunk"`, on the last chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+    pub model: String,
+    pub choices: Vec<ChatChunkChoice>,
+    /// Tokens of the call, on the last chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<ChatUsage>,
+    /// The document snippets recalled and put in the system message, on the last chunk.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub docs: Option<Vec<DocReference>>,
+}
+
+/// One choice of a [`ChatChunk`]: what it adds to the answer.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ChatChunkChoice {
+    pub index: u32,
+    pub delta: ChatDelta,
+    /// Why the answer ended (`stop`, `length`, `tool_calls`), on its last delta.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finish_reason: Option<String>,
+}
+
+/// The new part of the streamed answer.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ChatDelta {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// The model's reasoning, from providers that send it apart from the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ChatToolCallDelta>>,
+}
+
+/// A fragment of a tool call: the first fragment of a call usually carries
+/// `id` and `function.name`, later ones pieces of `function.arguments` to
+/// concatenate.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ChatToolCallDelta {
+    /// Which call of the answer this fragment belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<ChatFunctionCallDelta>,
+}
+
+/// A fragment of a function call's name and arguments.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ChatFunctionCallDelta {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
+}
+
+/// The event that ends a stream that failed after it started: nothing was saved.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ChatErrorEvent {
+    pub error: ChatErrorDetail,
+}
+
+/// What failed in a stream, with the `code` the same failure has as an
+/// ordinary error answer (`upstream_error`, `upstream_timeout`, ...).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ChatErrorDetail {
+    pub message: String,
+    pub code: String,
 }

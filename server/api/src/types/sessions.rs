@@ -5,12 +5,12 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::error::LocPart;
-use super::types::{
-    Direction, ListParams, Metadata, SortBy, default_limit, default_true, double_option,
+use crate::error::LocPart;
+use crate::types::{
+    Direction, Limit, ListParams, Metadata, Offset, SortBy, default_true, double_option,
     parse_metadata_filter,
 };
-use super::validate::{Check, Issues};
+use crate::validate::{Check, Issues};
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct SessionPath {
@@ -116,16 +116,36 @@ pub struct UpdateSessionRequest {
 }
 
 /// Reports a system template that does not compile, with the line of the error.
+///
+/// Compiling is part of the contract ("it must compile"): the syntax is
+/// minijinja's with `trim_blocks` and `lstrip_blocks`, as the server renders
+/// it. Unknown filters and other runtime errors only show when rendering.
 fn check_template(template: Option<&str>, issues: &mut Issues) {
     let Some(source) = template else { return };
-    if let Err(e) = crate::chat::check_template(source) {
-        let line = e.line.map(|l| format!(" at line {l}")).unwrap_or_default();
+    if let Err(e) = compile_template(source) {
+        let line = e.line().filter(|l| *l > 0).map(|l| format!(" at line {l}")).unwrap_or_default();
+        let message = match e.detail() {
+            Some(detail) => format!("{}: {detail}", e.kind()),
+            None => e.kind().to_string(),
+        };
         issues.push(
             &[LocPart::Key("system_template".into())],
             "value_error",
-            format!("system_template does not compile as a minijinja template: {}{line}", e.message),
+            format!("system_template does not compile as a minijinja template: {message}{line}"),
         );
     }
+}
+
+/// Compiles a system template in the syntax the server renders it with.
+pub fn compile_template(source: &str) -> Result<(), minijinja::Error> {
+    let mut env = minijinja::Environment::new();
+    let syntax = minijinja::syntax::SyntaxConfig::builder()
+        .trim_blocks(true)
+        .lstrip_blocks(true)
+        .build()
+        .expect("the default delimiters are valid");
+    env.set_syntax(syntax);
+    env.template_from_str(source).map(|_| ())
 }
 
 impl Check for CreateSessionRequest {
@@ -273,13 +293,11 @@ pub struct MessageListParams {
     /// How many messages to answer at most (1 to 1000). A page also stops
     /// adding messages once its body would pass 8 MiB (it always has at least
     /// one): page on with `offset += len(items)` until a page comes back empty.
-    #[serde(default = "default_limit")]
-    #[schemars(range(min = 1, max = 1000))]
-    pub limit: i64,
+    #[serde(default)]
+    pub limit: Limit,
     /// How many matching messages to skip first.
     #[serde(default)]
-    #[schemars(range(min = 0))]
-    pub offset: i64,
+    pub offset: Offset,
     /// Oldest first (`asc`, the default) or newest first (`desc`).
     #[serde(default = "asc")]
     pub direction: Direction,

@@ -1,0 +1,34 @@
+//! Request and response types of the API, one module per resource.
+//!
+//! Every bound, pattern and default is declared here, once, with serde and
+//! schemars attributes: they appear in the OpenAPI document and are enforced
+//! at runtime from the same schema (see [`crate::validate`]). Every type is
+//! also re-exported here, so `types::Agent` names it wherever it lives.
+
+pub mod agents;
+pub mod chat;
+pub mod common;
+pub mod docs;
+pub mod headers;
+pub mod keys;
+pub mod paging;
+pub mod search;
+pub mod service;
+pub mod sessions;
+pub mod tasks;
+pub mod tools;
+pub mod users;
+
+pub use agents::*;
+pub use chat::*;
+pub use common::*;
+pub use docs::*;
+pub use headers::*;
+pub use keys::*;
+pub use paging::*;
+pub use search::*;
+pub use service::*;
+pub use sessions::*;
+pub use tasks::*;
+pub use tools::*;
+pub use users::*;

@@ -1,0 +1,356 @@
+//! The handler layer: all of HTTP and nothing else.
+//!
+//! [`Impl`] implements the contract's [`AgentPlatformApi`]; each route's
+//! handler lives in its resource's module and is thin: it takes validated
+//! input from the extractors, runs the domain call through [`run`] (which
+//! authenticates the caller and honours an `Idempotency-Key`) and maps the
+//! result. Domain errors become HTTP in one place ([`error`]); a streamed
+//! chat's events are framed as server-sent events in [`stream`].
+
+pub mod agents;
+pub mod chat;
+pub mod context;
+pub mod docs;
+pub mod error;
+pub mod keys;
+pub mod paging;
+pub mod run;
+pub mod service;
+pub mod sessions;
+pub mod stream;
+pub mod tasks;
+pub mod tools;
+pub mod users;
+
+use dropshot::RequestContext;
+use serde_json::Value;
+
+pub use context::Ctx;
+
+use crate::api::types::*;
+use crate::api::{
+    AgentPlatformApi, ApiError, ChatAnswer, Created, Deleted, IdempotencyKey, JsonBody, Ok200, PathParams,
+    QueryParams, Reply,
+};
+
+/// The implementation of the contract.
+pub enum Impl {}
+
+impl AgentPlatformApi for Impl {
+    type Context = Ctx;
+
+    async fn healthz(rqctx: RequestContext<Ctx>) -> Ok200<Health> {
+        service::healthz(rqctx).await
+    }
+
+    async fn openapi_document(rqctx: RequestContext<Ctx>) -> Ok200<serde_json::Map<String, Value>> {
+        service::openapi_document(rqctx).await
+    }
+
+    async fn key_create(rqctx: RequestContext<Ctx>, key: IdempotencyKey) -> Created<ApiKeyCreated> {
+        keys::key_create(rqctx, key).await
+    }
+
+    async fn key_list(rqctx: RequestContext<Ctx>) -> Ok200<ListResponse<ApiKey>> {
+        keys::key_list(rqctx).await
+    }
+
+    async fn key_delete(rqctx: RequestContext<Ctx>, path: PathParams<KeyPath>) -> Deleted {
+        keys::key_delete(rqctx, path).await
+    }
+
+    async fn user_create(
+        rqctx: RequestContext<Ctx>,
+        key: IdempotencyKey,
+        body: JsonBody<CreateUserRequest>,
+    ) -> Created<User> {
+        users::user_create(rqctx, key, body).await
+    }
+
+    async fn user_list(
+        rqctx: RequestContext<Ctx>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<User>> {
+        users::user_list(rqctx, query).await
+    }
+
+    async fn user_get(rqctx: RequestContext<Ctx>, path: PathParams<UserPath>) -> Ok200<User> {
+        users::user_get(rqctx, path).await
+    }
+
+    async fn user_update(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<UserPath>,
+        body: JsonBody<UpdateUserRequest>,
+    ) -> Ok200<User> {
+        users::user_update(rqctx, path, body).await
+    }
+
+    async fn user_patch(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<UserPath>,
+        body: JsonBody<PatchUserRequest>,
+    ) -> Ok200<User> {
+        users::user_patch(rqctx, path, body).await
+    }
+
+    async fn user_delete(rqctx: RequestContext<Ctx>, path: PathParams<UserPath>) -> Deleted {
+        users::user_delete(rqctx, path).await
+    }
+
+    async fn agent_create(
+        rqctx: RequestContext<Ctx>,
+        key: IdempotencyKey,
+        body: JsonBody<CreateAgentRequest>,
+    ) -> Created<Agent> {
+        agents::agent_create(rqctx, key, body).await
+    }
+
+    async fn agent_list(
+        rqctx: RequestContext<Ctx>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Agent>> {
+        agents::agent_list(rqctx, query).await
+    }
+
+    async fn agent_get(rqctx: RequestContext<Ctx>, path: PathParams<AgentPath>) -> Ok200<Agent> {
+        agents::agent_get(rqctx, path).await
+    }
+
+    async fn agent_update(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        body: JsonBody<CreateAgentRequest>,
+    ) -> Ok200<Agent> {
+        agents::agent_update(rqctx, path, body).await
+    }
+
+    async fn agent_patch(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        body: JsonBody<PatchAgentRequest>,
+    ) -> Ok200<Agent> {
+        agents::agent_patch(rqctx, path, body).await
+    }
+
+    async fn agent_delete(rqctx: RequestContext<Ctx>, path: PathParams<AgentPath>) -> Deleted {
+        agents::agent_delete(rqctx, path).await
+    }
+
+    async fn session_create(
+        rqctx: RequestContext<Ctx>,
+        key: IdempotencyKey,
+        body: JsonBody<CreateSessionRequest>,
+    ) -> Created<Session> {
+        sessions::session_create(rqctx, key, body).await
+    }
+
+    async fn session_list(
+        rqctx: RequestContext<Ctx>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Session>> {
+        sessions::session_list(rqctx, query).await
+    }
+
+    async fn session_get(rqctx: RequestContext<Ctx>, path: PathParams<SessionPath>) -> Ok200<Session> {
+        sessions::session_get(rqctx, path).await
+    }
+
+    async fn session_update(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<SessionPath>,
+        body: JsonBody<UpdateSessionRequest>,
+    ) -> Ok200<Session> {
+        sessions::session_update(rqctx, path, body).await
+    }
+
+    async fn session_patch(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<SessionPath>,
+        body: JsonBody<UpdateSessionRequest>,
+    ) -> Ok200<Session> {
+        sessions::session_patch(rqctx, path, body).await
+    }
+
+    async fn session_delete(rqctx: RequestContext<Ctx>, path: PathParams<SessionPath>) -> Deleted {
+        sessions::session_delete(rqctx, path).await
+    }
+
+    async fn message_list(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<SessionPath>,
+        query: QueryParams<MessageListParams>,
+    ) -> Ok200<ListResponse<Message>> {
+        sessions::message_list(rqctx, path, query).await
+    }
+
+    async fn message_create(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<SessionPath>,
+        key: IdempotencyKey,
+        body: JsonBody<CreateMessageRequest>,
+    ) -> Created<Message> {
+        sessions::message_create(rqctx, path, key, body).await
+    }
+
+    async fn session_chat(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<SessionPath>,
+        key: IdempotencyKey,
+        body: JsonBody<ChatRequest>,
+    ) -> Result<Reply<ChatAnswer>, ApiError> {
+        chat::session_chat(rqctx, path, key, body).await
+    }
+
+    async fn session_tool_list(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<SessionPath>,
+    ) -> Ok200<ListResponse<Tool>> {
+        sessions::session_tool_list(rqctx, path).await
+    }
+
+    async fn tool_create(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        key: IdempotencyKey,
+        body: JsonBody<CreateToolRequest>,
+    ) -> Created<Tool> {
+        tools::tool_create(rqctx, path, key, body).await
+    }
+
+    async fn tool_list(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Tool>> {
+        tools::tool_list(rqctx, path, query).await
+    }
+
+    async fn tool_update(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentToolPath>,
+        body: JsonBody<CreateToolRequest>,
+    ) -> Ok200<Tool> {
+        tools::tool_update(rqctx, path, body).await
+    }
+
+    async fn tool_patch(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentToolPath>,
+        body: JsonBody<PatchToolRequest>,
+    ) -> Ok200<Tool> {
+        tools::tool_patch(rqctx, path, body).await
+    }
+
+    async fn tool_delete(rqctx: RequestContext<Ctx>, path: PathParams<AgentToolPath>) -> Deleted {
+        tools::tool_delete(rqctx, path).await
+    }
+
+    async fn task_list(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Task>> {
+        tasks::task_list(rqctx, path, query).await
+    }
+
+    async fn task_create_or_update(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        body: JsonBody<PutTaskRequest>,
+    ) -> Ok200<Task> {
+        tasks::task_create_or_update(rqctx, path, body).await
+    }
+
+    async fn task_get(rqctx: RequestContext<Ctx>, path: PathParams<AgentTaskPath>) -> Ok200<Task> {
+        tasks::task_get(rqctx, path).await
+    }
+
+    async fn task_delete(rqctx: RequestContext<Ctx>, path: PathParams<AgentTaskPath>) -> Deleted {
+        tasks::task_delete(rqctx, path).await
+    }
+
+    async fn agent_doc_create(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        key: IdempotencyKey,
+        body: JsonBody<CreateDocRequest>,
+    ) -> Created<Doc> {
+        docs::agent_doc_create(rqctx, path, key, body).await
+    }
+
+    async fn agent_doc_list(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Doc>> {
+        docs::agent_doc_list(rqctx, path, query).await
+    }
+
+    async fn agent_doc_get(rqctx: RequestContext<Ctx>, path: PathParams<AgentDocPath>) -> Ok200<Doc> {
+        docs::agent_doc_get(rqctx, path).await
+    }
+
+    async fn agent_doc_delete(rqctx: RequestContext<Ctx>, path: PathParams<AgentDocPath>) -> Deleted {
+        docs::agent_doc_delete(rqctx, path).await
+    }
+
+    async fn agent_search_text(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        query: QueryParams<TextSearchParams>,
+    ) -> Ok200<DocSearchResponse> {
+        docs::agent_search_text(rqctx, path, query).await
+    }
+
+    async fn agent_search(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        key: IdempotencyKey,
+        body: JsonBody<SearchRequest>,
+    ) -> Ok200<DocSearchResponse> {
+        docs::agent_search(rqctx, path, key, body).await
+    }
+
+    async fn user_doc_create(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<UserPath>,
+        key: IdempotencyKey,
+        body: JsonBody<CreateDocRequest>,
+    ) -> Created<Doc> {
+        docs::user_doc_create(rqctx, path, key, body).await
+    }
+
+    async fn user_doc_list(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<UserPath>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Doc>> {
+        docs::user_doc_list(rqctx, path, query).await
+    }
+
+    async fn user_doc_get(rqctx: RequestContext<Ctx>, path: PathParams<UserDocPath>) -> Ok200<Doc> {
+        docs::user_doc_get(rqctx, path).await
+    }
+
+    async fn user_doc_delete(rqctx: RequestContext<Ctx>, path: PathParams<UserDocPath>) -> Deleted {
+        docs::user_doc_delete(rqctx, path).await
+    }
+
+    async fn user_search_text(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<UserPath>,
+        query: QueryParams<TextSearchParams>,
+    ) -> Ok200<DocSearchResponse> {
+        docs::user_search_text(rqctx, path, query).await
+    }
+
+    async fn user_search(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<UserPath>,
+        key: IdempotencyKey,
+        body: JsonBody<SearchRequest>,
+    ) -> Ok200<DocSearchResponse> {
+        docs::user_search(rqctx, path, key, body).await
+    }
+}

@@ -1,0 +1,142 @@
+//! How a handler runs its operation: it authenticates the caller, runs the
+//! domain call with the caller's tenant, maps a domain error, and for a POST
+//! honours its `Idempotency-Key` (replays a remembered answer, or remembers
+//! this one).
+
+use std::future::Future;
+
+use dropshot::{ErrorStatusCode, HttpResponseCreated, HttpResponseOk, RequestContext};
+use http::StatusCode;
+use schemars::JsonSchema;
+use serde::Serialize;
+use slog::error;
+
+use super::context::Ctx;
+use super::error::{api_error, domain_error};
+use crate::api::{ApiError, ChatAnswer, IdempotencyKey, Reply};
+use crate::app::idempotency::{self, Begun, Remembered};
+use crate::app::{self, App, Tenant};
+
+/// Finds the tenant of the request's API key (`Bearer <key>` or a bare key).
+fn authenticate(rqctx: &RequestContext<Ctx>) -> Result<Tenant, ApiError> {
+    let rid = rqctx.request_id.as_str();
+    let unauthorized = |msg: &str| ApiError::new(ErrorStatusCode::UNAUTHORIZED, "unauthorized", msg, rid);
+    let Some(header) = rqctx.request.headers().get(http::header::AUTHORIZATION) else {
+        return Err(unauthorized("missing API key: send the header `Authorization: Bearer <key>`"));
+    };
+    let header =
+        header.to_str().map_err(|_| unauthorized("the Authorization header is not valid text"))?.trim();
+    let key = match header.split_once(' ') {
+        Some((scheme, rest)) if scheme.eq_ignore_ascii_case("bearer") => rest.trim(),
+        _ => header,
+    };
+    match rqctx.context().app.authenticate(key) {
+        Ok(Some(t)) => Ok(t),
+        Ok(None) => Err(unauthorized("unknown API key")),
+        Err(e) => Err(api_error(e, rid)),
+    }
+}
+
+/// Runs an authenticated operation and turns its outcome into a [`Reply`].
+pub async fn run<R, F, Fut>(rqctx: &RequestContext<Ctx>, op: F) -> Result<Reply<R>, ApiError>
+where
+    F: FnOnce(App, Tenant) -> Fut,
+    Fut: Future<Output = app::Result<R>>,
+{
+    let tenant = match authenticate(rqctx) {
+        Ok(t) => t,
+        Err(e) => return Ok(Reply::Err(e)),
+    };
+    match op(rqctx.context().app.clone(), tenant).await {
+        Ok(r) => Ok(Reply::Ok(r)),
+        Err(e) => Ok(Reply::Err(domain_error(rqctx, e))),
+    }
+}
+
+/// A success answer of a POST, as remembered with its `Idempotency-Key`.
+pub trait Replayable {
+    /// The status of the success.
+    const STATUS: StatusCode;
+    /// The JSON body, or `None` for an answer that is not replayed (a stream).
+    fn json(&self) -> Option<String>;
+}
+
+impl<T: Serialize + JsonSchema + Send + Sync + 'static> Replayable for HttpResponseCreated<T> {
+    const STATUS: StatusCode = StatusCode::CREATED;
+    fn json(&self) -> Option<String> {
+        serde_json::to_string(&self.0).ok()
+    }
+}
+
+impl<T: Serialize + JsonSchema + Send + Sync + 'static> Replayable for HttpResponseOk<T> {
+    const STATUS: StatusCode = StatusCode::OK;
+    fn json(&self) -> Option<String> {
+        serde_json::to_string(&self.0).ok()
+    }
+}
+
+impl Replayable for ChatAnswer {
+    const STATUS: StatusCode = StatusCode::OK;
+    fn json(&self) -> Option<String> {
+        match self {
+            ChatAnswer::Json(r) => serde_json::to_string(r).ok(),
+            ChatAnswer::Stream(_) => None,
+        }
+    }
+}
+
+/// [`run`] for a POST, honouring its `Idempotency-Key` (see [`app::idempotency`]):
+/// a repeat answers the remembered answer, a new request runs under a claim that
+/// its write commits with. `body` is the digest of the request body;
+/// `withheld`, for an answer that must not be stored (it shows a secret), says
+/// what a repeat is told instead (a 409).
+pub async fn run_once<R, F, Fut>(
+    rqctx: &RequestContext<Ctx>,
+    key: IdempotencyKey,
+    body: Option<[u8; 32]>,
+    withheld: Option<fn(&R) -> String>,
+    op: F,
+) -> Result<Reply<R>, ApiError>
+where
+    R: Replayable,
+    F: FnOnce(App, Tenant) -> Fut,
+    Fut: Future<Output = app::Result<R>>,
+{
+    let Some(key) = key.0 else { return run(rqctx, op).await };
+    let tenant = match authenticate(rqctx) {
+        Ok(t) => t,
+        Err(e) => return Ok(Reply::Err(e)),
+    };
+    let app = rqctx.context().app.clone();
+    let (method, path) = (rqctx.request.method().as_str(), rqctx.request.uri().path());
+    let fingerprint = idempotency::fingerprint(method, path, body.as_ref().map_or(&[][..], |d| &d[..]));
+    let begun =
+        app.idempotency_begin(tenant, &key, format!("{method} {path}"), fingerprint, R::STATUS.as_u16());
+    let (claim, _queue) = match begun.await {
+        Err(e) => return Ok(Reply::Err(domain_error(rqctx, e))),
+        Ok(Begun::Replay(Remembered::Answer { status, body })) => {
+            let status = StatusCode::from_u16(status).unwrap_or(R::STATUS);
+            return Ok(Reply::Replayed { status, body });
+        }
+        Ok(Begun::Replay(Remembered::Withheld { detail })) => {
+            return Ok(Reply::Err(domain_error(rqctx, app::Error::Conflict(detail))));
+        }
+        Ok(Begun::Fresh(claim, queue)) => (claim, queue),
+    };
+    let answer = match claim.scope(op(app.clone(), tenant)).await {
+        Ok(r) => r,
+        Err(e) => return Ok(Reply::Err(domain_error(rqctx, e))),
+    };
+    let remembered = match withheld {
+        Some(detail) => Some(Remembered::Withheld { detail: detail(&answer) }),
+        None => answer.json().map(|body| Remembered::Answer { status: R::STATUS.as_u16(), body }),
+    };
+    if let Some(remembered) = remembered
+        && let Err(e) = app.idempotency_save(&claim, remembered).await
+    {
+        // It answers anyway: it wrote nothing else, so a repeat runs it again.
+        error!(rqctx.log, "the answer of a request with an Idempotency-Key was not remembered";
+            "error" => e.to_string());
+    }
+    Ok(Reply::Ok(answer))
+}
