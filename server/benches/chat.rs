@@ -16,9 +16,9 @@
 
 use std::time::{Duration, Instant};
 
-use agent_platform::chat::fake_upstream::{Behaviour, FakeUpstream};
-use agent_platform::chat::{ModelsConfig, ProviderConfig};
 use agent_platform::config::Config;
+use agent_platform::models::fake_upstream::{Behaviour, FakeUpstream};
+use agent_platform::models::{ModelsConfig, ProviderConfig};
 use agent_platform::store::sled_store::Durability;
 use serde_json::{Value, json};
 

@@ -28,14 +28,14 @@
 //! ```
 //!
 //! With no `[[models.providers]]`, `OPENAI_BASE_URL` and `OPENAI_API_KEY` define
-//! the one provider (see [`crate::chat::Providers::from_config`]).
+//! the one provider (see [`crate::models::Providers::from_config`]).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::chat::ModelsConfig;
+use crate::models::ModelsConfig;
 use crate::store::sled_store::Durability;
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -214,7 +214,7 @@ mod tests {
         assert_eq!(cfg.models.default_model.as_deref(), Some("a"));
         cfg.apply_env(|k| (k == "AGENT_PLATFORM_DEFAULT_MODEL").then(|| "b".to_string())).unwrap();
         assert_eq!(cfg.models.default_model.as_deref(), Some("b"));
-        let providers = crate::chat::Providers::from_config(&cfg.models, |_| None).unwrap();
+        let providers = crate::models::Providers::from_config(&cfg.models, |_| None).unwrap();
         assert_eq!(providers.resolve("b").unwrap().name(), "local");
     }
 
@@ -230,8 +230,8 @@ mod tests {
                 .is_err()
         );
         cfg.models.max_answer_bytes = Some(0);
-        let zero = crate::chat::Providers::from_config(&cfg.models, |_| None).unwrap_err();
-        assert_eq!(zero, crate::chat::ConfigError::BadMaxAnswerBytes);
+        let zero = crate::models::Providers::from_config(&cfg.models, |_| None).unwrap_err();
+        assert_eq!(zero, crate::models::ConfigError::BadMaxAnswerBytes);
     }
 
     #[test]

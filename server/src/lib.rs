@@ -20,9 +20,9 @@ pub mod api {
     pub use agent_platform_api::*;
 }
 pub mod app;
-pub mod chat;
 pub mod config;
 pub mod http;
+pub mod models;
 pub mod search;
 pub mod server;
 pub mod store;

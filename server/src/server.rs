@@ -12,9 +12,9 @@ use crate::api::agent_platform_api_mod;
 use crate::api::extract::read_body_timeout_from;
 use crate::app::App;
 use crate::app::keys::DEFAULT_TENANT;
-use crate::chat::Providers;
 use crate::config::{Config, LogFormat};
 use crate::http::{Ctx, Impl};
+use crate::models::Providers;
 use crate::store::open::{OpenError, quietly};
 use crate::store::sled_store::{OpenOptions, SledStore};
 
@@ -96,7 +96,7 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
     );
     let models = Providers::from_config(&cfg.models, env).map_err(|e| anyhow::anyhow!("config: {e}"))?;
     // The tokenizer takes seconds to build; not inside the first chat.
-    tokio::task::spawn_blocking(crate::chat::tokens::warm_up);
+    tokio::task::spawn_blocking(crate::models::tokens::warm_up);
     let (store, app) = open_app(cfg)?;
     let app = app.with_models(models);
     let spec = match crate::api::openapi() {

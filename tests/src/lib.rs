@@ -7,8 +7,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use agent_platform::app::App;
-use agent_platform::chat::ModelsConfig;
 use agent_platform::config::Config;
+use agent_platform::models::ModelsConfig;
 use agent_platform::server::Running;
 use agent_platform::store::{Kind, Store};
 pub use agent_platform_client::Client;
@@ -437,9 +437,12 @@ fn wait_with_deadline(child: &mut Child, within: Duration) -> Option<std::proces
 
 /// Model providers of one provider, `fake` (its models all served; default
 /// model `fake-model`), with `timeout_s` for answers and stream pauses.
-pub fn fake_models(fake: &agent_platform::chat::fake_upstream::FakeUpstream, timeout_s: f64) -> ModelsConfig {
+pub fn fake_models(
+    fake: &agent_platform::models::fake_upstream::FakeUpstream,
+    timeout_s: f64,
+) -> ModelsConfig {
     ModelsConfig {
-        providers: vec![agent_platform::chat::ProviderConfig {
+        providers: vec![agent_platform::models::ProviderConfig {
             name: "fake".into(),
             base_url: fake.base_url(),
             api_key_env: None,

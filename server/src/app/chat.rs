@@ -25,8 +25,8 @@ use crate::api::types_sessions::{
     ContextOverflow, CreateMessageRequest, FunctionCall, Message, Role, Session, ToolCall, ToolCallType,
 };
 use crate::api::types_tools::ToolType;
-use crate::chat::tokens::{REPLY_PRIMING_TOKENS, message_tokens};
-use crate::chat::{
+use crate::models::tokens::{REPLY_PRIMING_TOKENS, message_tokens};
+use crate::models::{
     self, DEFAULT_SYSTEM_TEMPLATE, NoProvider, Provider, UpstreamError, count_chat_tokens, wire,
 };
 use crate::store::{Direction, ListQuery, SortBy};
@@ -44,7 +44,7 @@ pub type ChatLocks = Arc<Mutex<HashMap<(Tenant, Uuid), Arc<tokio::sync::Mutex<()
 /// Holds the session's chat lock until dropped.
 pub struct PreparedChat {
     pub provider: Provider,
-    pub request: wire::ChatRequest,
+    pub request: wire::CompletionRequest,
     pub docs: Vec<DocReference>,
     pub save: bool,
     tenant: Tenant,
@@ -157,7 +157,7 @@ fn new_message(m: &CreateMessageRequest) -> wire::ChatMessage {
     to_wire_message(m.role, &m.content, m.name.as_ref(), m.tool_calls.as_ref(), m.tool_call_id.as_ref())
 }
 
-fn template_error(what: &str, e: chat::TemplateError) -> Error {
+fn template_error(what: &str, e: models::TemplateError) -> Error {
     Error::BadRequest(format!("{what}: {e}"))
 }
 
@@ -311,11 +311,11 @@ impl App {
             })).collect::<Vec<_>>(),
         });
         let mut system = match &session.system_template {
-            None => chat::render(DEFAULT_SYSTEM_TEMPLATE, &context)
+            None => models::render(DEFAULT_SYSTEM_TEMPLATE, &context)
                 .map_err(|e| Error::Internal(format!("the default system template: {e}")))?,
             Some(src) => {
                 let mut text =
-                    chat::render(src, &context).map_err(|e| template_error("system_template", e))?;
+                    models::render(src, &context).map_err(|e| template_error("system_template", e))?;
                 // The default template places the situation itself.
                 if let Some(situation) = session.situation.as_deref().filter(|s| !s.is_empty()) {
                     text = format!("{}\n\n{situation}", text.trim_end());
@@ -329,7 +329,7 @@ impl App {
         if session.render_templates {
             for (i, m) in new_messages.iter_mut().enumerate() {
                 if m.content.contains("{{") || m.content.contains("{%") {
-                    m.content = chat::render(&m.content, &context)
+                    m.content = models::render(&m.content, &context)
                         .map_err(|e| template_error(&format!("messages[{i}].content"), e))?;
                 }
             }
@@ -396,7 +396,7 @@ impl App {
             ChatToolChoice::Mode(ToolChoiceMode::Required) => wire::ToolChoice::required(),
             ChatToolChoice::Function(f) => wire::ToolChoice::function(f.function.name),
         });
-        let request = wire::ChatRequest {
+        let request = wire::CompletionRequest {
             model,
             messages,
             tool_choice: if tools.is_empty() { None } else { tool_choice },
@@ -412,7 +412,7 @@ impl App {
             // As the provider sends it, so that it need not copy the request.
             stream: req.stream,
             stream_options: req.stream.then_some(wire::StreamOptions { include_usage: true }),
-            ..wire::ChatRequest::default()
+            ..wire::CompletionRequest::default()
         };
         Ok(PreparedChat {
             provider,
@@ -441,7 +441,7 @@ impl App {
             .iter()
             .map(|m| format!("{}: {}\n", m.role.as_str(), m.content.as_deref().unwrap_or("")))
             .collect();
-        let mut req = wire::ChatRequest::new(
+        let mut req = wire::CompletionRequest::new(
             model,
             vec![
                 wire::ChatMessage::system(
@@ -470,7 +470,7 @@ impl App {
     pub async fn chat_save(
         &self,
         prepared: &PreparedChat,
-        answer: &wire::ChatResponse,
+        answer: &wire::CompletionResponse,
         response: Option<&ChatResponse>,
     ) -> Result<()> {
         if !prepared.save {
@@ -517,7 +517,7 @@ pub fn usage_of(prepared: &PreparedChat, usage: Option<wire::Usage>, completion:
         },
         None => {
             let prompt = count_chat_tokens(&prepared.request.messages) as i64;
-            let completion = chat::count_tokens(completion) as i64;
+            let completion = models::count_tokens(completion) as i64;
             ChatUsage {
                 prompt_tokens: prompt,
                 completion_tokens: completion,
@@ -528,7 +528,7 @@ pub fn usage_of(prepared: &PreparedChat, usage: Option<wire::Usage>, completion:
 }
 
 /// The contract's answer from the provider's.
-pub fn chat_response(prepared: &PreparedChat, answer: wire::ChatResponse) -> ChatResponse {
+pub fn chat_response(prepared: &PreparedChat, answer: wire::CompletionResponse) -> ChatResponse {
     let usage = usage_of(prepared, answer.usage, answer.text());
     ChatResponse {
         id: if answer.id.is_empty() { format!("chatcmpl-{}", Uuid::now_v7().simple()) } else { answer.id },

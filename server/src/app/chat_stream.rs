@@ -19,8 +19,8 @@ use crate::api::types_chat::{
     ChatChunk, ChatChunkChoice, ChatDelta, ChatFunctionCallDelta, ChatRequest, ChatToolCallDelta, ChatUsage,
 };
 use crate::api::types_sessions::Role;
-use crate::chat::provider::ChatStream as UpstreamStream;
-use crate::chat::{ChunkAccumulator, wire};
+use crate::models::provider::CompletionStream as UpstreamStream;
+use crate::models::{ChunkAccumulator, wire};
 
 /// The chunks of a streamed chat; it ends after the last chunk, or with one `Err`.
 pub type ChatChunks = std::pin::Pin<Box<dyn Stream<Item = Result<ChatChunk>> + Send>>;
@@ -104,7 +104,7 @@ impl Streaming {
 }
 
 /// The contract's chunk from the provider's.
-fn contract_chunk(chunk: wire::ChatChunk) -> ChatChunk {
+fn contract_chunk(chunk: wire::CompletionChunk) -> ChatChunk {
     let choices = chunk
         .choices
         .into_iter()

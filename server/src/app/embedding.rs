@@ -18,7 +18,7 @@ pub trait Embedder: Send + Sync + 'static {
 
 /// An embedding model served by a model provider's `/embeddings`.
 pub struct ProviderEmbedder {
-    pub provider: crate::chat::Provider,
+    pub provider: crate::models::Provider,
     pub model: String,
 }
 

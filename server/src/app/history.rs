@@ -27,8 +27,8 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::Tenant;
-use crate::chat::tokens;
-use crate::chat::wire;
+use crate::models::tokens;
+use crate::models::wire;
 
 /// About how much message text the cache holds before it drops sessions.
 pub const HISTORY_CACHE_BYTES: usize = 64 << 20;

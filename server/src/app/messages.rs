@@ -12,7 +12,7 @@ use super::records::{Resource, decode, encode};
 use super::{App, Result, Tenant};
 use crate::api::types::Metadata;
 use crate::api::types_sessions::{CreateMessageRequest, Message, Role, ToolCall};
-use crate::chat::tokens;
+use crate::models::tokens;
 use crate::store::{Expect, Kind, ListQuery, Op, Record};
 
 /// A message's stored fields (besides id, session, timestamps and metadata).

@@ -25,7 +25,7 @@ use uuid::Uuid;
 
 pub use self::embedding::Embedder;
 use crate::api::error::Issue;
-use crate::chat::Providers;
+use crate::models::Providers;
 use crate::search::SearchIndex;
 use crate::store::{Kind, Store, StoreError};
 

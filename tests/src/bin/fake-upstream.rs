@@ -8,7 +8,7 @@
 
 use std::io::Write;
 
-use agent_platform::chat::fake_upstream::FakeUpstream;
+use agent_platform::models::fake_upstream::FakeUpstream;
 
 #[tokio::main]
 async fn main() {

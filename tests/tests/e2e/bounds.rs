@@ -253,7 +253,7 @@ async fn writer_measurement_of_the_heaviest_single_requests() {
     let n = 256;
     let messages: Vec<Value> = (0..n).map(|_| json!({"role": "user", "content": "x"})).collect();
     let chat = json!({"messages": messages, "recall": false}).to_string();
-    let fake = agent_platform::chat::fake_upstream::FakeUpstream::start().await;
+    let fake = agent_platform::models::fake_upstream::FakeUpstream::start().await;
     s.stop().await;
     let s = TestServer::with_models(agent_platform_tests::fake_models(&fake, 120.0)).await;
     let agent = s.create_agent("Helper").await.id;

@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use agent_platform::chat::ModelsConfig;
-use agent_platform::chat::fake_upstream::{Behaviour, FakeUpstream};
+use agent_platform::models::ModelsConfig;
+use agent_platform::models::fake_upstream::{Behaviour, FakeUpstream};
 use agent_platform_tests::{Raw, TestServer, types};
 use serde_json::{Value, json};
 use uuid::Uuid;

@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_platform::chat::fake_upstream::{Behaviour, FakeUpstream};
+use agent_platform::models::fake_upstream::{Behaviour, FakeUpstream};
 use agent_platform::store::sled_store::{Durability, SledStore};
 use agent_platform::store::{Kind, Store};
 use agent_platform_tests::{Process, orphans_in};

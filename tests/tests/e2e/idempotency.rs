@@ -2,7 +2,7 @@
 //! the first answer without writing again; another request with the key is a
 //! 409; keys are per tenant; answers survive a restart; bad keys are 422s.
 
-use agent_platform::chat::fake_upstream::{Behaviour, FakeUpstream};
+use agent_platform::models::fake_upstream::{Behaviour, FakeUpstream};
 use agent_platform_tests::TestServer;
 use futures::future::join_all;
 use serde_json::{Value, json};

@@ -9,8 +9,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use agent_platform::chat::ModelsConfig;
-use agent_platform::chat::fake_upstream::{Behaviour, FakeUpstream};
+use agent_platform::models::ModelsConfig;
+use agent_platform::models::fake_upstream::{Behaviour, FakeUpstream};
 use agent_platform_tests::{Raw, TestServer};
 use serde_json::{Value, json};
 use uuid::Uuid;

@@ -136,15 +136,21 @@ fn check_template(template: Option<&str>, issues: &mut Issues) {
     }
 }
 
-/// Compiles a system template in the syntax the server renders it with.
-pub fn compile_template(source: &str) -> Result<(), minijinja::Error> {
-    let mut env = minijinja::Environment::new();
-    let syntax = minijinja::syntax::SyntaxConfig::builder()
+/// The syntax system templates are written in (and rendered with, by the server):
+/// minijinja's delimiters, a block tag's own line and indentation dropped.
+pub fn template_syntax() -> minijinja::syntax::SyntaxConfig {
+    minijinja::syntax::SyntaxConfig::builder()
         .trim_blocks(true)
         .lstrip_blocks(true)
         .build()
-        .expect("the default delimiters are valid");
-    env.set_syntax(syntax);
+        .expect("the default delimiters are valid")
+}
+
+/// Compiles a system template in [`template_syntax`], without rendering it
+/// (syntax errors, unknown tags; unknown filters only show when rendering).
+pub fn compile_template(source: &str) -> Result<(), minijinja::Error> {
+    let mut env = minijinja::Environment::new();
+    env.set_syntax(template_syntax());
     env.template_from_str(source).map(|_| ())
 }
 

@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 use sse_stream::{Sse, SseByteStream};
 
 use super::wire::{
-    ChatChunk, ChatRequest, ChatResponse, EmbeddingRequest, EmbeddingResponse, StreamOptions, ToolCall,
+    CompletionChunk, CompletionRequest, CompletionResponse, EmbeddingRequest, EmbeddingResponse,
+    StreamOptions, ToolCall,
 };
 
 /// Default for [`ModelsConfig::connect_timeout_s`].
@@ -168,7 +169,7 @@ pub enum UpstreamError {
 
 /// A streamed chat answer: chunks as they arrive, ending after `[DONE]`, or
 /// with one `Err` item. Dropping it aborts the upstream request.
-pub type ChatStream = Pin<Box<dyn Stream<Item = Result<ChatChunk, UpstreamError>> + Send>>;
+pub type CompletionStream = Pin<Box<dyn Stream<Item = Result<CompletionChunk, UpstreamError>> + Send>>;
 
 /// How long a call may take and how much of its answer is read.
 #[derive(Clone, Copy, Debug)]
@@ -360,7 +361,7 @@ impl Providers {
 /// `req` with its stream fields as a streamed (`stream_options.include_usage`)
 /// or whole answer needs them: borrowed when they already are (a prepared
 /// chat's request), else copied, with all its history.
-fn with_stream(req: &ChatRequest, stream: bool) -> Cow<'_, ChatRequest> {
+fn with_stream(req: &CompletionRequest, stream: bool) -> Cow<'_, CompletionRequest> {
     let options = stream.then_some(StreamOptions { include_usage: true });
     if req.stream == stream && req.stream_options == options {
         return Cow::Borrowed(req);
@@ -413,10 +414,10 @@ impl Provider {
     /// One non-streamed chat completion (`stream: false` is forced). Fails
     /// with [`UpstreamError::Timeout`] after `request_timeout_s`, and with
     /// [`UpstreamError::Invalid`] when the answer has no choices.
-    pub async fn chat(&self, req: &ChatRequest) -> Result<ChatResponse, UpstreamError> {
+    pub async fn chat(&self, req: &CompletionRequest) -> Result<CompletionResponse, UpstreamError> {
         let req = with_stream(req, false);
         let body = self.post_json("/chat/completions", &*req, self.limits.max_answer_bytes).await?;
-        let mut answer: ChatResponse = parse_json(&body)?;
+        let mut answer: CompletionResponse = parse_json(&body)?;
         if answer.choices.is_empty() {
             return Err(UpstreamError::Invalid(format!(
                 "the answer has no choices: {}",
@@ -440,7 +441,7 @@ impl Provider {
     /// that is not a chunk yields [`UpstreamError::Invalid`]. After an `Err`
     /// item the stream ends. Tool calls lacking an `id` get one in the
     /// fragment that opens them (same as `chat`).
-    pub async fn chat_stream(&self, req: &ChatRequest) -> Result<ChatStream, UpstreamError> {
+    pub async fn chat_stream(&self, req: &CompletionRequest) -> Result<CompletionStream, UpstreamError> {
         let req = with_stream(req, true);
         let idle = self.limits.stream_idle;
         let max_answer_bytes = self.limits.max_answer_bytes;
@@ -592,7 +593,7 @@ struct StreamState {
 
 impl StreamState {
     /// Counts the text `chunk` adds to the answer; true once past the bound.
-    fn over_bound(&mut self, chunk: &ChatChunk) -> bool {
+    fn over_bound(&mut self, chunk: &CompletionChunk) -> bool {
         let len = |s: &Option<String>| s.as_ref().map_or(0, String::len);
         for choice in &chunk.choices {
             let delta = &choice.delta;
@@ -608,7 +609,7 @@ impl StreamState {
     }
 }
 
-async fn next_chunk(mut st: StreamState) -> Option<(Result<ChatChunk, UpstreamError>, StreamState)> {
+async fn next_chunk(mut st: StreamState) -> Option<(Result<CompletionChunk, UpstreamError>, StreamState)> {
     if st.done {
         return None;
     }
@@ -656,7 +657,7 @@ async fn next_chunk(mut st: StreamState) -> Option<(Result<ChatChunk, UpstreamEr
     }
 }
 
-fn parse_chunk(data: &str) -> Result<ChatChunk, UpstreamError> {
+fn parse_chunk(data: &str) -> Result<CompletionChunk, UpstreamError> {
     let value: serde_json::Value = serde_json::from_str(data).map_err(|e| {
         UpstreamError::Invalid(format!("stream data is not JSON ({e}): {}", truncate(data, ERROR_BODY_LIMIT)))
     })?;
@@ -687,7 +688,7 @@ fn new_call_id() -> String {
 /// In a stream, a tool call opens with the fragment that carries its name;
 /// if that fragment has no id, give it one (remembered per wire index so a
 /// later fragment of the same call does not get a second one).
-fn fill_stream_call_ids(ids: &mut Vec<(Option<u32>, String)>, chunk: &mut ChatChunk) {
+fn fill_stream_call_ids(ids: &mut Vec<(Option<u32>, String)>, chunk: &mut CompletionChunk) {
     for choice in chunk.choices.iter_mut().filter(|c| c.index == 0) {
         for fragment in choice.delta.tool_calls.iter_mut().flatten() {
             let opens =

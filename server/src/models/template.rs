@@ -11,7 +11,6 @@ use std::fmt;
 use std::io;
 use std::sync::LazyLock;
 
-use minijinja::syntax::SyntaxConfig;
 use minijinja::value::Serde;
 use minijinja::{Environment, ErrorKind, UndefinedBehavior, Value};
 
@@ -106,22 +105,11 @@ impl From<minijinja::Error> for TemplateError {
 
 fn environment() -> Environment<'static> {
     let mut env = Environment::new();
-    let syntax = SyntaxConfig::builder()
-        .trim_blocks(true)
-        .lstrip_blocks(true)
-        .build()
-        .expect("the default delimiters are valid");
-    env.set_syntax(syntax);
+    // The syntax the contract checks templates in when they are sent.
+    env.set_syntax(crate::api::types::template_syntax());
     env.set_undefined_behavior(UndefinedBehavior::Chainable);
     env.set_fuel(Some(RENDER_FUEL));
     env
-}
-
-/// Compiles `src` without rendering it (syntax errors, unknown tags, ...).
-/// Unknown filters and runtime errors only show when rendering.
-pub fn check_template(src: &str) -> Result<(), TemplateError> {
-    environment().template_from_str(src)?;
-    Ok(())
 }
 
 /// The default template, compiled once.
@@ -259,15 +247,13 @@ Cells are small.
     #[test]
     fn syntax_error_reports_its_line() {
         let src = "Hello {{ agent.name }}\nline two\n{% if x %}never closed\n";
-        let err = check_template(src).unwrap_err();
+        let err = render(src, &json!({})).unwrap_err();
         let src2 = "line one\nline two\n{{ agent.name | }}\n";
-        let err2 = check_template(src2).unwrap_err();
+        let err2 = render(src2, &json!({})).unwrap_err();
         assert_eq!(err2.line, Some(3), "{err2}");
         assert!(err2.to_string().contains("line 3"), "{err2}");
         assert!(err.line.is_some(), "{err}");
-        assert!(check_template(DEFAULT_SYSTEM_TEMPLATE).is_ok());
-        // The same error surfaces from render.
-        assert_eq!(render(src2, &json!({})).unwrap_err().line, Some(3));
+        assert!(crate::api::types::compile_template(DEFAULT_SYSTEM_TEMPLATE).is_ok());
     }
 
     #[test]

@@ -14,11 +14,12 @@ pub mod wire;
 mod tests;
 
 pub use provider::{
-    ChatStream, ConfigError, ModelsConfig, NoProvider, Provider, ProviderConfig, Providers, UpstreamError,
+    CompletionStream, ConfigError, ModelsConfig, NoProvider, Provider, ProviderConfig, Providers,
+    UpstreamError,
 };
-pub use template::{DEFAULT_SYSTEM_TEMPLATE, TemplateError, check_template, render};
+pub use template::{DEFAULT_SYSTEM_TEMPLATE, TemplateError, render};
 pub use tokens::{count_chat_tokens, count_message_tokens, count_tokens};
 pub use wire::{
-    ChatChunk, ChatMessage, ChatRequest, ChatResponse, ChunkAccumulator, Role, ToolCall, ToolChoice,
-    ToolSpec, Usage,
+    ChatMessage, ChunkAccumulator, CompletionChunk, CompletionRequest, CompletionResponse, Role, ToolCall,
+    ToolChoice, ToolSpec, Usage,
 };

@@ -12,7 +12,7 @@ use super::provider::{
     ConfigError, ENV_PROVIDER_NAME, ModelsConfig, OPENAI_DEFAULT_BASE_URL, ProviderConfig, Providers,
     UpstreamError,
 };
-use super::wire::{ChatMessage, ChatRequest, ChunkAccumulator, ToolSpec};
+use super::wire::{ChatMessage, ChunkAccumulator, CompletionRequest, ToolSpec};
 
 fn provider_config(name: &str, base_url: &str, models: &[&str]) -> ProviderConfig {
     ProviderConfig {
@@ -41,11 +41,13 @@ fn providers(fake: &FakeUpstream, tweak: impl FnOnce(&mut ModelsConfig)) -> Prov
         .expect("valid config")
 }
 
-fn request(text: &str) -> ChatRequest {
-    ChatRequest::new("test-model", vec![ChatMessage::system("be brief"), ChatMessage::user(text)])
+fn request(text: &str) -> CompletionRequest {
+    CompletionRequest::new("test-model", vec![ChatMessage::system("be brief"), ChatMessage::user(text)])
 }
 
-async fn collect(stream: super::provider::ChatStream) -> (ChunkAccumulator, Option<UpstreamError>, usize) {
+async fn collect(
+    stream: super::provider::CompletionStream,
+) -> (ChunkAccumulator, Option<UpstreamError>, usize) {
     let mut acc = ChunkAccumulator::new();
     let mut chunks = 0;
     let mut stream = stream;

@@ -213,7 +213,7 @@ pub struct StreamOptions {
 /// (`chat` sends `stream: false`, `chat_stream` sends `stream: true` with
 /// `include_usage`), so callers can leave them at their defaults.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
-pub struct ChatRequest {
+pub struct CompletionRequest {
     pub model: String,
     pub messages: Vec<ChatMessage>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -247,9 +247,9 @@ pub struct ChatRequest {
     pub extra: Map<String, Value>,
 }
 
-impl ChatRequest {
+impl CompletionRequest {
     pub fn new(model: impl Into<String>, messages: Vec<ChatMessage>) -> Self {
-        ChatRequest { model: model.into(), messages, ..ChatRequest::default() }
+        CompletionRequest { model: model.into(), messages, ..CompletionRequest::default() }
     }
 }
 
@@ -266,7 +266,7 @@ pub struct Usage {
 
 /// A non-streamed chat answer.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
-pub struct ChatResponse {
+pub struct CompletionResponse {
     #[serde(default)]
     pub id: String,
     #[serde(default)]
@@ -277,7 +277,7 @@ pub struct ChatResponse {
     pub usage: Option<Usage>,
 }
 
-impl ChatResponse {
+impl CompletionResponse {
     /// The first choice's message, if any.
     pub fn message(&self) -> Option<&ChatMessage> {
         self.choices.first().map(|c| &c.message)
@@ -296,7 +296,7 @@ impl ChatResponse {
     }
 }
 
-/// One choice of a [`ChatResponse`].
+/// One choice of a [`CompletionResponse`].
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct Choice {
     #[serde(default)]
@@ -310,7 +310,7 @@ pub struct Choice {
 
 /// One streamed `chat.completion.chunk`.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
-pub struct ChatChunk {
+pub struct CompletionChunk {
     #[serde(default)]
     pub id: String,
     #[serde(default)]
@@ -322,14 +322,14 @@ pub struct ChatChunk {
     pub usage: Option<Usage>,
 }
 
-impl ChatChunk {
+impl CompletionChunk {
     /// The text fragment of choice 0 in this chunk, if any.
     pub fn text(&self) -> Option<&str> {
         self.choices.iter().find(|c| c.index == 0).and_then(|c| c.delta.content.as_deref())
     }
 }
 
-/// One choice of a [`ChatChunk`].
+/// One choice of a [`CompletionChunk`].
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
 pub struct ChunkChoice {
     #[serde(default)]
@@ -376,7 +376,7 @@ pub struct FunctionCallDelta {
     pub arguments: Option<String>,
 }
 
-/// Merges a stream of [`ChatChunk`]s (choice 0 only; the platform never asks
+/// Merges a stream of [`CompletionChunk`]s (choice 0 only; the platform never asks
 /// for `n > 1`) into the message they spell out, plus usage.
 #[derive(Clone, Debug, Default)]
 pub struct ChunkAccumulator {
@@ -397,7 +397,7 @@ impl ChunkAccumulator {
     }
 
     /// Folds one chunk in.
-    pub fn push(&mut self, chunk: &ChatChunk) {
+    pub fn push(&mut self, chunk: &CompletionChunk) {
         if self.id.is_empty() && !chunk.id.is_empty() {
             self.id.clone_from(&chunk.id);
         }
@@ -492,7 +492,7 @@ impl ChunkAccumulator {
 
     /// The merged answer, shaped like a non-streamed one. Content is `None`
     /// only when the model produced tool calls and no text.
-    pub fn finish(self) -> ChatResponse {
+    pub fn finish(self) -> CompletionResponse {
         let has_calls = !self.tool_calls.is_empty();
         let message = ChatMessage {
             role: Role::Assistant,
@@ -501,7 +501,7 @@ impl ChunkAccumulator {
             reasoning_content: (!self.reasoning.is_empty()).then_some(self.reasoning),
             ..ChatMessage::default()
         };
-        ChatResponse {
+        CompletionResponse {
             id: self.id,
             model: self.model,
             choices: vec![Choice { index: 0, finish_reason: self.finish_reason, message }],
@@ -544,7 +544,7 @@ mod tests {
 
     #[test]
     fn request_skips_none_and_keeps_null_content() {
-        let mut req = ChatRequest::new(
+        let mut req = CompletionRequest::new(
             "m",
             vec![
                 ChatMessage::system("be brief"),
@@ -578,7 +578,7 @@ mod tests {
     #[test]
     fn lenient_response_parsing() {
         // No id/object/created, odd finish reason, object arguments, no call id.
-        let r: ChatResponse = serde_json::from_value(json!({
+        let r: CompletionResponse = serde_json::from_value(json!({
             "choices": [{"finish_reason": "eos", "message": {
                 "content": null,
                 "tool_calls": [{"function": {"name": "f", "arguments": {"a": 1}}}]
@@ -593,7 +593,7 @@ mod tests {
         assert_eq!(r.usage.unwrap().prompt_tokens, 3);
     }
 
-    fn chunk(v: Value) -> ChatChunk {
+    fn chunk(v: Value) -> CompletionChunk {
         serde_json::from_value(v).unwrap()
     }
 
