@@ -3,7 +3,7 @@
 //! in one run. Prints p50/p99 of the latency the service adds, and of the
 //! time to the first streamed byte it adds.
 //!
-//! `cargo bench -p agent-platform --bench chat --features fake-upstream`
+//! `cargo bench -p agent-platform-benches --bench chat`
 //!
 //! The service side includes auth, loading the session, agent, users, tools
 //! and 1,000 messages, rendering the system template, token counting, the

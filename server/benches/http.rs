@@ -1,11 +1,11 @@
 //! HTTP benchmark: the cost of our stack against a bare Dropshot endpoint, and
-//! durable writes with group commit. Run with `cargo bench --bench http`.
+//! durable writes with group commit. Run with `cargo bench -p agent-platform-benches --bench http`.
 //!
 //! 1. `GET /api/agents/{id}` (auth, store read, JSON) against a bare Dropshot
 //!    endpoint answering a constant JSON of similar size, same load, same run.
 //! 2. Durable `POST /api/agents` at 1 and at 32 concurrent clients.
 //!
-//! Targets (issue 2): GET ≥ 0.5× bare; writes at 32 clients ≥ 4,000/s and
+//! Targets: GET ≥ 0.5× bare; writes at 32 clients ≥ 4,000/s and
 //! ≥ 2.5× the rate at 1 client; no request left hanging.
 
 use std::sync::Arc;

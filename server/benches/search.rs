@@ -1,6 +1,6 @@
 //! Benchmark: document search and durable ingest through the application, and
 //! the same corpus and queries against SQLite FTS5. Run with
-//! `cargo bench -p agent-platform --bench search` (release); it prints figures.
+//! `cargo bench -p agent-platform-benches --bench search` (release); it prints figures.
 //!
 //! Corpus: 100,000 snippets of 20–60 words drawn from a vocabulary of 50,000
 //! made-up words with a Zipf(s = 1.07) distribution; fixed seed, fully

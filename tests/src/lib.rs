@@ -241,41 +241,53 @@ pub fn status_of<T: std::fmt::Debug>(r: Result<T, agent_platform_client::Error<t
     }
 }
 
-/// The `agent-platform` binary. `cargo test --workspace` builds it (the server's
-/// own `tests/cli.rs` needs it); when it is missing — e.g. only this package's
-/// tests were asked for — it is built once here.
+/// The `agent-platform` binary as the sources are now: `cargo build` runs once
+/// per test process (quick when nothing changed) and names the executable it
+/// made, so a binary left in `target/` by an older build is never the one
+/// tested.
 pub fn binary() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().expect("the test binary's path");
-            let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
-            let bin = profile_dir.join("agent-platform");
-            if bin.exists() {
-                return bin;
-            }
-            let target_dir = profile_dir.parent().expect("target/<profile>");
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let mut build = Command::new(cargo);
-            build.args([
-                "build",
-                "--quiet",
-                "-p",
-                "agent-platform",
-                "--bin",
-                "agent-platform",
-                "--target-dir",
-            ]);
-            build.arg(target_dir);
-            if profile_dir.file_name().is_some_and(|n| n == "release") {
-                build.arg("--release");
-            }
-            let status = build.status().expect("cargo runs");
-            assert!(status.success(), "`cargo build -p agent-platform` failed");
-            assert!(bin.exists(), "{} is missing after the build", bin.display());
-            bin
-        })
-        .clone()
+    BUILT.get_or_init(build_binary).clone()
+}
+
+/// Builds the binary into this test binary's own target dir and profile.
+/// Every bin of the workspace is selected, as `cargo test --workspace` builds
+/// them all: cargo then compiles the server's dependencies exactly as that run
+/// did and finds everything fresh. (A narrower selection, such as this package
+/// and the server alone, gives some shared dependencies other hashes, so cargo
+/// would compile them and the server a second time.)
+fn build_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
+    let target_dir = profile_dir.parent().expect("target/<profile>");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut build = Command::new(cargo);
+    build
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["build", "--quiet", "--message-format=json-render-diagnostics", "--workspace", "--bins"])
+        .arg("--target-dir")
+        .arg(target_dir);
+    // `target/debug` is the dev profile's (and the test profile's); any other
+    // profile's dir is named after it.
+    match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => {}
+        Some(profile) => {
+            build.args(["--profile", profile]);
+        }
+        None => panic!("{} is not a cargo profile dir", profile_dir.display()),
+    }
+    // Diagnostics go to stderr as cargo renders them; stdout is one JSON message a line.
+    let out = build.stderr(Stdio::inherit()).output().expect("cargo runs");
+    assert!(out.status.success(), "`cargo build --workspace --bins` failed: see its errors above");
+    let executable = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "agent-platform")
+        .filter(|m| m["target"]["kind"] == serde_json::json!(["bin"]))
+        .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+        .expect("cargo built no `agent-platform` executable");
+    assert!(executable.exists(), "{} is missing after the build", executable.display());
+    executable
 }
 
 /// The real binary serving a data dir, killable.

@@ -319,15 +319,18 @@ async fn creates_racing_an_owner_delete_leave_the_index_and_the_store_agreeing()
         s.client.agent_delete().id(a.id).send().await.unwrap();
         for c in creates {
             // Each create either landed before the delete (and was cascaded) or got a 404.
-            if let Ok(id) = c.await.unwrap() {
-                assert!(
-                    s.app()
-                        .store
-                        .get(tenant.0, agent_platform::store::Kind::Doc, id)
-                        .await
-                        .unwrap()
-                        .is_none()
-                );
+            match c.await.unwrap() {
+                Ok(id) => {
+                    assert!(
+                        s.app()
+                            .store
+                            .get(tenant.0, agent_platform::store::Kind::Doc, id)
+                            .await
+                            .unwrap()
+                            .is_none()
+                    )
+                }
+                Err(e) => assert_eq!(e.status().map(|s| s.as_u16()), Some(404), "round {round}: {e}"),
             }
         }
         assert_eq!(s.indexed_snippets(a.id).await, 0, "round {round}");

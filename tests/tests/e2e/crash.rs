@@ -20,7 +20,7 @@
 //! `CRASH_CYCLES` (default 5) sets the number of kills; `CRASH_SEED` the seed
 //! (printed; it fixes each client's choices and the kill delays, not the
 //! interleaving). The long run:
-//! `CRASH_CYCLES=100 cargo test --release -p agent-platform-tests --test crash -- --nocapture`
+//! `CRASH_CYCLES=100 cargo test --release -p agent-platform-tests --test e2e -- crash:: --nocapture`
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -1,4 +1,4 @@
-//! `Idempotency-Key` (API.md, Conventions: retries are safe): a repeat answers
+//! `Idempotency-Key` (the contract's conventions: retries are safe): a repeat answers
 //! the first answer without writing again; another request with the key is a
 //! 409; keys are per tenant; answers survive a restart; bad keys are 422s.
 

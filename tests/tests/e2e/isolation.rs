@@ -1,4 +1,4 @@
-//! Tenant isolation (API.md, "Authentication and tenants"): another tenant's id
+//! Tenant isolation (the contract's "Authentication and tenants"): another tenant's id
 //! answers exactly as a missing one does, in every route, and lists and
 //! searches never show another tenant's records.
 //!

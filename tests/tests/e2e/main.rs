@@ -1,0 +1,31 @@
+//! The end-to-end tests, one module per resource or concern, all linked into
+//! this one test binary (the client, the server and reqwest are linked once,
+//! not once per file). Each test starts its own server (in-process, or the
+//! real binary as a child process) on its own temporary data dir, so tests
+//! run in parallel; `store_open`'s tests share only a store made once, which
+//! each copies before damaging it.
+//!
+//! Select a module or a test by its path:
+//! `cargo test -p agent-platform-tests -- agents::` or
+//! `cargo test -p agent-platform-tests --test e2e -- crash:: --nocapture`.
+
+mod agents;
+mod bounds;
+mod cascades;
+mod chat;
+mod contention;
+mod crash;
+mod disk_full;
+mod docs;
+mod http_edge;
+mod idempotency;
+mod isolation;
+mod keys;
+mod lists;
+mod search;
+mod sessions;
+mod store_open;
+mod tasks;
+mod tools;
+mod upgrade;
+mod users;
