@@ -313,29 +313,52 @@ impl Process {
 
     /// [`Process::serve_with_env`] with extra arguments to `serve` (e.g. `--accept-data-loss`).
     pub fn serve_with(data_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Process {
+        Self::try_serve_with(data_dir, args, env).unwrap_or_else(|said| panic!("{said}"))
+    }
+
+    /// [`Process::serve_with`], answering what the server said when it exits
+    /// instead of serving (a store it refuses).
+    pub fn try_serve_with(data_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Process, String> {
         // A store that is not there yet creates a first key and prints it.
         let fresh = std::fs::read_dir(data_dir).map_or(true, |mut d| d.next().is_none());
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut child = Command::new(binary())
-            .args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--data-dir"])
-            .arg(data_dir)
-            .args(args)
-            .env("AGENT_PLATFORM_LOG_LEVEL", "error")
-            .envs(env.iter().copied())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the binary starts");
-        let base = format!("http://127.0.0.1:{port}");
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                break;
+        // The port is free when picked, but another test may take it before the
+        // server binds it: then the server exits saying so, and we pick again.
+        let mut attempts = 0;
+        let (mut child, port) = loop {
+            attempts += 1;
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let stderr = tempfile::tempfile().expect("a temp file for the server's stderr");
+            let mut child = Command::new(binary())
+                .args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--data-dir"])
+                .arg(data_dir)
+                .args(args)
+                .env("AGENT_PLATFORM_LOG_LEVEL", "error")
+                .envs(env.iter().copied())
+                .stdout(Stdio::piped())
+                .stderr(stderr.try_clone().unwrap())
+                .spawn()
+                .expect("the binary starts");
+            let deadline = std::time::Instant::now() + Duration::from_secs(20);
+            let exited = loop {
+                if let Some(status) = child.try_wait().unwrap() {
+                    break Some(status);
+                }
+                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                    break None;
+                }
+                assert!(std::time::Instant::now() < deadline, "the server did not start");
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            let Some(status) = exited else { break (child, port) };
+            let mut said = String::new();
+            let mut stderr = stderr;
+            std::io::Seek::rewind(&mut stderr).unwrap();
+            std::io::Read::read_to_string(&mut stderr, &mut said).unwrap();
+            if !said.contains("cannot listen") || attempts >= 5 {
+                return Err(format!("the server exited early ({status}): {said}"));
             }
-            assert!(std::time::Instant::now() < deadline, "the server did not start");
-            assert!(child.try_wait().unwrap().is_none(), "the server exited early");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        };
+        let base = format!("http://127.0.0.1:{port}");
         // The first key is printed on stdout once the server listens.
         let key = fresh.then(|| child.stdout.take()).flatten().map(|stdout| {
             use std::io::BufRead;
@@ -353,7 +376,7 @@ impl Process {
             key.unwrap()
         });
         let stdout = child.stdout.take();
-        Process { child, base, key, stdout }
+        Ok(Process { child, base, key, stdout })
     }
 
     /// SIGKILL: no shutdown, no flush.

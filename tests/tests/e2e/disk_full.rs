@@ -318,7 +318,17 @@ async fn sigterm_ends_the_process_within_10_s_while_sled_is_wedged() {
     assert_ends_within_10_s(p);
 
     std::fs::remove_file(filler).unwrap();
-    let p = Process::serve_with_env(&fs.data(), &env);
+    let p = match Process::try_serve_with(&fs.data(), &[], &env) {
+        Ok(p) => p,
+        Err(said) => {
+            // sled 0.34 cannot always read its own files back after it ran out
+            // of space inside a write (possible only with the reserve off, as
+            // here): then the store is refused, saying so, and never served
+            // short of a write it acknowledged.
+            assert!(said.contains("is corrupt") && said.contains("--accept-data-loss"), "{said}");
+            return;
+        }
+    };
     let api = Api::new(&p, &key);
     // A wedged sled cannot take its failed group back (see the store's docs):
     // only the acknowledged writes are checked.

@@ -209,8 +209,30 @@ mod tests {
     use crate::store::manifest::{Manifest, sled_sequence, sled_store_id};
     use crate::store::{Expect, Kind, ListQuery, Op, Record, Store};
 
+    /// sled lets go of its file lock a moment after its last handle drops
+    /// (its flusher thread ends on its own): opening again waits for that.
+    fn when_released<T, E: std::fmt::Display>(mut open: impl FnMut() -> Result<T, E>) -> T {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            match open() {
+                Ok(v) => return v,
+                Err(e)
+                    if std::time::Instant::now() < deadline
+                        && (e.to_string().contains("lock") || e.to_string().contains("holds the store")) =>
+                {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
+                Err(e) => panic!("cannot open the store: {e}"),
+            }
+        }
+    }
+
     fn open_sled(dir: &Path) -> sled::Db {
-        sled::Config::new().path(dir).open().unwrap()
+        when_released(|| sled::Config::new().path(dir).open())
+    }
+
+    fn open_store(dir: &Path) -> SledStore {
+        when_released(|| SledStore::open(dir, Durability::Flush))
     }
 
     /// Moves every metadata index key whose hash changed between format 1
@@ -232,7 +254,7 @@ mod tests {
     /// index as release 0.1.0 wrote it (format 1): answers (tenant, owner).
     async fn a_format_1_store(dir: &Path) -> (Uuid, Uuid) {
         let (tenant, owner) = (Uuid::now_v7(), Uuid::now_v7());
-        let store = SledStore::open(dir, Durability::Flush).unwrap();
+        let store = open_store(dir);
         for meta in [
             json!({"n": 1.0}),
             json!({"n": 1, "lang": "en"}),
@@ -282,7 +304,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (tenant, owner) = a_format_1_store(dir.path()).await;
         assert!(!metadata_index_is_exact(&open_sled(dir.path())), "format 1 keys differ for integral floats");
-        let store = SledStore::open(dir.path(), Durability::Flush).unwrap();
+        let store = open_store(dir.path());
         for (filter, found) in [
             (json!({"n": 1}), 2),
             (json!({"n": 1.0}), 2),
@@ -314,7 +336,7 @@ mod tests {
             assert!(progress.moved > 0 && next.is_some(), "{progress:?}");
             assert!(!metadata_index_is_exact(&db), "half upgraded");
         }
-        let store = SledStore::open(dir.path(), Durability::Flush).unwrap();
+        let store = open_store(dir.path());
         assert_eq!(count_matching(&store, tenant, owner, json!({"n": 1})).await, 2);
         assert_eq!(manifest_format(dir.path()), (FORMAT_VERSION, None));
         assert!(
@@ -326,7 +348,7 @@ mod tests {
     #[tokio::test]
     async fn a_new_store_is_created_in_the_current_format() {
         let dir = tempfile::tempdir().unwrap();
-        let store = SledStore::open(dir.path(), Durability::Flush).unwrap();
+        let store = open_store(dir.path());
         assert_eq!(store.opened().format_version, FORMAT_VERSION);
         assert_eq!(manifest_format(dir.path()), (FORMAT_VERSION, None));
     }
