@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::records::{Resource, decode, encode};
 use super::stored::{StoredRole, StoredToolCall};
-use super::{App, Result, Tenant};
+use super::{App, Error, Result, Tenant};
 use crate::api::types::Metadata;
 use crate::api::types_sessions::{CreateMessageRequest, Message, ToolCall};
 use crate::models::tokens;
@@ -56,6 +56,28 @@ fn token_count(m: &CreateMessageRequest) -> i64 {
     n as i64
 }
 
+/// Messages whose text passes this many bytes are counted on a blocking
+/// thread: counting megabytes takes long enough to hold up the other requests
+/// of an async worker.
+const COUNT_INLINE_BYTES: usize = 64 << 10;
+
+/// The token counts of `messages` (given back with them).
+async fn count_tokens_of(
+    messages: Vec<CreateMessageRequest>,
+) -> Result<(Vec<CreateMessageRequest>, Vec<i64>)> {
+    let bytes: usize = messages.iter().map(|m| m.content.len()).sum();
+    if bytes <= COUNT_INLINE_BYTES {
+        let counts = messages.iter().map(token_count).collect();
+        return Ok((messages, counts));
+    }
+    tokio::task::spawn_blocking(move || {
+        let counts = messages.iter().map(token_count).collect();
+        (messages, counts)
+    })
+    .await
+    .map_err(|e| Error::Internal(format!("counting tokens failed: {e}")))
+}
+
 impl App {
     /// Appends messages to a session, in the order given, in one atomic commit.
     /// `answer` is what the request answers, remembered with its idempotency key
@@ -67,11 +89,12 @@ impl App {
         messages: Vec<CreateMessageRequest>,
         answer: Option<&impl Serialize>,
     ) -> Result<Vec<Message>> {
+        let (messages, counts) = count_tokens_of(messages).await?;
         let mut ops = vec![Op::Require { kind: Kind::Session, id: session }];
         let mut created = Vec::with_capacity(messages.len());
-        for m in messages {
+        for (m, token_count) in messages.into_iter().zip(counts) {
             let data = MessageData {
-                token_count: token_count(&m),
+                token_count,
                 role: m.role.into(),
                 content: m.content,
                 name: m.name,

@@ -23,9 +23,9 @@ use super::{Job, PENDING, Shared, SortBy, id_suffix, io, row_key, scope_prefix, 
 use crate::store::{Kind, StoreError, StoreResult};
 
 /// A step removes at most this many records...
-pub(super) const STEP_RECORDS: usize = 1000;
+pub(super) const STEP_RECORDS: usize = 256;
 /// ...or this many bytes of stored records (at least one record).
-pub(super) const STEP_BYTES: usize = 4 << 20;
+pub(super) const STEP_BYTES: usize = 1 << 20;
 /// How soon a purge that could not go on (the store failing) tries again.
 const RETRY_EVERY: Duration = Duration::from_secs(1);
 
@@ -262,7 +262,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = SledStore::open(dir.path(), Durability::Flush).unwrap();
         let tenant = Uuid::now_v7();
-        let n = 2 * STEP_RECORDS + 500;
+        let n = 2 * STEP_RECORDS + STEP_RECORDS / 2;
         let (sid, ids) = session_with_messages(&store, tenant, n).await;
         let (_, commits_before) = store.writer_stats();
 
