@@ -514,3 +514,17 @@ impl TestServer {
         self.app().search.snippet_count(agent_platform::search::OwnerKey { tenant, owner })
     }
 }
+
+/// Copies a directory tree (a data dir, a fixture) file by file.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use agent_platform_tests::{Client, Exited, Process, run_to_exit, types};
+use agent_platform_tests::{Client, Exited, Process, copy_dir, run_to_exit, types};
 use futures::StreamExt;
 
 /// Agents the base store holds (besides its key).
@@ -71,19 +71,6 @@ fn copy_of_base() -> (tempfile::TempDir, PathBuf) {
     let data = dir.path().join("data");
     copy_dir(&base().data, &data);
     (dir, data)
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 /// Every file under `dir` with its content.

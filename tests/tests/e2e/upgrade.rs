@@ -6,21 +6,8 @@
 
 use std::path::Path;
 
-use agent_platform_tests::Process;
+use agent_platform_tests::{Process, copy_dir};
 use serde_json::Value;
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
-}
 
 #[tokio::test]
 async fn a_store_written_by_release_0_1_0_opens_and_answers_the_same() {
