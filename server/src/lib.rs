@@ -3,8 +3,8 @@
 //! Layers, outermost first: [`api`] (the contract, in its own crate
 //! `agent-platform-api`: Dropshot trait, types, errors, validation) →
 //! [`http`] (the handlers: all of HTTP and nothing else) → [`app`] (the
-//! domain, with [`search`], its in-memory document index, and [`chat`], the
-//! model providers) → [`store`] (storage behind a trait; sled embedded).
+//! domain, with [`search`], its in-memory document index, and [`models`], the
+//! language models) → [`store`] (storage behind an async trait; sled embedded).
 //! [`server`] wires them together from a [`config::Config`].
 
 #![forbid(unsafe_code)]

@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod chat;
+pub mod chat_prepare;
 pub mod chat_stream;
 pub mod docs;
 pub mod embedding;
