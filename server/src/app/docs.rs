@@ -364,22 +364,23 @@ mod tests {
 
     use super::*;
     use crate::api::types::DocContent;
+    use crate::store::StoreResult;
+    use crate::store::intercepted::{CommitHook, Intercepted};
     use crate::store::sled_store::{Durability, SledStore};
-    use crate::store::{Store, StoreResult};
 
     struct Gate {
         committed: oneshot::Sender<Uuid>,
         release: oneshot::Receiver<()>,
     }
 
-    /// A sled store whose next commit of a new doc, once armed, reports the
-    /// doc's id and waits to be released before it answers.
-    struct GatedStore {
-        inner: SledStore,
+    /// Once armed, the next commit of a new doc reports the doc's id and
+    /// waits to be released before it answers.
+    #[derive(Default)]
+    struct Gated {
         gate: parking_lot::Mutex<Option<Gate>>,
     }
 
-    impl GatedStore {
+    impl Gated {
         fn arm(&self) -> (oneshot::Receiver<Uuid>, oneshot::Sender<()>) {
             let (committed, on_commit) = oneshot::channel();
             let (release, on_release) = oneshot::channel();
@@ -389,40 +390,13 @@ mod tests {
     }
 
     #[async_trait]
-    impl Store for GatedStore {
-        async fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
-            self.inner.get(tenant, kind, id).await
-        }
-        async fn list(
-            &self,
-            tenant: Uuid,
-            kind: Kind,
-            scope: Uuid,
-            q: &ListQuery,
-        ) -> StoreResult<Vec<Record>> {
-            self.inner.list(tenant, kind, scope, q).await
-        }
-        async fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>> {
-            self.inner.referencing(tenant, kind, target).await
-        }
-        async fn lookup_unique(
-            &self,
-            tenant: Uuid,
-            kind: Kind,
-            scope: Uuid,
-            name: &str,
-        ) -> StoreResult<Option<Uuid>> {
-            self.inner.lookup_unique(tenant, kind, scope, name).await
-        }
-        async fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>> {
-            self.inner.scan_kind(kind).await
-        }
-        async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()> {
+    impl CommitHook for Gated {
+        async fn commit(&self, inner: &SledStore, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()> {
             let new_doc = ops.iter().find_map(|op| match op {
                 Op::Put { record, expect: Expect::Absent } if record.kind == Kind::Doc => Some(record.id),
                 _ => None,
             });
-            let result = self.inner.commit(tenant, ops).await;
+            let result = inner.commit(tenant, ops).await;
             if let Some(id) = new_doc {
                 let gate = self.gate.lock().take();
                 if let Some(Gate { committed, release }) = gate {
@@ -434,12 +408,14 @@ mod tests {
         }
     }
 
+    type GatedStore = Intercepted<Gated>;
+
     const T: Tenant = Tenant(Uuid::from_u128(1));
 
     async fn setup() -> (App, Arc<GatedStore>, DocOwner, tempfile::TempDir) {
         let dir = tempfile::tempdir().unwrap();
         let inner = SledStore::open(dir.path(), Durability::Flush).unwrap();
-        let store = Arc::new(GatedStore { inner, gate: parking_lot::Mutex::new(None) });
+        let store = Arc::new(Intercepted { inner, hook: Gated::default() });
         let app = App::new(store.clone()).await.unwrap();
         let agent = app.agent_create(T, serde_json::from_value(serde_json::json!({"name": "A"})).unwrap());
         let owner = DocOwner { id: agent.await.unwrap().id, role: OwnerRole::Agent };
@@ -462,7 +438,7 @@ mod tests {
     #[tokio::test]
     async fn a_doc_deleted_between_its_commit_and_its_index_update_stays_out_of_the_index() {
         let (app, store, owner, _dir) = setup().await;
-        let (committed, release) = store.arm();
+        let (committed, release) = store.hook.arm();
         let create = tokio::spawn({
             let app = app.clone();
             async move { app.doc_create(T, owner, request("racing words", None)).await }
@@ -478,7 +454,7 @@ mod tests {
     #[tokio::test]
     async fn a_doc_whose_owner_is_deleted_before_its_index_update_stays_out_of_the_index() {
         let (app, store, owner, _dir) = setup().await;
-        let (committed, release) = store.arm();
+        let (committed, release) = store.hook.arm();
         let create = tokio::spawn({
             let app = app.clone();
             async move { app.doc_create(T, owner, request("racing words", None)).await }
@@ -494,7 +470,7 @@ mod tests {
     #[tokio::test]
     async fn the_first_of_two_racing_creates_fixes_the_dimension_and_the_second_is_422() {
         let (app, store, owner, _dir) = setup().await;
-        let (committed, release) = store.arm();
+        let (committed, release) = store.hook.arm();
         let first = tokio::spawn({
             let app = app.clone();
             async move { app.doc_create(T, owner, request("first", Some(vec![vec![1.0, 0.0]]))).await }

@@ -246,44 +246,18 @@ mod tests {
 
     use super::*;
     use crate::store::Store;
+    use crate::store::intercepted::{CommitHook, Intercepted};
     use crate::store::sled_store::{Durability, SledStore};
 
-    /// A sled store that records the kinds each commit puts.
-    struct RecordingStore {
-        inner: SledStore,
+    /// Records the kinds each commit puts.
+    #[derive(Default)]
+    struct Recorder {
         commits: parking_lot::Mutex<Vec<Vec<Kind>>>,
     }
 
     #[async_trait]
-    impl Store for RecordingStore {
-        async fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
-            self.inner.get(tenant, kind, id).await
-        }
-        async fn list(
-            &self,
-            tenant: Uuid,
-            kind: Kind,
-            scope: Uuid,
-            q: &ListQuery,
-        ) -> StoreResult<Vec<Record>> {
-            self.inner.list(tenant, kind, scope, q).await
-        }
-        async fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>> {
-            self.inner.referencing(tenant, kind, target).await
-        }
-        async fn lookup_unique(
-            &self,
-            tenant: Uuid,
-            kind: Kind,
-            scope: Uuid,
-            name: &str,
-        ) -> StoreResult<Option<Uuid>> {
-            self.inner.lookup_unique(tenant, kind, scope, name).await
-        }
-        async fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>> {
-            self.inner.scan_kind(kind).await
-        }
-        async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()> {
+    impl CommitHook for Recorder {
+        async fn commit(&self, inner: &SledStore, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()> {
             let puts = ops
                 .iter()
                 .filter_map(|op| match op {
@@ -292,7 +266,7 @@ mod tests {
                 })
                 .collect();
             self.commits.lock().push(puts);
-            self.inner.commit(tenant, ops).await
+            inner.commit(tenant, ops).await
         }
     }
 
@@ -300,7 +274,7 @@ mod tests {
     async fn a_keyed_create_commits_the_record_and_its_answer_together() {
         let dir = tempfile::tempdir().unwrap();
         let inner = SledStore::open(dir.path(), Durability::Flush).unwrap();
-        let store = Arc::new(RecordingStore { inner, commits: Default::default() });
+        let store = Arc::new(Intercepted { inner, hook: Recorder::default() });
         let app = App::new(store.clone()).await.unwrap();
         let t = Tenant(Uuid::from_u128(7));
         let begin = || {
@@ -312,7 +286,11 @@ mod tests {
         let request = serde_json::from_value(serde_json::json!({"name": "A"})).unwrap();
         let agent = claim.scope(app.agent_create(t, request)).await.unwrap();
         assert!(claim.saved());
-        assert_eq!(*store.commits.lock(), [vec![Kind::Agent, Kind::Idempotency]], "one commit, both records");
+        assert_eq!(
+            *store.hook.commits.lock(),
+            [vec![Kind::Agent, Kind::Idempotency]],
+            "one commit, both records"
+        );
         drop(queue);
 
         let Begun::Replay(Remembered::Answer { status, body }) = begin().await.unwrap() else {

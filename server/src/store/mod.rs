@@ -7,6 +7,8 @@
 //! PostgreSQL backend could implement the same trait with a table of records.
 
 pub mod filter;
+#[cfg(test)]
+pub mod intercepted;
 pub mod manifest;
 pub mod open;
 pub mod sled_store;

@@ -123,7 +123,8 @@ pub(super) fn build_batch(
             Op::DeleteScope { kind, scope } => {
                 // Only a marker: the purger removes the records, a step at a time.
                 let scope = purge::Scope { kind, tenant, scope };
-                if !shared.purging.contains(&scope) && !purges_started.contains(&scope) {
+                if !shared.purging.hides(scope.kind, tenant, scope.scope) && !purges_started.contains(&scope)
+                {
                     ov.put(scope.marker_key(), scope.marker_value()?);
                     purges_started.push(scope);
                 }

@@ -78,10 +78,6 @@ impl Purging {
         self.any.load(Ordering::Acquire) && self.set.read().iter().any(|s| s.kind == kind)
     }
 
-    pub fn contains(&self, s: &Scope) -> bool {
-        self.any.load(Ordering::Acquire) && self.set.read().contains(s)
-    }
-
     pub fn add(&self, scopes: &[Scope]) {
         if scopes.is_empty() {
             return;

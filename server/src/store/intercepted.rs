@@ -1,0 +1,51 @@
+//! For the domain's unit tests: a sled store whose commits pass through a
+//! hook (to watch them, or to hold one back), every read going straight to sled.
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use super::sled_store::SledStore;
+use super::{Kind, ListQuery, Op, Record, Store, StoreResult};
+
+/// What a test does with each commit; it commits through `inner` itself.
+#[async_trait]
+pub trait CommitHook: Send + Sync + 'static {
+    async fn commit(&self, inner: &SledStore, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()>;
+}
+
+/// A sled store whose commits go through `hook`.
+pub struct Intercepted<H> {
+    pub inner: SledStore,
+    pub hook: H,
+}
+
+#[async_trait]
+impl<H: CommitHook> Store for Intercepted<H> {
+    async fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
+        self.inner.get(tenant, kind, id).await
+    }
+    async fn list(&self, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> StoreResult<Vec<Record>> {
+        self.inner.list(tenant, kind, scope, q).await
+    }
+    async fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>> {
+        self.inner.referencing(tenant, kind, target).await
+    }
+    async fn lookup_unique(
+        &self,
+        tenant: Uuid,
+        kind: Kind,
+        scope: Uuid,
+        name: &str,
+    ) -> StoreResult<Option<Uuid>> {
+        self.inner.lookup_unique(tenant, kind, scope, name).await
+    }
+    async fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>> {
+        self.inner.scan_kind(kind).await
+    }
+    async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()> {
+        self.hook.commit(&self.inner, tenant, ops).await
+    }
+    async fn health(&self) -> StoreResult<()> {
+        self.inner.health().await
+    }
+}
