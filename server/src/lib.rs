@@ -21,6 +21,7 @@ pub mod api {
 }
 pub mod app;
 pub mod config;
+pub mod exec;
 pub mod http;
 pub mod models;
 pub mod search;

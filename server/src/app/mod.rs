@@ -9,6 +9,7 @@ pub mod chat_prepare;
 pub mod chat_stream;
 pub mod docs;
 pub mod embedding;
+pub mod executions;
 pub mod history;
 pub mod idempotency;
 pub mod keys;

@@ -1,0 +1,10 @@
+//! The engine that runs tasks: executions advance step by step, each step's
+//! outcome committed as a transition before the next starts.
+//!
+//! - [`expr`]: the expression language of steps (minijinja expressions, sandboxed, with fuel).
+//! - [`api_call`]: `api_call` tools, run by the server, only to allowed hosts.
+//! - [`prompt`]: `prompt` steps and `tool_call` steps: the model, and the tools it calls.
+
+pub mod api_call;
+pub mod expr;
+pub mod prompt;
