@@ -44,6 +44,8 @@ pub struct Config {
     pub server: ServerConfig,
     pub log: LogConfig,
     pub models: ModelsConfig,
+    pub executions: ExecutionsConfig,
+    pub tools: ToolsConfig,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -255,4 +257,35 @@ mod tests {
         cfg.apply_env(|k| (k == "AGENT_PLATFORM_IDLE_TIMEOUT_S").then(|| "9".into())).unwrap();
         assert_eq!(cfg.server.idle_timeout_s, 9);
     }
+}
+
+// TEMPORARY (helper B's real sections replace these).
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default)]
+pub struct ExecutionsConfig {
+    pub max_steps: u64,
+    pub max_foreach_items: u64,
+    pub max_parallel_branches: u64,
+    pub max_sleep_s: u64,
+    pub api_call_timeout_s: u64,
+    pub expression_fuel: u64,
+    pub workers: usize,
+}
+impl Default for ExecutionsConfig {
+    fn default() -> Self {
+        ExecutionsConfig {
+            max_steps: 10_000,
+            max_foreach_items: 1000,
+            max_parallel_branches: 100,
+            max_sleep_s: 30 * 86400,
+            api_call_timeout_s: 30,
+            expression_fuel: 100_000,
+            workers: 64,
+        }
+    }
+}
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default)]
+pub struct ToolsConfig {
+    pub api_call_allowed_hosts: Vec<String>,
 }
