@@ -51,6 +51,16 @@ impl From<StoreError> for Stop {
 
 type Flowing<T> = Result<T, Stop>;
 
+/// The most bytes (as JSON) a step's output may take: every transition is
+/// kept in memory by the run that replays it.
+pub const MAX_OUTPUT_BYTES: usize = 1 << 20;
+/// The most bytes (as JSON) the values of `set` steps may take together.
+pub const MAX_STATE_BYTES: usize = 1 << 20;
+
+fn json_len(v: &Value) -> usize {
+    serde_json::to_vec(v).map_or(usize::MAX, |b| b.len())
+}
+
 /// What a list of steps ends with.
 enum Flow {
     /// Its last step's output.
@@ -307,6 +317,14 @@ impl Run {
                 "the execution reached the limit of {max} transitions (executions.max_steps)"
             )));
         }
+        for e in &emits {
+            let size = json_len(&e.output);
+            if size > MAX_OUTPUT_BYTES && !ending {
+                return Err(Stop::Failed(format!(
+                    "the step's output takes {size} bytes as JSON: more than the limit of {MAX_OUTPUT_BYTES}"
+                )));
+            }
+        }
         let mut data = journal.data.clone();
         change(&mut data);
         let mut ops = Vec::with_capacity(emits.len() + 1);
@@ -516,6 +534,16 @@ impl Run {
             Step::Set(pairs) => {
                 let ctx = self.ctx(last, wf).await;
                 let out = self.eval_object(pairs, &ctx)?;
+                let mut merged = self.journal.lock().await.data.state.clone();
+                if let Value::Object(m) = &out {
+                    merged.extend(m.clone());
+                }
+                let size = json_len(&Value::Object(merged));
+                if size > MAX_STATE_BYTES {
+                    return Err(Stop::Failed(format!(
+                        "the values set would take {size} bytes as JSON: more than the limit of {MAX_STATE_BYTES}"
+                    )));
+                }
                 let values = out.clone();
                 let change = move |d: &mut ExecutionData| {
                     if let Value::Object(m) = values {
