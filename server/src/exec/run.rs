@@ -112,10 +112,25 @@ struct ListAt {
     top: bool,
 }
 
-/// One call of a workflow (`main`, or a yielded one): its outputs so far.
-#[derive(Default)]
+/// One call of a workflow (`main`, or a yielded one): its outputs so far, a
+/// JSON array shared with the contexts of its steps (a push copies it only
+/// while a context of another branch still holds it).
 struct Workflow {
-    outputs: parking_lot::Mutex<Vec<Value>>,
+    outputs: parking_lot::Mutex<Arc<Value>>,
+}
+
+impl Default for Workflow {
+    fn default() -> Self {
+        Workflow { outputs: parking_lot::Mutex::new(Arc::new(Value::Array(Vec::new()))) }
+    }
+}
+
+impl Workflow {
+    fn push(&self, output: Value) {
+        if let Value::Array(outputs) = Arc::make_mut(&mut *self.outputs.lock()) {
+            outputs.push(output);
+        }
+    }
 }
 
 pub struct Run {
@@ -273,7 +288,7 @@ impl Run {
         Context {
             last: Arc::new(last),
             input: self.input.clone(),
-            outputs: Arc::new(Value::Array(wf.outputs.lock().clone())),
+            outputs: wf.outputs.lock().clone(),
             state: Arc::new(Value::Object(state.clone())),
             execution: self.execution.clone(),
             agent: self.agent.clone(),
@@ -410,7 +425,7 @@ impl Run {
                 match self.run_step(step, at, i, steps.len(), last, wf, branch).await? {
                     Flow::Next(v) => {
                         if at.top {
-                            wf.outputs.lock().push(v.clone());
+                            wf.push(v.clone());
                         }
                         last = v;
                     }
