@@ -498,7 +498,7 @@ impl Run {
             return Err(Stop::Failed(format!("{what} must be a list, not {}", kind_of(&value))));
         };
         let max = self.engine.config.max_foreach_items;
-        if items.len() as u64 > max {
+        if items.len() > max {
             return Err(Stop::Failed(format!(
                 "{what} has {} items: more than the limit of {max} (executions.max_foreach_items)",
                 items.len()
@@ -686,7 +686,7 @@ impl Run {
             }
             Step::Parallel(branches) => {
                 let max = self.engine.config.max_parallel_branches;
-                if branches.len() as u64 > max {
+                if branches.len() > max {
                     return Err(Stop::Failed(format!(
                         "{} branches: more than the limit of {max} (executions.max_parallel_branches)",
                         branches.len()
