@@ -237,4 +237,4 @@ fn describe(host: &str, timeout: Duration, e: &reqwest::Error) -> String {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

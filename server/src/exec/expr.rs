@@ -10,6 +10,8 @@
 //! - Undefined is *chainable*, as in system templates: `_.missing` and
 //!   `_.missing.deeper` are undefined rather than errors, and an undefined
 //!   result is `null` (Julep tasks often probe optional fields).
+//! - Python's common methods work (`_.name.upper()`, `_.get('k', 0)`,
+//!   `', '.join(xs)`, `text.split(',')`): see `methods`.
 //! - Values come back as JSON: undefined and none are `null`, integers stay
 //!   integers.
 //!
@@ -28,6 +30,7 @@ use serde_json::Value as Json;
 use crate::api::types::{Expr, Template};
 
 mod helpers;
+mod methods;
 mod value;
 
 use value::root;
@@ -86,6 +89,7 @@ impl Evaluator {
         env.set_undefined_behavior(UndefinedBehavior::Chainable);
         env.set_fuel(Some(fuel.max(1)));
         helpers::register(&mut env);
+        env.set_unknown_method_callback(methods::call);
         Evaluator { env, fuel }
     }
 

@@ -17,7 +17,7 @@ use crate::api::types_tools::{ApiCallDef, HttpMethod};
 
 /// A local HTTP server: `/echo` answers what it got as JSON, `/text` plain
 /// text, `/redirect` a 302 elsewhere, `/big` more than the cap, `/slow` late.
-async fn target() -> (SocketAddr, tokio::task::JoinHandle<()>) {
+pub(crate) async fn target() -> (SocketAddr, tokio::task::JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move {

@@ -25,6 +25,8 @@ pub(super) fn register(env: &mut Environment<'static>) {
     env.add_function("values", values);
     env.add_function("json_dumps", json_dumps);
     env.add_function("json_loads", json_loads);
+    // minijinja's own `tojson` needs a feature this build leaves out.
+    env.add_filter("tojson", json_dumps);
 }
 
 fn invalid(message: String) -> Error {

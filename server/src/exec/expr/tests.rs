@@ -142,6 +142,47 @@ fn helper_functions() {
 }
 
 #[test]
+fn python_methods() {
+    assert_eq!(ok("_.name.upper() ~ _.name.lower()"), json!("BOBbob"));
+    assert_eq!(ok("'  a b  '.strip()"), json!("a b"));
+    assert_eq!(ok("'xxaxx'.strip('x')"), json!("a"));
+    assert_eq!(ok("'a,b,,c'.split(',')"), json!(["a", "b", "", "c"]));
+    assert_eq!(ok("'a b  c'.split()"), json!(["a", "b", "c"]));
+    assert_eq!(ok("'a,b,c'.split(',', 1)"), json!(["a", "b,c"]));
+    assert_eq!(ok("', '.join(_.items | map(attribute='b'))"), json!("p, q"));
+    assert_eq!(ok("'-'.join([1, 2])"), json!("1-2"));
+    assert_eq!(ok("'hello world'.title()"), json!("Hello World"));
+    assert_eq!(ok("'aXb'.replace('X', '-')"), json!("a-b"));
+    assert_eq!(ok("[_.name.startswith('B'), _.name.endswith(('x', 'b'))]"), json!([true, true]));
+    assert_eq!(ok("['héllo'.find('l'), 'abc'.find('z'), 'aaa'.count('a')]"), json!([2, -1, 3]));
+    assert_eq!(ok("[_.get('x'), _.get('nope'), _.get('nope', 5)]"), json!([2, null, 5]));
+    assert_eq!(ok("_.items[0].keys()"), json!(["a", "b"]));
+    assert_eq!(ok("_.items[0].values()"), json!([1, "p"]));
+    assert_eq!(ok("_.items[0].items()"), json!([["a", 1], ["b", "p"]]));
+    assert_eq!(ok("[[1, 2, 1].count(1), [1, 2].index(2)]"), json!([2, 1]));
+    assert_eq!(ok("'12'.isdigit() and not '1a'.isdigit()"), json!(true));
+    let e = eval("_.name.nosuch()").unwrap_err();
+    assert!(e.contains("unknown method"), "{e}");
+}
+
+#[test]
+fn comparisons_of_context_values_and_literals() {
+    assert_eq!(ok("_.items[0] == {'a': 1, 'b': 'p'}"), json!(true));
+    assert_eq!(ok("_.nested.deep.deeper == [10, 20, 30]"), json!(true));
+    assert_eq!(ok("20 in _.nested.deep.deeper"), json!(true));
+    assert_eq!(ok("_.items | first"), json!({"a": 1, "b": "p"}));
+    assert_eq!(ok("_.items[0] | tojson"), json!(r#"{"a":1,"b":"p"}"#));
+    assert_eq!(ok("_.items[0] | items | list"), json!([["a", 1], ["b", "p"]]));
+    assert_eq!(
+        ok("_.x is number and _.name is string and _.items is sequence and _ is mapping"),
+        json!(true)
+    );
+    let ev = Evaluator::new(10_000);
+    let t = Template("{% for k, v in _.items[1] | items %}{{ k }}={{ v }};{% endfor %}".into());
+    assert_eq!(ev.render(&t, &ctx()).unwrap(), json!("a=5;b=q;"));
+}
+
+#[test]
 fn helper_errors_say_what_is_wrong() {
     let e = eval("int('abc')").unwrap_err();
     assert!(e.contains("int() cannot read \"abc\""), "{e}");
