@@ -133,6 +133,7 @@ fn task(agent_id: Uuid, tools: Vec<ToolDef>, inherit_tools: bool) -> Task {
         description: String::new(),
         input_schema: None,
         main: vec![],
+        workflows: Default::default(),
         tools,
         inherit_tools,
         metadata: None,
