@@ -52,7 +52,7 @@ impl App {
         task_id: Uuid,
         req: CreateExecutionRequest,
     ) -> Result<Execution> {
-        let engine = self.engine()?.clone();
+        let engine = self.engine()?;
         let task: Task = self.task_by_id(t, task_id).await?;
         if let Some(schema) = &task.input_schema {
             let mut issues = Issues::new(Source::Body);
@@ -104,7 +104,7 @@ impl App {
         id: Uuid,
         req: UpdateExecutionRequest,
     ) -> Result<Execution> {
-        let engine = self.engine()?.clone();
+        let engine = self.engine()?;
         for _ in 0..RETRIES {
             let (mut rec, mut data) = self.execution_record(t, id).await?;
             let from = data.status;

@@ -75,7 +75,7 @@ impl Engine {
             stopping: Default::default(),
             log,
         });
-        app.install_engine(engine.clone());
+        app.install_engine(&engine);
         let mut resumed = 0;
         for (tenant, rec) in app.store.scan_kind(Kind::Execution).await? {
             let data: ExecutionData = read(&rec)?;
@@ -129,10 +129,13 @@ impl Engine {
             Stop::Store(e) => {
                 slog::warn!(self.log, "execution stopped: the store failed; trying again";
                     "execution" => %id, "error" => %e, "retry_in_s" => STORE_RETRY.as_secs());
-                let engine = self.clone();
+                // Weak: a stopping server's engine is not kept alive by a retry.
+                let engine = Arc::downgrade(self);
                 tokio::spawn(async move {
                     tokio::time::sleep(STORE_RETRY).await;
-                    engine.enqueue(tenant, id);
+                    if let Some(engine) = engine.upgrade() {
+                        engine.enqueue(tenant, id);
+                    }
                 });
             }
         }
