@@ -14,3 +14,6 @@ pub mod expr;
 pub mod prompt;
 pub mod records;
 pub mod run;
+
+#[cfg(test)]
+mod tests;

@@ -89,6 +89,8 @@ struct Journal {
     record: Record,
     data: ExecutionData,
     entries: HashMap<String, Entry>,
+    /// Where the execution is: the last commit's `next`, else its `current`.
+    at: TransitionTarget,
 }
 
 /// A list of steps being run: its place for users, its key for the journal,
@@ -111,7 +113,8 @@ pub struct Run {
     pub tenant: Tenant,
     pub id: Uuid,
     snapshot: Snapshot,
-    workflows: Workflows,
+    /// The task's steps, or why they cannot run.
+    workflows: Result<Workflows, String>,
     journal: tokio::sync::Mutex<Journal>,
     input: Arc<Value>,
     execution: Arc<Value>,
@@ -177,8 +180,7 @@ impl Run {
                 break;
             }
         }
-        let workflows = parse_task(&snapshot.task)
-            .map_err(|e| Stop::Failed(format!("the task's steps do not parse: {e}")))?;
+        let workflows = parse_task(&snapshot.task).map_err(|e| format!("the task's steps cannot run: {e}"));
         let input = Arc::new(Value::Object(data.input.clone()));
         let execution = Arc::new(json!({"id": id, "task_id": record.scope}));
         let agent = Arc::new(serde_json::to_value(&snapshot.agent).unwrap_or(Value::Null));
@@ -189,7 +191,7 @@ impl Run {
             id,
             snapshot,
             workflows,
-            journal: tokio::sync::Mutex::new(Journal { record, data, entries }),
+            journal: tokio::sync::Mutex::new(Journal { record, data, entries, at: target("main", 0) }),
             input,
             execution,
             agent,
@@ -200,7 +202,7 @@ impl Run {
 
     /// Runs the execution to its end, or until it waits for input.
     pub async fn run(&self) -> Flowing<()> {
-        let main_len = self.workflows.workflows.get("main").map_or(0, Vec::len);
+        let main_len = self.workflows.as_ref().ok().and_then(|w| w.workflows.get("main")).map_or(0, Vec::len);
         let outcome = self.run_main().await;
         let ended = match outcome {
             Ok(value) => {
@@ -236,7 +238,8 @@ impl Run {
             resume_state: None,
         };
         self.commit(vec![init], |_| {}).await?;
-        let main = self.workflows.workflows.get("main").map(Vec::as_slice).unwrap_or_default();
+        let workflows = self.workflows.as_ref().map_err(|e| Stop::Failed(e.clone()))?;
+        let main = workflows.workflows.get("main").map(Vec::as_slice).unwrap_or_default();
         let at = ListAt { place: "main".into(), key: "main".into(), top: true };
         let wf = Workflow::default();
         Ok(self.run_list(main, &at, (*self.input).clone(), &wf, false).await?.value())
@@ -244,7 +247,7 @@ impl Run {
 
     /// Commits the `error` transition of a failed run.
     async fn fail(&self, msg: String) -> Flowing<Vec<Value>> {
-        let current = target("main", 0);
+        let current = self.journal.lock().await.at.clone();
         let error = Emit {
             kind: TransitionType::Error,
             key: "error".into(),
@@ -347,6 +350,9 @@ impl Run {
         record.version = version + 1;
         journal.record = record;
         journal.data = data;
+        if let Some(e) = added.last() {
+            journal.at = e.next.clone().unwrap_or_else(|| e.current.clone());
+        }
         for e in added {
             journal.entries.insert(
                 e.key.clone(),
@@ -759,7 +765,8 @@ impl Run {
                 }
             }
             Step::Yield { workflow, arguments } => {
-                let Some(steps) = self.workflows.workflows.get(workflow) else {
+                let found = self.workflows.as_ref().ok().and_then(|w| w.workflows.get(workflow));
+                let Some(steps) = found else {
                     return Err(Stop::Failed(format!("the task has no workflow named '{workflow}'")));
                 };
                 let ctx = self.ctx(last, wf).await;
@@ -879,6 +886,89 @@ fn kind_of(v: &Value) -> &'static str {
 }
 
 // TEMPORARY until the api crate's parser lands.
-fn parse_task(_task: &crate::api::types::Task) -> Result<Workflows, String> {
-    Err("not yet".into())
+fn parse_task(task: &crate::api::types::Task) -> Result<Workflows, String> {
+    let mut w = Workflows::default();
+    w.workflows.insert(
+        "main".into(),
+        task.main.iter().map(|s| tmp::step(&Value::Object(s.clone()))).collect::<Result<_, _>>()?,
+    );
+    Ok(w)
+}
+
+mod tmp {
+    use serde_json::Value;
+
+    use crate::api::types::{Expr, PromptInput, Step, Template};
+
+    fn pairs(v: Option<&Value>) -> Vec<(String, Expr)> {
+        v.and_then(Value::as_object)
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), Expr(v.clone()))).collect())
+            .unwrap_or_default()
+    }
+    fn steps(v: Option<&Value>) -> Result<Vec<Step>, String> {
+        match v {
+            Some(Value::Array(a)) => a.iter().map(step).collect(),
+            Some(s) => Ok(vec![step(s)?]),
+            None => Ok(vec![]),
+        }
+    }
+    pub fn step(v: &Value) -> Result<Step, String> {
+        let o = v.as_object().ok_or("not an object")?;
+        let g = |k: &str| o.get(k);
+        let s = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        Ok(if o.contains_key("evaluate") {
+            Step::Evaluate(pairs(g("evaluate")))
+        } else if o.contains_key("log") {
+            Step::Log(Template(s("log")))
+        } else if o.contains_key("error") {
+            Step::Error(Template(s("error")))
+        } else if o.contains_key("get") {
+            Step::Get(s("get"))
+        } else if o.contains_key("set") {
+            Step::Set(pairs(g("set")))
+        } else if o.contains_key("return") {
+            Step::Return(pairs(g("return")))
+        } else if o.contains_key("if") {
+            Step::If {
+                cond: Expr(g("if").cloned().unwrap()),
+                then: steps(g("then"))?,
+                otherwise: g("else").map(|e| steps(Some(e))).transpose()?,
+            }
+        } else if o.contains_key("foreach") {
+            let f = g("foreach").unwrap();
+            Step::Foreach { items: Expr(f["in"].clone()), body: steps(f.get("do"))? }
+        } else if o.contains_key("over") {
+            Step::MapReduce {
+                over: Expr(g("over").cloned().unwrap()),
+                map: Box::new(step(g("map").unwrap())?),
+                reduce: g("reduce").map(|r| Expr(r.clone())),
+                initial: g("initial").cloned(),
+                parallelism: g("parallelism").and_then(Value::as_u64).unwrap_or(1) as u32,
+            }
+        } else if o.contains_key("parallel") {
+            Step::Parallel(steps(g("parallel"))?)
+        } else if o.contains_key("sleep") {
+            let sl = g("sleep").unwrap();
+            Step::Sleep {
+                seconds: sl.get("seconds").and_then(Value::as_f64).unwrap_or(0.0)
+                    + 3600.0 * sl.get("hours").and_then(Value::as_f64).unwrap_or(0.0),
+            }
+        } else if o.contains_key("wait_for_input") {
+            Step::WaitForInput { info: pairs(g("wait_for_input").and_then(|w| w.get("info"))) }
+        } else if o.contains_key("workflow") {
+            Step::Yield { workflow: s("workflow"), arguments: pairs(g("arguments")) }
+        } else if o.contains_key("tool") {
+            Step::ToolCall { tool: s("tool"), arguments: pairs(g("arguments")) }
+        } else if o.contains_key("prompt") {
+            Step::Prompt {
+                prompt: PromptInput::Text(Template(s("prompt"))),
+                tools: None,
+                tool_choice: None,
+                settings: None,
+                unwrap: false,
+            }
+        } else {
+            return Err("unknown".into());
+        })
+    }
 }
