@@ -20,7 +20,7 @@ import time
 import urllib.request
 
 
-def call(base: str, key: str, method: str, path: str, body: dict | None) -> dict:
+def call(base: str, key: str, method: str, path: str, body: "dict | None") -> dict:
     req = urllib.request.Request(
         base + path,
         method=method,
