@@ -23,7 +23,9 @@ pub fn allows_next(prev: &str, next: &str) -> bool {
         "init" => &["wait", "error", "step", "cancelled", "init_branch", "finish"],
         "init_branch" => &["wait", "error", "step", "cancelled", "finish_branch"],
         "wait" => &["resume", "step", "cancelled", "finish", "finish_branch"],
-        "step" | "resume" => &["wait", "error", "cancelled", "step", "finish", "finish_branch", "init_branch"],
+        "step" | "resume" => {
+            &["wait", "error", "cancelled", "step", "finish", "finish_branch", "init_branch"]
+        }
         "finish_branch" => &["wait", "error", "cancelled", "step", "finish", "init_branch"],
         _ => &[],
     };
@@ -118,7 +120,8 @@ impl Api {
     /// Sends a request; answers the status and the body as JSON (Null if empty,
     /// a string if it is not JSON).
     pub async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-        let mut req = self.http.request(method.parse().unwrap(), format!("{}{path}", self.base)).bearer_auth(&self.key);
+        let mut req =
+            self.http.request(method.parse().unwrap(), format!("{}{path}", self.base)).bearer_auth(&self.key);
         if let Some(b) = body {
             req = req.json(b);
         }
@@ -153,7 +156,8 @@ impl Api {
 
     /// Starts an execution (201, `queued`); answers it.
     pub async fn start(&self, task: Uuid, input: Value) -> Value {
-        let got = self.call("POST", &format!("/api/tasks/{task}/executions"), Some(&json!({"input": input}))).await;
+        let got =
+            self.call("POST", &format!("/api/tasks/{task}/executions"), Some(&json!({"input": input}))).await;
         let e = self.expect(201, got, "POST executions");
         assert_eq!(e["status"], "queued", "a new execution is queued: {e}");
         e
@@ -168,7 +172,8 @@ impl Api {
     pub async fn transitions(&self, id: Uuid) -> Vec<Value> {
         let mut all = Vec::new();
         loop {
-            let path = format!("/api/executions/{id}/transitions?limit=1000&offset={}&direction=asc", all.len());
+            let path =
+                format!("/api/executions/{id}/transitions?limit=1000&offset={}&direction=asc", all.len());
             let got = self.call("GET", &path, None).await;
             let body = self.expect(200, got, "GET transitions");
             let items = body["items"].as_array().expect("a list answers items").clone();

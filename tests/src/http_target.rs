@@ -98,7 +98,10 @@ impl HttpTarget {
     }
 }
 
-async fn answer(log: Arc<Mutex<Vec<Received>>>, req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn answer(
+    log: Arc<Mutex<Vec<Received>>>,
+    req: Request<Incoming>,
+) -> Result<Response<Full<Bytes>>, Infallible> {
     let (parts, body) = req.into_parts();
     let bytes = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     let received = Received {
@@ -123,6 +126,8 @@ async fn answer(log: Arc<Mutex<Vec<Received>>>, req: Request<Incoming>) -> Resul
     .to_string();
     let mut response = Response::new(Full::new(Bytes::from(text)));
     *response.status_mut() = hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::OK);
-    response.headers_mut().insert("content-type", hyper::header::HeaderValue::from_static("application/json"));
+    response
+        .headers_mut()
+        .insert("content-type", hyper::header::HeaderValue::from_static("application/json"));
     Ok(response)
 }

@@ -207,7 +207,11 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
     }
     assert!(f.acknowledged > 0 && f.checked > 0, "the test wrote and checked nothing");
     assert!(x.fig.started > 0 && x.fig.finished > 0, "no execution was started and finished");
-    assert_eq!(x.fig.problems(), 0, "the crash test found problems with executions (CRASH_SEED={seed}); see above");
+    assert_eq!(
+        x.fig.problems(),
+        0,
+        "the crash test found problems with executions (CRASH_SEED={seed}); see above"
+    );
     assert!(
         f.lost.is_empty() && f.orphans.is_empty() && f.phantoms.is_empty() && f.unexpected.is_empty(),
         "the crash test found problems (CRASH_SEED={seed}); see above"

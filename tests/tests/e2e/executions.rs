@@ -45,7 +45,8 @@ fn shared() -> &'static Shared {
     SHARED.get_or_init(|| {
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+            let rt =
+                tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
             rt.block_on(async move {
                 let fake = FakeUpstream::start().await;
                 let target = std::sync::Arc::new(HttpTarget::start().await);

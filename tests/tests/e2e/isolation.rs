@@ -96,7 +96,8 @@ impl Records {
         )
         .await;
         let execution =
-            post("POST", format!("/api/tasks/{task}/executions"), json!({"input": {"words": words}}), 201).await;
+            post("POST", format!("/api/tasks/{task}/executions"), json!({"input": {"words": words}}), 201)
+                .await;
         let transition = ended_execution_first_transition(s, key, execution).await;
         let doc = json!({"title": format!("doc of {tag}"), "content": [words], "embeddings": [vector]});
         let agent_doc = post("POST", format!("/api/agents/{agent}/docs"), doc.clone(), 201).await;
@@ -273,7 +274,10 @@ fn sweep_table() -> BTreeMap<&'static str, Vec<Call>> {
         ("execution_list", listed()),
         ("execution_get", vec![plain()]),
         // The owner's execution has ended: a cancel is a 409 (after the lookup).
-        ("execution_update", vec![Call { own: Some(409), ..body(json!({"status": "cancelled", "reason": "r"})) }]),
+        (
+            "execution_update",
+            vec![Call { own: Some(409), ..body(json!({"status": "cancelled", "reason": "r"})) }],
+        ),
         ("transition_list", vec![plain(), query("limit=1000&offset=0&direction=asc")]),
         ("transition_get", vec![plain()]),
         // The execution has ended: the stream sends its transitions and ends.

@@ -13,7 +13,8 @@ use super::{Ctx, ENDS_WITHIN, assert_failed, assert_succeeded, lines, shared};
 #[tokio::test]
 async fn tasks_are_created_with_post_and_read_by_their_id() {
     let c = Ctx::new().await;
-    let body = json!({"name": "summarise", "description": "d", "main": [{"log": "hi"}], "metadata": {"k": 1}});
+    let body =
+        json!({"name": "summarise", "description": "d", "main": [{"log": "hi"}], "metadata": {"k": 1}});
     let (status, created) = c.api.call("POST", &format!("/api/agents/{}/tasks", c.agent), Some(&body)).await;
     assert_eq!(status, 201, "{created}");
     for key in ["name", "description", "main", "metadata"] {
@@ -29,7 +30,10 @@ async fn tasks_are_created_with_post_and_read_by_their_id() {
     assert_eq!(status, 404);
     let (status, _) = c.api.call("POST", &format!("/api/agents/{}/tasks", Uuid::now_v7()), Some(&body)).await;
     assert_eq!(status, 404, "a task of an agent that does not exist");
-    let (status, _) = c.api.call("POST", &format!("/api/tasks/{}/executions", Uuid::now_v7()), Some(&json!({"input": {}}))).await;
+    let (status, _) = c
+        .api
+        .call("POST", &format!("/api/tasks/{}/executions", Uuid::now_v7()), Some(&json!({"input": {}})))
+        .await;
     assert_eq!(status, 404, "an execution of a task that does not exist");
 }
 
@@ -41,7 +45,10 @@ async fn invalid_steps_are_422_at_the_step() {
         (json!([{"log": "ok"}, {"frobnicate": 1}]), json!(["body", "main", 1])),
         (json!([{"evaluate": {"a": "1 +"}}]), json!(["body", "main", 0])),
         (json!([{"if": "x ==", "then": {"log": "x"}}]), json!(["body", "main", 0])),
-        (json!([{"foreach": {"in": "_", "do": [{"log": "x"}, {"evaluate": {"b": "(("}}]}}]), json!(["body", "main", 0])),
+        (
+            json!([{"foreach": {"in": "_", "do": [{"log": "x"}, {"evaluate": {"b": "(("}}]}}]),
+            json!(["body", "main", 0]),
+        ),
         (json!([{"workflow": "nowhere", "arguments": {}}]), json!(["body", "main", 0])),
         (json!([{"log": "{{ unclosed"}]), json!(["body", "main", 0])),
     ];
@@ -61,7 +68,8 @@ async fn invalid_steps_are_422_at_the_step() {
         assert_eq!(status, 422, "PUT {main}: {r}");
     }
     // The deep one is at the foreach's second step, under `do`.
-    let body = json!({"name": "deep", "main": [{"foreach": {"in": "_", "do": [{"log": "x"}, {"frobnicate": 1}]}}]});
+    let body =
+        json!({"name": "deep", "main": [{"foreach": {"in": "_", "do": [{"log": "x"}, {"frobnicate": 1}]}}]});
     let (_, r) = c.api.call("POST", &format!("/api/agents/{}/tasks", c.agent), Some(&body)).await;
     let locs: Vec<Value> = r["detail"].as_array().unwrap().iter().map(|d| d["loc"].clone()).collect();
     assert!(locs.contains(&json!(["body", "main", 0, "foreach", "do", 1])), "{r}");
@@ -155,7 +163,10 @@ async fn sleep_shows_its_end_then_steps_with_null() {
     assert!(chrono::Utc::now() >= until, "ended before its sleep did");
     let ts = c.api.transitions(id).await;
     agent_platform_tests::executions::Api::checked(&ts, true);
-    assert_eq!(lines(&ts), ["init main:0 -> main:0", "step main:0 -> main:1", "step main:1 -> null", "finish"]);
+    assert_eq!(
+        lines(&ts),
+        ["init main:0 -> main:0", "step main:0 -> main:1", "step main:1 -> null", "finish"]
+    );
     assert_eq!(ts[1]["output"], Value::Null);
     assert_succeeded(&e, json!({"done": true}));
     assert!(e["sleeping_until"].is_null(), "{e}");
@@ -182,7 +193,11 @@ async fn cancel_while_sleeping_stops_it_with_the_reason() {
     }
     let (status, body) = c.api.update(id, json!({"status": "cancelled", "reason": "enough"})).await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!((body["status"].as_str(), body["error"].as_str()), (Some("cancelled"), Some("enough")), "{body}");
+    assert_eq!(
+        (body["status"].as_str(), body["error"].as_str()),
+        (Some("cancelled"), Some("enough")),
+        "{body}"
+    );
     let ts = c.api.transitions(id).await;
     agent_platform_tests::executions::Api::checked(&ts, true);
     assert_eq!(lines(&ts), ["init main:0 -> main:0", "cancelled"]);
@@ -221,19 +236,28 @@ async fn cancel_while_a_step_runs_drops_it_promptly() {
     let marker = Uuid::now_v7().simple().to_string();
     let tool = json!({"name": "slow", "type": "api_call",
                       "api_call": {"method": "POST", "url": format!("{}/slow/{marker}", s.target_url)}});
-    let task = c.task(json!([{"tool": "slow", "arguments": {}}, {"log": "never"}]), json!({"tools": [tool]})).await;
+    let task =
+        c.task(json!([{"tool": "slow", "arguments": {}}, {"log": "never"}]), json!({"tools": [tool]})).await;
     let e = c.api.start(task, json!({})).await;
     let id = Ctx::id(&e);
     let deadline = Instant::now() + ENDS_WITHIN;
     while !(s.received)().iter().any(|r| r.path.contains(&marker)) {
-        assert!(Instant::now() < deadline, "the call never reached the target: {}", c.api.execution(id).await);
+        assert!(
+            Instant::now() < deadline,
+            "the call never reached the target: {}",
+            c.api.execution(id).await
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let asked = Instant::now();
     let (status, body) = c.api.update(id, json!({"status": "cancelled", "reason": "too slow"})).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["status"], "cancelled");
-    assert!(asked.elapsed() < Duration::from_secs(5), "the cancel waited for the step: {:?}", asked.elapsed());
+    assert!(
+        asked.elapsed() < Duration::from_secs(5),
+        "the cancel waited for the step: {:?}",
+        asked.elapsed()
+    );
     let ts = c.api.transitions(id).await;
     agent_platform_tests::executions::Api::checked(&ts, true);
     assert_eq!(lines(&ts), ["init main:0 -> main:0", "cancelled"]);
@@ -296,9 +320,11 @@ async fn executions_and_transitions_are_listed_paged_and_read_one_by_one() {
     assert_eq!(all.len(), 5);
     let (_, body) = c.api.call("GET", &format!("/api/executions/{id}/transitions"), None).await;
     assert_eq!(body["items"].as_array().unwrap(), &all, "oldest first by default");
-    let (_, body) = c.api.call("GET", &format!("/api/executions/{id}/transitions?limit=2&offset=1"), None).await;
+    let (_, body) =
+        c.api.call("GET", &format!("/api/executions/{id}/transitions?limit=2&offset=1"), None).await;
     assert_eq!(body["items"].as_array().unwrap(), &all[1..3]);
-    let (_, body) = c.api.call("GET", &format!("/api/executions/{id}/transitions?direction=desc&limit=1"), None).await;
+    let (_, body) =
+        c.api.call("GET", &format!("/api/executions/{id}/transitions?direction=desc&limit=1"), None).await;
     assert_eq!(body["items"][0], all[4]);
     for t in &all {
         let tid = t["id"].as_str().unwrap();
@@ -310,9 +336,11 @@ async fn executions_and_transitions_are_listed_paged_and_read_one_by_one() {
     let tid = all[0]["id"].as_str().unwrap();
     let (status, _) = c.api.call("GET", &format!("/api/executions/{other}/transitions/{tid}"), None).await;
     assert_eq!(status, 404);
-    let (status, _) = c.api.call("GET", &format!("/api/executions/{id}/transitions/{}", Uuid::now_v7()), None).await;
+    let (status, _) =
+        c.api.call("GET", &format!("/api/executions/{id}/transitions/{}", Uuid::now_v7()), None).await;
     assert_eq!(status, 404);
-    let (status, _) = c.api.call("GET", &format!("/api/executions/{}/transitions", Uuid::now_v7()), None).await;
+    let (status, _) =
+        c.api.call("GET", &format!("/api/executions/{}/transitions", Uuid::now_v7()), None).await;
     assert_eq!(status, 404);
 }
 
@@ -324,7 +352,12 @@ struct Event {
 }
 
 /// Reads the stream at `path` until it ends (or panics after `within`).
-async fn read_stream(c: &Ctx, id: Uuid, last_event_id: Option<&str>, mut on_event: impl FnMut(&Event)) -> Vec<Event> {
+async fn read_stream(
+    c: &Ctx,
+    id: Uuid,
+    last_event_id: Option<&str>,
+    mut on_event: impl FnMut(&Event),
+) -> Vec<Event> {
     let mut req = c
         .api
         .http
@@ -358,7 +391,8 @@ async fn read_stream(c: &Ctx, id: Uuid, last_event_id: Option<&str>, mut on_even
             if data.is_empty() {
                 continue;
             }
-            let event = Event { id: eid.expect("every event has an id"), data: serde_json::from_str(&data).unwrap() };
+            let event =
+                Event { id: eid.expect("every event has an id"), data: serde_json::from_str(&data).unwrap() };
             on_event(&event);
             events.push(event);
         }
@@ -389,13 +423,17 @@ async fn the_stream_sends_every_transition_then_ends_and_resumes_after_last_even
     let listed = c.api.transitions(id).await;
     let data: Vec<Value> = events.iter().map(|e| e.data.clone()).collect();
     assert_eq!(data, listed, "every transition once, in order, as listed");
-    assert!(events.iter().all(|e| e.data["id"].as_str() == Some(e.id.as_str())), "id: is the transition's id");
+    assert!(
+        events.iter().all(|e| e.data["id"].as_str() == Some(e.id.as_str())),
+        "id: is the transition's id"
+    );
     assert_eq!(events.last().unwrap().data["type"], "finish", "it ends after the terminal transition");
 
     // Resuming after the second event: the rest, then the end (the run is over).
     let rest = read_stream(&c, id, Some(&events[1].id), |_| {}).await;
     let rest: Vec<Value> = rest.into_iter().map(|e| e.data).collect();
     assert_eq!(rest, listed[2..]);
-    let (status, _) = c.api.call("GET", &format!("/api/executions/{}/transitions.stream", Uuid::now_v7()), None).await;
+    let (status, _) =
+        c.api.call("GET", &format!("/api/executions/{}/transitions.stream", Uuid::now_v7()), None).await;
     assert_eq!(status, 404);
 }

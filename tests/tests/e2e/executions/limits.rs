@@ -38,9 +38,15 @@ async fn each_limit_fails_the_execution_naming_its_setting() {
     let cases = [
         (json!([{"foreach": {"in": "range(6)", "do": {"log": "x"}}}]), "executions.max_foreach_items"),
         (json!([{"over": "range(6)", "map": {"log": "x"}}]), "executions.max_foreach_items"),
-        (json!([{"parallel": [{"log": "a"}, {"log": "b"}, {"log": "c"}, {"log": "d"}]}]), "executions.max_parallel_branches"),
+        (
+            json!([{"parallel": [{"log": "a"}, {"log": "b"}, {"log": "c"}, {"log": "d"}]}]),
+            "executions.max_parallel_branches",
+        ),
         (json!([{"sleep": {"seconds": 11}}]), "executions.max_sleep_s"),
-        (json!([{"foreach": {"in": "range(5)", "do": [{"log": "a"}, {"log": "b"}, {"log": "c"}, {"log": "d"}, {"log": "e"}]}}]), "executions.max_steps"),
+        (
+            json!([{"foreach": {"in": "range(5)", "do": [{"log": "a"}, {"log": "b"}, {"log": "c"}, {"log": "d"}, {"log": "e"}]}}]),
+            "executions.max_steps",
+        ),
         (json!([{"log": "{% for i in range(50000) %}{{ i }}{% endfor %}"}]), "expression_fuel"),
     ];
     for (main, setting) in cases {

@@ -61,7 +61,10 @@ async fn a_prompt_sends_the_rendered_message_and_gives_the_answer() {
          "unwrap": true, "settings": {"temperature": 0.25}},
     ]);
     let (e, ts) = t.c.run_steps(main, json!({}), json!({"name": "Ada"})).await;
-    assert_eq!(lines(&ts), ["init main:0 -> main:0", "step main:0 -> main:1", "step main:1 -> null", "finish"]);
+    assert_eq!(
+        lines(&ts),
+        ["init main:0 -> main:0", "step main:0 -> main:1", "step main:1 -> null", "finish"]
+    );
     assert_eq!(ts[1]["output"]["role"], "assistant", "{}", ts[1]["output"]);
     assert_eq!(ts[1]["output"]["content"], "Hello Ada");
     assert_succeeded(&e, json!("unwrapped"));
@@ -71,7 +74,10 @@ async fn a_prompt_sends_the_rendered_message_and_gives_the_answer() {
     assert_eq!(first.last().unwrap()["content"], "Say hi to Ada");
     let second = &sent[1].body;
     let msgs = second["messages"].as_array().unwrap();
-    assert!(msgs.iter().any(|m| m["role"] == "system" && m["content"].as_str().unwrap().contains("Be brief.")), "{second}");
+    assert!(
+        msgs.iter().any(|m| m["role"] == "system" && m["content"].as_str().unwrap().contains("Be brief.")),
+        "{second}"
+    );
     assert_eq!(msgs.last().unwrap()["content"], "Again, Hello Ada");
     assert_eq!(second["temperature"].as_f64(), Some(0.25));
     assert_eq!(second["model"], "fake-model");
@@ -108,7 +114,8 @@ async fn a_function_tool_call_pauses_the_prompt_until_its_result_is_given() {
     let offered = &t.fake.requests()[0].body["tools"];
     assert_eq!(offered[0]["function"]["name"], "lookup", "the tool is offered: {offered}");
 
-    let (status, body) = t.c.api.update(id, json!({"status": "running", "input": {"result": {"temp": 21}}})).await;
+    let (status, body) =
+        t.c.api.update(id, json!({"status": "running", "input": {"result": {"temp": 21}}})).await;
     assert_eq!(status, 200, "{body}");
     let e = t.c.api.wait_ended(id, ENDS_WITHIN).await;
     let ts = t.c.api.transitions(id).await;
@@ -121,7 +128,8 @@ async fn a_function_tool_call_pauses_the_prompt_until_its_result_is_given() {
     let sent = t.fake.requests();
     assert_eq!(sent.len(), 2);
     let msgs = sent[1].body["messages"].as_array().unwrap();
-    let tool_msg = msgs.iter().find(|m| m["role"] == "tool").unwrap_or_else(|| panic!("no tool message: {msgs:?}"));
+    let tool_msg =
+        msgs.iter().find(|m| m["role"] == "tool").unwrap_or_else(|| panic!("no tool message: {msgs:?}"));
     assert_eq!(tool_msg["tool_call_id"], call_id.as_str());
     assert!(tool_msg["content"].as_str().unwrap().contains("21"), "{tool_msg}");
     t.s.stop().await;
@@ -167,7 +175,8 @@ async fn an_api_call_tool_runs_on_the_server_and_its_answer_goes_to_the_model() 
     assert_eq!(got[0].header("x-test"), Some("yes"), "the tool's headers are sent");
     assert_eq!(got[0].header("authorization"), None, "never the service's credentials");
     let msgs = t.fake.requests()[1].body["messages"].as_array().unwrap().clone();
-    let tool_msg = msgs.iter().find(|m| m["role"] == "tool").unwrap_or_else(|| panic!("no tool message: {msgs:?}"));
+    let tool_msg =
+        msgs.iter().find(|m| m["role"] == "tool").unwrap_or_else(|| panic!("no tool message: {msgs:?}"));
     assert!(tool_msg["content"].as_str().unwrap().contains("/weather"), "the answer goes back: {tool_msg}");
     t.s.stop().await;
 }
@@ -184,7 +193,10 @@ async fn a_tool_call_step_of_an_api_call_tool_gives_status_headers_and_json() {
     assert!(out["headers"].is_object(), "{out}");
     assert_eq!(out["json"]["method"], "GET", "{out}");
     let query = out["json"]["query"].as_str().unwrap();
-    assert!(query.contains("city=Oslo") && query.contains("days=2"), "arguments go in the query of a GET: {query}");
+    assert!(
+        query.contains("city=Oslo") && query.contains("days=2"),
+        "arguments go in the query of a GET: {query}"
+    );
     t.s.stop().await;
 }
 
@@ -194,11 +206,15 @@ async fn an_api_call_to_a_host_not_allowed_fails_naming_the_setting() {
     // `localhost` is the same server, but not the allowed host `127.0.0.1`.
     let port = t.target.url().rsplit(':').next().unwrap().to_owned();
     let tool = api_tool("sneaky", "POST", format!("http://localhost:{port}/x"));
-    let (e, ts) = t.c.run_steps(json!([{"tool": "sneaky", "arguments": {}}]), json!({"tools": [tool.clone()]}), json!({})).await;
+    let (e, ts) = t
+        .c
+        .run_steps(json!([{"tool": "sneaky", "arguments": {}}]), json!({"tools": [tool.clone()]}), json!({}))
+        .await;
     assert_failed(&e, &ts, &["tools.api_call_allowed_hosts"]);
     // Called by the model: the same.
     t.fake.push(Behaviour::ToolCall { name: "sneaky".into(), arguments: "{}".into() });
-    let (e, ts) = t.c.run_steps(json!([{"prompt": "go", "tools": "all"}]), json!({"tools": [tool]}), json!({})).await;
+    let (e, ts) =
+        t.c.run_steps(json!([{"prompt": "go", "tools": "all"}]), json!({"tools": [tool]}), json!({})).await;
     assert_failed(&e, &ts, &["tools.api_call_allowed_hosts"]);
     assert!(t.target.received().is_empty(), "nothing reached the host");
     t.s.stop().await;
@@ -211,7 +227,8 @@ async fn by_default_no_host_is_allowed() {
     let s = TestServer::start().await;
     let c = Ctx::on(&s.base, &s.key).await;
     let tool = api_tool("t", "POST", format!("{}/x", target.url()));
-    let (e, ts) = c.run_steps(json!([{"tool": "t", "arguments": {}}]), json!({"tools": [tool]}), json!({})).await;
+    let (e, ts) =
+        c.run_steps(json!([{"tool": "t", "arguments": {}}]), json!({"tools": [tool]}), json!({})).await;
     assert_failed(&e, &ts, &["tools.api_call_allowed_hosts"]);
     assert!(target.received().is_empty());
     s.stop().await;

@@ -43,8 +43,7 @@ async fn evaluate_set_get_and_log_see_the_input_the_outputs_and_the_state() {
     );
     assert_succeeded(&e, json!("4 and 4 for true"));
     assert_eq!(e["input"], json!({"x": 1}));
-    let statuses = ts.iter().map(|t| t["execution_id"] == e["id"]).all(|same| same);
-    assert!(statuses, "every transition names its execution");
+    assert!(ts.iter().all(|t| t["execution_id"] == e["id"]), "every transition names its execution");
 }
 
 #[tokio::test]
@@ -116,7 +115,13 @@ async fn if_runs_then_or_else_and_gives_the_branchs_output() {
     let (e, ts) = c.run(task, json!({"x": 0})).await;
     assert_eq!(
         lines(&ts),
-        ["init main:0 -> main:0", "step main[0].else:0 -> null", "step main:0 -> main:1", "step main:1 -> null", "finish"]
+        [
+            "init main:0 -> main:0",
+            "step main[0].else:0 -> null",
+            "step main:0 -> main:1",
+            "step main:1 -> null",
+            "finish"
+        ]
     );
     assert_eq!(ts[2]["output"], json!({"a": "small"}));
     assert_eq!(e["status"], "succeeded");
@@ -137,7 +142,10 @@ async fn switch_takes_the_first_true_case_and_underscore_is_the_default() {
         )
         .await;
     let (e, ts) = c.run(task, json!({"k": "a"})).await;
-    assert_eq!(lines(&ts), ["init main:0 -> main:0", "step main[0].switch[0]:0 -> null", "step main:0 -> null", "finish"]);
+    assert_eq!(
+        lines(&ts),
+        ["init main:0 -> main:0", "step main[0].switch[0]:0 -> null", "step main:0 -> null", "finish"]
+    );
     assert_succeeded(&e, json!({"r": "A"}));
 
     let (e, ts) = c.run(task, json!({"k": "c"})).await;
@@ -183,12 +191,15 @@ async fn foreach_runs_its_body_per_item_with_the_item_as_underscore() {
     assert_succeeded(&e, json!({"n": 2}));
 
     // Over nothing: no body runs, the output is an empty list.
-    let (e, ts) = c.run_steps(json!([{"foreach": {"in": "[]", "do": {"log": "x"}}}]), json!({}), json!({})).await;
+    let (e, ts) =
+        c.run_steps(json!([{"foreach": {"in": "[]", "do": {"log": "x"}}}]), json!({}), json!({})).await;
     assert_eq!(lines(&ts), ["init main:0 -> main:0", "step main:0 -> null", "finish"]);
     assert_succeeded(&e, json!([]));
 
     // Over something that is not a list: the step fails, saying so.
-    let (e, ts) = c.run_steps(json!([{"foreach": {"in": "_.n", "do": {"log": "x"}}}]), json!({}), json!({"n": 3})).await;
+    let (e, ts) = c
+        .run_steps(json!([{"foreach": {"in": "_.n", "do": {"log": "x"}}}]), json!({}), json!({"n": 3}))
+        .await;
     assert_failed(&e, &ts, &["list"]);
 }
 
@@ -230,16 +241,20 @@ async fn map_reduce_with_parallelism_keeps_the_input_order() {
     let map = json!({"foreach": {"in": "_", "do": {"evaluate": {"v": "_ * 10"}}}});
     let main = json!([{"over": "_.xs", "map": map, "parallelism": 4}]);
     let (e, ts) = c.run_steps(main, json!({}), json!({"xs": items})).await;
-    let expected: Vec<Value> = (0..8)
-        .map(|i| json!((0..(16 - 2 * i)).map(|v| json!({"v": v * 10})).collect::<Vec<_>>()))
-        .collect();
+    let expected: Vec<Value> =
+        (0..8).map(|i| json!((0..(16 - 2 * i)).map(|v| json!({"v": v * 10})).collect::<Vec<_>>())).collect();
     assert_succeeded(&e, json!(expected));
     // Each item's map committed its step once, at its own index.
     let mut maps: Vec<String> =
         lines(&ts).into_iter().filter(|l| l.starts_with("step main[0].map:")).collect();
     maps.sort();
     let mut want: Vec<String> = (0..8)
-        .map(|i| format!("step main[0].map:{i} -> {}", if i < 7 { format!("main[0].map:{}", i + 1) } else { "null".into() }))
+        .map(|i| {
+            format!(
+                "step main[0].map:{i} -> {}",
+                if i < 7 { format!("main[0].map:{}", i + 1) } else { "null".into() }
+            )
+        })
         .collect();
     want.sort();
     assert_eq!(maps, want);
@@ -407,7 +422,11 @@ async fn log_renders_a_template_and_get_of_an_unset_key_is_null() {
 async fn an_error_step_fails_the_execution_with_its_message() {
     let c = Ctx::new().await;
     let (e, ts) = c
-        .run_steps(json!([{"log": "x"}, {"error": "bad {{ _ }} input"}, {"log": "never"}]), json!({}), json!({}))
+        .run_steps(
+            json!([{"log": "x"}, {"error": "bad {{ _ }} input"}, {"log": "never"}]),
+            json!({}),
+            json!({}),
+        )
         .await;
     assert_eq!(lines(&ts), ["init main:0 -> main:0", "step main:0 -> main:1", "error"]);
     assert_failed(&e, &ts, &["bad x input"]);
@@ -417,8 +436,9 @@ async fn an_error_step_fails_the_execution_with_its_message() {
 #[tokio::test]
 async fn an_expression_that_fails_at_run_time_fails_the_execution() {
     let c = Ctx::new().await;
-    let (e, ts) =
-        c.run_steps(json!([{"evaluate": {"ok": 1}}, {"evaluate": {"bad": "'a' - 1"}}]), json!({}), json!({})).await;
+    let (e, ts) = c
+        .run_steps(json!([{"evaluate": {"ok": 1}}, {"evaluate": {"bad": "'a' - 1"}}]), json!({}), json!({}))
+        .await;
     assert_eq!(lines(&ts), ["init main:0 -> main:0", "step main:0 -> main:1", "error"]);
     assert_failed(&e, &ts, &[]);
 }
@@ -439,7 +459,8 @@ async fn waiting_for_input_inside_a_parallel_branch_fails_saying_so() {
 #[tokio::test]
 async fn a_running_execution_keeps_the_task_it_started_with() {
     let c = Ctx::new().await;
-    let body = json!({"name": "edited", "main": [{"wait_for_input": {"info": {}}}, {"evaluate": {"v": "'first'"}}]});
+    let body =
+        json!({"name": "edited", "main": [{"wait_for_input": {"info": {}}}, {"evaluate": {"v": "'first'"}}]});
     let task = c.api.task(c.agent, &body).await;
     let e = c.start_until(task, json!({}), &["awaiting_input"]).await;
     let id = Ctx::id(&e);
