@@ -437,3 +437,44 @@ async fn the_stream_sends_every_transition_then_ends_and_resumes_after_last_even
         c.api.call("GET", &format!("/api/executions/{}/transitions.stream", Uuid::now_v7()), None).await;
     assert_eq!(status, 404);
 }
+
+/// A sleeping execution ends at its original time after a restart, and a
+/// waiting one still waits, then resumes.
+#[tokio::test]
+async fn sleeps_and_waits_survive_a_restart() {
+    let mut s = agent_platform_tests::TestServer::start().await;
+    let c = Ctx::on(&s.base, &s.key).await;
+    let sleeper = c.task(json!([{"sleep": {"seconds": 2}}, {"evaluate": {"ok": true}}]), json!({})).await;
+    let waiter = c.task(json!([{"wait_for_input": {"info": {}}}, {"evaluate": {"got": "_"}}]), json!({})).await;
+    let asleep = Ctx::id(&c.api.start(sleeper, json!({})).await);
+    let waiting = Ctx::id(&c.start_until(waiter, json!({}), &["awaiting_input"]).await);
+    let deadline = Instant::now() + ENDS_WITHIN;
+    let until = loop {
+        let e = c.api.execution(asleep).await;
+        if let Some(until) = e["sleeping_until"].as_str() {
+            break until.parse::<chrono::DateTime<chrono::Utc>>().unwrap();
+        }
+        assert!(Instant::now() < deadline, "never seen sleeping: {e}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    s.restart().await;
+    let c = Ctx { api: agent_platform_tests::executions::Api::new(&s.base, &s.key), agent: c.agent };
+    let e = c.api.execution(waiting).await;
+    assert_eq!(e["status"], "awaiting_input", "{e}");
+    let (status, body) = c.api.update(waiting, json!({"status": "running", "input": {"x": 1}})).await;
+    assert_eq!(status, 200, "{body}");
+    let e = c.api.wait_ended(waiting, ENDS_WITHIN).await;
+    assert_succeeded(&e, json!({"got": {"x": 1}}));
+    let e = c.api.wait_ended(asleep, ENDS_WITHIN).await;
+    assert!(chrono::Utc::now() >= until, "the sleep ended before its time");
+    assert_succeeded(&e, json!({"ok": true}));
+    for id in [asleep, waiting] {
+        let ts = c.api.transitions(id).await;
+        agent_platform_tests::executions::Api::checked(&ts, true);
+    }
+    assert_eq!(
+        lines(&c.api.transitions(asleep).await),
+        ["init main:0 -> main:0", "step main:0 -> main:1", "step main:1 -> null", "finish"]
+    );
+    s.stop().await;
+}
