@@ -105,6 +105,10 @@ impl Ctx {
         let id = Self::id(&e);
         let e = self.api.wait_ended(id, ENDS_WITHIN).await;
         let ts = self.api.transitions(id).await;
+        if e["status"] != "succeeded" {
+            // Shown with the test's output when an assertion fails.
+            eprintln!("execution {id} ended {}: {}", e["status"], e["error"]);
+        }
         Api::checked(&ts, true);
         (e, ts)
     }

@@ -138,7 +138,10 @@ async fn wait_for_input_pauses_until_resumed_and_the_input_is_its_output() {
 #[tokio::test]
 async fn sleep_shows_its_end_then_steps_with_null() {
     let c = Ctx::new().await;
-    let task = c.task(json!([{"sleep": {"seconds": 1}}, {"evaluate": {"done": true}}]), json!({})).await;
+    // A step first: then the execution is `running` (not `starting`) while it sleeps.
+    let task = c
+        .task(json!([{"log": "zzz"}, {"sleep": {"seconds": 1}}, {"evaluate": {"done": true}}]), json!({}))
+        .await;
     let e = c.api.start(task, json!({})).await;
     let id = Ctx::id(&e);
     // While it sleeps: running, with the time it wakes, and no step committed.
@@ -165,9 +168,15 @@ async fn sleep_shows_its_end_then_steps_with_null() {
     agent_platform_tests::executions::Api::checked(&ts, true);
     assert_eq!(
         lines(&ts),
-        ["init main:0 -> main:0", "step main:0 -> main:1", "step main:1 -> null", "finish"]
+        [
+            "init main:0 -> main:0",
+            "step main:0 -> main:1",
+            "step main:1 -> main:2",
+            "step main:2 -> null",
+            "finish"
+        ]
     );
-    assert_eq!(ts[1]["output"], Value::Null);
+    assert_eq!(ts[2]["output"], Value::Null);
     assert_succeeded(&e, json!({"done": true}));
     assert!(e["sleeping_until"].is_null(), "{e}");
 }
@@ -282,7 +291,8 @@ async fn changes_the_status_table_forbids_are_409() {
     assert_conflict(status, &body, "failed", "running");
     // Nothing but `cancelled` and `running` may be asked for.
     let (status, body) = c.api.update(done, json!({"status": "succeeded"})).await;
-    assert_eq!(status, 400, "{body}");
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["detail"][0]["loc"], json!(["body", "status"]), "{body}");
     let (status, _) = c.api.update(Uuid::now_v7(), json!({"status": "cancelled"})).await;
     assert_eq!(status, 404);
 }
@@ -445,7 +455,8 @@ async fn sleeps_and_waits_survive_a_restart() {
     let mut s = agent_platform_tests::TestServer::start().await;
     let c = Ctx::on(&s.base, &s.key).await;
     let sleeper = c.task(json!([{"sleep": {"seconds": 2}}, {"evaluate": {"ok": true}}]), json!({})).await;
-    let waiter = c.task(json!([{"wait_for_input": {"info": {}}}, {"evaluate": {"got": "_"}}]), json!({})).await;
+    let waiter =
+        c.task(json!([{"wait_for_input": {"info": {}}}, {"evaluate": {"got": "_"}}]), json!({})).await;
     let asleep = Ctx::id(&c.api.start(sleeper, json!({})).await);
     let waiting = Ctx::id(&c.start_until(waiter, json!({}), &["awaiting_input"]).await);
     let deadline = Instant::now() + ENDS_WITHIN;
