@@ -134,6 +134,8 @@ pub(super) struct Figures {
     pub(super) resumed_by_check: u64,
     pub(super) transitions: u64,
     pub(super) lost: Vec<String>,
+    /// Ended otherwise than the task computes (failed, or another output).
+    pub(super) wrong: Vec<String>,
     pub(super) repeated: Vec<String>,
     pub(super) broken: Vec<String>,
     pub(super) unexpected: Vec<String>,
@@ -141,7 +143,7 @@ pub(super) struct Figures {
 
 impl Figures {
     pub(super) fn problems(&self) -> usize {
-        self.lost.len() + self.repeated.len() + self.broken.len() + self.unexpected.len()
+        self.lost.len() + self.wrong.len() + self.repeated.len() + self.broken.len() + self.unexpected.len()
     }
 
     pub(super) fn print(&self) {
@@ -149,7 +151,8 @@ impl Figures {
             "  executions: {} started and acknowledged, {} more found after a start in flight; {} finished \
              (succeeded with the expected output), {} resumed by clients, {} by the checks after a restart; \
              {} transitions checked\n  \
-             executions lost: {}, repeated transitions: {}, transitions against the table: {}, unexpected: {}",
+             executions lost: {}, ended wrong: {}, repeated transitions: {}, transitions against the table: {}, \
+             unexpected: {}",
             self.started,
             self.adopted,
             self.finished,
@@ -157,12 +160,14 @@ impl Figures {
             self.resumed_by_check,
             self.transitions,
             self.lost.len(),
+            self.wrong.len(),
             self.repeated.len(),
             self.broken.len(),
             self.unexpected.len(),
         );
         for (what, list) in [
             ("execution lost", &self.lost),
+            ("ended wrong", &self.wrong),
             ("repeated", &self.repeated),
             ("against the table", &self.broken),
             ("unexpected", &self.unexpected),
@@ -334,7 +339,7 @@ pub(super) async fn verify(api: &Api, execs: &Mutex<Execs>, last: bool) {
             }
         }
     }
-    let to_check: Vec<(Uuid, Flavor, u64, u64, Resume, Vec<String>)> = {
+    let to_check: Vec<(Uuid, Flavor, u64, u64, Resume, Vec<String>, bool)> = {
         let mut x = execs.lock().unwrap();
         let mut missing = Vec::new();
         for (id, run) in &x.runs {
@@ -346,14 +351,19 @@ pub(super) async fn verify(api: &Api, execs: &Mutex<Execs>, last: bool) {
         x.runs
             .iter()
             .filter(|(id, r)| listed.contains(*id) && (last || !r.ended))
-            .map(|(id, r)| (*id, r.flavor, r.n, r.k, r.resume, r.seen.clone()))
+            .map(|(id, r)| (*id, r.flavor, r.n, r.k, r.resume, r.seen.clone(), r.ended))
             .collect()
     };
     let checked: Vec<_> = futures::stream::iter(to_check)
-        .map(|(id, flavor, n, k, resume, seen)| async move {
+        .map(|(id, flavor, n, k, resume, seen, ended)| async move {
             let mut notes = Notes::default();
-            let resume = drive(api, id, flavor, n, resume, &mut notes).await;
-            let ids = check(api, id, flavor, n, k, resume, &seen, &mut notes).await;
+            let (resume, ids) = if ended {
+                // Checked at its end already: only its transitions must not have changed.
+                (resume, again(api, id, &seen, &mut notes).await)
+            } else {
+                let resume = drive(api, id, flavor, n, resume, &mut notes).await;
+                (resume, check(api, id, flavor, n, k, resume, &seen, &mut notes).await)
+            };
             (id, resume, ids, notes)
         })
         .buffer_unordered(16)
@@ -373,6 +383,7 @@ pub(super) async fn verify(api: &Api, execs: &Mutex<Execs>, last: bool) {
         }
         fig.resumed_by_check += u64::from(notes.resumed);
         fig.lost.extend(notes.lost);
+        fig.wrong.extend(notes.wrong);
         fig.repeated.extend(notes.repeated);
         fig.broken.extend(notes.broken);
         fig.unexpected.extend(notes.unexpected);
@@ -384,6 +395,7 @@ struct Notes {
     succeeded: bool,
     resumed: bool,
     lost: Vec<String>,
+    wrong: Vec<String>,
     repeated: Vec<String>,
     broken: Vec<String>,
     unexpected: Vec<String>,
@@ -451,24 +463,10 @@ async fn check(
         notes.succeeded = true;
     } else if TERMINAL.iter().any(|s| e["status"] == *s) {
         notes
-            .lost
+            .wrong
             .push(format!("execution {id} ({flavor:?}) ended {}, not with {expected}: {e}", e["status"]));
     }
-    let mut ts = Vec::new();
-    loop {
-        let path = format!("/api/executions/{id}/transitions?limit=1000&offset={}&direction=asc", ts.len());
-        let (status, body) = api.get(&path).await;
-        if status != 200 {
-            notes.lost.push(format!("GET {path}: {status} {body}"));
-            return seen.to_vec();
-        }
-        let page = body["items"].as_array().cloned().unwrap_or_default();
-        let more = page.len() == 1000;
-        ts.extend(page);
-        if !more {
-            break;
-        }
-    }
+    let Some(ts) = transitions(api, id, notes).await else { return seen.to_vec() };
     let ended = TERMINAL.iter().any(|s| e["status"] == *s);
     for p in transition_problems(&ts, ended) {
         let line = format!("execution {id} ({flavor:?}): {p}");
@@ -490,6 +488,36 @@ async fn check(
         if !resumed {
             notes.lost.push(format!("execution {id}: an acknowledged resume has no resume transition"));
         }
+    }
+    ids
+}
+
+/// The execution's transitions, oldest first (None, noted as lost, if they cannot be read).
+async fn transitions(api: &Api, id: Uuid, notes: &mut Notes) -> Option<Vec<Value>> {
+    let mut ts = Vec::new();
+    loop {
+        let path = format!("/api/executions/{id}/transitions?limit=1000&offset={}&direction=asc", ts.len());
+        let (status, body) = api.get(&path).await;
+        if status != 200 {
+            notes.lost.push(format!("GET {path}: {status} {body}"));
+            return None;
+        }
+        let page = body["items"].as_array().cloned().unwrap_or_default();
+        let more = page.len() == 1000;
+        ts.extend(page);
+        if !more {
+            return Some(ts);
+        }
+    }
+}
+
+/// An execution that ended at an earlier check: its transitions are exactly those seen then.
+async fn again(api: &Api, id: Uuid, seen: &[String], notes: &mut Notes) -> Vec<String> {
+    let Some(ts) = transitions(api, id, notes).await else { return seen.to_vec() };
+    let ids: Vec<String> = ts.iter().map(|t| t["id"].as_str().unwrap_or("").to_owned()).collect();
+    if ids != seen {
+        let shown: Vec<String> = ts.iter().map(render).collect();
+        notes.lost.push(format!("execution {id} ended, but its transitions changed since: now {shown:?}"));
     }
     ids
 }
