@@ -1201,6 +1201,22 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
                 })
         }
     }
+    ///Body of `POST /api/tasks/{task_id}/executions`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct CreateExecutionRequest {
+        ///The task's input, checked against its `input_schema`.
+        pub input: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+    }
+    impl CreateExecutionRequest {
+        pub fn builder() -> builder::CreateExecutionRequest {
+            Default::default()
+        }
+    }
     ///Body of `POST /api/sessions/{id}/messages`.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct CreateMessageRequest {
@@ -2045,6 +2061,176 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Default::default()
         }
     }
+    ///A run of a task.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct Execution {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///Why it failed or was cancelled.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub error: ::std::option::Option<::std::string::String>,
+        pub id: ::uuid::Uuid,
+        ///The input the execution was started with.
+        pub input: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        ///The value the task returned (when `succeeded`).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub output: ::std::option::Option<::serde_json::Value>,
+        ///While a `sleep` step waits: when it ends (the execution is `running`).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub sleeping_until: ::std::option::Option<
+            ::chrono::DateTime<::chrono::offset::Utc>,
+        >,
+        pub status: ExecutionStatus,
+        pub task_id: ::uuid::Uuid,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl Execution {
+        pub fn builder() -> builder::Execution {
+            Default::default()
+        }
+    }
+    ///`ExecutionCreateIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ExecutionCreateIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for ExecutionCreateIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ExecutionCreateIdempotencyKey> for ::std::string::String {
+        fn from(value: ExecutionCreateIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ExecutionCreateIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ExecutionCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for ExecutionCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ExecutionCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Where an execution is. `queued → starting → running ↔ awaiting_input → succeeded | failed | cancelled`.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum ExecutionStatus {
+        #[serde(rename = "queued")]
+        Queued,
+        #[serde(rename = "starting")]
+        Starting,
+        #[serde(rename = "running")]
+        Running,
+        #[serde(rename = "awaiting_input")]
+        AwaitingInput,
+        #[serde(rename = "succeeded")]
+        Succeeded,
+        #[serde(rename = "failed")]
+        Failed,
+        #[serde(rename = "cancelled")]
+        Cancelled,
+    }
+    impl ::std::fmt::Display for ExecutionStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Queued => f.write_str("queued"),
+                Self::Starting => f.write_str("starting"),
+                Self::Running => f.write_str("running"),
+                Self::AwaitingInput => f.write_str("awaiting_input"),
+                Self::Succeeded => f.write_str("succeeded"),
+                Self::Failed => f.write_str("failed"),
+                Self::Cancelled => f.write_str("cancelled"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ExecutionStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "queued" => Ok(Self::Queued),
+                "starting" => Ok(Self::Starting),
+                "running" => Ok(Self::Running),
+                "awaiting_input" => Ok(Self::AwaitingInput),
+                "succeeded" => Ok(Self::Succeeded),
+                "failed" => Ok(Self::Failed),
+                "cancelled" => Ok(Self::Cancelled),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ExecutionStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ExecutionStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     ///The function a tool call calls.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct FunctionCall {
@@ -2336,6 +2522,16 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     }
     ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ListResponseForExecution {
+        pub items: ::std::vec::Vec<Execution>,
+    }
+    impl ListResponseForExecution {
+        pub fn builder() -> builder::ListResponseForExecution {
+            Default::default()
+        }
+    }
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ListResponseForMessage {
         pub items: ::std::vec::Vec<Message>,
     }
@@ -2371,6 +2567,16 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     }
     impl ListResponseForTool {
         pub fn builder() -> builder::ListResponseForTool {
+            Default::default()
+        }
+    }
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ListResponseForTransition {
+        pub items: ::std::vec::Vec<Transition>,
+    }
+    impl ListResponseForTransition {
+        pub fn builder() -> builder::ListResponseForTransition {
             Default::default()
         }
     }
@@ -3268,6 +3474,63 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
                 })
         }
     }
+    ///The statuses a client may ask for.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum RequestedStatus {
+        ///Stop the execution.
+        #[serde(rename = "cancelled")]
+        Cancelled,
+        ///Resume an execution that is `awaiting_input`.
+        #[serde(rename = "running")]
+        Running,
+    }
+    impl ::std::fmt::Display for RequestedStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Cancelled => f.write_str("cancelled"),
+                Self::Running => f.write_str("running"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for RequestedStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "cancelled" => Ok(Self::Cancelled),
+                "running" => Ok(Self::Running),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for RequestedStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for RequestedStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     ///`ResponseFormat`
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ResponseFormat {
@@ -3818,6 +4081,68 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             Default::default()
         }
     }
+    ///`TaskCreateIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct TaskCreateIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for TaskCreateIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<TaskCreateIdempotencyKey> for ::std::string::String {
+        fn from(value: TaskCreateIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for TaskCreateIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for TaskCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for TaskCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for TaskCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///A tool of an agent.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct Tool {
@@ -4287,6 +4612,142 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             value: ::std::string::String,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
             value.parse()
+        }
+    }
+    ///One committed change of an execution.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct Transition {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///The step this transition ends or enters.
+        pub current: TransitionTarget,
+        pub execution_id: ::uuid::Uuid,
+        pub id: ::uuid::Uuid,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        ///The step that runs next, or null (after `wait`, `finish`, `error`, `cancelled`).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub next: ::std::option::Option<TransitionTarget>,
+        ///The step's output (see each type).
+        pub output: ::serde_json::Value,
+        #[serde(rename = "type")]
+        pub type_: TransitionType,
+    }
+    impl Transition {
+        pub fn builder() -> builder::Transition {
+            Default::default()
+        }
+    }
+    ///A place in a task: a workflow (`main`, a named sub-workflow, or a nested list of steps such as `main[2].then`) and a step's index in it.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct TransitionTarget {
+        pub step: i64,
+        pub workflow: ::std::string::String,
+    }
+    impl TransitionTarget {
+        pub fn builder() -> builder::TransitionTarget {
+            Default::default()
+        }
+    }
+    ///What a transition records.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum TransitionType {
+        #[serde(rename = "init")]
+        Init,
+        #[serde(rename = "init_branch")]
+        InitBranch,
+        #[serde(rename = "step")]
+        Step,
+        #[serde(rename = "resume")]
+        Resume,
+        #[serde(rename = "finish_branch")]
+        FinishBranch,
+        #[serde(rename = "wait")]
+        Wait,
+        #[serde(rename = "finish")]
+        Finish,
+        #[serde(rename = "error")]
+        Error,
+        #[serde(rename = "cancelled")]
+        Cancelled,
+    }
+    impl ::std::fmt::Display for TransitionType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Init => f.write_str("init"),
+                Self::InitBranch => f.write_str("init_branch"),
+                Self::Step => f.write_str("step"),
+                Self::Resume => f.write_str("resume"),
+                Self::FinishBranch => f.write_str("finish_branch"),
+                Self::Wait => f.write_str("wait"),
+                Self::Finish => f.write_str("finish"),
+                Self::Error => f.write_str("error"),
+                Self::Cancelled => f.write_str("cancelled"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for TransitionType {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "init" => Ok(Self::Init),
+                "init_branch" => Ok(Self::InitBranch),
+                "step" => Ok(Self::Step),
+                "resume" => Ok(Self::Resume),
+                "finish_branch" => Ok(Self::FinishBranch),
+                "wait" => Ok(Self::Wait),
+                "finish" => Ok(Self::Finish),
+                "error" => Ok(Self::Error),
+                "cancelled" => Ok(Self::Cancelled),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for TransitionType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for TransitionType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///Body of `PUT /api/executions/{id}`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct UpdateExecutionRequest {
+        ///With `running`: the input the waiting step gets.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub input: ::std::option::Option<::serde_json::Value>,
+        ///With `cancelled`: why (kept as the execution's `error`).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub reason: ::std::option::Option<::std::string::String>,
+        pub status: RequestedStatus,
+    }
+    impl UpdateExecutionRequest {
+        pub fn builder() -> builder::UpdateExecutionRequest {
+            Default::default()
         }
     }
     ///Body of `PUT` and `PATCH /api/sessions/{id}`: only the fields sent change; `metadata` is merged key by key. The participants are fixed at creation: `agent(s)` and `user(s)` are ignored here, as any unknown field is.
@@ -7141,6 +7602,80 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct CreateExecutionRequest {
+            input: ::std::result::Result<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                ::std::string::String,
+            >,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for CreateExecutionRequest {
+            fn default() -> Self {
+                Self {
+                    input: Err("no value supplied for input".to_string()),
+                    metadata: Ok(Default::default()),
+                }
+            }
+        }
+        impl CreateExecutionRequest {
+            pub fn input<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for input: {e}")
+                    });
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CreateExecutionRequest>
+        for super::CreateExecutionRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CreateExecutionRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    input: value.input?,
+                    metadata: value.metadata?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CreateExecutionRequest>
+        for CreateExecutionRequest {
+            fn from(value: super::CreateExecutionRequest) -> Self {
+                Self {
+                    input: Ok(value.input),
+                    metadata: Ok(value.metadata),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct CreateMessageRequest {
             content: ::std::result::Result<::std::string::String, ::std::string::String>,
             metadata: ::std::result::Result<
@@ -8256,6 +8791,223 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct Execution {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            error: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            input: ::std::result::Result<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                ::std::string::String,
+            >,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            output: ::std::result::Result<
+                ::std::option::Option<::serde_json::Value>,
+                ::std::string::String,
+            >,
+            sleeping_until: ::std::result::Result<
+                ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                ::std::string::String,
+            >,
+            status: ::std::result::Result<super::ExecutionStatus, ::std::string::String>,
+            task_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for Execution {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    error: Ok(Default::default()),
+                    id: Err("no value supplied for id".to_string()),
+                    input: Err("no value supplied for input".to_string()),
+                    metadata: Ok(Default::default()),
+                    output: Ok(Default::default()),
+                    sleeping_until: Ok(Default::default()),
+                    status: Err("no value supplied for status".to_string()),
+                    task_id: Err("no value supplied for task_id".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl Execution {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created_at: {e}")
+                    });
+                self
+            }
+            pub fn error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for error: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn input<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for input: {e}")
+                    });
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn output<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::serde_json::Value>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for output: {e}")
+                    });
+                self
+            }
+            pub fn sleeping_until<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::chrono::DateTime<::chrono::offset::Utc>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.sleeping_until = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for sleeping_until: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ExecutionStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for status: {e}")
+                    });
+                self
+            }
+            pub fn task_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.task_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for task_id: {e}")
+                    });
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for updated_at: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Execution> for super::Execution {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Execution,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    error: value.error?,
+                    id: value.id?,
+                    input: value.input?,
+                    metadata: value.metadata?,
+                    output: value.output?,
+                    sleeping_until: value.sleeping_until?,
+                    status: value.status?,
+                    task_id: value.task_id?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Execution> for Execution {
+            fn from(value: super::Execution) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    error: Ok(value.error),
+                    id: Ok(value.id),
+                    input: Ok(value.input),
+                    metadata: Ok(value.metadata),
+                    output: Ok(value.output),
+                    sleeping_until: Ok(value.sleeping_until),
+                    status: Ok(value.status),
+                    task_id: Ok(value.task_id),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct FunctionCall {
             arguments: ::std::result::Result<
                 ::std::string::String,
@@ -8570,6 +9322,49 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ListResponseForExecution {
+            items: ::std::result::Result<
+                ::std::vec::Vec<super::Execution>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ListResponseForExecution {
+            fn default() -> Self {
+                Self {
+                    items: Err("no value supplied for items".to_string()),
+                }
+            }
+        }
+        impl ListResponseForExecution {
+            pub fn items<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Execution>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.items = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for items: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ListResponseForExecution>
+        for super::ListResponseForExecution {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ListResponseForExecution,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { items: value.items? })
+            }
+        }
+        impl ::std::convert::From<super::ListResponseForExecution>
+        for ListResponseForExecution {
+            fn from(value: super::ListResponseForExecution) -> Self {
+                Self { items: Ok(value.items) }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ListResponseForMessage {
             items: ::std::result::Result<
                 ::std::vec::Vec<super::Message>,
@@ -8736,6 +9531,49 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
         impl ::std::convert::From<super::ListResponseForTool> for ListResponseForTool {
             fn from(value: super::ListResponseForTool) -> Self {
+                Self { items: Ok(value.items) }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ListResponseForTransition {
+            items: ::std::result::Result<
+                ::std::vec::Vec<super::Transition>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ListResponseForTransition {
+            fn default() -> Self {
+                Self {
+                    items: Err("no value supplied for items".to_string()),
+                }
+            }
+        }
+        impl ListResponseForTransition {
+            pub fn items<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Transition>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.items = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for items: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ListResponseForTransition>
+        for super::ListResponseForTransition {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ListResponseForTransition,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { items: value.items? })
+            }
+        }
+        impl ::std::convert::From<super::ListResponseForTransition>
+        for ListResponseForTransition {
+            fn from(value: super::ListResponseForTransition) -> Self {
                 Self { items: Ok(value.items) }
             }
         }
@@ -10818,6 +11656,321 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct Transition {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            current: ::std::result::Result<
+                super::TransitionTarget,
+                ::std::string::String,
+            >,
+            execution_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            next: ::std::result::Result<
+                ::std::option::Option<super::TransitionTarget>,
+                ::std::string::String,
+            >,
+            output: ::std::result::Result<::serde_json::Value, ::std::string::String>,
+            type_: ::std::result::Result<super::TransitionType, ::std::string::String>,
+        }
+        impl ::std::default::Default for Transition {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    current: Err("no value supplied for current".to_string()),
+                    execution_id: Err("no value supplied for execution_id".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    metadata: Ok(Default::default()),
+                    next: Ok(Default::default()),
+                    output: Err("no value supplied for output".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl Transition {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created_at: {e}")
+                    });
+                self
+            }
+            pub fn current<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::TransitionTarget>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.current = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for current: {e}")
+                    });
+                self
+            }
+            pub fn execution_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.execution_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for execution_id: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn next<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::TransitionTarget>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.next = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for next: {e}")
+                    });
+                self
+            }
+            pub fn output<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::serde_json::Value>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for output: {e}")
+                    });
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::TransitionType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Transition> for super::Transition {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Transition,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    current: value.current?,
+                    execution_id: value.execution_id?,
+                    id: value.id?,
+                    metadata: value.metadata?,
+                    next: value.next?,
+                    output: value.output?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Transition> for Transition {
+            fn from(value: super::Transition) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    current: Ok(value.current),
+                    execution_id: Ok(value.execution_id),
+                    id: Ok(value.id),
+                    metadata: Ok(value.metadata),
+                    next: Ok(value.next),
+                    output: Ok(value.output),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct TransitionTarget {
+            step: ::std::result::Result<i64, ::std::string::String>,
+            workflow: ::std::result::Result<
+                ::std::string::String,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for TransitionTarget {
+            fn default() -> Self {
+                Self {
+                    step: Err("no value supplied for step".to_string()),
+                    workflow: Err("no value supplied for workflow".to_string()),
+                }
+            }
+        }
+        impl TransitionTarget {
+            pub fn step<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.step = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for step: {e}")
+                    });
+                self
+            }
+            pub fn workflow<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.workflow = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for workflow: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<TransitionTarget> for super::TransitionTarget {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: TransitionTarget,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    step: value.step?,
+                    workflow: value.workflow?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::TransitionTarget> for TransitionTarget {
+            fn from(value: super::TransitionTarget) -> Self {
+                Self {
+                    step: Ok(value.step),
+                    workflow: Ok(value.workflow),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct UpdateExecutionRequest {
+            input: ::std::result::Result<
+                ::std::option::Option<::serde_json::Value>,
+                ::std::string::String,
+            >,
+            reason: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            status: ::std::result::Result<super::RequestedStatus, ::std::string::String>,
+        }
+        impl ::std::default::Default for UpdateExecutionRequest {
+            fn default() -> Self {
+                Self {
+                    input: Ok(Default::default()),
+                    reason: Ok(Default::default()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl UpdateExecutionRequest {
+            pub fn input<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::serde_json::Value>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for input: {e}")
+                    });
+                self
+            }
+            pub fn reason<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reason = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for reason: {e}")
+                    });
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::RequestedStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for status: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<UpdateExecutionRequest>
+        for super::UpdateExecutionRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: UpdateExecutionRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    input: value.input?,
+                    reason: value.reason?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::UpdateExecutionRequest>
+        for UpdateExecutionRequest {
+            fn from(value: super::UpdateExecutionRequest) -> Self {
+                Self {
+                    input: Ok(value.input),
+                    reason: Ok(value.reason),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct UpdateSessionRequest {
             context_overflow: ::std::result::Result<
                 ::std::option::Option<super::ContextOverflow>,
@@ -11426,7 +12579,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
 #[derive(Clone, Debug)]
 /**Client for agent-platform
 
-A self-hostable backend for AI agents: users, agents, sessions and their messages, chat, documents with full-text, vector and hybrid search, tools and tasks.
+A self-hostable backend for AI agents: users, agents, sessions and their messages, chat, documents with full-text, vector and hybrid search, tools, and tasks that run (executions).
 
 Every route needs an API key in the `Authorization` header (`Bearer <key>` or the bare key), except `GET /api/healthz` and `GET /api/openapi.json`. Every record belongs to the tenant of the key; another tenant's id answers 404, as a missing one does.
 
@@ -11764,6 +12917,27 @@ let response = client.task_create_or_update()
     pub fn task_create_or_update(&self) -> builder::TaskCreateOrUpdate<'_> {
         builder::TaskCreateOrUpdate::new(self)
     }
+    /**Create a task of an agent
+
+The body is the one of `PUT /api/agents/{id}/tasks`; its `name` must not be used by another task of the agent (409 otherwise: overwrite that task with the PUT, or pick another name). With an `id`, the task is created with that id (409 if a record has it already). Every step is checked (see the body's `main`): a step that is not valid is a 422 at its place.
+
+Sends a `POST` request to `/api/agents/{id}/tasks`
+
+Arguments:
+- `id`: The agent's id.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `body`
+```ignore
+let response = client.task_create()
+    .id(id)
+    .idempotency_key(idempotency_key)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn task_create(&self) -> builder::TaskCreate<'_> {
+        builder::TaskCreate::new(self)
+    }
     /**Get a task of an agent
 
 Sends a `GET` request to `/api/agents/{id}/tasks/{task_id}`
@@ -11902,6 +13076,109 @@ let response = client.tool_patch()
 ```*/
     pub fn tool_patch(&self) -> builder::ToolPatch<'_> {
         builder::ToolPatch::new(self)
+    }
+    /**Get an execution
+
+Sends a `GET` request to `/api/executions/{id}`
+
+Arguments:
+- `id`: The execution's id.
+```ignore
+let response = client.execution_get()
+    .id(id)
+    .send()
+    .await;
+```*/
+    pub fn execution_get(&self) -> builder::ExecutionGet<'_> {
+        builder::ExecutionGet::new(self)
+    }
+    /**Cancel an execution, or resume one that awaits input
+
+`{"status": "cancelled", "reason"?}` stops an execution that is `queued`, `starting`, `running` (a sleeping one too) or `awaiting_input`: it commits a `cancelled` transition (output `{"reason": reason}`, or null) and its `error` becomes the reason, or `"cancelled"`. A step in flight is dropped (a model or HTTP call is abandoned).
+
+`{"status": "running", "input"?}` resumes an execution that is `awaiting_input`: it commits a `resume` transition whose output is `input`, which becomes the waiting step's output (a `wait_for_input`); for a function tool call, send `{"result": <the tool's result>}`.
+
+Any other change is a 409 naming the execution's status and the one asked for (e.g. cancelling a finished execution, resuming a running one); see the status table of `execution_create`. 404 if the execution does not exist.
+
+Sends a `PUT` request to `/api/executions/{id}`
+
+Arguments:
+- `id`: The execution's id.
+- `body`
+```ignore
+let response = client.execution_update()
+    .id(id)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn execution_update(&self) -> builder::ExecutionUpdate<'_> {
+        builder::ExecutionUpdate::new(self)
+    }
+    /**List an execution's transitions, oldest first unless `direction=desc`
+
+Transition types and the status each gives: `init` starting; `init_branch`, `step`, `resume`, `finish_branch` running; `wait` awaiting_input; `finish` succeeded; `error` failed; `cancelled` cancelled. What may follow each type:
+
+| after | next | |---|---| | `init` | `wait`, `error`, `step`, `cancelled`, `init_branch`, `finish` | | `init_branch` | `wait`, `error`, `step`, `cancelled`, `finish_branch` | | `wait` | `resume`, `step`, `cancelled`, `finish`, `finish_branch` | | `step`, `resume` | `wait`, `error`, `cancelled`, `step`, `finish`, `finish_branch`, `init_branch` | | `finish_branch` | `wait`, `error`, `cancelled`, `step`, `finish`, `init_branch` | | `finish`, `error`, `cancelled` | nothing: they end the execution |
+
+`finish`, `error`, `cancelled` and `wait` have `next: null`. A step in flight when the server was killed runs again after the restart, but its transition is committed once: a transition is never repeated. 404 if the execution does not exist.
+
+Sends a `GET` request to `/api/executions/{id}/transitions`
+
+Arguments:
+- `id`: The execution's id.
+- `direction`: Oldest first (`asc`, the default) or newest first (`desc`).
+- `limit`: How many transitions to answer at most (1 to 1000). A page also stops adding transitions once its body would pass 8 MiB (it always has at least one): page on with `offset += len(items)` until a page comes back empty.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only transitions whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
+- `offset`: How many transitions to skip first.
+```ignore
+let response = client.transition_list()
+    .id(id)
+    .direction(direction)
+    .limit(limit)
+    .metadata_filter(metadata_filter)
+    .offset(offset)
+    .send()
+    .await;
+```*/
+    pub fn transition_list(&self) -> builder::TransitionList<'_> {
+        builder::TransitionList::new(self)
+    }
+    /**Follow an execution's transitions as server-sent events
+
+The answer is `text/event-stream`: every transition so far, oldest first, then each new one as it commits; each event is `id: <transition id>` and `data: <Transition JSON>`. With a `Last-Event-ID` header (an event source sends it when it reconnects), the stream starts after that transition. The stream ends after a terminal transition (`finish`, `error`, `cancelled`); for an execution that has ended, it sends what is left and ends at once. An execution that awaits input keeps its stream open. 404 (an ordinary error answer) if the execution does not exist.
+
+Sends a `GET` request to `/api/executions/{id}/transitions.stream`
+
+Arguments:
+- `id`: The execution's id.
+- `last_event_id`: The `id` of the last event received: the stream resumes after that transition (an event source sends it by itself when it reconnects).
+```ignore
+let response = client.transition_stream()
+    .id(id)
+    .last_event_id(last_event_id)
+    .send()
+    .await;
+```*/
+    pub fn transition_stream(&self) -> builder::TransitionStream<'_> {
+        builder::TransitionStream::new(self)
+    }
+    /**Get a transition of an execution
+
+Sends a `GET` request to `/api/executions/{id}/transitions/{transition_id}`
+
+Arguments:
+- `id`: The execution's id.
+- `transition_id`: The transition's id.
+```ignore
+let response = client.transition_get()
+    .id(id)
+    .transition_id(transition_id)
+    .send()
+    .await;
+```*/
+    pub fn transition_get(&self) -> builder::TransitionGet<'_> {
+        builder::TransitionGet::new(self)
     }
     /**Health check (no API key needed)
 
@@ -12172,6 +13449,75 @@ let response = client.session_tool_list()
 ```*/
     pub fn session_tool_list(&self) -> builder::SessionToolList<'_> {
         builder::SessionToolList::new(self)
+    }
+    /**Get a task by its id alone
+
+Sends a `GET` request to `/api/tasks/{task_id}`
+
+Arguments:
+- `task_id`: The task's id.
+```ignore
+let response = client.task_get_by_id()
+    .task_id(task_id)
+    .send()
+    .await;
+```*/
+    pub fn task_get_by_id(&self) -> builder::TaskGetById<'_> {
+        builder::TaskGetById::new(self)
+    }
+    /**List a task's executions (404 if the task does not exist)
+
+Sends a `GET` request to `/api/tasks/{task_id}/executions`
+
+Arguments:
+- `task_id`: The task's id.
+- `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
+- `limit`: How many records to answer at most (1 to 1000). A page also stops adding records once its body would pass 8 MiB (it always has at least one): page on with `offset += len(items)` until a page comes back empty.
+- `metadata_filter`: A JSON object, e.g. `{"lang":"en"}`: only records whose metadata has every given top-level key with an equal value. Bounded as metadata is (at most 64 keys and 16384 bytes as JSON).
+- `offset`: How many matching records to skip first.
+- `sort_by`: The timestamp to order by.
+```ignore
+let response = client.execution_list()
+    .task_id(task_id)
+    .direction(direction)
+    .limit(limit)
+    .metadata_filter(metadata_filter)
+    .offset(offset)
+    .sort_by(sort_by)
+    .send()
+    .await;
+```*/
+    pub fn execution_list(&self) -> builder::ExecutionList<'_> {
+        builder::ExecutionList::new(self)
+    }
+    /**Start an execution of a task
+
+Answers 201 with the execution, `queued`; the server runs it in the background (follow it with `GET /api/executions/{id}/transitions.stream`). `input` must match the task's `input_schema`: a mismatch is a 422 whose `loc` starts `["body","input",…]` and names the offending value. The task is read once, now: later edits of the task do not change this execution.
+
+How an execution runs: each step's outcome is committed as a transition, durably, before the next step starts. A server that stops (even killed) resumes every unfinished execution from its last transition when it starts again: a step in flight at a kill runs again (steps are at-least-once; a transition is never repeated), and a `sleep` ends at its original due time. An execution over a limit of the server (steps per execution, foreach items, parallel branches, sleep length, expression fuel, api_call timeout) fails with an `error` naming the limit.
+
+Statuses: `queued → starting → running ↔ awaiting_input → succeeded | failed | cancelled`. An execution may become:
+
+| status | from | |---|---| | `starting` | `queued` | | `running` | `starting`, `awaiting_input`, `running` | | `awaiting_input` | `starting`, `running` | | `succeeded` | `starting`, `awaiting_input`, `running` | | `failed` | `starting`, `running` | | `cancelled` | `queued`, `starting`, `awaiting_input`, `running` |
+
+404 if the task does not exist.
+
+Sends a `POST` request to `/api/tasks/{task_id}/executions`
+
+Arguments:
+- `task_id`: The task's id.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `body`
+```ignore
+let response = client.execution_create()
+    .task_id(task_id)
+    .idempotency_key(idempotency_key)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn execution_create(&self) -> builder::ExecutionCreate<'_> {
+        builder::ExecutionCreate::new(self)
     }
     /**List users
 
@@ -14511,6 +15857,179 @@ pub mod builder {
             }
         }
     }
+    /**Builder for [`Client::task_create`]
+
+[`Client::task_create`]: super::Client::task_create*/
+    #[derive(Debug, Clone)]
+    pub struct TaskCreate<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        idempotency_key: Result<Option<types::TaskCreateIdempotencyKey>, String>,
+        body: Result<types::builder::PutTaskRequest, String>,
+    }
+    impl<'a> TaskCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                idempotency_key: Ok(None),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::TaskCreateIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `TaskCreateIdempotencyKey` for idempotency_key failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::PutTaskRequest>,
+            <V as std::convert::TryInto<
+                types::PutTaskRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `PutTaskRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::PutTaskRequest,
+            ) -> types::builder::PutTaskRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/agents/{id}/tasks`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Task>, Error<types::Error>> {
+            let Self { client, id, idempotency_key, body } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::PutTaskRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/tasks", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "task_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
     /**Builder for [`Client::task_get`]
 
 [`Client::task_get`]: super::Client::task_get*/
@@ -15548,6 +17067,660 @@ pub mod builder {
                     )
                 }
                 507u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::execution_get`]
+
+[`Client::execution_get`]: super::Client::execution_get*/
+    #[derive(Debug, Clone)]
+    pub struct ExecutionGet<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> ExecutionGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/executions/{id}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Execution>, Error<types::Error>> {
+            let Self { client, id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/executions/{}", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "execution_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::execution_update`]
+
+[`Client::execution_update`]: super::Client::execution_update*/
+    #[derive(Debug, Clone)]
+    pub struct ExecutionUpdate<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::UpdateExecutionRequest, String>,
+    }
+    impl<'a> ExecutionUpdate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::UpdateExecutionRequest>,
+            <V as std::convert::TryInto<
+                types::UpdateExecutionRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!(
+                        "conversion to `UpdateExecutionRequest` for body failed: {}", s
+                    )
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::UpdateExecutionRequest,
+            ) -> types::builder::UpdateExecutionRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/executions/{id}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Execution>, Error<types::Error>> {
+            let Self { client, id, body } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::UpdateExecutionRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/executions/{}", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "execution_update",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::transition_list`]
+
+[`Client::transition_list`]: super::Client::transition_list*/
+    #[derive(Debug, Clone)]
+    pub struct TransitionList<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        direction: Result<Option<types::Direction>, String>,
+        limit: Result<Option<::std::num::NonZeroU64>, String>,
+        metadata_filter: Result<Option<::std::string::String>, String>,
+        offset: Result<Option<i64>, String>,
+    }
+    impl<'a> TransitionList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                direction: Ok(None),
+                limit: Ok(None),
+                metadata_filter: Ok(None),
+                offset: Ok(None),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn direction<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::Direction>,
+        {
+            self.direction = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `Direction` for direction failed".to_string()
+                });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: num :: NonZeroU64` for limit failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn metadata_filter<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.metadata_filter = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: string :: String` for metadata_filter failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<i64>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `i64` for offset failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/executions/{id}/transitions`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<types::ListResponseForTransition>,
+            Error<types::Error>,
+        > {
+            let Self { client, id, direction, limit, metadata_filter, offset } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let direction = direction.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let metadata_filter = metadata_filter.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/executions/{}/transitions", client.baseurl, encode_path(& id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("direction", &direction))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(
+                    &progenitor_client::QueryParam::new(
+                        "metadata_filter",
+                        &metadata_filter,
+                    ),
+                )
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "transition_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::transition_stream`]
+
+[`Client::transition_stream`]: super::Client::transition_stream*/
+    #[derive(Debug, Clone)]
+    pub struct TransitionStream<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        last_event_id: Result<Option<::uuid::Uuid>, String>,
+    }
+    impl<'a> TransitionStream<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                last_event_id: Ok(None),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn last_event_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.last_event_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for last_event_id failed"
+                        .to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/executions/{id}/transitions.stream`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<ByteStream>, Error<types::Error>> {
+            let Self { client, id, last_event_id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let last_event_id = last_event_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/executions/{}/transitions.stream", client.baseurl, encode_path(&
+                id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            if let Some(value) = last_event_id {
+                header_map.append("last-event-id", value.to_string().try_into()?);
+            }
+            #[allow(unused_mut)]
+            let mut request = client.client.get(url).headers(header_map).build()?;
+            let info = OperationInfo {
+                operation_id: "transition_stream",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => Ok(ResponseValue::stream(response)),
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::transition_get`]
+
+[`Client::transition_get`]: super::Client::transition_get*/
+    #[derive(Debug, Clone)]
+    pub struct TransitionGet<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        transition_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> TransitionGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                transition_id: Err("transition_id was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn transition_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.transition_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for transition_id failed"
+                        .to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/executions/{id}/transitions/{transition_id}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Transition>, Error<types::Error>> {
+            let Self { client, id, transition_id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let transition_id = transition_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/executions/{}/transitions/{}", client.baseurl, encode_path(& id
+                .to_string()), encode_path(& transition_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "transition_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -17446,6 +19619,479 @@ pub mod builder {
                     )
                 }
                 503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::task_get_by_id`]
+
+[`Client::task_get_by_id`]: super::Client::task_get_by_id*/
+    #[derive(Debug, Clone)]
+    pub struct TaskGetById<'a> {
+        client: &'a super::Client,
+        task_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> TaskGetById<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                task_id: Err("task_id was not initialized".to_string()),
+            }
+        }
+        pub fn task_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.task_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for task_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/tasks/{task_id}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Task>, Error<types::Error>> {
+            let Self { client, task_id } = self;
+            let task_id = task_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/tasks/{}", client.baseurl, encode_path(& task_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "task_get_by_id",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::execution_list`]
+
+[`Client::execution_list`]: super::Client::execution_list*/
+    #[derive(Debug, Clone)]
+    pub struct ExecutionList<'a> {
+        client: &'a super::Client,
+        task_id: Result<::uuid::Uuid, String>,
+        direction: Result<Option<types::Direction>, String>,
+        limit: Result<Option<::std::num::NonZeroU64>, String>,
+        metadata_filter: Result<Option<::std::string::String>, String>,
+        offset: Result<Option<i64>, String>,
+        sort_by: Result<Option<types::SortBy>, String>,
+    }
+    impl<'a> ExecutionList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                task_id: Err("task_id was not initialized".to_string()),
+                direction: Ok(None),
+                limit: Ok(None),
+                metadata_filter: Ok(None),
+                offset: Ok(None),
+                sort_by: Ok(None),
+            }
+        }
+        pub fn task_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.task_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for task_id failed".to_string()
+                });
+            self
+        }
+        pub fn direction<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::Direction>,
+        {
+            self.direction = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `Direction` for direction failed".to_string()
+                });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: num :: NonZeroU64` for limit failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn metadata_filter<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::string::String>,
+        {
+            self.metadata_filter = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: string :: String` for metadata_filter failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<i64>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `i64` for offset failed".to_string());
+            self
+        }
+        pub fn sort_by<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SortBy>,
+        {
+            self.sort_by = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `SortBy` for sort_by failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/tasks/{task_id}/executions`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<types::ListResponseForExecution>,
+            Error<types::Error>,
+        > {
+            let Self {
+                client,
+                task_id,
+                direction,
+                limit,
+                metadata_filter,
+                offset,
+                sort_by,
+            } = self;
+            let task_id = task_id.map_err(Error::InvalidRequest)?;
+            let direction = direction.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let metadata_filter = metadata_filter.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
+            let sort_by = sort_by.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/tasks/{}/executions", client.baseurl, encode_path(& task_id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("direction", &direction))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(
+                    &progenitor_client::QueryParam::new(
+                        "metadata_filter",
+                        &metadata_filter,
+                    ),
+                )
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
+                .query(&progenitor_client::QueryParam::new("sort_by", &sort_by))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "execution_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::execution_create`]
+
+[`Client::execution_create`]: super::Client::execution_create*/
+    #[derive(Debug, Clone)]
+    pub struct ExecutionCreate<'a> {
+        client: &'a super::Client,
+        task_id: Result<::uuid::Uuid, String>,
+        idempotency_key: Result<Option<types::ExecutionCreateIdempotencyKey>, String>,
+        body: Result<types::builder::CreateExecutionRequest, String>,
+    }
+    impl<'a> ExecutionCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                task_id: Err("task_id was not initialized".to_string()),
+                idempotency_key: Ok(None),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn task_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.task_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for task_id failed".to_string()
+                });
+            self
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ExecutionCreateIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `ExecutionCreateIdempotencyKey` for idempotency_key failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CreateExecutionRequest>,
+            <V as std::convert::TryInto<
+                types::CreateExecutionRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!(
+                        "conversion to `CreateExecutionRequest` for body failed: {}", s
+                    )
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::CreateExecutionRequest,
+            ) -> types::builder::CreateExecutionRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/tasks/{task_id}/executions`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Execution>, Error<types::Error>> {
+            let Self { client, task_id, idempotency_key, body } = self;
+            let task_id = task_id.map_err(Error::InvalidRequest)?;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::CreateExecutionRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/tasks/{}/executions", client.baseurl, encode_path(& task_id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "execution_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,

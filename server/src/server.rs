@@ -126,6 +126,9 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
         // each waits for the client's delayed ACK (~40 ms on Linux).
         tcp_nodelay: true,
     };
+    // Before the first request: executions can be started (and those under way at
+    // the last stop go on) as soon as the server answers.
+    let engine = crate::exec::engine::Engine::start(&app, &cfg.executions, &cfg.tools, log.clone()).await?;
     let server = ServerBuilder::new(api, Ctx { app: app.clone(), spec, body_read_timeout }, log.clone())
         .config(config)
         .connections(connections)
@@ -140,7 +143,6 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
     } else {
         None
     };
-    let engine = crate::exec::engine::Engine::start(&app, &cfg.executions, &cfg.tools, log.clone()).await?;
     Ok(Running { server, store, app, first_key, engine })
 }
 

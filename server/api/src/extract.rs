@@ -259,3 +259,32 @@ impl SharedExtractor for IdempotencyKey {
         <Header<IdempotencyHeader> as SharedExtractor>::metadata(ct)
     }
 }
+
+/// The `Last-Event-ID` header of an event stream: the id of the last event a
+/// client received, after which it resumes. Not a UUID: a 422 naming it.
+pub struct LastEventId(pub Option<uuid::Uuid>);
+
+/// The header's name, as `loc` names it.
+pub const LAST_EVENT_ID: &str = "last-event-id";
+
+#[async_trait]
+impl SharedExtractor for LastEventId {
+    async fn from_request<C: ServerContext>(rqctx: &RequestContext<C>) -> Result<Self, HttpError> {
+        let Some(sent) = rqctx.request.headers().get(LAST_EVENT_ID) else { return Ok(LastEventId(None)) };
+        let invalid = || {
+            let mut i = issue(Source::Header, "uuid_parsing", "Last-Event-ID should be the id of a transition (a UUID)");
+            i.loc.push(LocPart::Key(LAST_EVENT_ID.into()));
+            ApiError::validation_http_error(vec![i])
+        };
+        let text = sent.to_str().map_err(|_| invalid())?.trim();
+        // An event source sends an empty value when it saw no `id:` yet.
+        if text.is_empty() {
+            return Ok(LastEventId(None));
+        }
+        text.parse().map(|id| LastEventId(Some(id))).map_err(|_| invalid())
+    }
+
+    fn metadata(ct: ApiEndpointBodyContentType) -> ExtractorMetadata {
+        <Header<crate::types::LastEventIdHeader> as SharedExtractor>::metadata(ct)
+    }
+}

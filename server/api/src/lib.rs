@@ -24,9 +24,9 @@ use dropshot::{HttpResponseCreated, HttpResponseDeleted, HttpResponseOk, Request
 use serde_json::Value;
 
 pub use error::ApiError;
-pub use extract::{BodyReadTimeout, IdempotencyKey, JsonBody, PathParams, QueryParams};
+pub use extract::{BodyReadTimeout, IdempotencyKey, JsonBody, LastEventId, PathParams, QueryParams};
 pub use openapi::{EXAMPLE_NAME, LINKS, PUBLIC_PATHS, openapi};
-pub use reply::{ChatAnswer, Reply};
+pub use reply::{ChatAnswer, EventStream, Reply};
 use types::*;
 
 /// The interface version we implement: the spec's `info.version`.
@@ -374,6 +374,159 @@ pub trait AgentPlatformApi {
     /// Delete a task of an agent.
     #[endpoint { method = DELETE, path = "/api/agents/{id}/tasks/{task_id}", tags = ["tasks"] }]
     async fn task_delete(rqctx: RequestContext<Self::Context>, path: PathParams<AgentTaskPath>) -> Deleted;
+
+    /// Create a task of an agent.
+    ///
+    /// The body is the one of `PUT /api/agents/{id}/tasks`; its `name` must not
+    /// be used by another task of the agent (409 otherwise: overwrite that task
+    /// with the PUT, or pick another name). With an `id`, the task is created
+    /// with that id (409 if a record has it already). Every step is checked
+    /// (see the body's `main`): a step that is not valid is a 422 at its place.
+    #[endpoint { method = POST, path = "/api/agents/{id}/tasks", tags = ["tasks"] }]
+    async fn task_create(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<PutTaskRequest>,
+    ) -> Created<Task>;
+
+    /// Get a task by its id alone.
+    #[endpoint { method = GET, path = "/api/tasks/{task_id}", tags = ["tasks"] }]
+    async fn task_get_by_id(rqctx: RequestContext<Self::Context>, path: PathParams<TaskPath>) -> Ok200<Task>;
+
+    // ------------------------------------------------------------ executions
+
+    /// Start an execution of a task.
+    ///
+    /// Answers 201 with the execution, `queued`; the server runs it in the
+    /// background (follow it with `GET /api/executions/{id}/transitions.stream`).
+    /// `input` must match the task's `input_schema`: a mismatch is a 422 whose
+    /// `loc` starts `["body","input",…]` and names the offending value. The task
+    /// is read once, now: later edits of the task do not change this execution.
+    ///
+    /// How an execution runs: each step's outcome is committed as a transition,
+    /// durably, before the next step starts. A server that stops (even killed)
+    /// resumes every unfinished execution from its last transition when it
+    /// starts again: a step in flight at a kill runs again (steps are
+    /// at-least-once; a transition is never repeated), and a `sleep` ends at its
+    /// original due time. An execution over a limit of the server (steps per
+    /// execution, foreach items, parallel branches, sleep length, expression
+    /// fuel, api_call timeout) fails with an `error` naming the limit.
+    ///
+    /// Statuses: `queued → starting → running ↔ awaiting_input → succeeded |
+    /// failed | cancelled`. An execution may become:
+    ///
+    /// | status | from |
+    /// |---|---|
+    /// | `starting` | `queued` |
+    /// | `running` | `starting`, `awaiting_input`, `running` |
+    /// | `awaiting_input` | `starting`, `running` |
+    /// | `succeeded` | `starting`, `awaiting_input`, `running` |
+    /// | `failed` | `starting`, `running` |
+    /// | `cancelled` | `queued`, `starting`, `awaiting_input`, `running` |
+    ///
+    /// 404 if the task does not exist.
+    #[endpoint { method = POST, path = "/api/tasks/{task_id}/executions", tags = ["executions"] }]
+    async fn execution_create(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<TaskPath>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<CreateExecutionRequest>,
+    ) -> Created<Execution>;
+
+    /// List a task's executions (404 if the task does not exist).
+    #[endpoint { method = GET, path = "/api/tasks/{task_id}/executions", tags = ["executions"] }]
+    async fn execution_list(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<TaskPath>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Execution>>;
+
+    /// Get an execution.
+    #[endpoint { method = GET, path = "/api/executions/{id}", tags = ["executions"] }]
+    async fn execution_get(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<ExecutionPath>,
+    ) -> Ok200<Execution>;
+
+    /// Cancel an execution, or resume one that awaits input.
+    ///
+    /// `{"status": "cancelled", "reason"?}` stops an execution that is
+    /// `queued`, `starting`, `running` (a sleeping one too) or `awaiting_input`:
+    /// it commits a `cancelled` transition (output `{"reason": reason}`, or null)
+    /// and its `error` becomes the reason, or `"cancelled"`. A step in flight is
+    /// dropped (a model or HTTP call is abandoned).
+    ///
+    /// `{"status": "running", "input"?}` resumes an execution that is
+    /// `awaiting_input`: it commits a `resume` transition whose output is
+    /// `input`, which becomes the waiting step's output (a `wait_for_input`);
+    /// for a function tool call, send `{"result": <the tool's result>}`.
+    ///
+    /// Any other change is a 409 naming the execution's status and the one
+    /// asked for (e.g. cancelling a finished execution, resuming a running
+    /// one); see the status table of `execution_create`. 404 if the execution
+    /// does not exist.
+    #[endpoint { method = PUT, path = "/api/executions/{id}", tags = ["executions"] }]
+    async fn execution_update(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<ExecutionPath>,
+        body: JsonBody<UpdateExecutionRequest>,
+    ) -> Ok200<Execution>;
+
+    /// List an execution's transitions, oldest first unless `direction=desc`.
+    ///
+    /// Transition types and the status each gives: `init` starting;
+    /// `init_branch`, `step`, `resume`, `finish_branch` running; `wait`
+    /// awaiting_input; `finish` succeeded; `error` failed; `cancelled`
+    /// cancelled. What may follow each type:
+    ///
+    /// | after | next |
+    /// |---|---|
+    /// | `init` | `wait`, `error`, `step`, `cancelled`, `init_branch`, `finish` |
+    /// | `init_branch` | `wait`, `error`, `step`, `cancelled`, `finish_branch` |
+    /// | `wait` | `resume`, `step`, `cancelled`, `finish`, `finish_branch` |
+    /// | `step`, `resume` | `wait`, `error`, `cancelled`, `step`, `finish`, `finish_branch`, `init_branch` |
+    /// | `finish_branch` | `wait`, `error`, `cancelled`, `step`, `finish`, `init_branch` |
+    /// | `finish`, `error`, `cancelled` | nothing: they end the execution |
+    ///
+    /// `finish`, `error`, `cancelled` and `wait` have `next: null`. A step in
+    /// flight when the server was killed runs again after the restart, but its
+    /// transition is committed once: a transition is never repeated. 404 if the
+    /// execution does not exist.
+    #[endpoint { method = GET, path = "/api/executions/{id}/transitions", tags = ["executions"] }]
+    async fn transition_list(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<ExecutionPath>,
+        query: QueryParams<TransitionListParams>,
+    ) -> Ok200<ListResponse<Transition>>;
+
+    /// Get a transition of an execution.
+    #[endpoint {
+        method = GET,
+        path = "/api/executions/{id}/transitions/{transition_id}",
+        tags = ["executions"]
+    }]
+    async fn transition_get(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<ExecutionTransitionPath>,
+    ) -> Ok200<Transition>;
+
+    /// Follow an execution's transitions as server-sent events.
+    ///
+    /// The answer is `text/event-stream`: every transition so far, oldest
+    /// first, then each new one as it commits; each event is `id: <transition
+    /// id>` and `data: <Transition JSON>`. With a `Last-Event-ID` header (an
+    /// event source sends it when it reconnects), the stream starts after that
+    /// transition. The stream ends after a terminal transition (`finish`,
+    /// `error`, `cancelled`); for an execution that has ended, it sends what is
+    /// left and ends at once. An execution that awaits input keeps its stream
+    /// open. 404 (an ordinary error answer) if the execution does not exist.
+    #[endpoint { method = GET, path = "/api/executions/{id}/transitions.stream", tags = ["executions"] }]
+    async fn transition_stream(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<ExecutionPath>,
+        last_event_id: LastEventId,
+    ) -> Result<Reply<EventStream>, ApiError>;
     // ------------------------------------------------------------ documents and search
 
     /// Add a document to an agent.

@@ -21,7 +21,8 @@ pub fn openapi() -> Value {
     let mut doc = api.openapi("agent-platform", semver(API_VERSION));
     doc.description(
         "A self-hostable backend for AI agents: users, agents, sessions and their messages, \
-         chat, documents with full-text, vector and hybrid search, tools and tasks.\n\n\
+         chat, documents with full-text, vector and hybrid search, tools, and tasks that run \
+         (executions).\n\n\
          Every route needs an API key in the `Authorization` header (`Bearer <key>` or the bare key), \
          except `GET /api/healthz` and `GET /api/openapi.json`. Every record belongs to the tenant \
          of the key; another tenant's id answers 404, as a missing one does.\n\n\
@@ -150,6 +151,17 @@ pub fn openapi() -> Value {
             "oneOf": [chunk, error_event],
         }
     });
+    // A transitions stream answers server-sent events only (see `EventStream`).
+    let stream = operation_mut(&mut v, "transition_stream").expect("the transitions stream operation");
+    stream["responses"]["200"]["content"] = json!({
+        "text/event-stream": {
+            "schema": {
+                "description": "Server-sent events, one per transition: `id: <transition id>` and \
+                                `data: <Transition>`; the stream ends after a terminal transition.",
+                "allOf": [{"$ref": "#/components/schemas/Transition"}],
+            }
+        }
+    });
     add_links(&mut v);
     add_name_examples(&mut v);
     v
@@ -201,6 +213,7 @@ pub const LINKS: &[(&str, &[&str], &str, &str)] = &[
             "tool_list",
             "task_list",
             "task_create_or_update",
+            "task_create",
         ],
         r#"{"id": "$response.body#/id"}"#,
         "",
@@ -243,6 +256,30 @@ pub const LINKS: &[(&str, &[&str], &str, &str)] = &[
         "task_create_or_update",
         &["task_get", "task_delete"],
         r#"{"id": "$request.path.id", "task_id": "$response.body#/id"}"#,
+        "",
+    ),
+    (
+        "task_create_or_update",
+        &["task_get_by_id", "execution_create", "execution_list"],
+        r#"{"task_id": "$response.body#/id"}"#,
+        "",
+    ),
+    (
+        "task_create",
+        &["task_get", "task_delete"],
+        r#"{"id": "$request.path.id", "task_id": "$response.body#/id"}"#,
+        "",
+    ),
+    (
+        "task_create",
+        &["task_get_by_id", "execution_create", "execution_list"],
+        r#"{"task_id": "$response.body#/id"}"#,
+        "",
+    ),
+    (
+        "execution_create",
+        &["execution_get", "execution_update", "transition_list", "transition_stream"],
+        r#"{"id": "$response.body#/id"}"#,
         "",
     ),
 ];

@@ -98,3 +98,28 @@ impl HttpResponse for ChatAnswer {
         StatusCode::OK
     }
 }
+
+/// The answer of a transitions stream: a `text/event-stream` body, one event
+/// per [`Transition`](crate::types::Transition). Dropshot has no event-stream
+/// response type: the spec's answer is rewritten by [`crate::openapi()`] to
+/// the event-stream media type (the generated client reads it as bytes; its
+/// `stream` module parses the events).
+pub struct EventStream(pub Body);
+
+impl HttpResponse for EventStream {
+    fn to_result(self) -> Result<http::Response<Body>, HttpError> {
+        Ok(http::Response::builder()
+            .status(StatusCode::OK)
+            .header(http::header::CONTENT_TYPE, "text/event-stream")
+            .header(http::header::CACHE_CONTROL, "no-cache")
+            .body(self.0)?)
+    }
+
+    fn response_metadata() -> ApiEndpointResponse {
+        HttpResponseOk::<crate::types::Transition>::response_metadata()
+    }
+
+    fn status_code(&self) -> StatusCode {
+        StatusCode::OK
+    }
+}

@@ -104,6 +104,31 @@ impl App {
         Err(StoreError::Stale.into())
     }
 
+    /// Creates a task (201). Its name must be free in the agent: a clash is a
+    /// 409 (the store's unique name), as is an `id` that a record has already.
+    pub async fn task_create(&self, t: Tenant, agent: Uuid, req: PutTaskRequest) -> Result<Task> {
+        let data = encode(&TaskData {
+            name: req.name.clone(),
+            description: req.description,
+            input_schema: req.input_schema,
+            main: req.main,
+            tools: req.tools.into_iter().map(StoredToolDef::from).collect(),
+            inherit_tools: req.inherit_tools,
+        })?;
+        let mut rec = match req.id {
+            Some(id) => Record::new(Kind::Task, id, agent, data),
+            None => Record::fresh(Kind::Task, agent, data),
+        };
+        rec.unique = Some(req.name);
+        rec.metadata = req.metadata.map(Metadata::into_inner);
+        self.insert_resource(t, rec, vec![Op::Require { kind: Kind::Agent, id: agent }]).await
+    }
+
+    /// A task by its id alone (any agent's of the tenant).
+    pub async fn task_get_by_id(&self, t: Tenant, id: Uuid) -> Result<Task> {
+        decode(&self.load(t, Kind::Task, id).await?)
+    }
+
     pub async fn task_get(&self, t: Tenant, agent: Uuid, id: Uuid) -> Result<Task> {
         self.load(t, Kind::Agent, agent).await?;
         decode(&self.load_in(t, Kind::Task, agent, id).await?)

@@ -67,10 +67,7 @@ impl Engine {
             app: app.clone(),
             config: config.clone(),
             eval: Evaluator::new(config.expression_fuel),
-            policy: ApiCallPolicy {
-                allowed_hosts: tools.api_call_allowed_hosts.clone(),
-                max_timeout: Duration::from_secs(config.api_call_timeout_s),
-            },
+            policy: ApiCallPolicy::from_config(tools, config),
             http,
             slots: Arc::new(Semaphore::new(config.workers.max(1))),
             active: Default::default(),

@@ -51,6 +51,16 @@ impl From<StoreError> for Stop {
 
 type Flowing<T> = Result<T, Stop>;
 
+/// The most bytes (as JSON) a step's output may take: every transition is
+/// kept in memory by the run that replays it.
+pub const MAX_OUTPUT_BYTES: usize = 1 << 20;
+/// The most bytes (as JSON) the values of `set` steps may take together.
+pub const MAX_STATE_BYTES: usize = 1 << 20;
+
+fn json_len(v: &Value) -> usize {
+    serde_json::to_vec(v).map_or(usize::MAX, |b| b.len())
+}
+
 /// What a list of steps ends with.
 enum Flow {
     /// Its last step's output.
@@ -102,10 +112,25 @@ struct ListAt {
     top: bool,
 }
 
-/// One call of a workflow (`main`, or a yielded one): its outputs so far.
-#[derive(Default)]
+/// One call of a workflow (`main`, or a yielded one): its outputs so far, a
+/// JSON array shared with the contexts of its steps (a push copies it only
+/// while a context of another branch still holds it).
 struct Workflow {
-    outputs: parking_lot::Mutex<Vec<Value>>,
+    outputs: parking_lot::Mutex<Arc<Value>>,
+}
+
+impl Default for Workflow {
+    fn default() -> Self {
+        Workflow { outputs: parking_lot::Mutex::new(Arc::new(Value::Array(Vec::new()))) }
+    }
+}
+
+impl Workflow {
+    fn push(&self, output: Value) {
+        if let Value::Array(outputs) = Arc::make_mut(&mut *self.outputs.lock()) {
+            outputs.push(output);
+        }
+    }
 }
 
 pub struct Run {
@@ -263,7 +288,7 @@ impl Run {
         Context {
             last: Arc::new(last),
             input: self.input.clone(),
-            outputs: Arc::new(Value::Array(wf.outputs.lock().clone())),
+            outputs: wf.outputs.lock().clone(),
             state: Arc::new(Value::Object(state.clone())),
             execution: self.execution.clone(),
             agent: self.agent.clone(),
@@ -306,6 +331,14 @@ impl Run {
             return Err(Stop::Failed(format!(
                 "the execution reached the limit of {max} transitions (executions.max_steps)"
             )));
+        }
+        for e in &emits {
+            let size = json_len(&e.output);
+            if size > MAX_OUTPUT_BYTES && !ending {
+                return Err(Stop::Failed(format!(
+                    "the step's output takes {size} bytes as JSON: more than the limit of {MAX_OUTPUT_BYTES}"
+                )));
+            }
         }
         let mut data = journal.data.clone();
         change(&mut data);
@@ -392,7 +425,7 @@ impl Run {
                 match self.run_step(step, at, i, steps.len(), last, wf, branch).await? {
                     Flow::Next(v) => {
                         if at.top {
-                            wf.outputs.lock().push(v.clone());
+                            wf.push(v.clone());
                         }
                         last = v;
                     }
@@ -465,7 +498,7 @@ impl Run {
             return Err(Stop::Failed(format!("{what} must be a list, not {}", kind_of(&value))));
         };
         let max = self.engine.config.max_foreach_items;
-        if items.len() as u64 > max {
+        if items.len() > max {
             return Err(Stop::Failed(format!(
                 "{what} has {} items: more than the limit of {max} (executions.max_foreach_items)",
                 items.len()
@@ -516,6 +549,16 @@ impl Run {
             Step::Set(pairs) => {
                 let ctx = self.ctx(last, wf).await;
                 let out = self.eval_object(pairs, &ctx)?;
+                let mut merged = self.journal.lock().await.data.state.clone();
+                if let Value::Object(m) = &out {
+                    merged.extend(m.clone());
+                }
+                let size = json_len(&Value::Object(merged));
+                if size > MAX_STATE_BYTES {
+                    return Err(Stop::Failed(format!(
+                        "the values set would take {size} bytes as JSON: more than the limit of {MAX_STATE_BYTES}"
+                    )));
+                }
                 let values = out.clone();
                 let change = move |d: &mut ExecutionData| {
                     if let Value::Object(m) = values {
@@ -643,7 +686,7 @@ impl Run {
             }
             Step::Parallel(branches) => {
                 let max = self.engine.config.max_parallel_branches;
-                if branches.len() as u64 > max {
+                if branches.len() > max {
                     return Err(Stop::Failed(format!(
                         "{} branches: more than the limit of {max} (executions.max_parallel_branches)",
                         branches.len()

@@ -5,13 +5,15 @@
 //! input from the extractors, runs the domain call through [`run`] (which
 //! authenticates the caller and honours an `Idempotency-Key`) and maps the
 //! result. Domain errors become HTTP in one place ([`error`]); a streamed
-//! chat's events are framed as server-sent events in [`stream`].
+//! chat's events and an execution's transitions are framed as server-sent
+//! events in [`stream`].
 
 pub mod agents;
 pub mod chat;
 pub mod context;
 pub mod docs;
 pub mod error;
+pub mod executions;
 pub mod keys;
 pub mod paging;
 pub mod run;
@@ -29,8 +31,8 @@ pub use context::Ctx;
 
 use crate::api::types::*;
 use crate::api::{
-    AgentPlatformApi, ApiError, ChatAnswer, Created, Deleted, IdempotencyKey, JsonBody, Ok200, PathParams,
-    QueryParams, Reply,
+    AgentPlatformApi, ApiError, ChatAnswer, Created, Deleted, EventStream, IdempotencyKey, JsonBody, LastEventId,
+    Ok200, PathParams, QueryParams, Reply,
 };
 
 /// The implementation of the contract.
@@ -268,6 +270,71 @@ impl AgentPlatformApi for Impl {
 
     async fn task_delete(rqctx: RequestContext<Ctx>, path: PathParams<AgentTaskPath>) -> Deleted {
         tasks::task_delete(rqctx, path).await
+    }
+
+    async fn task_create(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        key: IdempotencyKey,
+        body: JsonBody<PutTaskRequest>,
+    ) -> Created<Task> {
+        tasks::task_create(rqctx, path, key, body).await
+    }
+
+    async fn task_get_by_id(rqctx: RequestContext<Ctx>, path: PathParams<TaskPath>) -> Ok200<Task> {
+        tasks::task_get_by_id(rqctx, path).await
+    }
+
+    async fn execution_create(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<TaskPath>,
+        key: IdempotencyKey,
+        body: JsonBody<CreateExecutionRequest>,
+    ) -> Created<Execution> {
+        executions::execution_create(rqctx, path, key, body).await
+    }
+
+    async fn execution_list(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<TaskPath>,
+        query: QueryParams<ListParams>,
+    ) -> Ok200<ListResponse<Execution>> {
+        executions::execution_list(rqctx, path, query).await
+    }
+
+    async fn execution_get(rqctx: RequestContext<Ctx>, path: PathParams<ExecutionPath>) -> Ok200<Execution> {
+        executions::execution_get(rqctx, path).await
+    }
+
+    async fn execution_update(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<ExecutionPath>,
+        body: JsonBody<UpdateExecutionRequest>,
+    ) -> Ok200<Execution> {
+        executions::execution_update(rqctx, path, body).await
+    }
+
+    async fn transition_list(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<ExecutionPath>,
+        query: QueryParams<TransitionListParams>,
+    ) -> Ok200<ListResponse<Transition>> {
+        executions::transition_list(rqctx, path, query).await
+    }
+
+    async fn transition_get(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<ExecutionTransitionPath>,
+    ) -> Ok200<Transition> {
+        executions::transition_get(rqctx, path).await
+    }
+
+    async fn transition_stream(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<ExecutionPath>,
+        last_event_id: LastEventId,
+    ) -> Result<Reply<EventStream>, ApiError> {
+        executions::transition_stream(rqctx, path, last_event_id).await
     }
 
     async fn agent_doc_create(

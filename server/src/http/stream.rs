@@ -1,9 +1,13 @@
-//! Server-sent events: a streamed chat's chunks framed as `text/event-stream`.
+//! Server-sent events: a streamed chat's chunks and an execution's
+//! transitions, framed as `text/event-stream`.
 //!
-//! The domain yields the chunks ([`App::chat_stream`]); this module only frames
-//! them: one `data: <chunk>` event each, then `data: [DONE]`, or, when the
-//! stream fails after it started, one `data: <error event>` whose code is the
-//! one the same failure has as an ordinary answer ([`super::error`]).
+//! The domain yields the items ([`App::chat_stream`], [`App::transition_follow`]);
+//! this module only frames them. A chat: one `data: <chunk>` event each, then
+//! `data: [DONE]`, or, when the stream fails after it started, one
+//! `data: <error event>` whose code is the one the same failure has as an
+//! ordinary answer ([`super::error`]). Transitions: one `id: <transition id>`
+//! and `data: <transition>` event each, a comment now and then while none
+//! comes, and, on a failure, an `event: error` with the same error body.
 
 use bytes::Bytes;
 use dropshot::Body;
@@ -14,8 +18,9 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::error::api_error;
+use crate::api::types::Transition;
 use crate::api::types_chat::{ChatChunk, ChatErrorDetail, ChatErrorEvent, ChatRequest};
-use crate::api::{ApiError, ChatAnswer};
+use crate::api::{ApiError, ChatAnswer, EventStream};
 use crate::app::{self, App, Tenant};
 
 type Frames = Result<Frame<Bytes>, std::convert::Infallible>;
@@ -24,15 +29,20 @@ fn event(data: &str) -> Frames {
     Ok(Frame::data(Bytes::from(format!("data: {data}\n\n"))))
 }
 
-/// The event that ends a stream that failed.
-fn error_event(e: app::Error) -> Frames {
+/// The data of the event that ends a stream that failed.
+fn error_data(e: app::Error) -> String {
     let message = e.to_string();
     let code = match api_error(e, "") {
         ApiError::Other { body, .. } => body.code,
         ApiError::Validation(_) => "bad_request".to_owned(),
     };
     let event_data = ChatErrorEvent { error: ChatErrorDetail { message, code } };
-    event(&serde_json::to_string(&event_data).expect("an error event serialises"))
+    serde_json::to_string(&event_data).expect("an error event serialises")
+}
+
+/// The event that ends a chat stream that failed.
+fn error_event(e: app::Error) -> Frames {
+    event(&error_data(e))
 }
 
 /// The chat's answer as a stream of events. A failure before the first chunk
@@ -79,4 +89,64 @@ pub async fn chat_stream(app: App, t: Tenant, session: Uuid, req: ChatRequest) -
         })
     });
     Ok(ChatAnswer::Stream(Body::wrap(StreamBody::new(frames))))
+}
+
+/// How long a transitions stream stays silent before it sends a comment, so
+/// that clients (and proxies) with a read timeout keep a waiting stream open.
+const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// How long the answer waits for the first transition before its head leaves
+/// alone (see `chat_stream` on why the head and the first event leave together):
+/// transitions already committed are there at once; a stream that resumes
+/// after the last one must not keep the client waiting for its head.
+const FIRST_EVENT_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
+
+fn transition_event(t: &Transition) -> Frames {
+    let data = serde_json::to_string(t).expect("a transition serialises");
+    Ok(Frame::data(Bytes::from(format!("id: {}\ndata: {data}\n\n", t.id))))
+}
+
+/// An execution's transitions after `after` as a stream of events, ending
+/// after a terminal one. A missing execution is an ordinary error answer.
+///
+/// As for a chat, a task drives the domain's stream into a channel, and stops
+/// when the client goes away.
+pub async fn transition_stream(
+    app: App,
+    t: Tenant,
+    execution: Uuid,
+    after: Option<Uuid>,
+) -> app::Result<EventStream> {
+    let mut transitions = app.transition_follow(t, execution, after).await?;
+    let (tx, mut rx) = mpsc::channel::<app::Result<Transition>>(64);
+    tokio::spawn(async move {
+        while !tx.is_closed() {
+            let Some(item) = transitions.next().await else { return };
+            if tx.send(item).await.is_err() {
+                return;
+            }
+        }
+    });
+    let first = tokio::time::timeout(FIRST_EVENT_WAIT, rx.recv()).await.ok();
+    // `pending`: an item already taken (the first), not yet framed.
+    let frames = futures::stream::unfold(Some((first, rx)), |state| async move {
+        let (pending, mut rx) = state?;
+        let item = match pending {
+            Some(item) => item,
+            None => match tokio::time::timeout(KEEP_ALIVE, rx.recv()).await {
+                Ok(item) => item,
+                Err(_) => return Some((Ok(Frame::data(Bytes::from_static(b": waiting\n\n"))), Some((None, rx)))),
+            },
+        };
+        match item {
+            Some(Ok(transition)) => Some((transition_event(&transition), Some((None, rx)))),
+            Some(Err(e)) => {
+                let data = error_data(e);
+                Some((Ok(Frame::data(Bytes::from(format!("event: error\ndata: {data}\n\n")))), None))
+            }
+            // The domain's stream ends after a terminal transition.
+            None => None,
+        }
+    });
+    Ok(EventStream(Body::wrap(StreamBody::new(frames))))
 }

@@ -1,12 +1,12 @@
-//! Handlers of `/api/agents/{id}/tasks`.
+//! Handlers of `/api/agents/{id}/tasks` and `/api/tasks/{task_id}`.
 
-use dropshot::{HttpResponseDeleted, HttpResponseOk, RequestContext};
+use dropshot::{HttpResponseCreated, HttpResponseDeleted, HttpResponseOk, RequestContext};
 
 use super::context::Ctx;
 use super::paging::list_query;
-use super::run::run;
+use super::run::{run, run_once};
 use crate::api::types::*;
-use crate::api::{Deleted, JsonBody, Ok200, PathParams, QueryParams};
+use crate::api::{Created, Deleted, IdempotencyKey, JsonBody, Ok200, PathParams, QueryParams};
 
 pub async fn task_list(
     rqctx: RequestContext<Ctx>,
@@ -42,4 +42,22 @@ pub async fn task_delete(rqctx: RequestContext<Ctx>, path: PathParams<AgentTaskP
         |app, t| async move { app.task_delete(t, p.id, p.task_id).await.map(|()| HttpResponseDeleted()) },
     )
     .await
+}
+
+pub async fn task_create(
+    rqctx: RequestContext<Ctx>,
+    path: PathParams<AgentPath>,
+    key: IdempotencyKey,
+    body: JsonBody<PutTaskRequest>,
+) -> Created<Task> {
+    let (agent, (body, digest)) = (path.into_inner().id, body.into_parts());
+    run_once(&rqctx, key, digest, None, |app, t| async move {
+        app.task_create(t, agent, body).await.map(HttpResponseCreated)
+    })
+    .await
+}
+
+pub async fn task_get_by_id(rqctx: RequestContext<Ctx>, path: PathParams<TaskPath>) -> Ok200<Task> {
+    let id = path.into_inner().task_id;
+    run(&rqctx, |app, t| async move { app.task_get_by_id(t, id).await.map(HttpResponseOk) }).await
 }

@@ -7,8 +7,26 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::types::{JsonObject, Metadata};
-use crate::validate::Check;
+use crate::types::{Direction, JsonObject, Limit, ListParams, Metadata, Offset, SortBy, parse_metadata_filter};
+use crate::validate::{Check, Issues};
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ExecutionPath {
+    /// The execution's id.
+    pub id: Uuid,
+}
+
+impl Check for ExecutionPath {}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ExecutionTransitionPath {
+    /// The execution's id.
+    pub id: Uuid,
+    /// The transition's id.
+    pub transition_id: Uuid,
+}
+
+impl Check for ExecutionTransitionPath {}
 
 /// Where an execution is. `queued → starting → running ↔ awaiting_input →
 /// succeeded | failed | cancelled`.
@@ -184,3 +202,58 @@ pub struct UpdateExecutionRequest {
 }
 
 impl Check for UpdateExecutionRequest {}
+
+fn asc() -> Direction {
+    Direction::Asc
+}
+
+/// Paging, order and filter of an execution's transitions: oldest first
+/// unless asked (a transition never changes, so it has no `sort_by`).
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+pub struct TransitionListParams {
+    /// How many transitions to answer at most (1 to 1000). A page also stops
+    /// adding transitions once its body would pass 8 MiB (it always has at
+    /// least one): page on with `offset += len(items)` until a page comes back empty.
+    #[serde(default)]
+    pub limit: Limit,
+    /// How many transitions to skip first.
+    #[serde(default)]
+    pub offset: Offset,
+    /// Oldest first (`asc`, the default) or newest first (`desc`).
+    #[serde(default = "asc")]
+    pub direction: Direction,
+    /// A JSON object, e.g. `{"lang":"en"}`: only transitions whose metadata has
+    /// every given top-level key with an equal value. Bounded as metadata is (at
+    /// most 64 keys and 16384 bytes as JSON).
+    #[serde(default)]
+    pub metadata_filter: Option<String>,
+}
+
+impl Check for TransitionListParams {
+    fn check(&self, issues: &mut Issues) {
+        parse_metadata_filter(self.metadata_filter.as_deref(), issues);
+    }
+}
+
+impl From<TransitionListParams> for ListParams {
+    fn from(p: TransitionListParams) -> Self {
+        ListParams {
+            limit: p.limit,
+            offset: p.offset,
+            sort_by: SortBy::CreatedAt,
+            direction: p.direction,
+            metadata_filter: p.metadata_filter,
+        }
+    }
+}
+
+/// The headers of `GET /api/executions/{id}/transitions.stream`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct LastEventIdHeader {
+    /// The `id` of the last event received: the stream resumes after that
+    /// transition (an event source sends it by itself when it reconnects).
+    #[serde(rename = "last-event-id", default)]
+    pub last_event_id: Option<Uuid>,
+}
+
+impl Check for LastEventIdHeader {}

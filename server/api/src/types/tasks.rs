@@ -27,6 +27,14 @@ pub struct AgentTaskPath {
 
 impl Check for AgentTaskPath {}
 
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct TaskPath {
+    /// The task's id.
+    pub task_id: Uuid,
+}
+
+impl Check for TaskPath {}
+
 /// A task: a named workflow of steps that an agent runs.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Task {
