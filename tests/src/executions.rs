@@ -199,9 +199,11 @@ impl Api {
             if statuses.iter().any(|s| e["status"] == *s) {
                 return e;
             }
-            if Instant::now() >= deadline {
+            // Ended otherwise: nothing will change it any more.
+            let ended = TERMINAL.iter().any(|s| e["status"] == *s);
+            if ended || Instant::now() >= deadline {
                 let seen: Vec<String> = self.transitions(id).await.iter().map(render).collect();
-                panic!("execution {id} not {statuses:?} within {within:?}: {e}\ntransitions: {seen:#?}");
+                panic!("execution {id} not {statuses:?} (within {within:?}): {e}\ntransitions: {seen:#?}");
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
