@@ -3338,7 +3338,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         pub input_schema: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
         >,
-        ///The steps, at least one. A step is an object with exactly one of the keys `prompt`, `tool_call`, `evaluate`, `if`, `foreach`, `return`, `log`, `sleep`, `wait_for_input`, `error`, which says its kind (other keys, such as `label`, `then`, `else`, are kept). The steps in an `if`'s `then`/`else` and a `foreach`'s `do` are checked the same way.
+        ///The steps, at least one: the workflow an execution runs. A step is an object whose kind is its one key among `prompt`, `tool_call` (or `tool`), `evaluate`, `if`, `switch`, `foreach`, `over` (a map_reduce), `parallel`, `sleep`, `wait_for_input`, `return`, `workflow` (a yield), `log`, `get`, `set`, `error`; other keys (`label`, `then`, `else`, …) are the kind's own or kept as sent. Every step is checked, nested ones (in `then`, `else`, a switch's cases, `foreach.do`, `map`, `parallel`) too, each at its place: its shape, every expression compiles (a string in an expression's place is an expression, an optional `$ ` prefix dropped; in a literal, only strings starting with `$ ` are), every template compiles (`prompt`, message contents, `log`, `error`; one that starts with `$ ` is an expression), a sleep lasts more than 0 s and at most 30 days, a `parallel` has 1 to 100 branches, a `parallelism` is 1 to 100, a `workflow` step names a workflow of the task, `unwrap` is a boolean, `tools` is `"all"` or a list of names.
         pub main: ::std::vec::Vec<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
         >,
@@ -3352,6 +3352,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///Tools available to the task besides the agent's; names unique within the task.
         #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
         pub tools: ::std::vec::Vec<ToolDef>,
+        ///Named sub-workflows: name → steps (at least one), checked as `main` is. As in Julep, a sub-workflow may also be given as a top-level key of the body whose value is a list of step objects (e.g. `"summarise": [...]`); both land here. A name is 1 to 255 characters without `.`, `[` or `]`, not `main`, and not the name of another field of the body.
+        #[serde(
+            default,
+            skip_serializing_if = ":: std :: collections :: HashMap::is_empty"
+        )]
+        pub workflows: ::std::collections::HashMap<
+            ::std::string::String,
+            ::std::vec::Vec<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+            >,
+        >,
     }
     impl PutTaskRequest {
         pub fn builder() -> builder::PutTaskRequest {
@@ -4075,6 +4086,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         ///Tools available to the task besides the agent's.
         pub tools: ::std::vec::Vec<ToolDef>,
         pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///The named sub-workflows (name → steps), which a `workflow` step runs.
+        #[serde(
+            default,
+            skip_serializing_if = ":: std :: collections :: HashMap::is_empty"
+        )]
+        pub workflows: ::std::collections::HashMap<
+            ::std::string::String,
+            ::std::vec::Vec<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+            >,
+        >,
     }
     impl Task {
         pub fn builder() -> builder::Task {
@@ -10377,6 +10399,15 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::vec::Vec<super::ToolDef>,
                 ::std::string::String,
             >,
+            workflows: ::std::result::Result<
+                ::std::collections::HashMap<
+                    ::std::string::String,
+                    ::std::vec::Vec<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                ::std::string::String,
+            >,
         }
         impl ::std::default::Default for PutTaskRequest {
             fn default() -> Self {
@@ -10389,6 +10420,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     metadata: Ok(Default::default()),
                     name: Err("no value supplied for name".to_string()),
                     tools: Ok(Default::default()),
+                    workflows: Ok(Default::default()),
                 }
             }
         }
@@ -10499,6 +10531,25 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn workflows<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::collections::HashMap<
+                        ::std::string::String,
+                        ::std::vec::Vec<
+                            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                        >,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.workflows = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for workflows: {e}")
+                    });
+                self
+            }
         }
         impl ::std::convert::TryFrom<PutTaskRequest> for super::PutTaskRequest {
             type Error = super::error::ConversionError;
@@ -10514,6 +10565,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     metadata: value.metadata?,
                     name: value.name?,
                     tools: value.tools?,
+                    workflows: value.workflows?,
                 })
             }
         }
@@ -10528,6 +10580,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     metadata: Ok(value.metadata),
                     name: Ok(value.name),
                     tools: Ok(value.tools),
+                    workflows: Ok(value.workflows),
                 }
             }
         }
@@ -11059,6 +11112,15 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::chrono::DateTime<::chrono::offset::Utc>,
                 ::std::string::String,
             >,
+            workflows: ::std::result::Result<
+                ::std::collections::HashMap<
+                    ::std::string::String,
+                    ::std::vec::Vec<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                ::std::string::String,
+            >,
         }
         impl ::std::default::Default for Task {
             fn default() -> Self {
@@ -11076,6 +11138,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     name: Err("no value supplied for name".to_string()),
                     tools: Err("no value supplied for tools".to_string()),
                     updated_at: Err("no value supplied for updated_at".to_string()),
+                    workflows: Ok(Default::default()),
                 }
             }
         }
@@ -11222,6 +11285,25 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn workflows<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::collections::HashMap<
+                        ::std::string::String,
+                        ::std::vec::Vec<
+                            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                        >,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.workflows = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for workflows: {e}")
+                    });
+                self
+            }
         }
         impl ::std::convert::TryFrom<Task> for super::Task {
             type Error = super::error::ConversionError;
@@ -11240,6 +11322,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     name: value.name?,
                     tools: value.tools?,
                     updated_at: value.updated_at?,
+                    workflows: value.workflows?,
                 })
             }
         }
@@ -11257,6 +11340,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     name: Ok(value.name),
                     tools: Ok(value.tools),
                     updated_at: Ok(value.updated_at),
+                    workflows: Ok(value.workflows),
                 }
             }
         }

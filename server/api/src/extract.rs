@@ -272,7 +272,11 @@ impl SharedExtractor for LastEventId {
     async fn from_request<C: ServerContext>(rqctx: &RequestContext<C>) -> Result<Self, HttpError> {
         let Some(sent) = rqctx.request.headers().get(LAST_EVENT_ID) else { return Ok(LastEventId(None)) };
         let invalid = || {
-            let mut i = issue(Source::Header, "uuid_parsing", "Last-Event-ID should be the id of a transition (a UUID)");
+            let mut i = issue(
+                Source::Header,
+                "uuid_parsing",
+                "Last-Event-ID should be the id of a transition (a UUID)",
+            );
             i.loc.push(LocPart::Key(LAST_EVENT_ID.into()));
             ApiError::validation_http_error(vec![i])
         };

@@ -68,6 +68,11 @@ impl Issues {
         self.items.is_empty()
     }
 
+    /// How many violations so far (a parser compares it before and after a part).
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
     pub fn into_vec(self) -> Vec<Issue> {
         self.items
     }

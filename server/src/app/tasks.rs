@@ -5,6 +5,8 @@
 //! and writes it with a precondition (absent, or the version read), retrying
 //! when a concurrent writer got there first.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -23,6 +25,9 @@ pub struct TaskData {
     pub description: String,
     pub input_schema: Option<Map<String, Value>>,
     pub main: Vec<Map<String, Value>>,
+    /// The named sub-workflows; absent from tasks stored before they existed.
+    #[serde(default)]
+    pub workflows: BTreeMap<String, Vec<Map<String, Value>>>,
     pub tools: Vec<StoredToolDef>,
     pub inherit_tools: bool,
 }
@@ -38,6 +43,7 @@ impl Resource for Task {
             description: d.description,
             input_schema: d.input_schema,
             main: d.main,
+            workflows: d.workflows,
             tools: d.tools.into_iter().map(Into::into).collect(),
             inherit_tools: d.inherit_tools,
             metadata: rec.metadata.clone().map(Metadata),
@@ -47,17 +53,24 @@ impl Resource for Task {
     }
 }
 
+/// What a task's body stores: its sub-workflows gathered from `workflows` and
+/// the body's top-level keys alike.
+fn task_data(req: &PutTaskRequest) -> TaskData {
+    TaskData {
+        name: req.name.clone(),
+        description: req.description.clone(),
+        input_schema: req.input_schema.clone(),
+        main: req.main.clone(),
+        workflows: req.all_workflows(),
+        tools: req.tools.iter().cloned().map(StoredToolDef::from).collect(),
+        inherit_tools: req.inherit_tools,
+    }
+}
+
 impl App {
     /// Creates or overwrites a task (see [`PutTaskRequest`] for which one).
     pub async fn task_put(&self, t: Tenant, agent: Uuid, req: PutTaskRequest) -> Result<Task> {
-        let data: Value = encode(&TaskData {
-            name: req.name.clone(),
-            description: req.description,
-            input_schema: req.input_schema,
-            main: req.main,
-            tools: req.tools.into_iter().map(StoredToolDef::from).collect(),
-            inherit_tools: req.inherit_tools,
-        })?;
+        let data: Value = encode(&task_data(&req))?;
         // One writer of an agent's tasks at a time: the target (by id or by name)
         // is read and written under the lock, so concurrent puts queue.
         let _queue = self.lock_record(t, Kind::Task, agent).await;
@@ -107,14 +120,7 @@ impl App {
     /// Creates a task (201). Its name must be free in the agent: a clash is a
     /// 409 (the store's unique name), as is an `id` that a record has already.
     pub async fn task_create(&self, t: Tenant, agent: Uuid, req: PutTaskRequest) -> Result<Task> {
-        let data = encode(&TaskData {
-            name: req.name.clone(),
-            description: req.description,
-            input_schema: req.input_schema,
-            main: req.main,
-            tools: req.tools.into_iter().map(StoredToolDef::from).collect(),
-            inherit_tools: req.inherit_tools,
-        })?;
+        let data = encode(&task_data(&req))?;
         let mut rec = match req.id {
             Some(id) => Record::new(Kind::Task, id, agent, data),
             None => Record::fresh(Kind::Task, agent, data),

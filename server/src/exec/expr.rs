@@ -129,12 +129,6 @@ impl Evaluator {
         }
     }
 
-    /// Checks that `source` compiles as an expression (without running it).
-    pub fn check_expression(&self, source: &str) -> Result<(), String> {
-        let source = source.strip_prefix(EXPR_PREFIX).unwrap_or(source);
-        self.env.compile_expression(source).map(|_| ()).map_err(|e| compile_error("expression", source, &e))
-    }
-
     /// Literal JSON, with its `$ ` strings evaluated.
     fn eval_literal(&self, literal: &Json, root: &Value) -> Result<Json, String> {
         Ok(match literal {

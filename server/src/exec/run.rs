@@ -25,7 +25,9 @@ use super::engine::Engine;
 use super::expr::Context;
 use super::prompt::{Outcome, StepEnv, prompt_step, tool_call_step};
 use super::records::{ExecutionData, Snapshot, TransitionData, read};
-use crate::api::types::{ExecutionStatus, Expr, Step, TransitionTarget, TransitionType, Workflows};
+use crate::api::types::{
+    ExecutionStatus, Expr, Step, TransitionTarget, TransitionType, Workflows, parse_workflows,
+};
 use crate::app::records::encode;
 use crate::app::{Error, Tenant};
 use crate::store::{Direction, Expect, Kind, ListQuery, Op, Record, SortBy, StoreError, now};
@@ -205,7 +207,8 @@ impl Run {
                 break;
             }
         }
-        let workflows = parse_task(&snapshot.task).map_err(|e| format!("the task's steps cannot run: {e}"));
+        let workflows = parse_workflows(&snapshot.task.main, &snapshot.task.workflows)
+            .map_err(|e| format!("the task's steps cannot run: {e}"));
         let input = Arc::new(Value::Object(data.input.clone()));
         let execution = Arc::new(json!({"id": id, "task_id": record.scope}));
         let agent = Arc::new(serde_json::to_value(&snapshot.agent).unwrap_or(Value::Null));
@@ -925,93 +928,5 @@ fn kind_of(v: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Array(_) => "a list",
         Value::Object(_) => "an object",
-    }
-}
-
-// TEMPORARY until the api crate's parser lands.
-fn parse_task(task: &crate::api::types::Task) -> Result<Workflows, String> {
-    let mut w = Workflows::default();
-    w.workflows.insert(
-        "main".into(),
-        task.main.iter().map(|s| tmp::step(&Value::Object(s.clone()))).collect::<Result<_, _>>()?,
-    );
-    Ok(w)
-}
-
-mod tmp {
-    use serde_json::Value;
-
-    use crate::api::types::{Expr, PromptInput, Step, Template};
-
-    fn pairs(v: Option<&Value>) -> Vec<(String, Expr)> {
-        v.and_then(Value::as_object)
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), Expr(v.clone()))).collect())
-            .unwrap_or_default()
-    }
-    fn steps(v: Option<&Value>) -> Result<Vec<Step>, String> {
-        match v {
-            Some(Value::Array(a)) => a.iter().map(step).collect(),
-            Some(s) => Ok(vec![step(s)?]),
-            None => Ok(vec![]),
-        }
-    }
-    pub fn step(v: &Value) -> Result<Step, String> {
-        let o = v.as_object().ok_or("not an object")?;
-        let g = |k: &str| o.get(k);
-        let s = |k: &str| o.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
-        Ok(if o.contains_key("evaluate") {
-            Step::Evaluate(pairs(g("evaluate")))
-        } else if o.contains_key("log") {
-            Step::Log(Template(s("log")))
-        } else if o.contains_key("error") {
-            Step::Error(Template(s("error")))
-        } else if o.contains_key("get") {
-            Step::Get(s("get"))
-        } else if o.contains_key("set") {
-            Step::Set(pairs(g("set")))
-        } else if o.contains_key("return") {
-            Step::Return(pairs(g("return")))
-        } else if o.contains_key("if") {
-            Step::If {
-                cond: Expr(g("if").cloned().unwrap()),
-                then: steps(g("then"))?,
-                otherwise: g("else").map(|e| steps(Some(e))).transpose()?,
-            }
-        } else if o.contains_key("foreach") {
-            let f = g("foreach").unwrap();
-            Step::Foreach { items: Expr(f["in"].clone()), body: steps(f.get("do"))? }
-        } else if o.contains_key("over") {
-            Step::MapReduce {
-                over: Expr(g("over").cloned().unwrap()),
-                map: Box::new(step(g("map").unwrap())?),
-                reduce: g("reduce").map(|r| Expr(r.clone())),
-                initial: g("initial").cloned(),
-                parallelism: g("parallelism").and_then(Value::as_u64).unwrap_or(1) as u32,
-            }
-        } else if o.contains_key("parallel") {
-            Step::Parallel(steps(g("parallel"))?)
-        } else if o.contains_key("sleep") {
-            let sl = g("sleep").unwrap();
-            Step::Sleep {
-                seconds: sl.get("seconds").and_then(Value::as_f64).unwrap_or(0.0)
-                    + 3600.0 * sl.get("hours").and_then(Value::as_f64).unwrap_or(0.0),
-            }
-        } else if o.contains_key("wait_for_input") {
-            Step::WaitForInput { info: pairs(g("wait_for_input").and_then(|w| w.get("info"))) }
-        } else if o.contains_key("workflow") {
-            Step::Yield { workflow: s("workflow"), arguments: pairs(g("arguments")) }
-        } else if o.contains_key("tool") {
-            Step::ToolCall { tool: s("tool"), arguments: pairs(g("arguments")) }
-        } else if o.contains_key("prompt") {
-            Step::Prompt {
-                prompt: PromptInput::Text(Template(s("prompt"))),
-                tools: None,
-                tool_choice: None,
-                settings: None,
-                unwrap: false,
-            }
-        } else {
-            return Err("unknown".into());
-        })
     }
 }

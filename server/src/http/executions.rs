@@ -9,7 +9,8 @@ use super::paging::list_query;
 use super::run::{run, run_once};
 use crate::api::types::*;
 use crate::api::{
-    ApiError, Created, EventStream, IdempotencyKey, JsonBody, LastEventId, Ok200, PathParams, QueryParams, Reply,
+    ApiError, Created, EventStream, IdempotencyKey, JsonBody, LastEventId, Ok200, PathParams, QueryParams,
+    Reply,
 };
 
 pub async fn execution_create(
@@ -70,8 +71,11 @@ pub async fn transition_get(
     path: PathParams<ExecutionTransitionPath>,
 ) -> Ok200<Transition> {
     let p = path.into_inner();
-    run(&rqctx, |app, t| async move { app.transition_get(t, p.id, p.transition_id).await.map(HttpResponseOk) })
-        .await
+    run(
+        &rqctx,
+        |app, t| async move { app.transition_get(t, p.id, p.transition_id).await.map(HttpResponseOk) },
+    )
+    .await
 }
 
 pub async fn transition_stream(

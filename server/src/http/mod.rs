@@ -31,8 +31,8 @@ pub use context::Ctx;
 
 use crate::api::types::*;
 use crate::api::{
-    AgentPlatformApi, ApiError, ChatAnswer, Created, Deleted, EventStream, IdempotencyKey, JsonBody, LastEventId,
-    Ok200, PathParams, QueryParams, Reply,
+    AgentPlatformApi, ApiError, ChatAnswer, Created, Deleted, EventStream, IdempotencyKey, JsonBody,
+    LastEventId, Ok200, PathParams, QueryParams, Reply,
 };
 
 /// The implementation of the contract.

@@ -135,7 +135,9 @@ pub async fn transition_stream(
             Some(item) => item,
             None => match tokio::time::timeout(KEEP_ALIVE, rx.recv()).await {
                 Ok(item) => item,
-                Err(_) => return Some((Ok(Frame::data(Bytes::from_static(b": waiting\n\n"))), Some((None, rx)))),
+                Err(_) => {
+                    return Some((Ok(Frame::data(Bytes::from_static(b": waiting\n\n"))), Some((None, rx))));
+                }
             },
         };
         match item {

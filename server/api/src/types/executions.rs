@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
-use crate::types::{Direction, JsonObject, Limit, ListParams, Metadata, Offset, SortBy, parse_metadata_filter};
+use crate::types::{
+    Direction, JsonObject, Limit, ListParams, Metadata, Offset, SortBy, parse_metadata_filter,
+};
 use crate::validate::{Check, Issues};
 
 #[derive(Debug, Deserialize, JsonSchema)]

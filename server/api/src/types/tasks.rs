@@ -1,6 +1,6 @@
 //! Contract types of tasks: named workflows of steps, run by an agent.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use schemars::JsonSchema;
@@ -8,14 +8,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
 
+use super::step_parser::{MAIN, check_workflows};
 use super::tools::{ToolDef, check_tool_def};
 use crate::error::LocPart;
 use crate::types::{JsonObject, Metadata, default_true};
 use crate::validate::{Check, Issues, check_json_schema};
-
-/// The kinds of step (Julep's): a step has exactly one of these keys.
-pub const STEP_KINDS: [&str; 10] =
-    ["prompt", "tool_call", "evaluate", "if", "foreach", "return", "log", "sleep", "wait_for_input", "error"];
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AgentTaskPath {
@@ -47,6 +44,9 @@ pub struct Task {
     pub input_schema: Option<JsonObject>,
     /// The steps, in order.
     pub main: Vec<JsonObject>,
+    /// The named sub-workflows (name → steps), which a `workflow` step runs.
+    #[serde(default)]
+    pub workflows: BTreeMap<String, Vec<JsonObject>>,
     /// Tools available to the task besides the agent's.
     pub tools: Vec<ToolDef>,
     /// Whether the task may also use the agent's tools.
@@ -75,13 +75,36 @@ pub struct PutTaskRequest {
     /// The JSON Schema of the task's input (it must be a valid JSON Schema), or null.
     #[serde(default)]
     pub input_schema: Option<JsonObject>,
-    /// The steps, at least one. A step is an object with exactly one of the keys
-    /// `prompt`, `tool_call`, `evaluate`, `if`, `foreach`, `return`, `log`, `sleep`,
-    /// `wait_for_input`, `error`, which says its kind (other keys, such as `label`,
-    /// `then`, `else`, are kept). The steps in an `if`'s `then`/`else` and a
-    /// `foreach`'s `do` are checked the same way.
+    /// The steps, at least one: the workflow an execution runs. A step is an
+    /// object whose kind is its one key among `prompt`, `tool_call` (or
+    /// `tool`), `evaluate`, `if`, `switch`, `foreach`, `over` (a map_reduce),
+    /// `parallel`, `sleep`, `wait_for_input`, `return`, `workflow` (a yield),
+    /// `log`, `get`, `set`, `error`; other keys (`label`, `then`, `else`, …)
+    /// are the kind's own or kept as sent. Every step is checked, nested ones
+    /// (in `then`, `else`, a switch's cases, `foreach.do`, `map`, `parallel`)
+    /// too, each at its place: its shape, every expression compiles (a string
+    /// in an expression's place is an expression, an optional `$ ` prefix
+    /// dropped; in a literal, only strings starting with `$ ` are), every
+    /// template compiles (`prompt`, message contents, `log`, `error`; one
+    /// that starts with `$ ` is an expression), a sleep lasts more than 0 s
+    /// and at most 30 days, a `parallel` has 1 to 100 branches, a
+    /// `parallelism` is 1 to 100, a `workflow` step names a workflow of the
+    /// task, `unwrap` is a boolean, `tools` is `"all"` or a list of names.
     #[schemars(length(min = 1))]
     pub main: Vec<JsonObject>,
+    /// Named sub-workflows: name → steps (at least one), checked as `main`
+    /// is. As in Julep, a sub-workflow may also be given as a top-level key
+    /// of the body whose value is a list of step objects (e.g. `"summarise":
+    /// [...]`); both land here. A name is 1 to 255 characters without `.`,
+    /// `[` or `]`, not `main`, and not the name of another field of the body.
+    #[serde(default)]
+    pub workflows: BTreeMap<String, Vec<JsonObject>>,
+    /// The body's other top-level keys: those whose value is a list of
+    /// objects are sub-workflows (Julep's way); the others are ignored. Not
+    /// in the schema: typed clients send `workflows`.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub extra: BTreeMap<String, Value>,
     /// Tools available to the task besides the agent's; names unique within the task.
     #[serde(default)]
     pub tools: Vec<ToolDef>,
@@ -91,52 +114,69 @@ pub struct PutTaskRequest {
     pub metadata: Option<Metadata>,
 }
 
-/// Reports a step that does not have exactly one kind key; then checks the
-/// steps nested in it. `at` is the step's place in the body.
-fn check_step(step: &JsonObject, at: &[LocPart], issues: &mut Issues) {
-    let kinds: Vec<&str> = STEP_KINDS.iter().copied().filter(|k| step.contains_key(*k)).collect();
-    let [kind] = kinds.as_slice() else {
-        let found = if kinds.is_empty() { "none".to_string() } else { kinds.join(", ") };
-        issues.push(
-            at,
-            "value_error",
-            format!("a step has exactly one of the keys {} (found: {found})", STEP_KINDS.join(", ")),
-        );
-        return;
-    };
-    let nested: Vec<(&[&str], Option<&Value>)> = match *kind {
-        "if" => vec![(&["then"], step.get("then")), (&["else"], step.get("else"))],
-        "foreach" => vec![(&["foreach", "do"], step.get("foreach").and_then(|f| f.get("do")))],
-        _ => vec![],
-    };
-    for (path, value) in nested {
-        let Some(value) = value else { continue };
-        let mut inner = at.to_vec();
-        inner.extend(path.iter().map(|k| LocPart::Key((*k).into())));
-        check_nested_steps(value, &inner, issues);
-    }
-}
+/// The fields of a task's body: no sub-workflow may take their names.
+const TASK_FIELDS: [&str; 9] =
+    ["id", "name", "description", "input_schema", "main", "workflows", "tools", "inherit_tools", "metadata"];
 
-/// Checks a nested step, or a list of them.
-fn check_nested_steps(value: &Value, at: &[LocPart], issues: &mut Issues) {
-    match value {
-        Value::Object(step) => check_step(step, at, issues),
-        Value::Array(steps) => {
-            for (i, s) in steps.iter().enumerate() {
-                let mut inner = at.to_vec();
-                inner.push(LocPart::Index(i));
-                check_nested_steps(s, &inner, issues);
+impl PutTaskRequest {
+    /// The top-level keys that are sub-workflows (Julep's way): lists of objects.
+    fn extra_workflows(&self) -> impl Iterator<Item = (&String, &Vec<Value>)> {
+        self.extra.iter().filter_map(|(name, v)| match v {
+            Value::Array(items) if !items.is_empty() && items.iter().all(Value::is_object) => {
+                Some((name, items))
             }
+            _ => None,
+        })
+    }
+
+    /// Every sub-workflow, from `workflows` and the top-level keys alike.
+    pub fn all_workflows(&self) -> BTreeMap<String, Vec<JsonObject>> {
+        let mut all = self.workflows.clone();
+        for (name, items) in self.extra_workflows() {
+            let steps = items.iter().filter_map(|v| v.as_object().cloned()).collect();
+            all.entry(name.clone()).or_insert(steps);
         }
-        _ => issues.push(at, "value_error", "expected a step (an object) or a list of steps"),
+        all
+    }
+
+    fn check_workflows(&self, issues: &mut Issues) {
+        let mut named: Vec<(&str, &[JsonObject], Vec<LocPart>)> = Vec::new();
+        let extra: Vec<(&String, Vec<JsonObject>)> = self
+            .extra_workflows()
+            .map(|(name, items)| (name, items.iter().filter_map(|v| v.as_object().cloned()).collect()))
+            .collect();
+        let given =
+            self.workflows.iter().map(|(n, steps)| (n, steps.as_slice(), vec!["workflows", n.as_str()]));
+        let top = extra.iter().map(|(n, steps)| (*n, steps.as_slice(), vec![n.as_str()]));
+        for (name, steps, at) in given.chain(top) {
+            let at: Vec<LocPart> = at.into_iter().map(|k| LocPart::Key(k.into())).collect();
+            let bad_name = if name == MAIN || TASK_FIELDS.contains(&name.as_str()) {
+                Some(format!("a sub-workflow cannot be named '{name}': it is a field of the task"))
+            } else if name.is_empty() || name.chars().count() > 255 || name.contains(['.', '[', ']']) {
+                Some(format!(
+                    "a sub-workflow's name is 1 to 255 characters without '.', '[' or ']', got '{name}'"
+                ))
+            } else if at.len() == 1 && self.workflows.contains_key(name) {
+                Some(format!(
+                    "the sub-workflow '{name}' is given twice: in `workflows` and as a top-level key"
+                ))
+            } else {
+                None
+            };
+            if let Some(msg) = bad_name {
+                issues.push(&at, "value_error", msg);
+            } else if steps.is_empty() {
+                issues.push(&at, "too_short", "a sub-workflow has at least one step");
+            }
+            named.push((name.as_str(), steps, at));
+        }
+        check_workflows(&self.main, &[LocPart::Key(MAIN.into())], &named, issues);
     }
 }
 
 impl Check for PutTaskRequest {
     fn check(&self, issues: &mut Issues) {
-        for (i, step) in self.main.iter().enumerate() {
-            check_step(step, &[LocPart::Key("main".into()), LocPart::Index(i)], issues);
-        }
+        self.check_workflows(issues);
         if let Some(schema) = &self.input_schema {
             check_json_schema(&Value::Object(schema.clone()), &[LocPart::Key("input_schema".into())], issues);
         }

@@ -133,6 +133,7 @@ fn task(agent_id: Uuid, tools: Vec<ToolDef>, inherit_tools: bool) -> Task {
         description: String::new(),
         input_schema: None,
         main: vec![],
+        workflows: Default::default(),
         tools,
         inherit_tools,
         metadata: None,
@@ -331,4 +332,20 @@ async fn task_tools_add_the_agents_when_inherited() {
             ("weather".to_string(), "the agent's".to_string()),
         ]
     );
+}
+
+/// The engine runs steps on spawned tasks: their futures must be `Send`.
+#[tokio::test]
+async fn step_futures_are_send() {
+    fn is_send<T: Send>(_: &T) {}
+    fn is_send_sync<T: Send + Sync>() {}
+    is_send_sync::<Evaluator>();
+    is_send_sync::<Context>();
+    is_send_sync::<ApiCallPolicy>();
+    let f = Fixture::new().await;
+    let env = f.env();
+    let step = prompt(text("Hi"), None, Value::Null, false);
+    is_send(&prompt_step(&env, &step, None));
+    is_send(&tool_call_step(&env, "fetch", json!({})));
+    is_send(&task_tools(&f.app, env.tenant, &f.task));
 }
