@@ -14,7 +14,7 @@ async fn evaluate_set_get_and_log_see_the_input_the_outputs_and_the_state() {
         {"evaluate": {"b": "_.a * 2", "first": "outputs[0].a", "i": "inputs[0].x", "inp": "input.x"}},
         {"set": {"k": "_.b"}},
         {"get": "k"},
-        {"log": "{{ state.k }} and {{ _ }} for {{ execution.task_id == task.id }}"},
+        {"log": "{{ state.k }} and {{ _ }} for {{ 'this task' if execution.task_id == task.id else 'another' }}"},
     ]);
     let (e, ts) = c.run_steps(main, json!({}), json!({"x": 1})).await;
     assert_eq!(
@@ -37,11 +37,11 @@ async fn evaluate_set_get_and_log_see_the_input_the_outputs_and_the_state() {
             json!({"b": 4, "first": 2, "i": 1, "inp": 1}),
             json!({"k": 4}),
             json!(4),
-            json!("4 and 4 for true"),
-            json!("4 and 4 for true"),
+            json!("4 and 4 for this task"),
+            json!("4 and 4 for this task"),
         ]
     );
-    assert_succeeded(&e, json!("4 and 4 for true"));
+    assert_succeeded(&e, json!("4 and 4 for this task"));
     assert_eq!(e["input"], json!({"x": 1}));
     assert!(ts.iter().all(|t| t["execution_id"] == e["id"]), "every transition names its execution");
 }
