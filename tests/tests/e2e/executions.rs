@@ -15,6 +15,7 @@ mod control;
 mod limits;
 mod prompts;
 mod steps;
+mod typed;
 
 use std::sync::OnceLock;
 use std::time::Duration;
