@@ -104,6 +104,7 @@ enum Resume {
     InFlight,
 }
 
+#[derive(Clone)]
 struct Run {
     flavor: Flavor,
     n: u64,
@@ -339,7 +340,7 @@ pub(super) async fn verify(api: &Api, execs: &Mutex<Execs>, last: bool) {
             }
         }
     }
-    let to_check: Vec<(Uuid, Flavor, u64, u64, Resume, Vec<String>, bool)> = {
+    let to_check: Vec<(Uuid, Run)> = {
         let mut x = execs.lock().unwrap();
         let mut missing = Vec::new();
         for (id, run) in &x.runs {
@@ -351,18 +352,18 @@ pub(super) async fn verify(api: &Api, execs: &Mutex<Execs>, last: bool) {
         x.runs
             .iter()
             .filter(|(id, r)| listed.contains(*id) && (last || !r.ended))
-            .map(|(id, r)| (*id, r.flavor, r.n, r.k, r.resume, r.seen.clone(), r.ended))
+            .map(|(id, r)| (*id, r.clone()))
             .collect()
     };
     let checked: Vec<_> = futures::stream::iter(to_check)
-        .map(|(id, flavor, n, k, resume, seen, ended)| async move {
+        .map(|(id, run)| async move {
             let mut notes = Notes::default();
-            let (resume, ids) = if ended {
+            let (resume, ids) = if run.ended {
                 // Checked at its end already: only its transitions must not have changed.
-                (resume, again(api, id, &seen, &mut notes).await)
+                (run.resume, again(api, id, &run.seen, &mut notes).await)
             } else {
-                let resume = drive(api, id, flavor, n, resume, &mut notes).await;
-                (resume, check(api, id, flavor, n, k, resume, &seen, &mut notes).await)
+                let resume = drive(api, id, run.flavor, run.n, run.resume, &mut notes).await;
+                (resume, check(api, id, &run, resume, &mut notes).await)
             };
             (id, resume, ids, notes)
         })
@@ -446,17 +447,8 @@ async fn drive(api: &Api, id: Uuid, flavor: Flavor, n: u64, mut resume: Resume, 
 
 /// Checks an ended execution: succeeded with its output, its transitions
 /// against the table, the ones seen before kept. Answers its transition ids.
-#[allow(clippy::too_many_arguments)]
-async fn check(
-    api: &Api,
-    id: Uuid,
-    flavor: Flavor,
-    n: u64,
-    k: u64,
-    resume: Resume,
-    seen: &[String],
-    notes: &mut Notes,
-) -> Vec<String> {
+async fn check(api: &Api, id: Uuid, run: &Run, resume: Resume, notes: &mut Notes) -> Vec<String> {
+    let (flavor, n, k, seen) = (run.flavor, run.n, run.k, &run.seen);
     let (_, e) = api.get(&format!("/api/executions/{id}")).await;
     let expected = flavor.expected(n, k);
     if e["status"] == "succeeded" && e["output"] == expected {
