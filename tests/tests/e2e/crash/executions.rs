@@ -133,6 +133,8 @@ pub(super) struct Figures {
     pub(super) finished: u64,
     pub(super) resumed: u64,
     pub(super) resumed_by_check: u64,
+    /// Not ended when first read after a restart: carried on by the restarted server.
+    pub(super) carried_over: u64,
     pub(super) transitions: u64,
     pub(super) lost: Vec<String>,
     /// Ended otherwise than the task computes (failed, or another output).
@@ -149,13 +151,14 @@ impl Figures {
 
     pub(super) fn print(&self) {
         eprintln!(
-            "  executions: {} started and acknowledged, {} more found after a start in flight; {} finished \
-             (succeeded with the expected output), {} resumed by clients, {} by the checks after a restart; \
-             {} transitions checked\n  \
+            "  executions: {} started and acknowledged, {} more found after a start in flight; {} not ended \
+             at a kill and carried on after the restart; {} finished (succeeded with the expected output), \
+             {} resumed by clients, {} by the checks after a restart; {} transitions checked\n  \
              executions lost: {}, ended wrong: {}, repeated transitions: {}, transitions against the table: {}, \
              unexpected: {}",
             self.started,
             self.adopted,
+            self.carried_over,
             self.finished,
             self.resumed,
             self.resumed_by_check,
@@ -383,6 +386,7 @@ pub(super) async fn verify(api: &Api, execs: &Mutex<Execs>, last: bool) {
             fig.finished += u64::from(notes.succeeded);
         }
         fig.resumed_by_check += u64::from(notes.resumed);
+        fig.carried_over += u64::from(notes.carried_over);
         fig.lost.extend(notes.lost);
         fig.wrong.extend(notes.wrong);
         fig.repeated.extend(notes.repeated);
@@ -394,6 +398,7 @@ pub(super) async fn verify(api: &Api, execs: &Mutex<Execs>, last: bool) {
 #[derive(Default)]
 struct Notes {
     succeeded: bool,
+    carried_over: bool,
     resumed: bool,
     lost: Vec<String>,
     wrong: Vec<String>,
@@ -406,6 +411,7 @@ struct Notes {
 /// what is known of its resume.
 async fn drive(api: &Api, id: Uuid, flavor: Flavor, n: u64, mut resume: Resume, notes: &mut Notes) -> Resume {
     let deadline = Instant::now() + ENDS_WITHIN;
+    let mut first = true;
     loop {
         let (status, e) = api.get(&format!("/api/executions/{id}")).await;
         if status != 200 {
@@ -415,6 +421,8 @@ async fn drive(api: &Api, id: Uuid, flavor: Flavor, n: u64, mut resume: Resume, 
         if TERMINAL.iter().any(|s| e["status"] == *s) {
             return resume;
         }
+        notes.carried_over |= first;
+        first = false;
         if e["status"] == "awaiting_input" {
             if resume == Resume::Acknowledged {
                 notes
