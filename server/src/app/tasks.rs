@@ -26,7 +26,7 @@ pub struct TaskData {
     pub input_schema: Option<Map<String, Value>>,
     pub main: Vec<Map<String, Value>>,
     /// The named sub-workflows; absent from tasks stored before they existed.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub workflows: BTreeMap<String, Vec<Map<String, Value>>>,
     pub tools: Vec<StoredToolDef>,
     pub inherit_tools: bool,

@@ -652,6 +652,13 @@ impl Run {
             Step::MapReduce { over, map, reduce, initial, parallelism } => {
                 let ctx = self.ctx(last, wf).await;
                 let items = self.items(self.eval(over, &ctx)?, "map_reduce's `over`")?;
+                let max = self.engine.config.max_parallel_branches;
+                if *parallelism as usize > max {
+                    return Err(Stop::Failed(format!(
+                        "a parallelism of {parallelism}: more than the limit of {max} \
+                         (executions.max_parallel_branches)"
+                    )));
+                }
                 let n = items.len();
                 let at = ListAt { place: format!("{place}.map"), key: format!("{key}.map"), top: false };
                 let parallel = *parallelism > 1;
