@@ -4,7 +4,8 @@ Usage: python fuzz_seed.py BASE_URL API_KEY > seeded.toml
 
 Creates, through the API, one of each record with an id in a path (a user, an
 agent, a session of both with a message, a document of each, a tool and a
-task of the agent), then prints TOML `[dictionaries]` of their ids and
+task of the agent, an execution of another task, run to its end, and its first
+transition), then prints TOML `[dictionaries]` of their ids and
 `[[operations]]` that draw ids from them half of the time (path ids, and the
 participants of sessions and chats), so that the fuzzer's valid cases reach
 real records (chat on a real session, a document that exists, ...) instead
@@ -15,14 +16,15 @@ following the spec's links).
 
 import json
 import sys
+import time
 import urllib.request
 
 
-def call(base: str, key: str, method: str, path: str, body: dict) -> dict:
+def call(base: str, key: str, method: str, path: str, body: "dict | None") -> dict:
     req = urllib.request.Request(
         base + path,
         method=method,
-        data=json.dumps(body).encode(),
+        data=None if body is None else json.dumps(body).encode(),
         headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
     )
     with urllib.request.urlopen(req, timeout=30) as resp:
@@ -52,6 +54,16 @@ def main() -> None:
         f"/api/agents/{agent}/tasks",
         {"name": "greet", "main": [{"prompt": "Say hello."}]},
     )["id"]
+    # An execution that has ended: its transitions' stream ends at once (one
+    # still running would hold a stream open until the fuzzer's timeout).
+    counting = call(base, key, "POST", f"/api/agents/{agent}/tasks", {"name": "count", "main": [{"evaluate": {"n": 1}}]})
+    execution = call(base, key, "POST", f"/api/tasks/{counting['id']}/executions", {"input": {}})["id"]
+    deadline = time.monotonic() + 30
+    while call(base, key, "GET", f"/api/executions/{execution}", None)["status"] != "succeeded":
+        if time.monotonic() > deadline:
+            sys.exit(f"the seeded execution {execution} did not succeed within 30 s")
+        time.sleep(0.05)
+    transition = call(base, key, "GET", f"/api/executions/{execution}/transitions", None)["items"][0]["id"]
 
     ids = {
         "users": user,
@@ -60,15 +72,20 @@ def main() -> None:
         "agent_docs": agent_doc,
         "user_docs": user_doc,
         "tools": tool,
-        "tasks": task,
+        "tasks": [task, counting["id"]],
+        "executions": execution,
+        "transitions": transition,
     }
     out = ["", "# Seeded by .ci/fuzz_seed.py."]
     for name, value in ids.items():
-        out += [f"[dictionaries.{name}]", f'values = ["{value}"]']
+        values = ", ".join(f'"{v}"' for v in (value if isinstance(value, list) else [value]))
+        out += [f"[dictionaries.{name}]", f"values = [{values}]"]
     # (path prefix, {path parameter: dictionary})
     for prefix, params in (
         ("/api/users/", {"user_id": "users", "doc_id": "user_docs"}),
         ("/api/agents/", {"id": "agents", "doc_id": "agent_docs", "tool_id": "tools", "task_id": "tasks"}),
+        ("/api/tasks/", {"task_id": "tasks"}),
+        ("/api/executions/", {"id": "executions", "transition_id": "transitions"}),
         (
             "/api/sessions",
             {

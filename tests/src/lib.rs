@@ -16,6 +16,9 @@ pub use agent_platform_client::types;
 use serde_json::Value;
 use uuid::Uuid;
 
+pub mod executions;
+pub mod http_target;
+
 pub struct TestServer {
     running: Option<Running>,
     pub dir: tempfile::TempDir,

@@ -8,7 +8,10 @@
 //! - every write answered 2xx is there and intact (a chat that saved: its
 //!   input and its answer are in the session, in that order);
 //! - every delete answered 2xx is gone, with everything it cascades to;
-//! - nothing is orphaned, and nothing is there that no request wrote.
+//! - nothing is orphaned, and nothing is there that no request wrote;
+//! - every execution started reaches its end with the output its task
+//!   computes, its transitions obeying the contract's table, none repeated
+//!   and none lost (see [`executions`]).
 //!
 //! A request in flight at the kill may or may not have happened; either is
 //! accepted, but only whole: a record equals its old or its new state, a
@@ -34,6 +37,8 @@ use agent_platform_tests::{Process, orphans_in};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use uuid::Uuid;
+
+mod executions;
 
 /// Concurrent clients per cycle.
 const CLIENTS: usize = 6;
@@ -64,6 +69,7 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
 
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let shared = Arc::new(Shared::default());
+    let execs = Arc::new(Mutex::new(executions::Execs::default()));
     let mut master = Rng(seed);
     let mut key = None;
     let mut kill_seq = 0;
@@ -74,6 +80,9 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
             key = p.key.clone();
         }
         let api = Api::new(&p.base, key.as_deref().expect("the first start printed a key"));
+        if cycle == 0 {
+            executions::setup(&api, &ledger, &execs).await;
+        }
         if cycle > 0 {
             let restarted = Instant::now();
             let mut l = std::mem::take(&mut *ledger.lock().unwrap());
@@ -87,6 +96,15 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
                 l.entries.values().filter(|e| e.gone).count(),
             );
             *ledger.lock().unwrap() = l;
+            let restarted = Instant::now();
+            executions::verify(&api, &execs, cycle == cycles).await;
+            let x = execs.lock().unwrap();
+            eprintln!(
+                "  restart {cycle}: executions checked in {:.1} s ({} started so far, {} problems)",
+                restarted.elapsed().as_secs_f64(),
+                x.fig.started + x.fig.adopted,
+                x.fig.problems(),
+            );
         }
         if cycle == cycles {
             p.kill();
@@ -99,6 +117,12 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
             .map(|me| {
                 let rng = Rng(master.next());
                 tokio::spawn(client(api.clone(), ledger.clone(), me, rng, shared.clone()))
+            })
+            .collect();
+        let exec_clients: Vec<_> = (0..executions::CLIENTS)
+            .map(|_| {
+                let rng = Rng(master.next());
+                tokio::spawn(executions::client(api.clone(), execs.clone(), rng, shared.clone()))
             })
             .collect();
         // Load flows once a message was saved (the server's tokenizer is built by then).
@@ -117,7 +141,7 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
         assert!(p.child.try_wait().unwrap().is_none(), "the server exited before it was killed");
         p.kill();
         kill_seq = shared.clock.fetch_add(1, Ordering::SeqCst);
-        for c in clients {
+        for c in clients.into_iter().chain(exec_clients) {
             c.await.unwrap();
         }
         let l = ledger.lock().unwrap();
@@ -172,6 +196,8 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
         f.unexpected.len(),
         started.elapsed().as_secs_f64(),
     );
+    let x = execs.lock().unwrap();
+    x.fig.print();
     for (what, list) in
         [("lost", &f.lost), ("orphan", &f.orphans), ("phantom", &f.phantoms), ("unexpected", &f.unexpected)]
     {
@@ -180,6 +206,12 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
         }
     }
     assert!(f.acknowledged > 0 && f.checked > 0, "the test wrote and checked nothing");
+    assert!(x.fig.started > 0 && x.fig.finished > 0, "no execution was started and finished");
+    assert_eq!(
+        x.fig.problems(),
+        0,
+        "the crash test found problems with executions (CRASH_SEED={seed}); see above"
+    );
     assert!(
         f.lost.is_empty() && f.orphans.is_empty() && f.phantoms.is_empty() && f.unexpected.is_empty(),
         "the crash test found problems (CRASH_SEED={seed}); see above"

@@ -44,6 +44,10 @@ struct Records {
     message: Uuid,
     tool: Uuid,
     task: Uuid,
+    /// An execution of `task`, ended (`succeeded`).
+    execution: Uuid,
+    /// Its first transition.
+    transition: Uuid,
     agent_doc: Uuid,
     user_doc: Uuid,
     /// An API key of the tenant other than `key`.
@@ -91,6 +95,10 @@ impl Records {
             200,
         )
         .await;
+        let execution =
+            post("POST", format!("/api/tasks/{task}/executions"), json!({"input": {"words": words}}), 201)
+                .await;
+        let transition = ended_execution_first_transition(s, key, execution).await;
         let doc = json!({"title": format!("doc of {tag}"), "content": [words], "embeddings": [vector]});
         let agent_doc = post("POST", format!("/api/agents/{agent}/docs"), doc.clone(), 201).await;
         let user_doc = post("POST", format!("/api/users/{user}/docs"), doc, 201).await;
@@ -107,14 +115,18 @@ impl Records {
             message,
             tool,
             task,
+            execution,
+            transition,
             agent_doc,
             user_doc,
             api_key,
         }
     }
 
-    fn all_ids(&self) -> [Uuid; 9] {
+    fn all_ids(&self) -> [Uuid; 11] {
         [
+            self.execution,
+            self.transition,
             self.api_key,
             self.user,
             self.agent,
@@ -136,11 +148,29 @@ impl Records {
             ("agents", "docs") => self.agent_doc,
             ("users", "docs") => self.user_doc,
             ("agents", "tools") => self.tool,
-            ("agents", "tasks") => self.task,
+            ("agents", "tasks") | ("tasks", "tasks") => self.task,
+            ("executions", "executions") => self.execution,
+            ("executions", "transitions") => self.transition,
             ("keys", "keys") => self.api_key,
             _ => panic!("no record for a {collection} id under /api/{root}: add one to `Records`"),
         }
     }
+}
+
+/// Waits (at most 20 s) until the execution has ended; answers its first transition.
+async fn ended_execution_first_transition(s: &TestServer, key: &str, execution: Uuid) -> Uuid {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let e = call(s, key, "GET", &format!("/api/executions/{execution}"), None).await;
+        if e.body["status"] == "succeeded" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the execution did not end: {}", e.body);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let ts = call(s, key, "GET", &format!("/api/executions/{execution}/transitions"), None).await;
+    assert_eq!(ts.status, 200, "{}", ts.body);
+    ts.body["items"][0]["id"].as_str().unwrap().parse().unwrap()
 }
 
 /// `path` with its `{params}` replaced, the n-th by `pick(n, root, collection)`.
@@ -238,6 +268,20 @@ fn sweep_table() -> BTreeMap<&'static str, Vec<Call>> {
         ("task_list", listed()),
         ("task_create_or_update", vec![body(json!({"name": "t", "main": [{"log": "y"}]}))]),
         ("task_get", vec![plain()]),
+        ("task_create", vec![body(json!({"name": "another", "main": [{"log": "y"}]}))]),
+        ("task_get_by_id", vec![plain()]),
+        ("execution_create", vec![body(json!({"input": {"words": "more"}}))]),
+        ("execution_list", listed()),
+        ("execution_get", vec![plain()]),
+        // The owner's execution has ended: a cancel is a 409 (after the lookup).
+        (
+            "execution_update",
+            vec![Call { own: Some(409), ..body(json!({"status": "cancelled", "reason": "r"})) }],
+        ),
+        ("transition_list", vec![plain(), query("limit=1000&offset=0&direction=asc")]),
+        ("transition_get", vec![plain()]),
+        // The execution has ended: the stream sends its transitions and ends.
+        ("transition_stream", vec![plain()]),
         ("task_delete", vec![plain()]),
         ("tool_list", listed()),
         ("tool_create", vec![body(function_tool("another"))]),
@@ -318,6 +362,11 @@ async fn snapshot(s: &TestServer, r: &Records) -> Value {
         format!("/api/agents/{a}/tools"),
         format!("/api/agents/{a}/tasks"),
         format!("/api/agents/{a}/tasks/{}", r.task),
+        format!("/api/tasks/{}", r.task),
+        format!("/api/tasks/{}/executions", r.task),
+        format!("/api/executions/{}", r.execution),
+        format!("/api/executions/{}/transitions", r.execution),
+        format!("/api/executions/{}/transitions/{}", r.execution, r.transition),
         format!("/api/agents/{a}/docs"),
         format!("/api/agents/{a}/docs/{}", r.agent_doc),
         format!("/api/users/{u}/docs"),
@@ -455,6 +504,7 @@ async fn sees_only_its_own(s: &TestServer, me: &Records, them: &Records) {
         (format!("/api/sessions/{se}/messages"), me.message),
         (format!("/api/agents/{a}/tools"), me.tool),
         (format!("/api/agents/{a}/tasks"), me.task),
+        (format!("/api/tasks/{}/executions", me.task), me.execution),
         (format!("/api/agents/{a}/docs"), me.agent_doc),
         (format!("/api/users/{u}/docs"), me.user_doc),
     ];

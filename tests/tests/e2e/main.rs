@@ -17,6 +17,7 @@ mod contention;
 mod crash;
 mod disk_full;
 mod docs;
+mod executions;
 mod http_edge;
 mod idempotency;
 mod isolation;

@@ -200,12 +200,20 @@ async fn every_step_kind_is_accepted() {
         {"return": {"done": "true"}},
         {"log": "done"},
         {"sleep": {"seconds": 1}},
-        {"wait_for_input": {"info": {"message": "go?"}}},
-        {"error": "boom"}
+        {"wait_for_input": {"info": {"message": "'go?'"}}},
+        {"error": "boom"},
+        {"switch": [{"case": "_.x > 1", "then": {"log": "big"}}, {"case": "_", "then": {"log": "small"}}]},
+        {"over": "[1, 2]", "map": {"evaluate": {"y": "_ * 2"}}, "reduce": "results + [_.y]", "parallelism": 2},
+        {"parallel": [{"log": "a"}, {"log": "b"}]},
+        {"workflow": "helper", "arguments": {"n": "1"}},
+        {"set": {"k": "1"}},
+        {"get": "k"}
     ]);
-    let r = put_task(&s, a.id, &json!({"name": "all", "main": main})).await;
+    let helper = json!([{"return": {"n": "_.n"}}]);
+    let r = put_task(&s, a.id, &json!({"name": "all", "main": main, "helper": helper})).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["main"], main, "steps are stored as sent");
+    assert_eq!(r.body["workflows"]["helper"], helper, "a sub-workflow is stored as sent, under `workflows`");
     s.stop().await;
 }
 
