@@ -13163,6 +13163,8 @@ let response = client.tool_patch()
     }
     /**Get an execution
 
+An execution outlives its task: deleting the task (or its agent) leaves its executions readable here by id, and one under way runs on with the task as it was when it started. `sleeping_until` is set while a `sleep` step waits (the execution stays `running`); an execution that is `queued` waits for one of the server's workers (`[executions] workers`).
+
 Sends a `GET` request to `/api/executions/{id}`
 
 Arguments:
