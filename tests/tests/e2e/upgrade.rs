@@ -45,10 +45,13 @@ async fn a_store_written_by_release_0_1_0_opens_and_answers_the_same() {
     server.stop();
 }
 
+/// Whether a field shows the value a record made before the field existed has.
+type IsDefault = fn(&Value) -> bool;
+
 /// Fields the contract gained since 0.1.0 (additive changes), with the value
 /// a record of 0.1.0 must show for each: removed from `answer` when it shows
 /// exactly that, so the rest must be as 0.1.0 answered.
-const ADDED_SINCE_0_1_0: [(&str, fn(&Value) -> bool); 1] = [
+const ADDED_SINCE_0_1_0: [(&str, IsDefault); 1] = [
     // Tasks' named sub-workflows: none for a task of 0.1.0.
     ("workflows", |v| v.as_object().is_some_and(|o| o.is_empty())),
 ];
