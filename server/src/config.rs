@@ -25,7 +25,24 @@
 //! base_url = "http://127.0.0.1:11434/v1"
 //! api_key_env = "LOCAL_API_KEY"   # the variable's name; the key never goes in the file
 //! models = []                     # empty: serves every model
+//!
+//! [tools]
+//! api_call_allowed_hosts = []     # hosts api_call tools may reach: "api.example.com" or
+//!                                 # "localhost:8081" (with a port: only that port); empty = none
+//!
+//! [executions]
+//! max_steps = 10000               # transitions per execution
+//! max_foreach_items = 1000        # items one foreach or map_reduce may run over
+//! max_parallel_branches = 100     # branches of one parallel step
+//! max_sleep_s = 2592000           # longest sleep step (30 days)
+//! api_call_timeout_s = 30         # longest api_call (a tool's timeout_s may only shorten it)
+//! expression_fuel = 100000        # instructions one expression or template may run
+//! workers = 64                    # executions advancing at once
 //! ```
+//!
+//! Every `[executions]` setting has an `AGENT_PLATFORM_EXECUTIONS_<NAME>`
+//! variable (e.g. `AGENT_PLATFORM_EXECUTIONS_MAX_STEPS`); the allowed hosts
+//! come from `AGENT_PLATFORM_TOOLS_API_CALL_ALLOWED_HOSTS`, comma-separated.
 //!
 //! With no `[[models.providers]]`, `OPENAI_BASE_URL` and `OPENAI_API_KEY` define
 //! the one provider (see [`crate::models::Providers::from_config`]).
@@ -44,6 +61,93 @@ pub struct Config {
     pub server: ServerConfig,
     pub log: LogConfig,
     pub models: ModelsConfig,
+    pub tools: ToolsConfig,
+    pub executions: ExecutionsConfig,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// Hosts `api_call` tools may send requests to, by exact name (`api.example.com`,
+    /// any port) or name and port (`127.0.0.1:8081`, that port only). Empty (the
+    /// default): none, so tasks cannot reach the network until an operator says where.
+    pub api_call_allowed_hosts: Vec<String>,
+}
+
+/// Limits of task executions. Over one, an execution fails with an error naming it.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExecutionsConfig {
+    /// Transitions one execution may commit.
+    pub max_steps: u64,
+    /// Items one `foreach` or `map_reduce` may run over.
+    pub max_foreach_items: usize,
+    /// Branches one `parallel` step may have (also the most `parallelism` of a `map_reduce`).
+    pub max_parallel_branches: usize,
+    /// Longest `sleep` step, in seconds.
+    pub max_sleep_s: u64,
+    /// Longest `api_call` tool request, in seconds; a tool's own `timeout_s` may only shorten it.
+    pub api_call_timeout_s: u64,
+    /// Instructions one expression or template may run before it is stopped.
+    pub expression_fuel: u64,
+    /// Executions advancing at once (the rest wait their turn).
+    pub workers: usize,
+}
+
+impl Default for ExecutionsConfig {
+    fn default() -> Self {
+        ExecutionsConfig {
+            max_steps: 10_000,
+            max_foreach_items: 1_000,
+            max_parallel_branches: 100,
+            max_sleep_s: 30 * 24 * 3600,
+            api_call_timeout_s: 30,
+            expression_fuel: 100_000,
+            workers: 64,
+        }
+    }
+}
+
+impl ExecutionsConfig {
+    /// Reads `AGENT_PLATFORM_EXECUTIONS_*` and checks that every limit is at least 1.
+    fn apply_env(&mut self, env: &impl Fn(&str) -> Option<String>) -> anyhow::Result<()> {
+        fn set<T: std::str::FromStr>(
+            env: &impl Fn(&str) -> Option<String>,
+            setting: &str,
+            field: &mut T,
+        ) -> anyhow::Result<()>
+        where
+            T::Err: std::fmt::Display,
+        {
+            let name = format!("AGENT_PLATFORM_EXECUTIONS_{}", setting.to_uppercase());
+            if let Some(v) = env(&name) {
+                *field = v.trim().parse().map_err(|e| anyhow::anyhow!("{name}={v:?}: {e}"))?;
+            }
+            Ok(())
+        }
+        set(env, "max_steps", &mut self.max_steps)?;
+        set(env, "max_foreach_items", &mut self.max_foreach_items)?;
+        set(env, "max_parallel_branches", &mut self.max_parallel_branches)?;
+        set(env, "max_sleep_s", &mut self.max_sleep_s)?;
+        set(env, "api_call_timeout_s", &mut self.api_call_timeout_s)?;
+        set(env, "expression_fuel", &mut self.expression_fuel)?;
+        set(env, "workers", &mut self.workers)?;
+        let limits = [
+            ("max_steps", self.max_steps),
+            ("max_foreach_items", self.max_foreach_items as u64),
+            ("max_parallel_branches", self.max_parallel_branches as u64),
+            ("max_sleep_s", self.max_sleep_s),
+            ("api_call_timeout_s", self.api_call_timeout_s),
+            ("expression_fuel", self.expression_fuel),
+            ("workers", self.workers as u64),
+        ];
+        for (setting, value) in limits {
+            if value == 0 {
+                anyhow::bail!("executions.{setting} = 0: expected at least 1");
+            }
+        }
+        Ok(())
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -185,6 +289,11 @@ impl Config {
         if let Some(v) = env("AGENT_PLATFORM_MODELS_MAX_ANSWER_BYTES") {
             self.models.max_answer_bytes = Some(parse("AGENT_PLATFORM_MODELS_MAX_ANSWER_BYTES", v)?);
         }
+        if let Some(v) = env("AGENT_PLATFORM_TOOLS_API_CALL_ALLOWED_HOSTS") {
+            self.tools.api_call_allowed_hosts =
+                v.split(',').map(str::trim).filter(|h| !h.is_empty()).map(String::from).collect();
+        }
+        self.executions.apply_env(&env)?;
         if let Some(v) = env("AGENT_PLATFORM_LOG_LEVEL") {
             self.log.level = v;
         }
@@ -245,6 +354,42 @@ mod tests {
         assert_eq!(cfg.server.request_body_timeout_s, 7);
         let err = cfg.apply_env(env("soon")).unwrap_err();
         assert!(err.to_string().contains("AGENT_PLATFORM_REQUEST_BODY_TIMEOUT_S"), "{err}");
+    }
+
+    #[test]
+    fn executions_and_tools_from_the_file_then_the_environment() {
+        let defaults = Config::default();
+        assert_eq!(defaults.executions.max_steps, 10_000);
+        assert_eq!(defaults.executions.max_sleep_s, 2_592_000);
+        assert_eq!(defaults.executions.workers, 64);
+        assert!(defaults.tools.api_call_allowed_hosts.is_empty());
+        let mut cfg: Config = toml::from_str(
+            "[tools]\napi_call_allowed_hosts = [\"api.example.com\"]\n\
+             [executions]\nmax_foreach_items = 5\nexpression_fuel = 10\n",
+        )
+        .unwrap();
+        assert_eq!(cfg.tools.api_call_allowed_hosts, ["api.example.com"]);
+        assert_eq!(cfg.executions.max_foreach_items, 5);
+        assert_eq!(cfg.executions.api_call_timeout_s, 30);
+        cfg.apply_env(|k| match k {
+            "AGENT_PLATFORM_EXECUTIONS_MAX_FOREACH_ITEMS" => Some("7".into()),
+            "AGENT_PLATFORM_EXECUTIONS_WORKERS" => Some("2".into()),
+            "AGENT_PLATFORM_TOOLS_API_CALL_ALLOWED_HOSTS" => Some("a.test, 127.0.0.1:9000,".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(cfg.executions.max_foreach_items, 7);
+        assert_eq!(cfg.executions.workers, 2);
+        assert_eq!(cfg.executions.expression_fuel, 10);
+        assert_eq!(cfg.tools.api_call_allowed_hosts, ["a.test", "127.0.0.1:9000"]);
+        let err = cfg
+            .apply_env(|k| (k == "AGENT_PLATFORM_EXECUTIONS_MAX_STEPS").then(|| "many".into()))
+            .unwrap_err();
+        assert!(err.to_string().contains("AGENT_PLATFORM_EXECUTIONS_MAX_STEPS"), "{err}");
+        let err =
+            cfg.apply_env(|k| (k == "AGENT_PLATFORM_EXECUTIONS_WORKERS").then(|| "0".into())).unwrap_err();
+        assert!(err.to_string().contains("executions.workers"), "{err}");
+        assert!(toml::from_str::<Config>("[executions]\nmax_stepz = 1\n").is_err());
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub struct Running {
     pub app: App,
     /// The key created because the store is new (shown once).
     pub first_key: Option<String>,
+    /// Runs the executions of tasks.
+    pub engine: Arc<crate::exec::engine::Engine>,
 }
 
 impl Running {
@@ -43,6 +45,8 @@ impl Running {
     /// was not closed cleanly; the next start recovers from its log).
     pub async fn shutdown(self) -> anyhow::Result<()> {
         let drained = tokio::time::timeout(SHUTDOWN_GRACE, self.server.close()).await;
+        // Executions under way stop here and go on from their last transition at the next start.
+        self.engine.stop();
         // Also answers the writes still waiting for the store (503).
         let closed = self.store.close();
         match drained {
@@ -122,6 +126,9 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
         // each waits for the client's delayed ACK (~40 ms on Linux).
         tcp_nodelay: true,
     };
+    // Before the first request: executions can be started (and those under way at
+    // the last stop go on) as soon as the server answers.
+    let engine = crate::exec::engine::Engine::start(&app, &cfg.executions, &cfg.tools, log.clone()).await?;
     let server = ServerBuilder::new(api, Ctx { app: app.clone(), spec, body_read_timeout }, log.clone())
         .config(config)
         .connections(connections)
@@ -136,7 +143,7 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
     } else {
         None
     };
-    Ok(Running { server, store, app, first_key })
+    Ok(Running { server, store, app, first_key, engine })
 }
 
 /// Opens the store of `cfg` and the application on it (which rebuilds the

@@ -470,3 +470,27 @@ pub fn check_json_schema(schema: &Value, at: &[LocPart], issues: &mut Issues) {
         issues.push(at, "value_error", format!("not a valid JSON Schema: {e}{place}"));
     }
 }
+
+/// Reports every way `instance` breaks `schema` (a user's JSON Schema, such as
+/// a task's `input_schema`), each at `at` followed by the place in the instance.
+/// A schema that does not compile is reported at `at` (it was checked when it
+/// was stored, so that means a draft this build cannot read).
+pub fn check_against_schema(schema: &Value, instance: &Value, at: &[LocPart], issues: &mut Issues) {
+    let validator = match jsonschema::options().with_pattern_options(PatternOptions::regex()).build(schema) {
+        Ok(v) => v,
+        Err(e) => {
+            issues.push(at, "value_error", format!("the schema to check against does not compile: {e}"));
+            return;
+        }
+    };
+    let mut found = Issues::new(issues.source);
+    for err in validator.iter_errors(instance) {
+        report(&mut found, instance, &err);
+    }
+    for issue in one_per_field(found.into_vec()) {
+        // Drop the source `report` added; put the place under `at`.
+        let mut path = at.to_vec();
+        path.extend(issue.loc.into_iter().skip(1));
+        issues.push(&path, &issue.kind, issue.msg);
+    }
+}

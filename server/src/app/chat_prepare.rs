@@ -132,7 +132,7 @@ impl App {
 
     /// The model to call, and its provider: the request's, else the agent's,
     /// else the configured default.
-    fn choose_model(&self, requested: Option<&str>, agent: &Agent) -> Result<(Provider, String)> {
+    pub(crate) fn choose_model(&self, requested: Option<&str>, agent: &Agent) -> Result<(Provider, String)> {
         let model = requested
             .map(str::to_owned)
             .or_else(|| (!agent.model.is_empty()).then(|| agent.model.clone()))

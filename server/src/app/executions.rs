@@ -1,45 +1,222 @@
 //! Executions of tasks: start, read, list, cancel or resume, and their
 //! transitions. The engine that runs them is [`crate::exec`].
+//!
+//! A client's change of an execution (a cancel, a resume) is committed like a
+//! run's: a transition and the execution's record in one commit that expects
+//! the record's last version, so a change and a run's step never both land
+//! on the same state; the loser re-reads.
+
+use std::time::Duration;
 
 use futures::stream::BoxStream;
+use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::records::{RETRIES, encode};
 use super::{App, Error, Result, Tenant};
-use crate::api::types::{CreateExecutionRequest, Execution, Transition, UpdateExecutionRequest};
-use crate::store::ListQuery;
+use crate::api::error::LocPart;
+use crate::api::types::{
+    Agent, CreateExecutionRequest, Execution, ExecutionStatus, Metadata, RequestedStatus, Task, Transition,
+    TransitionType, UpdateExecutionRequest,
+};
+use crate::api::validate::{Issues, Source, check_against_schema};
+use crate::exec::records::{ExecutionData, Snapshot, TransitionData, execution_of, read, transition_of};
+use crate::store::{Direction, Expect, Kind, ListQuery, Op, Record, SortBy, StoreError, now};
 
-fn not_yet() -> Error {
-    Error::Internal("executions are being built".into())
-}
+/// How long a stream of transitions waits for news before it looks again by
+/// itself (a commit by another process does not wake it).
+const FOLLOW_POLL: Duration = Duration::from_secs(1);
 
 impl App {
+    async fn execution_record(&self, t: Tenant, id: Uuid) -> Result<(Record, ExecutionData)> {
+        let rec = self
+            .store
+            .get(t.0, Kind::Execution, id)
+            .await?
+            .ok_or_else(|| Error::not_found(Kind::Execution, id))?;
+        let data = read(&rec)?;
+        Ok((rec, data))
+    }
+
+    async fn task_by_id(&self, t: Tenant, id: Uuid) -> Result<Task> {
+        let rec =
+            self.store.get(t.0, Kind::Task, id).await?.ok_or_else(|| Error::not_found(Kind::Task, id))?;
+        super::records::decode(&rec)
+    }
+
     /// Starts an execution of a task (201): `input` is checked against the
     /// task's `input_schema` (a 422 at `["body","input",…]`).
-    pub async fn execution_start(&self, _t: Tenant, _task: Uuid, _req: CreateExecutionRequest) -> Result<Execution> {
-        Err(not_yet())
+    pub async fn execution_start(
+        &self,
+        t: Tenant,
+        task_id: Uuid,
+        req: CreateExecutionRequest,
+    ) -> Result<Execution> {
+        let engine = self.engine()?.clone();
+        let task: Task = self.task_by_id(t, task_id).await?;
+        if let Some(schema) = &task.input_schema {
+            let mut issues = Issues::new(Source::Body);
+            let input = Value::Object(req.input.clone());
+            check_against_schema(
+                &Value::Object(schema.clone()),
+                &input,
+                &[LocPart::Key("input".into())],
+                &mut issues,
+            );
+            if !issues.is_empty() {
+                return Err(Error::Validation(issues.into_vec()));
+            }
+        }
+        let agent: Agent = self.agent_get(t, task.agent_id).await?;
+        let tools = crate::exec::prompt::task_tools(self, t, &task).await?;
+        let snapshot = Snapshot { task, agent, tools };
+        let mut rec = Record::fresh(Kind::Execution, task_id, encode(&ExecutionData::new(req.input))?);
+        rec.metadata = req.metadata.map(Metadata::into_inner);
+        let id = rec.id;
+        let snap = Record::new(Kind::ExecutionTask, id, id, encode(&snapshot)?);
+        let answer = execution_of(&rec, &read(&rec)?);
+        let ops = vec![
+            Op::Require { kind: Kind::Task, id: task_id },
+            Op::Put { record: rec, expect: Expect::Absent },
+            Op::Put { record: snap, expect: Expect::Absent },
+        ];
+        self.store.commit(t.0, ops).await?;
+        engine.enqueue(t, id);
+        Ok(answer)
     }
 
     /// The task's executions (404 if the task does not exist).
-    pub async fn execution_list(&self, _t: Tenant, _task: Uuid, _q: &ListQuery) -> Result<Vec<Execution>> {
-        Err(not_yet())
+    pub async fn execution_list(&self, t: Tenant, task: Uuid, q: &ListQuery) -> Result<Vec<Execution>> {
+        self.task_by_id(t, task).await?;
+        let page = self.store.list(t.0, Kind::Execution, task, q).await?;
+        page.iter().map(|rec| Ok(execution_of(rec, &read(rec)?))).collect()
     }
 
-    pub async fn execution_get(&self, _t: Tenant, _id: Uuid) -> Result<Execution> {
-        Err(not_yet())
+    pub async fn execution_get(&self, t: Tenant, id: Uuid) -> Result<Execution> {
+        let (rec, data) = self.execution_record(t, id).await?;
+        Ok(execution_of(&rec, &data))
     }
 
     /// Cancels, or resumes with input (a change the status table forbids is a 409).
-    pub async fn execution_update(&self, _t: Tenant, _id: Uuid, _req: UpdateExecutionRequest) -> Result<Execution> {
-        Err(not_yet())
+    pub async fn execution_update(
+        &self,
+        t: Tenant,
+        id: Uuid,
+        req: UpdateExecutionRequest,
+    ) -> Result<Execution> {
+        let engine = self.engine()?.clone();
+        for _ in 0..RETRIES {
+            let (mut rec, mut data) = self.execution_record(t, id).await?;
+            let from = data.status;
+            let (to, transition) = match req.status {
+                RequestedStatus::Cancelled => {
+                    if !ExecutionStatus::Cancelled.allowed_from(from) {
+                        return Err(forbidden(from, ExecutionStatus::Cancelled));
+                    }
+                    let reason = req.reason.clone();
+                    let output = reason.as_ref().map_or(Value::Null, |r| json!({ "reason": r }));
+                    data.error = Some(reason.unwrap_or_else(|| "cancelled".into()));
+                    let last = self.last_transition(t, id).await?;
+                    let current = last.as_ref().map_or_else(
+                        || crate::api::types::TransitionTarget { workflow: "main".into(), step: 0 },
+                        |l| l.current.clone(),
+                    );
+                    let t = TransitionData {
+                        kind: TransitionType::Cancelled,
+                        output,
+                        current,
+                        next: None,
+                        key: "cancelled".into(),
+                        resume_state: None,
+                    };
+                    (ExecutionStatus::Cancelled, t)
+                }
+                RequestedStatus::Running => {
+                    if from != ExecutionStatus::AwaitingInput {
+                        return Err(Error::Conflict(format!(
+                            "execution {id} is {}: only one that is awaiting_input can be resumed (to running)",
+                            from.as_str()
+                        )));
+                    }
+                    let Some(wait) =
+                        self.last_transition(t, id).await?.filter(|w| w.kind == TransitionType::Wait)
+                    else {
+                        // Between a run's commit of its status and of its wait: try again.
+                        continue;
+                    };
+                    let next = wait.resume_state.as_ref().and_then(|s| s.get("next")).cloned();
+                    let t = TransitionData {
+                        kind: TransitionType::Resume,
+                        output: req.input.clone().unwrap_or(Value::Null),
+                        current: wait.current.clone(),
+                        next: next.and_then(|n| serde_json::from_value(n).ok()),
+                        key: format!("{}/resume", wait.key),
+                        resume_state: None,
+                    };
+                    (ExecutionStatus::Running, t)
+                }
+            };
+            data.status = to;
+            data.last = Some(transition.kind);
+            data.transitions += 1;
+            if to == ExecutionStatus::Cancelled {
+                data.timers.clear();
+            }
+            let version = rec.version;
+            rec.updated_at = now().max(rec.created_at);
+            rec.data = encode(&data)?;
+            let transition = Record::fresh(Kind::Transition, id, encode(&transition)?);
+            let ops = vec![
+                Op::Put { record: transition, expect: Expect::Absent },
+                Op::Put { record: rec.clone(), expect: Expect::Version(version) },
+            ];
+            match self.store.commit(t.0, ops).await {
+                Ok(()) => {}
+                Err(StoreError::Stale) => continue,
+                Err(e) => return Err(e.into()),
+            }
+            engine.changed();
+            match to {
+                ExecutionStatus::Cancelled => engine.abort(id),
+                _ => engine.enqueue(t, id),
+            }
+            return Ok(execution_of(&rec, &data));
+        }
+        Err(StoreError::Stale.into())
+    }
+
+    /// The execution's last transition, if any.
+    async fn last_transition(&self, t: Tenant, id: Uuid) -> Result<Option<TransitionData>> {
+        let q = ListQuery {
+            limit: 1,
+            offset: 0,
+            sort_by: SortBy::CreatedAt,
+            direction: Direction::Desc,
+            metadata_filter: None,
+            max_bytes: None,
+        };
+        let page = self.store.list(t.0, Kind::Transition, id, &q).await?;
+        page.first().map(read).transpose()
     }
 
     /// The execution's transitions, in the order asked for (oldest first by default).
-    pub async fn transition_list(&self, _t: Tenant, _execution: Uuid, _q: &ListQuery) -> Result<Vec<Transition>> {
-        Err(not_yet())
+    pub async fn transition_list(
+        &self,
+        t: Tenant,
+        execution: Uuid,
+        q: &ListQuery,
+    ) -> Result<Vec<Transition>> {
+        self.execution_record(t, execution).await?;
+        let page = self.store.list(t.0, Kind::Transition, execution, q).await?;
+        page.iter().map(|rec| Ok(transition_of(rec, &read(rec)?))).collect()
     }
 
-    pub async fn transition_get(&self, _t: Tenant, _execution: Uuid, _id: Uuid) -> Result<Transition> {
-        Err(not_yet())
+    pub async fn transition_get(&self, t: Tenant, execution: Uuid, id: Uuid) -> Result<Transition> {
+        self.execution_record(t, execution).await?;
+        match self.store.get(t.0, Kind::Transition, id).await? {
+            Some(rec) if rec.scope == execution => Ok(transition_of(&rec, &read(&rec)?)),
+            _ => Err(Error::not_found(Kind::Transition, id)),
+        }
     }
 
     /// Every transition after `after` (all of them when `None`), then each new
@@ -47,10 +224,83 @@ impl App {
     /// (before the stream starts) when the execution does not exist.
     pub async fn transition_follow(
         &self,
-        _t: Tenant,
-        _execution: Uuid,
-        _after: Option<Uuid>,
+        t: Tenant,
+        execution: Uuid,
+        after: Option<Uuid>,
     ) -> Result<BoxStream<'static, Result<Transition>>> {
-        Err(not_yet())
+        self.execution_record(t, execution).await?;
+        // An id that is not one of this execution's transitions resumes nothing: all are sent.
+        let after = match after {
+            Some(id) if self.transition_get(t, execution, id).await.is_ok() => Some(id),
+            _ => None,
+        };
+        let mut changes = self.engine()?.watch();
+        let app = self.clone();
+        let stream = async_stream_like(move |tx| async move {
+            let mut offset = 0usize;
+            let mut skipping = after;
+            loop {
+                changes.mark_unchanged();
+                // Read before the page: once it has ended, the page holds its last transition.
+                let ended =
+                    matches!(app.execution_record(t, execution).await, Ok((_, d)) if d.status.is_terminal());
+                let q = ListQuery {
+                    limit: 1000,
+                    offset,
+                    sort_by: SortBy::CreatedAt,
+                    direction: Direction::Asc,
+                    metadata_filter: None,
+                    max_bytes: None,
+                };
+                let page = match app.store.list(t.0, Kind::Transition, execution, &q).await {
+                    Ok(page) => page,
+                    Err(e) => return drop(tx.unbounded_send(Err(e.into()))),
+                };
+                offset += page.len();
+                for rec in &page {
+                    if let Some(id) = skipping {
+                        if rec.id == id {
+                            skipping = None;
+                        }
+                        continue;
+                    }
+                    let transition = match read::<TransitionData>(rec) {
+                        Ok(d) => transition_of(rec, &d),
+                        Err(e) => return drop(tx.unbounded_send(Err(e))),
+                    };
+                    let end = transition.kind.is_terminal();
+                    if tx.unbounded_send(Ok(transition)).is_err() || end {
+                        return;
+                    }
+                }
+                if page.len() == 1000 {
+                    continue;
+                }
+                if ended {
+                    return;
+                }
+                // Nothing new: wait for a commit (or look again after a while).
+                let _ = tokio::time::timeout(FOLLOW_POLL, changes.changed()).await;
+                if tx.is_closed() {
+                    return;
+                }
+            }
+        });
+        Ok(stream)
     }
+}
+
+/// A stream fed by a task through a channel; the task ends when the stream is dropped.
+fn async_stream_like<F, Fut>(body: F) -> BoxStream<'static, Result<Transition>>
+where
+    F: FnOnce(futures::channel::mpsc::UnboundedSender<Result<Transition>>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (tx, rx) = futures::channel::mpsc::unbounded();
+    tokio::spawn(body(tx));
+    Box::pin(rx)
+}
+
+fn forbidden(from: ExecutionStatus, to: ExecutionStatus) -> Error {
+    Error::Conflict(format!("an execution cannot go from {} to {}", from.as_str(), to.as_str()))
 }

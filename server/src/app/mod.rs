@@ -121,6 +121,8 @@ pub struct App {
     record_locks: locks::KeyedLocks<(Tenant, Kind, Uuid)>,
     /// One lock per idempotency key in use: its requests queue (see [`idempotency`]).
     idempotency_locks: locks::KeyedLocks<(Tenant, Uuid)>,
+    /// The engine that runs executions, once the server started it.
+    engine: Arc<std::sync::OnceLock<Arc<crate::exec::engine::Engine>>>,
 }
 
 impl App {
@@ -139,7 +141,20 @@ impl App {
             history: Default::default(),
             record_locks: Default::default(),
             idempotency_locks: Default::default(),
+            engine: Default::default(),
         })
+    }
+
+    /// Makes `engine` the one that runs this application's executions.
+    pub fn install_engine(&self, engine: Arc<crate::exec::engine::Engine>) {
+        let _ = self.engine.set(engine);
+    }
+
+    /// The engine that runs executions (none in the `keys` command).
+    pub fn engine(&self) -> Result<&Arc<crate::exec::engine::Engine>> {
+        self.engine
+            .get()
+            .ok_or_else(|| Error::StoreUnavailable("executions do not run in this process".into()))
     }
 
     /// Installs an embedding model (see [`embedding`]).

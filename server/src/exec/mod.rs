@@ -1,10 +1,19 @@
 //! The engine that runs tasks: executions advance step by step, each step's
 //! outcome committed as a transition before the next starts.
 //!
+//! - [`engine`]: the pool of workers that runs executions, resumes them at start, cancels them.
+//! - [`run`]: one run of an execution: the interpreter, replaying committed transitions.
+//! - [`records`]: what is stored of executions, transitions and task snapshots.
 //! - [`expr`]: the expression language of steps (minijinja expressions, sandboxed, with fuel).
 //! - [`api_call`]: `api_call` tools, run by the server, only to allowed hosts.
 //! - [`prompt`]: `prompt` steps and `tool_call` steps: the model, and the tools it calls.
 
 pub mod api_call;
+pub mod engine;
 pub mod expr;
 pub mod prompt;
+pub mod records;
+pub mod run;
+
+#[cfg(test)]
+mod tests;

@@ -38,6 +38,13 @@ pub enum Kind {
     Doc = 9,
     /// The remembered answer of a request sent with an `Idempotency-Key`.
     Idempotency = 10,
+    /// A run of a task (scope: the task).
+    Execution = 11,
+    /// One committed change of an execution (scope: the execution).
+    Transition = 12,
+    /// The task, agent and tools an execution runs with, as read at its start
+    /// (id: the execution's; scope: the execution).
+    ExecutionTask = 13,
 }
 
 impl Kind {
@@ -53,6 +60,9 @@ impl Kind {
             Kind::Task => "task",
             Kind::Doc => "doc",
             Kind::Idempotency => "idempotency key",
+            Kind::Execution => "execution",
+            Kind::Transition => "transition",
+            Kind::ExecutionTask => "execution's task",
         }
     }
 }
