@@ -4086,7 +4086,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         ///Tools available to the task besides the agent's.
         pub tools: ::std::vec::Vec<ToolDef>,
         pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
-        ///The named sub-workflows (name → steps), which a `workflow` step runs.
+        ///The named sub-workflows (name → steps), which a `workflow` step runs. Left out when there are none (as in answers from before they existed).
         #[serde(
             default,
             skip_serializing_if = ":: std :: collections :: HashMap::is_empty"
@@ -13232,7 +13232,7 @@ let response = client.transition_list()
     }
     /**Follow an execution's transitions as server-sent events
 
-The answer is `text/event-stream`: every transition so far, oldest first, then each new one as it commits; each event is `id: <transition id>` and `data: <Transition JSON>`. With a `Last-Event-ID` header (an event source sends it when it reconnects), the stream starts after that transition. The stream ends after a terminal transition (`finish`, `error`, `cancelled`); for an execution that has ended, it sends what is left and ends at once. An execution that awaits input keeps its stream open. 404 (an ordinary error answer) if the execution does not exist.
+The answer is `text/event-stream`: every transition so far, oldest first, then each new one as it commits; each event is `id: <transition id>` and `data: <Transition JSON>`. With a `Last-Event-ID` header (an event source sends it when it reconnects), the stream starts after that transition. The stream ends after a terminal transition (`finish`, `error`, `cancelled`); for an execution that has ended, it sends what is left and ends at once. An execution that awaits input keeps its stream open; while no transition comes, a comment line (`: waiting`) is sent every 15 s so that idle connections are not cut. A failure after the stream started (the store failing) ends it with one event `event: error` whose data is `{"error": {"message", "code"}}`: reconnect with `Last-Event-ID`. 404 (an ordinary error answer) if the execution does not exist, 422 if `Last-Event-ID` is not a UUID.
 
 Sends a `GET` request to `/api/executions/{id}/transitions.stream`
 

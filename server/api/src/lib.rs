@@ -526,7 +526,12 @@ pub trait AgentPlatformApi {
     /// transition. The stream ends after a terminal transition (`finish`,
     /// `error`, `cancelled`); for an execution that has ended, it sends what is
     /// left and ends at once. An execution that awaits input keeps its stream
-    /// open. 404 (an ordinary error answer) if the execution does not exist.
+    /// open; while no transition comes, a comment line (`: waiting`) is sent
+    /// every 15 s so that idle connections are not cut. A failure after the
+    /// stream started (the store failing) ends it with one event `event: error`
+    /// whose data is `{"error": {"message", "code"}}`: reconnect with
+    /// `Last-Event-ID`. 404 (an ordinary error answer) if the execution does
+    /// not exist, 422 if `Last-Event-ID` is not a UUID.
     #[endpoint { method = GET, path = "/api/executions/{id}/transitions.stream", tags = ["executions"] }]
     async fn transition_stream(
         rqctx: RequestContext<Self::Context>,

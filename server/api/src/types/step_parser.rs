@@ -372,6 +372,15 @@ impl Parser<'_> {
     fn check_expression(&mut self, source: &str, at: &[LocPart]) -> bool {
         match expression_compiles(expression_source(source)) {
             Ok(()) => true,
+            // A plain string here is an expression: a text must be quoted in it.
+            Err(e) if !source.starts_with(EXPR_PREFIX) => {
+                self.push(
+                    at,
+                    "value_error",
+                    format!("the expression does not compile: {e} (a text here is written quoted, e.g. \"'hello'\")"),
+                );
+                false
+            }
             Err(e) => {
                 self.push(at, "value_error", format!("the expression does not compile: {e}"));
                 false

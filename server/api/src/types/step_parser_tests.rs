@@ -174,9 +174,12 @@ fn an_expression_that_does_not_compile_is_refused_where_it_is() {
     assert!(msg.starts_with("the expression does not compile: "), "{msg}");
     assert_eq!(refused(json!({"evaluate": {"x": "$ (("}})).0, "main[0].evaluate.x");
     assert_eq!(
-        refused(json!({"evaluate": {"x": ""}})).2,
+        refused(json!({"evaluate": {"x": "$ "}})).2,
         "the expression does not compile: the expression is empty"
     );
+    // A text where an expression goes: the message says how to write one.
+    let (_, _, msg) = refused(json!({"wait_for_input": {"info": {"message": "go?"}}}));
+    assert!(msg.ends_with("(a text here is written quoted, e.g. \"'hello'\")"), "{msg}");
     // In a literal, only `$ ` strings are expressions.
     assert!(parse(json!({"evaluate": {"x": {"a": "not (( an expression", "b": ["(("]}}})).is_ok());
     assert_eq!(refused(json!({"evaluate": {"x": {"a": ["$ ((" ]}}})).0, "main[0].evaluate.x.a[0]");
@@ -318,4 +321,53 @@ fn workflows_parse_main_and_the_named_ones_and_yields_name_one_of_them() {
 #[test]
 fn a_lone_step_does_not_check_its_yield_against_workflows() {
     assert!(parse(json!({"workflow": "anything"})).is_ok());
+}
+
+/// A task body through the request's own validation: the task, or `(place, kind)` of each issue.
+fn task(body: Value) -> Result<crate::types::PutTaskRequest, Vec<(String, String)>> {
+    crate::validate::validate_value::<crate::types::PutTaskRequest>(Source::Body, &body)
+        .map_err(|issues| issues.into_iter().map(|i| (place(&i.loc[1..]), i.kind)).collect())
+}
+
+#[test]
+fn a_task_gathers_its_sub_workflows_from_workflows_and_from_top_level_lists_of_steps() {
+    let req = task(json!({
+        "name": "t",
+        "main": [{"workflow": "double"}, {"workflow": "shout"}],
+        "workflows": {"double": [{"return": {"n": "_.n * 2"}}]},
+        "shout": [{"log": "{{ _ | upper }}"}],
+        "label": "not a workflow",
+        "notes": ["not steps"],
+    }))
+    .unwrap();
+    assert_eq!(req.all_workflows().keys().collect::<Vec<_>>(), ["double", "shout"]);
+    assert_eq!(
+        task(json!({"name": "t", "main": [{"workflow": "nope"}]})).unwrap_err(),
+        [("main[0].workflow".to_string(), "value_error".to_string())]
+    );
+}
+
+#[test]
+fn a_sub_workflow_is_checked_as_main_is_and_named_as_the_rules_say() {
+    let err = |body: Value| task(body).unwrap_err();
+    assert_eq!(
+        err(json!({"name": "t", "main": [{"log": "x"}], "sub": [{"log": "{{"}]})),
+        [("sub[0].log".to_string(), "value_error".to_string())]
+    );
+    assert_eq!(
+        err(json!({"name": "t", "main": [{"log": "x"}], "workflows": {"sub": [{"nope": 1}]}})),
+        [("workflows.sub[0]".to_string(), "value_error".to_string())]
+    );
+    for name in ["main", "tools", "a.b", "a[0]"] {
+        let issues = err(json!({"name": "t", "main": [{"log": "x"}], "workflows": {name: [{"log": "x"}]}}));
+        assert_eq!(issues, [(format!("workflows.{name}"), "value_error".to_string())], "{name}");
+    }
+    assert_eq!(
+        err(json!({"name": "t", "main": [{"log": "x"}], "workflows": {"sub": []}})),
+        [("workflows.sub".to_string(), "too_short".to_string())]
+    );
+    let twice = err(
+        json!({"name": "t", "main": [{"log": "x"}], "workflows": {"sub": [{"log": "a"}]}, "sub": [{"log": "b"}]}),
+    );
+    assert_eq!(twice, [("sub".to_string(), "value_error".to_string())]);
 }

@@ -45,7 +45,8 @@ pub struct Task {
     /// The steps, in order.
     pub main: Vec<JsonObject>,
     /// The named sub-workflows (name → steps), which a `workflow` step runs.
-    #[serde(default)]
+    /// Left out when there are none (as in answers from before they existed).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub workflows: BTreeMap<String, Vec<JsonObject>>,
     /// Tools available to the task besides the agent's.
     pub tools: Vec<ToolDef>,
