@@ -46,7 +46,7 @@ impl Running {
     pub async fn shutdown(self) -> anyhow::Result<()> {
         let drained = tokio::time::timeout(SHUTDOWN_GRACE, self.server.close()).await;
         // Executions under way stop here and go on from their last transition at the next start.
-        self.engine.stop();
+        self.engine.stop().await;
         // Also answers the writes still waiting for the store (503).
         let closed = self.store.close();
         match drained {

@@ -52,7 +52,7 @@ impl App {
         task_id: Uuid,
         req: CreateExecutionRequest,
     ) -> Result<Execution> {
-        let engine = self.engine()?.clone();
+        let engine = self.engine()?;
         let task: Task = self.task_by_id(t, task_id).await?;
         if let Some(schema) = &task.input_schema {
             let mut issues = Issues::new(Source::Body);
@@ -104,7 +104,7 @@ impl App {
         id: Uuid,
         req: UpdateExecutionRequest,
     ) -> Result<Execution> {
-        let engine = self.engine()?.clone();
+        let engine = self.engine()?;
         for _ in 0..RETRIES {
             let (mut rec, mut data) = self.execution_record(t, id).await?;
             let from = data.status;
@@ -236,7 +236,8 @@ impl App {
         };
         let mut changes = self.engine()?.watch();
         let app = self.clone();
-        let stream = async_stream_like(move |tx| async move {
+        let (tx, rx) = tokio::sync::mpsc::channel::<Result<Transition>>(64);
+        tokio::spawn(async move {
             let mut offset = 0usize;
             let mut skipping = after;
             loop {
@@ -254,7 +255,7 @@ impl App {
                 };
                 let page = match app.store.list(t.0, Kind::Transition, execution, &q).await {
                     Ok(page) => page,
-                    Err(e) => return drop(tx.unbounded_send(Err(e.into()))),
+                    Err(e) => return drop(tx.send(Err(e.into())).await),
                 };
                 offset += page.len();
                 for rec in &page {
@@ -266,10 +267,11 @@ impl App {
                     }
                     let transition = match read::<TransitionData>(rec) {
                         Ok(d) => transition_of(rec, &d),
-                        Err(e) => return drop(tx.unbounded_send(Err(e))),
+                        Err(e) => return drop(tx.send(Err(e)).await),
                     };
                     let end = transition.kind.is_terminal();
-                    if tx.unbounded_send(Ok(transition)).is_err() || end {
+                    // Waits while the client reads slowly: at most a channel's worth is held.
+                    if tx.send(Ok(transition)).await.is_err() || end {
                         return;
                     }
                 }
@@ -279,26 +281,18 @@ impl App {
                 if ended {
                     return;
                 }
-                // Nothing new: wait for a commit (or look again after a while).
-                let _ = tokio::time::timeout(FOLLOW_POLL, changes.changed()).await;
-                if tx.is_closed() {
-                    return;
+                // Nothing new: wait for a commit, the client to leave, or a while.
+                tokio::select! {
+                    _ = changes.changed() => {}
+                    _ = tx.closed() => return,
+                    _ = tokio::time::sleep(FOLLOW_POLL) => {}
                 }
             }
         });
-        Ok(stream)
+        let stream =
+            futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+        Ok(Box::pin(stream))
     }
-}
-
-/// A stream fed by a task through a channel; the task ends when the stream is dropped.
-fn async_stream_like<F, Fut>(body: F) -> BoxStream<'static, Result<Transition>>
-where
-    F: FnOnce(futures::channel::mpsc::UnboundedSender<Result<Transition>>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let (tx, rx) = futures::channel::mpsc::unbounded();
-    tokio::spawn(body(tx));
-    Box::pin(rx)
 }
 
 fn forbidden(from: ExecutionStatus, to: ExecutionStatus) -> Error {

@@ -121,8 +121,10 @@ pub struct App {
     record_locks: locks::KeyedLocks<(Tenant, Kind, Uuid)>,
     /// One lock per idempotency key in use: its requests queue (see [`idempotency`]).
     idempotency_locks: locks::KeyedLocks<(Tenant, Uuid)>,
-    /// The engine that runs executions, once the server started it.
-    engine: Arc<std::sync::OnceLock<Arc<crate::exec::engine::Engine>>>,
+    /// The engine that runs executions, once the server started it. Weak: the
+    /// engine holds the application, and the server holds the engine, so that
+    /// stopping the server drops both (and closes the store).
+    engine: Arc<std::sync::OnceLock<std::sync::Weak<crate::exec::engine::Engine>>>,
 }
 
 impl App {
@@ -146,14 +148,15 @@ impl App {
     }
 
     /// Makes `engine` the one that runs this application's executions.
-    pub fn install_engine(&self, engine: Arc<crate::exec::engine::Engine>) {
-        let _ = self.engine.set(engine);
+    pub fn install_engine(&self, engine: &Arc<crate::exec::engine::Engine>) {
+        let _ = self.engine.set(Arc::downgrade(engine));
     }
 
-    /// The engine that runs executions (none in the `keys` command).
-    pub fn engine(&self) -> Result<&Arc<crate::exec::engine::Engine>> {
+    /// The engine that runs executions (none in the `keys` command, nor once the server stopped).
+    pub fn engine(&self) -> Result<Arc<crate::exec::engine::Engine>> {
         self.engine
             .get()
+            .and_then(std::sync::Weak::upgrade)
             .ok_or_else(|| Error::StoreUnavailable("executions do not run in this process".into()))
     }
 

@@ -25,6 +25,8 @@ use crate::store::Kind;
 
 /// How long a run that could not reach the store waits before it tries again.
 const STORE_RETRY: Duration = Duration::from_secs(2);
+/// How long a stopping engine waits for its aborted runs to be gone.
+const STOP_WAIT: Duration = Duration::from_secs(2);
 
 /// What is known of an execution this process runs.
 #[derive(Default)]
@@ -75,7 +77,7 @@ impl Engine {
             stopping: Default::default(),
             log,
         });
-        app.install_engine(engine.clone());
+        app.install_engine(&engine);
         let mut resumed = 0;
         for (tenant, rec) in app.store.scan_kind(Kind::Execution).await? {
             let data: ExecutionData = read(&rec)?;
@@ -129,10 +131,13 @@ impl Engine {
             Stop::Store(e) => {
                 slog::warn!(self.log, "execution stopped: the store failed; trying again";
                     "execution" => %id, "error" => %e, "retry_in_s" => STORE_RETRY.as_secs());
-                let engine = self.clone();
+                // Weak: a stopping server's engine is not kept alive by a retry.
+                let engine = Arc::downgrade(self);
                 tokio::spawn(async move {
                     tokio::time::sleep(STORE_RETRY).await;
-                    engine.enqueue(tenant, id);
+                    if let Some(engine) = engine.upgrade() {
+                        engine.enqueue(tenant, id);
+                    }
                 });
             }
         }
@@ -148,13 +153,19 @@ impl Engine {
         }
     }
 
-    /// Stops every run (the server is stopping): their executions go on at the next start.
-    pub fn stop(&self) {
+    /// Stops every run (the server is stopping): their executions go on at the
+    /// next start. Waits (at most [`STOP_WAIT`]) until the runs are gone, so
+    /// that nothing of this engine holds the store any more.
+    pub async fn stop(&self) {
         self.stopping.store(true, std::sync::atomic::Ordering::Relaxed);
         for a in self.active.lock().values_mut() {
             if let Some(abort) = a.abort.take() {
                 abort.abort();
             }
+        }
+        let deadline = tokio::time::Instant::now() + STOP_WAIT;
+        while !self.active.lock().is_empty() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
     }
 

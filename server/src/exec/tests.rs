@@ -90,7 +90,7 @@ async fn a_wait_survives_a_restart_and_nothing_before_it_runs_again() {
     .await;
     let e = start(&app, id, json!({"n": 1})).await;
     until(&app, e.id, |s| s == ExecutionStatus::AwaitingInput).await;
-    engine.stop();
+    engine.stop().await;
     let before = transitions(&app, e.id).await;
     assert_eq!(
         kinds(&before),
@@ -133,7 +133,7 @@ async fn a_sleep_stopped_midway_ends_at_its_first_due_time() {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
-    engine.stop();
+    engine.stop().await;
     let (app, _engine) = engine_on(store).await;
     let done = until(&app, e.id, ExecutionStatus::is_terminal).await;
     assert_eq!(done.status, ExecutionStatus::Succeeded);
