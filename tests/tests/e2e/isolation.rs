@@ -3,10 +3,10 @@
 //! searches never show another tenant's records.
 //!
 //! The id routes are taken from `spec/openapi.json`, so a new route that takes
-//! an id fails [`every_id_route_answers_another_tenants_ids_as_unknown_ones`]
-//! until it is given a request in [`sweep_table`].
+//! an id fails [`sweep::every_id_route_answers_another_tenants_ids_as_unknown_ones`]
+//! until it is given a request in its table.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use agent_platform::models::ModelsConfig;
@@ -14,6 +14,8 @@ use agent_platform::models::fake_upstream::{Behaviour, FakeUpstream};
 use agent_platform_tests::{Raw, TestServer};
 use serde_json::{Value, json};
 use uuid::Uuid;
+
+mod sweep;
 
 fn models(fake: &FakeUpstream) -> ModelsConfig {
     agent_platform_tests::fake_models(fake, 30.0)
@@ -173,24 +175,6 @@ async fn ended_execution_first_transition(s: &TestServer, key: &str, execution: 
     ts.body["items"][0]["id"].as_str().unwrap().parse().unwrap()
 }
 
-/// `path` with its `{params}` replaced, the n-th by `pick(n, root, collection)`.
-fn fill(path: &str, pick: impl Fn(usize, &str, &str) -> Uuid) -> String {
-    let segments: Vec<&str> = path.split('/').collect();
-    let root = segments[2];
-    let mut n = 0;
-    let mut out = Vec::new();
-    for (i, seg) in segments.iter().enumerate() {
-        if seg.starts_with('{') {
-            out.push(pick(n, root, segments[i - 1]).to_string());
-            n += 1;
-        } else {
-            out.push((*seg).to_owned());
-        }
-    }
-    out.join("/")
-}
-
-/// An error body without its request id, every UUID in its text replaced by `<id>`.
 fn normalised(r: &Raw) -> Value {
     let mut body = r.body.clone();
     if let Some(o) = body.as_object_mut() {
@@ -217,136 +201,6 @@ fn mask_ids(s: &str) -> String {
     out
 }
 
-/// One request of the sweep: a query string, a body (valid, so validation,
-/// which runs before any lookup, passes), and the status the owner of the ids
-/// gets (`None`: the spec's success status).
-struct Call {
-    query: &'static str,
-    body: Option<Value>,
-    own: Option<u16>,
-}
-
-fn plain() -> Call {
-    Call { query: "", body: None, own: None }
-}
-
-fn query(query: &'static str) -> Call {
-    Call { query, body: None, own: None }
-}
-
-fn body(body: Value) -> Call {
-    Call { query: "", body: Some(body), own: None }
-}
-
-/// The requests sent to every operation whose path takes an id, by operationId.
-fn sweep_table() -> BTreeMap<&'static str, Vec<Call>> {
-    let function_tool = |name: &str| json!({"name": name, "type": "function", "function": {}});
-    let listed = || vec![plain(), query(SHARED), query("limit=1000&offset=0&direction=asc")];
-    let text_search = || vec![query("text=words"), query("text=words&limit=5&metadata_filter=%7B%7D")];
-    let search = || {
-        vec![
-            body(json!({"text": "words"})),
-            body(json!({"vector": [1.0, 0.0, 0.0], "metadata_filter": {"shared": "yes"}})),
-            body(json!({"text": "words", "vector": [1.0, 0.0, 0.0], "alpha": 0.3})),
-            // The owner gets a 400 (no vector, no embedding model); anyone else a 404.
-            Call { own: Some(400), ..body(json!({"text": "words", "mode": "vector"})) },
-        ]
-    };
-    let chat = json!({"messages": [{"role": "user", "content": "hello"}]});
-    let streamed = json!({"messages": [{"role": "user", "content": "hello"}], "stream": true});
-    BTreeMap::from([
-        ("agent_get", vec![plain()]),
-        ("agent_update", vec![body(json!({"name": "Replaced"}))]),
-        ("agent_patch", vec![body(json!({"about": "patched", "metadata": {"x": 1}}))]),
-        ("agent_delete", vec![plain()]),
-        ("agent_doc_list", listed()),
-        ("agent_doc_create", vec![body(json!({"title": "new", "content": "new words"}))]),
-        ("agent_doc_get", vec![plain()]),
-        ("agent_doc_delete", vec![plain()]),
-        ("agent_search_text", text_search()),
-        ("agent_search", search()),
-        ("task_list", listed()),
-        ("task_create_or_update", vec![body(json!({"name": "t", "main": [{"log": "y"}]}))]),
-        ("task_get", vec![plain()]),
-        ("task_create", vec![body(json!({"name": "another", "main": [{"log": "y"}]}))]),
-        ("task_get_by_id", vec![plain()]),
-        ("execution_create", vec![body(json!({"input": {"words": "more"}}))]),
-        ("execution_list", listed()),
-        ("execution_get", vec![plain()]),
-        // The owner's execution has ended: a cancel is a 409 (after the lookup).
-        (
-            "execution_update",
-            vec![Call { own: Some(409), ..body(json!({"status": "cancelled", "reason": "r"})) }],
-        ),
-        ("transition_list", vec![plain(), query("limit=1000&offset=0&direction=asc")]),
-        ("transition_get", vec![plain()]),
-        // The execution has ended: the stream sends its transitions and ends.
-        ("transition_stream", vec![plain()]),
-        ("task_delete", vec![plain()]),
-        ("tool_list", listed()),
-        ("tool_create", vec![body(function_tool("another"))]),
-        ("tool_update", vec![body(function_tool("lookup"))]),
-        ("tool_patch", vec![body(json!({"description": "patched"}))]),
-        ("tool_delete", vec![plain()]),
-        ("session_get", vec![plain()]),
-        ("session_update", vec![body(json!({"situation": "changed"}))]),
-        ("session_patch", vec![body(json!({"situation": "changed", "metadata": {"x": 1}}))]),
-        ("session_delete", vec![plain()]),
-        ("session_chat", vec![body(chat), body(streamed)]),
-        ("message_list", listed()),
-        ("message_create", vec![body(json!({"role": "user", "content": "more"}))]),
-        ("session_tool_list", vec![plain()]),
-        ("user_get", vec![plain()]),
-        ("user_update", vec![body(json!({"name": "Replaced"}))]),
-        ("user_patch", vec![body(json!({"about": "patched", "metadata": {"x": 1}}))]),
-        ("user_delete", vec![plain()]),
-        ("user_doc_list", listed()),
-        ("user_doc_create", vec![body(json!({"title": "new", "content": "new words"}))]),
-        ("user_doc_get", vec![plain()]),
-        ("user_doc_delete", vec![plain()]),
-        ("user_search_text", text_search()),
-        ("user_search", search()),
-        ("key_delete", vec![plain()]),
-    ])
-}
-
-/// An operation of the spec whose path takes an id.
-struct Op {
-    id: String,
-    method: String,
-    path: String,
-    /// The success status the spec documents.
-    success: u16,
-}
-
-fn id_operations() -> Vec<Op> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/openapi.json")).unwrap();
-    let spec: Value = serde_json::from_str(&text).unwrap();
-    let mut ops = Vec::new();
-    for (path, item) in spec["paths"].as_object().unwrap() {
-        if !path.contains('{') {
-            continue;
-        }
-        for (method, op) in item.as_object().unwrap() {
-            let success = op["responses"]
-                .as_object()
-                .unwrap()
-                .keys()
-                .filter_map(|k| k.parse::<u16>().ok())
-                .find(|c| (200..300).contains(c))
-                .unwrap_or_else(|| panic!("{method} {path} documents no success"));
-            ops.push(Op {
-                id: op["operationId"].as_str().unwrap().to_owned(),
-                method: method.to_uppercase(),
-                path: path.clone(),
-                success,
-            });
-        }
-    }
-    ops
-}
-
-/// Everything the owner of `r` can read of them (search timings removed).
 async fn snapshot(s: &TestServer, r: &Records) -> Value {
     let (a, u, se) = (r.agent, r.user, r.session);
     let mut reads = vec![
@@ -396,89 +250,6 @@ fn assert_same_404(what: &str, theirs: &Raw, unknown: &Raw) {
         normalised(unknown),
         "{what}: another tenant's ids must answer exactly as unknown ones"
     );
-}
-
-#[tokio::test]
-async fn every_id_route_answers_another_tenants_ids_as_unknown_ones() {
-    let fake = FakeUpstream::start().await;
-    let s = TestServer::with_models(models(&fake)).await;
-    let other_key = s.key_for("other-tenant").await;
-    let a = Records::create(&s, &s.key, "alpha-corp", "shared words alpha", [1.0, 0.1, 0.0]).await;
-    let b = Records::create(&s, &other_key, "beta-corp", "shared words beta", [0.1, 1.0, 0.0]).await;
-
-    let ops = id_operations();
-    let table = sweep_table();
-    let in_spec: BTreeSet<&str> = ops.iter().map(|o| o.id.as_str()).collect();
-    let in_table: BTreeSet<&str> = table.keys().copied().collect();
-    let missing: Vec<_> = in_spec.difference(&in_table).collect();
-    let stale: Vec<_> = in_table.difference(&in_spec).collect();
-    assert!(
-        missing.is_empty() && stale.is_empty(),
-        "`sweep_table` must cover exactly the spec's operations with an id in their path: \
-         missing {missing:?}, not in the spec {stale:?}"
-    );
-
-    let (a_before, b_before) = (snapshot(&s, &a).await, snapshot(&s, &b).await);
-    for op in &ops {
-        for c in &table[op.id.as_str()] {
-            let srv = &s;
-            let send = |key: &str, path: String| {
-                let path = if c.query.is_empty() { path } else { format!("{path}?{}", c.query) };
-                let key = key.to_owned();
-                async move { call(srv, &key, &op.method, &path, c.body.as_ref()).await }
-            };
-            let what = format!(
-                "{} {} ({}) {:?} {}",
-                op.method,
-                op.path,
-                op.id,
-                c.query,
-                c.body.as_ref().unwrap_or(&Value::Null)
-            );
-            // B with A's ids, and A with ids no one has.
-            let theirs = send(&b.key, fill(&op.path, |_, root, coll| a.id_for(root, coll))).await;
-            let unknown = send(&a.key, fill(&op.path, |_, _, _| Uuid::now_v7())).await;
-            assert_same_404(&what, &theirs, &unknown);
-            // Nested: B's own parent with A's child, and with an unknown child.
-            if op.path.matches('{').count() > 1 {
-                let mixed = |child: Option<&Records>| {
-                    fill(&op.path, |n, root, coll| match (n, child) {
-                        (0, _) => b.id_for(root, coll),
-                        (_, Some(r)) => r.id_for(root, coll),
-                        (_, None) => Uuid::now_v7(),
-                    })
-                };
-                let theirs = send(&b.key, mixed(Some(&a))).await;
-                let unknown = send(&b.key, mixed(None)).await;
-                assert_same_404(&format!("{what}, under the caller's own parent"), &theirs, &unknown);
-            }
-        }
-    }
-    assert_eq!(snapshot(&s, &a).await, a_before, "another tenant's requests changed nothing of A's");
-    assert_eq!(snapshot(&s, &b).await, b_before, "and nothing of B's");
-
-    // The same requests with A's key: the ids were real. Deletes last, children before parents.
-    let rank = |o: &Op| {
-        let depth = o.path.matches('{').count();
-        let root =
-            ["sessions", "users", "agents"].iter().position(|r| o.path.starts_with(&format!("/api/{r}")));
-        (o.method == "DELETE", std::cmp::Reverse(depth), root)
-    };
-    let mut ordered: Vec<&Op> = ops.iter().collect();
-    ordered.sort_by_key(|o| rank(o));
-    for op in ordered {
-        for c in &table[op.id.as_str()] {
-            let mut path = fill(&op.path, |_, root, coll| a.id_for(root, coll));
-            if !c.query.is_empty() {
-                path = format!("{path}?{}", c.query);
-            }
-            let r = call(&s, &a.key, &op.method, &path, c.body.as_ref()).await;
-            let expected = c.own.unwrap_or(op.success);
-            assert_eq!(r.status, expected, "{} {path} as its owner: {}", op.method, r.body);
-        }
-    }
-    assert_eq!(fake.requests().len(), 2, "only A's two chats reached the model");
-    s.stop().await;
 }
 
 /// The ids in a list's `items` or a search's `docs`.

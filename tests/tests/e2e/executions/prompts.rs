@@ -254,3 +254,19 @@ async fn cancel_while_the_model_answers() {
     assert_eq!(lines(&ts), ["init main:0 -> main:0", "cancelled"]);
     t.s.stop().await;
 }
+
+/// An api_call that outlasts its tool's `timeout_s` fails the step (the
+/// target answers after 30 s; the tool waits 1 s).
+#[tokio::test]
+async fn an_api_call_past_its_timeout_fails_the_step() {
+    let t = setup().await;
+    let mut tool = api_tool("slow", "POST", format!("{}/slow", t.target.url()));
+    tool["api_call"]["timeout_s"] = json!(1);
+    let started = Instant::now();
+    let (e, ts) =
+        t.c.run_steps(json!([{"tool": "slow", "arguments": {}}]), json!({"tools": [tool]}), json!({})).await;
+    assert_failed(&e, &ts, &["timeout_s"]);
+    assert!(started.elapsed() < Duration::from_secs(15), "the call was not cut at its timeout");
+    assert_eq!(t.target.received().len(), 1, "called once");
+    t.s.stop().await;
+}
