@@ -16,7 +16,7 @@ use crate::api::types_sessions::{ContextOverflow, CreateMessageRequest, Message,
 use crate::api::types_tools::{Tool, ToolType};
 use crate::models::tokens::{REPLY_PRIMING_TOKENS, message_tokens};
 use crate::models::{self, DEFAULT_SYSTEM_TEMPLATE, Provider, wire};
-use crate::store::{Direction, ListQuery, SortBy};
+use crate::store::ListQuery;
 
 impl App {
     /// The session's history, oldest first, from the cache or the store.
@@ -27,14 +27,7 @@ impl App {
         };
         let mut items = Vec::new();
         loop {
-            let q = ListQuery {
-                limit: 1000,
-                offset: items.len(),
-                sort_by: SortBy::CreatedAt,
-                direction: Direction::Asc,
-                metadata_filter: None,
-                max_bytes: None,
-            };
+            let q = ListQuery::oldest_first(items.len(), 1000);
             let page: Vec<Message> = match self.message_list(t, session, &q).await {
                 Ok(page) => page,
                 Err(e) => {

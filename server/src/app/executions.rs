@@ -245,14 +245,7 @@ impl App {
                 // Read before the page: once it has ended, the page holds its last transition.
                 let ended =
                     matches!(app.execution_record(t, execution).await, Ok((_, d)) if d.status.is_terminal());
-                let q = ListQuery {
-                    limit: 1000,
-                    offset,
-                    sort_by: SortBy::CreatedAt,
-                    direction: Direction::Asc,
-                    metadata_filter: None,
-                    max_bytes: None,
-                };
+                let q = ListQuery::oldest_first(offset, 1000);
                 let page = match app.store.list(t.0, Kind::Transition, execution, &q).await {
                     Ok(page) => page,
                     Err(e) => return drop(tx.send(Err(e.into())).await),

@@ -42,7 +42,7 @@ use uuid::Uuid;
 
 use super::locks::KeyedGuard;
 use super::{App, Error, Result, Tenant};
-use crate::store::{Direction, Expect, Kind, ListQuery, Op, Record, SortBy, StoreError, StoreResult, now};
+use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError, StoreResult, now};
 
 /// How long a key's answer is remembered.
 pub const LIFETIME: chrono::TimeDelta = chrono::TimeDelta::hours(24);
@@ -219,12 +219,7 @@ impl App {
     /// Deletes up to [`SWEEP_BATCH`] of the tenant's oldest records once they
     /// have expired. Best effort: a failure leaves them for the next sweep.
     pub async fn sweep_idempotency(&self, t: Tenant) {
-        let q = ListQuery {
-            limit: SWEEP_BATCH,
-            sort_by: SortBy::CreatedAt,
-            direction: Direction::Asc,
-            ..Default::default()
-        };
+        let q = ListQuery::oldest_first(0, SWEEP_BATCH);
         let Ok(oldest) = self.store.list(t.0, Kind::Idempotency, Uuid::nil(), &q).await else { return };
         let cutoff = now() - LIFETIME;
         let ops: Vec<Op> = oldest

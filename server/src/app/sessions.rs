@@ -16,7 +16,7 @@ use super::{App, Result, Tenant};
 use crate::api::types::Metadata;
 use crate::api::types_sessions::{ContextOverflow, CreateSessionRequest, Session, UpdateSessionRequest};
 use crate::api::types_tools::Tool;
-use crate::store::{Direction, Kind, ListQuery, Op, Record, SortBy};
+use crate::store::{Kind, ListQuery, Op, Record};
 
 /// A session's stored fields (besides id, timestamps and metadata).
 #[derive(Serialize, Deserialize)]
@@ -135,12 +135,7 @@ impl App {
     /// The tools of the session's agents: agent by agent, each agent's oldest first.
     pub async fn session_tools(&self, t: Tenant, id: Uuid) -> Result<Vec<Tool>> {
         let session: Session = self.get_resource(t, id).await?;
-        let all = ListQuery {
-            limit: usize::MAX,
-            sort_by: SortBy::CreatedAt,
-            direction: Direction::Asc,
-            ..Default::default()
-        };
+        let all = ListQuery::oldest_first(0, usize::MAX);
         let mut tools = Vec::new();
         for agent in session.agents {
             tools.extend(self.list_resources::<Tool>(t, agent, &all).await?);

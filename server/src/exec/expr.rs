@@ -21,7 +21,7 @@
 //! costs nothing unless an expression walks it.
 
 use std::fmt;
-use std::io;
+
 use std::sync::Arc;
 
 use minijinja::{Environment, Error, ErrorKind, UndefinedBehavior, Value};
@@ -158,7 +158,7 @@ impl Evaluator {
     fn render_str(&self, source: &str, root: &Value) -> Result<String, String> {
         let template =
             self.env.template_from_str(source).map_err(|e| compile_error("template", source, &e))?;
-        let mut out = CappedWriter::default();
+        let mut out = crate::models::template::CappedWriter::default();
         match template.render_captured_to(root.clone(), &mut out) {
             Ok(_) => {}
             Err(_) if out.overflowed => {
@@ -212,26 +212,5 @@ fn excerpt(source: &str) -> String {
 }
 
 /// Collects output, refusing writes past [`MAX_OUTPUT_BYTES`].
-#[derive(Default)]
-struct CappedWriter {
-    buf: Vec<u8>,
-    overflowed: bool,
-}
-
-impl io::Write for CappedWriter {
-    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        if self.buf.len() + data.len() > MAX_OUTPUT_BYTES {
-            self.overflowed = true;
-            return Err(io::Error::other("template output limit reached"));
-        }
-        self.buf.extend_from_slice(data);
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
 #[cfg(test)]
 mod tests;

@@ -18,7 +18,7 @@ use crate::api::types::{Agent, ChatSettings, PromptInput, PromptTools, Step, Tas
 use crate::api::types_tools::{ToolDef, ToolType};
 use crate::app::{App, Tenant};
 use crate::models::wire::{self, ChatMessage, CompletionRequest, ToolCall, ToolChoice, ToolSpec};
-use crate::store::{Direction, ListQuery, SortBy};
+use crate::store::ListQuery;
 
 /// Rounds of tool calls one prompt step may make before it fails.
 pub const MAX_TOOL_ROUNDS: u32 = 10;
@@ -134,12 +134,7 @@ pub async fn tool_call_step(env: &StepEnv<'_>, tool: &str, arguments: Value) -> 
 pub async fn task_tools(app: &App, tenant: Tenant, task: &Task) -> crate::app::Result<Vec<ToolDef>> {
     let mut tools = task.tools.clone();
     if task.inherit_tools {
-        let all = ListQuery {
-            limit: usize::MAX,
-            sort_by: SortBy::CreatedAt,
-            direction: Direction::Asc,
-            ..Default::default()
-        };
+        let all = ListQuery::oldest_first(0, usize::MAX);
         for tool in app.tool_list(tenant, task.agent_id, &all).await? {
             if !tools.iter().any(|t| t.name == tool.name) {
                 tools.push(ToolDef {

@@ -26,11 +26,11 @@ use super::expr::Context;
 use super::prompt::{Outcome, StepEnv, prompt_step, tool_call_step};
 use super::records::{ExecutionData, Snapshot, TransitionData, read};
 use crate::api::types::{
-    ExecutionStatus, Expr, Step, TransitionTarget, TransitionType, Workflows, parse_workflows,
+    Expr, Step, TransitionTarget, TransitionType, Workflows, parse_workflows, type_name,
 };
 use crate::app::records::encode;
 use crate::app::{Error, Tenant};
-use crate::store::{Direction, Expect, Kind, ListQuery, Op, Record, SortBy, StoreError, now};
+use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError, now};
 
 /// Why a run stopped before its end.
 #[derive(Debug)]
@@ -189,14 +189,7 @@ impl Run {
         let mut entries = HashMap::new();
         let mut offset = 0;
         loop {
-            let q = ListQuery {
-                limit: 1000,
-                offset,
-                sort_by: SortBy::CreatedAt,
-                direction: Direction::Asc,
-                metadata_filter: None,
-                max_bytes: None,
-            };
+            let q = ListQuery::oldest_first(offset, 1000);
             let page = store.list(tenant.0, Kind::Transition, id, &q).await?;
             offset += page.len();
             for rec in &page {
@@ -498,7 +491,7 @@ impl Run {
     /// The items a `foreach` or `map_reduce` runs over, within the limit.
     fn items(&self, value: Value, what: &str) -> Flowing<Vec<Value>> {
         let Value::Array(items) = value else {
-            return Err(Stop::Failed(format!("{what} must be a list, not {}", kind_of(&value))));
+            return Err(Stop::Failed(format!("{what} must be a list, not {}", type_name(&value))));
         };
         let max = self.engine.config.max_foreach_items;
         if items.len() > max {
@@ -582,26 +575,12 @@ impl Run {
             }
             Step::If { cond, then, otherwise } => {
                 let ctx = self.ctx(last.clone(), wf).await;
-                let (steps, name) = if truthy(&self.eval(cond, &ctx)?) {
-                    (Some(then), "then")
+                let chosen = if truthy(&self.eval(cond, &ctx)?) {
+                    Some(("then".to_owned(), then))
                 } else {
-                    (otherwise.as_ref(), "else")
+                    otherwise.as_ref().map(|steps| ("else".to_owned(), steps))
                 };
-                let out = match steps {
-                    Some(steps) => {
-                        let at = ListAt {
-                            place: format!("{place}.{name}"),
-                            key: format!("{key}.{name}"),
-                            top: false,
-                        };
-                        match self.run_list(steps, &at, last, wf, branch).await? {
-                            Flow::Return(v) => return Ok(Flow::Return(v)),
-                            Flow::Next(v) => v,
-                        }
-                    }
-                    None => Value::Null,
-                };
-                done(self.step_done(key, out, here, next, |_| {}).await?)
+                self.branch(chosen, place, key, here, next, last, wf, branch).await
             }
             Step::Switch(cases) => {
                 let ctx = self.ctx(last.clone(), wf).await;
@@ -612,25 +591,11 @@ impl Run {
                         Some(expr) => truthy(&self.eval(expr, &ctx)?),
                     };
                     if hit {
-                        chosen = Some((c, steps));
+                        chosen = Some((format!("switch[{c}]"), steps));
                         break;
                     }
                 }
-                let out = match chosen {
-                    Some((c, steps)) => {
-                        let at = ListAt {
-                            place: format!("{place}.switch[{c}]"),
-                            key: format!("{key}.switch[{c}]"),
-                            top: false,
-                        };
-                        match self.run_list(steps, &at, last, wf, branch).await? {
-                            Flow::Return(v) => return Ok(Flow::Return(v)),
-                            Flow::Next(v) => v,
-                        }
-                    }
-                    None => Value::Null,
-                };
-                done(self.step_done(key, out, here, next, |_| {}).await?)
+                self.branch(chosen, place, key, here, next, last, wf, branch).await
             }
             Step::Foreach { items, body } => {
                 let ctx = self.ctx(last, wf).await;
@@ -870,6 +835,34 @@ impl Run {
         }
     }
 
+    /// The end of an `if` or a `switch`: runs the steps chosen (named by
+    /// `suffix` in places and keys), or none (output null), then commits the step.
+    #[allow(clippy::too_many_arguments)]
+    async fn branch(
+        &self,
+        chosen: Option<(String, &Vec<Step>)>,
+        place: &str,
+        key: String,
+        here: TransitionTarget,
+        next: Option<TransitionTarget>,
+        last: Value,
+        wf: &Workflow,
+        branch: bool,
+    ) -> Flowing<Flow> {
+        let out = match chosen {
+            Some((suffix, steps)) => {
+                let at =
+                    ListAt { place: format!("{place}.{suffix}"), key: format!("{key}.{suffix}"), top: false };
+                match self.run_list(steps, &at, last, wf, branch).await? {
+                    Flow::Return(v) => return Ok(Flow::Return(v)),
+                    Flow::Next(v) => v,
+                }
+            }
+            None => Value::Null,
+        };
+        Ok(Flow::Next(self.step_done(key, out, here, next, |_| {}).await?))
+    }
+
     /// The input a waiting step was resumed with; `Ok(None)` when it never
     /// waited; [`Stop::Suspended`] while it waits.
     async fn resumed(&self, wait_key: &str) -> Flowing<Option<Value>> {
@@ -920,20 +913,5 @@ impl Run {
         if held.is_none() {
             *held = slot;
         }
-    }
-
-    pub fn status(&self) -> Option<ExecutionStatus> {
-        self.journal.try_lock().ok().map(|j| j.data.status)
-    }
-}
-
-fn kind_of(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
     }
 }

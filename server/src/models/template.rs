@@ -156,11 +156,12 @@ fn render_template(
         .map_err(|e| TemplateError { line: None, message: format!("the rendered text is not UTF-8: {e}") })
 }
 
-/// Collects output, refusing writes past [`MAX_OUTPUT_BYTES`].
+/// Collects output, refusing writes past [`MAX_OUTPUT_BYTES`] (templates here,
+/// and the templates of task steps).
 #[derive(Default)]
-struct CappedWriter {
-    buf: Vec<u8>,
-    overflowed: bool,
+pub(crate) struct CappedWriter {
+    pub buf: Vec<u8>,
+    pub overflowed: bool,
 }
 
 impl io::Write for CappedWriter {

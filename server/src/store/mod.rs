@@ -176,6 +176,20 @@ pub struct ListQuery {
     pub max_bytes: Option<usize>,
 }
 
+impl ListQuery {
+    /// A page of `limit` records from `offset`, oldest first, unfiltered: how
+    /// the server itself reads a scope through.
+    pub fn oldest_first(offset: usize, limit: usize) -> Self {
+        ListQuery {
+            limit,
+            offset,
+            sort_by: SortBy::CreatedAt,
+            direction: Direction::Asc,
+            ..Default::default()
+        }
+    }
+}
+
 /// A precondition for a put.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Expect {

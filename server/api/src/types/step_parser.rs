@@ -191,8 +191,8 @@ struct Parser<'a> {
     workflows: Option<&'a BTreeSet<String>>,
 }
 
-/// The JSON type of a value, for messages.
-fn type_name(v: &Value) -> &'static str {
+/// The JSON type of a value, for messages ("a list", "null").
+pub fn type_name(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
