@@ -489,3 +489,33 @@ async fn sleeps_and_waits_survive_a_restart() {
     );
     s.stop().await;
 }
+
+/// An execution outlives its task and its agent: deleting them leaves it
+/// readable by id, and one that waits still resumes and ends.
+#[tokio::test]
+async fn an_execution_outlives_its_task_and_agent() {
+    let c = Ctx::new().await;
+    let task =
+        c.task(json!([{"wait_for_input": {"info": {}}}, {"evaluate": {"got": "_.x"}}]), json!({})).await;
+    let path = format!("/api/tasks/{task}/executions");
+    let body = json!({"input": {}, "metadata": {"team": "ops"}});
+    let (status, e) = c.api.call("POST", &path, Some(&body)).await;
+    assert_eq!(status, 201, "{e}");
+    assert_eq!(e["metadata"], json!({"team": "ops"}));
+    let id = Ctx::id(&e);
+    c.api.wait_for(id, &["awaiting_input"], ENDS_WITHIN).await;
+    let (status, _) = c.api.call("DELETE", &format!("/api/agents/{}/tasks/{task}", c.agent), None).await;
+    assert_eq!(status, 204);
+    assert_eq!(c.api.execution(id).await["status"], "awaiting_input");
+    let (status, body) = c.api.update(id, json!({"status": "running", "input": {"x": 7}})).await;
+    assert_eq!(status, 200, "{body}");
+    let e = c.api.wait_ended(id, ENDS_WITHIN).await;
+    assert_succeeded(&e, json!({"got": 7}));
+    let (status, _) = c.api.call("DELETE", &format!("/api/agents/{}", c.agent), None).await;
+    assert_eq!(status, 204);
+    let e = c.api.execution(id).await;
+    assert_eq!((e["status"].as_str(), &e["metadata"]), (Some("succeeded"), &json!({"team": "ops"})));
+    let ts = c.api.transitions(id).await;
+    agent_platform_tests::executions::Api::checked(&ts, true);
+    assert_eq!(ts.len(), 5, "{:#?}", lines(&ts));
+}
