@@ -2079,7 +2079,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///The value the task returned (when `succeeded`).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub output: ::std::option::Option<::serde_json::Value>,
-        ///While a `sleep` step waits: when it ends (the execution is `running`).
+        ///While a `sleep` step waits: when it ends (the execution keeps its status: `running`, or `starting` when the sleep is its first step).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub sleeping_until: ::std::option::Option<
             ::chrono::DateTime<::chrono::offset::Utc>,
@@ -13163,7 +13163,7 @@ let response = client.tool_patch()
     }
     /**Get an execution
 
-An execution outlives its task: deleting the task (or its agent) leaves its executions readable here by id, and one under way runs on with the task as it was when it started. `sleeping_until` is set while a `sleep` step waits (the execution stays `running`); an execution that is `queued` waits for one of the server's workers (`[executions] workers`).
+An execution outlives its task: deleting the task (or its agent) leaves its executions readable here by id, and one under way runs on with the task as it was when it started. `sleeping_until` is set while a `sleep` step waits (the execution keeps its status: `running`, or `starting` when the sleep is its first step); an execution that is `queued` waits for one of the server's workers (`[executions] workers`).
 
 Sends a `GET` request to `/api/executions/{id}`
 

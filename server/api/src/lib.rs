@@ -447,7 +447,8 @@ pub trait AgentPlatformApi {
     /// An execution outlives its task: deleting the task (or its agent) leaves
     /// its executions readable here by id, and one under way runs on with the
     /// task as it was when it started. `sleeping_until` is set while a `sleep`
-    /// step waits (the execution stays `running`); an execution that is
+    /// step waits (the execution keeps its status: `running`, or `starting` when the
+    /// sleep is its first step); an execution that is
     /// `queued` waits for one of the server's workers (`[executions] workers`).
     #[endpoint { method = GET, path = "/api/executions/{id}", tags = ["executions"] }]
     async fn execution_get(

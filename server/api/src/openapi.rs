@@ -155,10 +155,23 @@ pub fn openapi() -> Value {
     let stream = operation_mut(&mut v, "transition_stream").expect("the transitions stream operation");
     stream["responses"]["200"]["content"] = json!({
         "text/event-stream": {
+            // One event: what an event-stream reader (and schemathesis) sees of it.
             "schema": {
                 "description": "Server-sent events, one per transition: `id: <transition id>` and \
-                                `data: <Transition>`; the stream ends after a terminal transition.",
-                "allOf": [{"$ref": "#/components/schemas/Transition"}],
+                                `data: <Transition as JSON>`; the stream ends after a terminal \
+                                transition. A failure after the stream started is an `event: error` \
+                                whose data is an error body.",
+                "type": "object",
+                "required": ["data"],
+                "properties": {
+                    "id": {"type": "string", "description": "The transition's id (send it back as `Last-Event-ID`)."},
+                    "event": {"type": "string", "description": "Absent for a transition; `error` for a failure."},
+                    "data": {
+                        "type": "string",
+                        "contentMediaType": "application/json",
+                        "contentSchema": {"$ref": "#/components/schemas/Transition"},
+                    },
+                },
             }
         }
     });

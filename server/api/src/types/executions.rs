@@ -89,7 +89,8 @@ pub struct Execution {
     pub output: Option<Value>,
     /// Why it failed or was cancelled.
     pub error: Option<String>,
-    /// While a `sleep` step waits: when it ends (the execution is `running`).
+    /// While a `sleep` step waits: when it ends (the execution keeps its status:
+    /// `running`, or `starting` when the sleep is its first step).
     pub sleeping_until: Option<DateTime<Utc>>,
     pub metadata: Option<Metadata>,
     pub created_at: DateTime<Utc>,
