@@ -280,11 +280,8 @@ impl SharedExtractor for LastEventId {
             i.loc.push(LocPart::Key(LAST_EVENT_ID.into()));
             ApiError::validation_http_error(vec![i])
         };
+        // An event source that saw no `id:` yet sends no header (never an empty one).
         let text = sent.to_str().map_err(|_| invalid())?.trim();
-        // An event source sends an empty value when it saw no `id:` yet.
-        if text.is_empty() {
-            return Ok(LastEventId(None));
-        }
         text.parse().map(|id| LastEventId(Some(id))).map_err(|_| invalid())
     }
 

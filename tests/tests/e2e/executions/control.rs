@@ -446,6 +446,21 @@ async fn the_stream_sends_every_transition_then_ends_and_resumes_after_last_even
     let (status, _) =
         c.api.call("GET", &format!("/api/executions/{}/transitions.stream", Uuid::now_v7()), None).await;
     assert_eq!(status, 404);
+    // A Last-Event-ID that is not a transition's id (a UUID), empty included, is a 422 naming it.
+    for sent in ["", "7", "not-an-id"] {
+        let resp = c
+            .api
+            .http
+            .get(format!("{}/api/executions/{id}/transitions.stream", c.api.base))
+            .bearer_auth(&c.api.key)
+            .header("last-event-id", sent)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 422, "Last-Event-ID {sent:?}");
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["detail"][0]["loc"], json!(["header", "last-event-id"]), "{body}");
+    }
 }
 
 /// A sleeping execution ends at its original time after a restart, and a
