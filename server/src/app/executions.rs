@@ -16,11 +16,14 @@ use super::records::{RETRIES, encode};
 use super::{App, Error, Result, Tenant};
 use crate::api::error::LocPart;
 use crate::api::types::{
-    Agent, CreateExecutionRequest, Execution, ExecutionStatus, Metadata, RequestedStatus, Task, Transition,
+    CreateExecutionRequest, Execution, ExecutionStatus, Metadata, RequestedStatus, Task, Transition,
     TransitionType, UpdateExecutionRequest,
 };
 use crate::api::validate::{Issues, Source, check_against_schema};
-use crate::exec::records::{ExecutionData, Snapshot, TransitionData, execution_of, read, transition_of};
+use crate::app::stored::StoredToolDef;
+use crate::exec::records::{
+    ExecutionData, StoredSnapshot, TransitionData, execution_of, read, transition_of,
+};
 use crate::store::{Direction, Expect, Kind, ListQuery, Op, Record, SortBy, StoreError, now};
 
 /// How long a stream of transitions waits for news before it looks again by
@@ -53,7 +56,8 @@ impl App {
         req: CreateExecutionRequest,
     ) -> Result<Execution> {
         let engine = self.engine()?;
-        let task: Task = self.task_by_id(t, task_id).await?;
+        let task_rec = self.load(t, Kind::Task, task_id).await?;
+        let task: Task = super::records::decode(&task_rec)?;
         if let Some(schema) = &task.input_schema {
             let mut issues = Issues::new(Source::Body);
             let input = Value::Object(req.input.clone());
@@ -67,9 +71,13 @@ impl App {
                 return Err(Error::Validation(issues.into_vec()));
             }
         }
-        let agent: Agent = self.agent_get(t, task.agent_id).await?;
+        let agent = self.load(t, Kind::Agent, task.agent_id).await?;
         let tools = crate::exec::prompt::task_tools(self, t, &task).await?;
-        let snapshot = Snapshot { task, agent, tools };
+        let snapshot = StoredSnapshot {
+            task: task_rec,
+            agent,
+            tools: tools.into_iter().map(StoredToolDef::from).collect(),
+        };
         let mut rec = Record::fresh(Kind::Execution, task_id, encode(&ExecutionData::new(req.input))?);
         rec.metadata = req.metadata.map(Metadata::into_inner);
         let id = rec.id;
@@ -107,7 +115,7 @@ impl App {
         let engine = self.engine()?;
         for _ in 0..RETRIES {
             let (mut rec, mut data) = self.execution_record(t, id).await?;
-            let from = data.status;
+            let from = data.status();
             let (to, transition) = match req.status {
                 RequestedStatus::Cancelled => {
                     if !ExecutionStatus::Cancelled.allowed_from(from) {
@@ -119,12 +127,12 @@ impl App {
                     let last = self.last_transition(t, id).await?;
                     let current = last.as_ref().map_or_else(
                         || crate::api::types::TransitionTarget { workflow: "main".into(), step: 0 },
-                        |l| l.current.clone(),
+                        |l| l.current.clone().into(),
                     );
                     let t = TransitionData {
-                        kind: TransitionType::Cancelled,
+                        kind: TransitionType::Cancelled.into(),
                         output,
-                        current,
+                        current: current.into(),
                         next: None,
                         key: "cancelled".into(),
                         resume_state: None,
@@ -139,14 +147,14 @@ impl App {
                         )));
                     }
                     let Some(wait) =
-                        self.last_transition(t, id).await?.filter(|w| w.kind == TransitionType::Wait)
+                        self.last_transition(t, id).await?.filter(|w| w.kind == TransitionType::Wait.into())
                     else {
                         // Between a run's commit of its status and of its wait: try again.
                         continue;
                     };
                     let next = wait.resume_state.as_ref().and_then(|s| s.get("next")).cloned();
                     let t = TransitionData {
-                        kind: TransitionType::Resume,
+                        kind: TransitionType::Resume.into(),
                         output: req.input.clone().unwrap_or(Value::Null),
                         current: wait.current.clone(),
                         next: next.and_then(|n| serde_json::from_value(n).ok()),
@@ -156,7 +164,7 @@ impl App {
                     (ExecutionStatus::Running, t)
                 }
             };
-            data.status = to;
+            data.status = to.into();
             data.last = Some(transition.kind);
             data.transitions += 1;
             if to == ExecutionStatus::Cancelled {
@@ -243,8 +251,7 @@ impl App {
             loop {
                 changes.mark_unchanged();
                 // Read before the page: once it has ended, the page holds its last transition.
-                let ended =
-                    matches!(app.execution_record(t, execution).await, Ok((_, d)) if d.status.is_terminal());
+                let ended = matches!(app.execution_record(t, execution).await, Ok((_, d)) if d.status().is_terminal());
                 let q = ListQuery::oldest_first(offset, 1000);
                 let page = match app.store.list(t.0, Kind::Transition, execution, &q).await {
                     Ok(page) => page,

@@ -81,7 +81,8 @@ impl Engine {
         let mut resumed = 0;
         for (tenant, rec) in app.store.scan_kind(Kind::Execution).await? {
             let data: ExecutionData = read(&rec)?;
-            if !data.status.is_terminal() && data.status != crate::api::types::ExecutionStatus::AwaitingInput
+            if !data.status().is_terminal()
+                && data.status() != crate::api::types::ExecutionStatus::AwaitingInput
             {
                 engine.enqueue(Tenant(tenant), rec.id);
                 resumed += 1;

@@ -16,12 +16,121 @@ use uuid::Uuid;
 use crate::api::types::{
     Agent, Execution, ExecutionStatus, Metadata, Task, ToolDef, Transition, TransitionTarget, TransitionType,
 };
+use crate::app::records::decode;
+use crate::app::stored::StoredToolDef;
 use crate::store::Record;
+
+/// An execution's status, as stored (see [`ExecutionStatus`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoredStatus {
+    Queued,
+    Starting,
+    Running,
+    AwaitingInput,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl From<ExecutionStatus> for StoredStatus {
+    fn from(s: ExecutionStatus) -> Self {
+        match s {
+            ExecutionStatus::Queued => StoredStatus::Queued,
+            ExecutionStatus::Starting => StoredStatus::Starting,
+            ExecutionStatus::Running => StoredStatus::Running,
+            ExecutionStatus::AwaitingInput => StoredStatus::AwaitingInput,
+            ExecutionStatus::Succeeded => StoredStatus::Succeeded,
+            ExecutionStatus::Failed => StoredStatus::Failed,
+            ExecutionStatus::Cancelled => StoredStatus::Cancelled,
+        }
+    }
+}
+
+impl From<StoredStatus> for ExecutionStatus {
+    fn from(s: StoredStatus) -> Self {
+        match s {
+            StoredStatus::Queued => ExecutionStatus::Queued,
+            StoredStatus::Starting => ExecutionStatus::Starting,
+            StoredStatus::Running => ExecutionStatus::Running,
+            StoredStatus::AwaitingInput => ExecutionStatus::AwaitingInput,
+            StoredStatus::Succeeded => ExecutionStatus::Succeeded,
+            StoredStatus::Failed => ExecutionStatus::Failed,
+            StoredStatus::Cancelled => ExecutionStatus::Cancelled,
+        }
+    }
+}
+
+/// A transition's type, as stored (see [`TransitionType`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoredTransitionType {
+    Init,
+    InitBranch,
+    Step,
+    Resume,
+    FinishBranch,
+    Wait,
+    Finish,
+    Error,
+    Cancelled,
+}
+
+impl From<TransitionType> for StoredTransitionType {
+    fn from(t: TransitionType) -> Self {
+        match t {
+            TransitionType::Init => StoredTransitionType::Init,
+            TransitionType::InitBranch => StoredTransitionType::InitBranch,
+            TransitionType::Step => StoredTransitionType::Step,
+            TransitionType::Resume => StoredTransitionType::Resume,
+            TransitionType::FinishBranch => StoredTransitionType::FinishBranch,
+            TransitionType::Wait => StoredTransitionType::Wait,
+            TransitionType::Finish => StoredTransitionType::Finish,
+            TransitionType::Error => StoredTransitionType::Error,
+            TransitionType::Cancelled => StoredTransitionType::Cancelled,
+        }
+    }
+}
+
+impl From<StoredTransitionType> for TransitionType {
+    fn from(t: StoredTransitionType) -> Self {
+        match t {
+            StoredTransitionType::Init => TransitionType::Init,
+            StoredTransitionType::InitBranch => TransitionType::InitBranch,
+            StoredTransitionType::Step => TransitionType::Step,
+            StoredTransitionType::Resume => TransitionType::Resume,
+            StoredTransitionType::FinishBranch => TransitionType::FinishBranch,
+            StoredTransitionType::Wait => TransitionType::Wait,
+            StoredTransitionType::Finish => TransitionType::Finish,
+            StoredTransitionType::Error => TransitionType::Error,
+            StoredTransitionType::Cancelled => TransitionType::Cancelled,
+        }
+    }
+}
+
+/// A place in a task, as stored (see [`TransitionTarget`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredPlace {
+    pub workflow: String,
+    pub step: i64,
+}
+
+impl From<TransitionTarget> for StoredPlace {
+    fn from(t: TransitionTarget) -> Self {
+        StoredPlace { workflow: t.workflow, step: t.step }
+    }
+}
+
+impl From<StoredPlace> for TransitionTarget {
+    fn from(p: StoredPlace) -> Self {
+        TransitionTarget { workflow: p.workflow, step: p.step }
+    }
+}
 
 /// An execution's stored fields (besides id, task, timestamps and metadata).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ExecutionData {
-    pub status: ExecutionStatus,
+    pub status: StoredStatus,
     pub input: Map<String, Value>,
     #[serde(default)]
     pub output: Option<Value>,
@@ -32,7 +141,7 @@ pub struct ExecutionData {
     pub transitions: u64,
     /// The type of the last transition (what may follow it is fixed).
     #[serde(default)]
-    pub last: Option<TransitionType>,
+    pub last: Option<StoredTransitionType>,
     /// The values of `set` steps so far.
     #[serde(default)]
     pub state: Map<String, Value>,
@@ -42,9 +151,17 @@ pub struct ExecutionData {
 }
 
 impl ExecutionData {
+    pub fn status(&self) -> ExecutionStatus {
+        self.status.into()
+    }
+
+    pub fn last(&self) -> Option<TransitionType> {
+        self.last.map(Into::into)
+    }
+
     pub fn new(input: Map<String, Value>) -> Self {
         ExecutionData {
-            status: ExecutionStatus::Queued,
+            status: StoredStatus::Queued,
             input,
             output: None,
             error: None,
@@ -61,7 +178,7 @@ pub fn execution_of(rec: &Record, d: &ExecutionData) -> Execution {
     Execution {
         id: rec.id,
         task_id: rec.scope,
-        status: d.status,
+        status: d.status(),
         input: d.input.clone(),
         output: d.output.clone(),
         error: d.error.clone(),
@@ -76,10 +193,10 @@ pub fn execution_of(rec: &Record, d: &ExecutionData) -> Execution {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TransitionData {
     #[serde(rename = "type")]
-    pub kind: TransitionType,
+    pub kind: StoredTransitionType,
     pub output: Value,
-    pub current: TransitionTarget,
-    pub next: Option<TransitionTarget>,
+    pub current: StoredPlace,
+    pub next: Option<StoredPlace>,
     /// Which step of which run this records: unique within the execution.
     pub key: String,
     /// What a paused step needs to go on (a prompt's conversation), when it waits.
@@ -91,10 +208,10 @@ pub fn transition_of(rec: &Record, d: &TransitionData) -> Transition {
     Transition {
         id: rec.id,
         execution_id: rec.scope,
-        kind: d.kind,
+        kind: d.kind.into(),
         output: d.output.clone(),
-        current: d.current.clone(),
-        next: d.next.clone(),
+        current: d.current.clone().into(),
+        next: d.next.clone().map(Into::into),
         metadata: rec.metadata.clone().map(Metadata),
         created_at: rec.created_at,
     }
@@ -102,11 +219,30 @@ pub fn transition_of(rec: &Record, d: &TransitionData) -> Transition {
 
 /// What an execution runs with, as read when it started: later edits of the
 /// task, its agent or their tools do not change it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug)]
 pub struct Snapshot {
     pub task: Task,
     pub agent: Agent,
     pub tools: Vec<ToolDef>,
+}
+
+/// A [`Snapshot`] as stored: the task's and the agent's records as they were
+/// (their stored shapes), and the tools in theirs.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct StoredSnapshot {
+    pub task: Record,
+    pub agent: Record,
+    pub tools: Vec<StoredToolDef>,
+}
+
+impl StoredSnapshot {
+    pub fn snapshot(&self) -> crate::app::Result<Snapshot> {
+        Ok(Snapshot {
+            task: decode(&self.task)?,
+            agent: decode(&self.agent)?,
+            tools: self.tools.iter().cloned().map(Into::into).collect(),
+        })
+    }
 }
 
 /// The execution id of a record's scope, for transitions and snapshots.
@@ -119,4 +255,48 @@ pub fn read<T: serde::de::DeserializeOwned>(rec: &Record) -> crate::app::Result<
     T::deserialize(&rec.data).map_err(|e| {
         crate::app::Error::Internal(format!("stored {} {} is unreadable: {e}", rec.kind.name(), rec.id))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{ExecutionData, StoredSnapshot, TransitionData};
+    use crate::app::stored::tests::keeps;
+
+    /// What the first release with executions writes: it must read, and write back, the same.
+    #[test]
+    fn executions_transitions_and_snapshots_keep_their_stored_form() {
+        keeps::<ExecutionData>(json!({
+            "status": "awaiting_input", "input": {"topics": ["a"]}, "output": null, "error": null,
+            "transitions": 4, "last": "wait", "state": {"seen": 2},
+            "timers": {"main[1]": "2026-11-23T20:00:00Z"}}));
+        keeps::<TransitionData>(json!({
+            "type": "wait", "output": {"tool_call": {"id": "call_1", "name": "f", "arguments": {}}},
+            "current": {"workflow": "main[2].then", "step": 0}, "next": null, "key": "main[2].then[0]#call1",
+            "resume_state": {"next": {"workflow": "main[2].then", "step": 0}, "state": null}}));
+        keeps::<TransitionData>(json!({
+            "type": "finish_branch", "output": 7, "current": {"workflow": "sub", "step": 1},
+            "next": {"workflow": "main", "step": 0}, "key": "main[0]#fin"}));
+        let record = |kind: &str, data| {
+            json!({"kind": kind, "id": "01a20a1e-613b-7774-b3d2-2547029b969b", "scope": "01a20a1e-60eb-75b7-b66f-22ef4d93db1c",
+                   "created_at": "2026-11-23T20:00:00Z", "updated_at": "2026-11-23T20:00:00Z", "version": 3,
+                   "metadata": null, "data": data})
+        };
+        keeps::<StoredSnapshot>(json!({
+            "task": record("Task", json!({"name": "t", "description": "", "input_schema": null,
+                                     "main": [{"evaluate": {"x": "1"}}], "tools": [], "inherit_tools": true})),
+            "agent": record("Agent", json!({"name": "A", "about": "", "model": "", "instructions": [],
+                                      "default_settings": null})),
+            "tools": []}));
+        let snapshot: StoredSnapshot = serde_json::from_value(json!({
+            "task": record("Task", json!({"name": "t", "description": "", "input_schema": null,
+                                     "main": [{"evaluate": {"x": "1"}}], "tools": [], "inherit_tools": true})),
+            "agent": record("Agent", json!({"name": "A", "about": "", "model": "", "instructions": [],
+                                      "default_settings": null})),
+            "tools": []}))
+        .unwrap();
+        let read = snapshot.snapshot().unwrap();
+        assert_eq!((read.task.name.as_str(), read.agent.name.as_str()), ("t", "A"));
+    }
 }

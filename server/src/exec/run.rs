@@ -24,7 +24,7 @@ use uuid::Uuid;
 use super::engine::Engine;
 use super::expr::Context;
 use super::prompt::{Outcome, StepEnv, prompt_step, tool_call_step};
-use super::records::{ExecutionData, Snapshot, TransitionData, read};
+use super::records::{ExecutionData, Snapshot, StoredSnapshot, TransitionData, read};
 use crate::api::types::{
     Expr, Step, TransitionTarget, TransitionType, Workflows, parse_workflows, type_name,
 };
@@ -179,13 +179,14 @@ impl Run {
         let store = &engine.app.store;
         let Some(record) = store.get(tenant.0, Kind::Execution, id).await? else { return Ok(None) };
         let data: ExecutionData = read(&record).map_err(Stop::Store)?;
-        if data.status.is_terminal() {
+        if data.status().is_terminal() {
             return Ok(None);
         }
         let Some(snap) = store.get(tenant.0, Kind::ExecutionTask, id).await? else {
             return Err(Stop::Failed(format!("execution {id} has no snapshot of its task")));
         };
-        let snapshot: Snapshot = read(&snap).map_err(Stop::Store)?;
+        let snapshot: Snapshot =
+            read::<StoredSnapshot>(&snap).and_then(|s| s.snapshot()).map_err(Stop::Store)?;
         let mut entries = HashMap::new();
         let mut offset = 0;
         loop {
@@ -194,7 +195,10 @@ impl Run {
             offset += page.len();
             for rec in &page {
                 let t: TransitionData = read(rec).map_err(Stop::Store)?;
-                entries.insert(t.key, Entry { kind: t.kind, output: t.output, resume_state: t.resume_state });
+                entries.insert(
+                    t.key,
+                    Entry { kind: t.kind.into(), output: t.output, resume_state: t.resume_state },
+                );
             }
             if page.len() < 1000 {
                 break;
@@ -317,7 +321,7 @@ impl Run {
                 .map(|e| journal.entries.get(&e.key).map(|r| r.output.clone()).unwrap_or(Value::Null))
                 .collect());
         }
-        if journal.data.status.is_terminal() {
+        if journal.data.status().is_terminal() {
             return Err(Stop::Gone);
         }
         let ending =
@@ -342,25 +346,25 @@ impl Run {
         let mut added = Vec::with_capacity(emits.len());
         for e in &emits {
             debug_assert!(
-                data.last.is_none_or(|last| last.allows_next(e.kind)),
+                data.last().is_none_or(|last| last.allows_next(e.kind)),
                 "transition {:?} after {:?} at {}",
                 e.kind,
                 data.last,
                 e.key
             );
             let t = TransitionData {
-                kind: e.kind,
+                kind: e.kind.into(),
                 output: e.output.clone(),
-                current: e.current.clone(),
-                next: e.next.clone(),
+                current: e.current.clone().into(),
+                next: e.next.clone().map(Into::into),
                 key: e.key.clone(),
                 resume_state: e.resume_state.clone(),
             };
             let rec = Record::fresh(Kind::Transition, self.id, encode(&t).map_err(Stop::Store)?);
             ops.push(Op::Put { record: rec, expect: Expect::Absent });
             data.transitions += 1;
-            data.last = Some(e.kind);
-            data.status = e.kind.status();
+            data.last = Some(e.kind.into());
+            data.status = e.kind.status().into();
             added.push(e);
         }
         let mut record = journal.record.clone();
