@@ -125,6 +125,8 @@ impl Engine {
     fn stopped(self: &Arc<Self>, tenant: Tenant, id: Uuid, stop: Stop) {
         match stop {
             Stop::Suspended | Stop::Gone => {}
+            // Called from the run itself: the execution runs again once this run is gone.
+            Stop::Reload => self.enqueue(tenant, id),
             Stop::Failed(msg) => {
                 // Failing could not even be recorded (the snapshot is unreadable).
                 slog::error!(self.log, "execution cannot run"; "execution" => %id, "error" => msg);

@@ -41,6 +41,11 @@ pub enum Stop {
     Failed(String),
     /// The execution changed elsewhere (cancelled, or finished by another run).
     Gone,
+    /// The execution's record is not the version this run last wrote: a
+    /// cancel, or a commit of this run whose answer was dropped (a concurrent
+    /// branch failing drops its siblings mid-commit). A new run reads the
+    /// store again and replays: it ends at once if the execution has ended.
+    Reload,
     /// The store could not write or read: the run is tried again later.
     Store(Error),
 }
@@ -374,10 +379,7 @@ impl Run {
         ops.push(Op::Put { record: record.clone(), expect: Expect::Version(version) });
         match self.engine.app.store.commit(self.tenant.0, ops).await {
             Ok(()) => {}
-            Err(StoreError::Stale) => {
-                // Changed elsewhere: a cancel, or another run of it.
-                return Err(Stop::Gone);
-            }
+            Err(StoreError::Stale) => return Err(Stop::Reload),
             Err(e) => return Err(e.into()),
         }
         record.version = version + 1;

@@ -216,6 +216,32 @@ async fn composite_steps_commit_their_inner_steps_then_their_own() {
     assert_eq!(ts.len(), 1 + 2 + 3 + 4 + 4 + 3 + 1 + 1, "{places:#?}");
 }
 
+/// A run whose record changed under it (here a version bump while it sleeps;
+/// in life a sibling branch's commit whose answer was dropped) does not stop
+/// there: a new run reads the store again and finishes the execution.
+#[tokio::test]
+async fn a_run_whose_record_changed_under_it_starts_again_and_finishes() {
+    use crate::store::{Kind, Op, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SledStore::open(dir.path(), Durability::Flush).unwrap());
+    let (app, _engine) = engine_on(store.clone()).await;
+    let id =
+        task(&app, json!({"name": "t", "main": [{"sleep": {"seconds": 0.3}}, {"return": {"ok": true}}]}))
+            .await;
+    let e = start(&app, id, json!({})).await;
+    while app.execution_get(T, e.id).await.unwrap().sleeping_until.is_none() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    store.commit(T.0, vec![Op::Touch { kind: Kind::Execution, id: e.id }]).await.unwrap();
+    let done = until(&app, e.id, ExecutionStatus::is_terminal).await;
+    assert_eq!(done.status, ExecutionStatus::Succeeded, "{:?}", done.error);
+    let ts = transitions(&app, e.id).await;
+    assert_eq!(
+        kinds(&ts),
+        [TransitionType::Init, TransitionType::Step, TransitionType::Step, TransitionType::Finish]
+    );
+}
+
 /// A quick look at the time per step (the `executions` bench measures it properly).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "prints figures"]
