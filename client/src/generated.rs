@@ -13209,6 +13209,10 @@ Transition types and the status each gives: `init` starting; `init_branch`, `ste
 
 `finish`, `error`, `cancelled` and `wait` have `next: null`. A step in flight when the server was killed runs again after the restart, but its transition is committed once: a transition is never repeated. 404 if the execution does not exist.
 
+What a run commits: `init` (output: the input); then a `step` for every step that completes (output: the step's output; `next`: the following step of the same list, or null after the last). A composite step (`if`, `switch`, `foreach`, `map_reduce`, `parallel`) commits its inner steps' transitions first, then its own `step`. A `yield` commits a `step` (its arguments) and `init_branch`, then the sub-workflow's steps, then `finish_branch` (the sub-workflow's value) and its own `step`. A `wait_for_input`, or a function tool call, commits `wait`; the resume commits `resume` (output: the input given), which completes a `wait_for_input`. A `sleep` commits its `step` when it ends. The run ends with `finish` (output: the last step's output, or the `return` value), `error` (output `{"error": message}`) or `cancelled`.
+
+Places (`current`, `next`) are `{workflow, step}`: `workflow` is `main`, a sub-workflow's name, or a nested list named by its path, e.g. `main[3].then`, `main[3].else`, `main[3].switch[1]`, `main[3].foreach[2]` (the third item's body), `main[3].parallel` and `main[3].map` (where `step` is the branch or the item); `step` is the index in that list.
+
 Sends a `GET` request to `/api/executions/{id}/transitions`
 
 Arguments:
