@@ -86,6 +86,21 @@ pub fn merge_settings(agent: Option<&ChatSettings>, request: &ChatSettings) -> C
     }
 }
 
+/// `request` with the sampling settings (temperature, top_p, max_tokens, stop,
+/// seed, penalties) of `settings`, as chats and prompt steps send them.
+pub fn with_sampling(request: wire::CompletionRequest, settings: ChatSettings) -> wire::CompletionRequest {
+    wire::CompletionRequest {
+        temperature: settings.temperature.map(|v| v as f32),
+        top_p: settings.top_p.map(|v| v as f32),
+        max_tokens: settings.max_tokens.map(|v| v.clamp(1, u32::MAX as i64) as u32),
+        stop: settings.stop,
+        seed: settings.seed,
+        frequency_penalty: settings.frequency_penalty.map(|v| v as f32),
+        presence_penalty: settings.presence_penalty.map(|v| v as f32),
+        ..request
+    }
+}
+
 fn to_wire_role(role: Role) -> wire::Role {
     match role {
         Role::System => wire::Role::System,

@@ -5,7 +5,9 @@
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::chat::{PreparedChat, RECALL_LIMIT, history_item, merge_settings, new_message, template_error};
+use super::chat::{
+    PreparedChat, RECALL_LIMIT, history_item, merge_settings, new_message, template_error, with_sampling,
+};
 use super::history::{History, HistoryItem, Lookup};
 use super::{App, Error, Result, Tenant};
 use crate::api::types::{
@@ -348,24 +350,18 @@ fn completion_request(
         ChatToolChoice::Mode(ToolChoiceMode::Required) => wire::ToolChoice::required(),
         ChatToolChoice::Function(f) => wire::ToolChoice::function(f.function.name),
     });
-    wire::CompletionRequest {
+    let request = wire::CompletionRequest {
         model,
         messages,
         tool_choice: if tools.is_empty() { None } else { tool_choice },
         tools: (!tools.is_empty()).then_some(tools),
-        temperature: settings.temperature.map(|v| v as f32),
-        top_p: settings.top_p.map(|v| v as f32),
-        max_tokens: settings.max_tokens.map(|v| v.clamp(1, u32::MAX as i64) as u32),
-        stop: settings.stop,
-        seed: settings.seed,
-        frequency_penalty: settings.frequency_penalty.map(|v| v as f32),
-        presence_penalty: settings.presence_penalty.map(|v| v as f32),
         response_format: response_format.map(|f| serde_json::to_value(f).unwrap_or(Value::Null)),
         // As the provider sends it, so that it need not copy the request.
         stream,
         stream_options: stream.then_some(wire::StreamOptions { include_usage: true }),
         ..wire::CompletionRequest::default()
-    }
+    };
+    with_sampling(request, settings)
 }
 
 /// Where the history sent starts when the prompt without history costs

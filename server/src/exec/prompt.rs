@@ -213,16 +213,10 @@ fn base_request(
         model,
         tool_choice,
         tools: (!tools.is_empty()).then_some(tools),
-        temperature: merged.temperature.map(|v| v as f32),
-        top_p: merged.top_p.map(|v| v as f32),
-        max_tokens: merged.max_tokens.map(|v| v.clamp(1, u32::MAX as i64) as u32),
-        stop: merged.stop,
-        seed: merged.seed,
-        frequency_penalty: merged.frequency_penalty.map(|v| v as f32),
-        presence_penalty: merged.presence_penalty.map(|v| v as f32),
         response_format,
         ..CompletionRequest::default()
     };
+    let request = crate::app::chat::with_sampling(request, merged);
     Ok((provider, request))
 }
 
