@@ -22,7 +22,8 @@ use crate::api::types::{
 use crate::api::validate::{Issues, Source, check_against_schema};
 use crate::app::stored::StoredToolDef;
 use crate::exec::records::{
-    ExecutionData, StoredSnapshot, TransitionData, execution_of, read, transition_of,
+    ExecutionData, StoredSnapshot, TransitionData, active_marker, execution_of, read, transition_of,
+    unmark_active,
 };
 use crate::store::{Direction, Expect, Kind, ListQuery, Op, Record, SortBy, StoreError, now};
 
@@ -87,6 +88,7 @@ impl App {
             Op::Require { kind: Kind::Task, id: task_id },
             Op::Put { record: rec, expect: Expect::Absent },
             Op::Put { record: snap, expect: Expect::Absent },
+            Op::Put { record: active_marker(id, task_id), expect: Expect::Absent },
         ];
         self.store.commit(t.0, ops).await?;
         engine.enqueue(t, id);
@@ -174,10 +176,13 @@ impl App {
             rec.updated_at = now().max(rec.created_at);
             rec.data = encode(&data)?;
             let transition = Record::fresh(Kind::Transition, id, encode(&transition)?);
-            let ops = vec![
+            let mut ops = vec![
                 Op::Put { record: transition, expect: Expect::Absent },
                 Op::Put { record: rec.clone(), expect: Expect::Version(version) },
             ];
+            if to.is_terminal() {
+                ops.extend(unmark_active(self.store.as_ref(), t.0, id).await?);
+            }
             match self.store.commit(t.0, ops).await {
                 Ok(()) => {}
                 Err(StoreError::Stale) => continue,

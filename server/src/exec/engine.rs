@@ -79,7 +79,8 @@ impl Engine {
         });
         app.install_engine(&engine);
         let mut resumed = 0;
-        for (tenant, rec) in app.store.scan_kind(Kind::Execution).await? {
+        for (tenant, active) in app.store.scan_kind(Kind::ActiveExecution).await? {
+            let Some(rec) = app.store.get(tenant, Kind::Execution, active.id).await? else { continue };
             let data: ExecutionData = read(&rec)?;
             if !data.status().is_terminal()
                 && data.status() != crate::api::types::ExecutionStatus::AwaitingInput

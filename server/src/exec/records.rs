@@ -250,6 +250,26 @@ pub fn owner(rec: &Record) -> Uuid {
     rec.scope
 }
 
+/// The record that marks an execution as not ended yet (see [`Kind::ActiveExecution`]).
+pub fn active_marker(execution: Uuid, task: Uuid) -> Record {
+    Record::new(crate::store::Kind::ActiveExecution, execution, task, Value::Null)
+}
+
+/// The op that removes an execution's [`active_marker`], when it has one: an
+/// execution that ends commits it with its last transition.
+pub async fn unmark_active(
+    store: &dyn crate::store::Store,
+    tenant: Uuid,
+    execution: Uuid,
+) -> crate::store::StoreResult<Option<crate::store::Op>> {
+    let kind = crate::store::Kind::ActiveExecution;
+    Ok(store.get(tenant, kind, execution).await?.map(|_| crate::store::Op::Delete {
+        kind,
+        id: execution,
+        version: None,
+    }))
+}
+
 /// The stored fields of an execution's record, transition or snapshot.
 pub fn read<T: serde::de::DeserializeOwned>(rec: &Record) -> crate::app::Result<T> {
     T::deserialize(&rec.data).map_err(|e| {

@@ -24,7 +24,7 @@ use uuid::Uuid;
 use super::engine::Engine;
 use super::expr::Context;
 use super::prompt::{Outcome, StepEnv, prompt_step, tool_call_step};
-use super::records::{ExecutionData, Snapshot, StoredSnapshot, TransitionData, read};
+use super::records::{ExecutionData, Snapshot, StoredSnapshot, TransitionData, read, unmark_active};
 use crate::api::types::{
     Expr, Step, TransitionTarget, TransitionType, Workflows, parse_workflows, type_name,
 };
@@ -377,6 +377,9 @@ impl Run {
         record.data = encode(&data).map_err(Stop::Store)?;
         let version = record.version;
         ops.push(Op::Put { record: record.clone(), expect: Expect::Version(version) });
+        if data.status().is_terminal() {
+            ops.extend(unmark_active(self.engine.app.store.as_ref(), self.tenant.0, self.id).await?);
+        }
         match self.engine.app.store.commit(self.tenant.0, ops).await {
             Ok(()) => {}
             Err(StoreError::Stale) => return Err(Stop::Reload),

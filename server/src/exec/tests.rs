@@ -63,6 +63,11 @@ async fn transitions(app: &App, id: Uuid) -> Vec<Transition> {
     app.transition_list(T, id, &q).await.unwrap()
 }
 
+/// Whether the execution is among those a starting server resumes.
+async fn marked_active(app: &App, id: Uuid) -> bool {
+    app.store.get(T.0, crate::store::Kind::ActiveExecution, id).await.unwrap().is_some()
+}
+
 fn kinds(ts: &[Transition]) -> Vec<TransitionType> {
     ts.iter().map(|t| t.kind).collect()
 }
@@ -90,6 +95,7 @@ async fn a_wait_survives_a_restart_and_nothing_before_it_runs_again() {
     .await;
     let e = start(&app, id, json!({"n": 1})).await;
     until(&app, e.id, |s| s == ExecutionStatus::AwaitingInput).await;
+    assert!(marked_active(&app, e.id).await, "a waiting execution is still marked active");
     engine.stop().await;
     let before = transitions(&app, e.id).await;
     assert_eq!(
@@ -137,6 +143,7 @@ async fn a_sleep_stopped_midway_ends_at_its_first_due_time() {
     let (app, _engine) = engine_on(store).await;
     let done = until(&app, e.id, ExecutionStatus::is_terminal).await;
     assert_eq!(done.status, ExecutionStatus::Succeeded);
+    assert!(!marked_active(&app, e.id).await, "an ended execution is no longer marked active");
     let ts = transitions(&app, e.id).await;
     assert_eq!(
         kinds(&ts),
@@ -168,6 +175,7 @@ async fn a_cancel_stops_a_sleeping_execution_at_once() {
         assert!(Instant::now() < deadline, "the sleeping run was not stopped");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    assert!(!marked_active(&app, e.id).await, "a cancelled execution is no longer marked active");
     let again = app.execution_update(T, e.id, cancel).await.unwrap_err();
     assert!(again.to_string().contains("cancelled to cancelled"), "{again}");
     assert_eq!(kinds(&transitions(&app, e.id).await), [TransitionType::Init, TransitionType::Cancelled]);

@@ -45,6 +45,9 @@ pub enum Kind {
     /// The task, agent and tools an execution runs with, as read at its start
     /// (id: the execution's; scope: the execution).
     ExecutionTask = 13,
+    /// An execution that has not ended (id: the execution's; scope: its task):
+    /// what a starting server resumes, without reading every execution.
+    ActiveExecution = 14,
 }
 
 impl Kind {
@@ -63,6 +66,7 @@ impl Kind {
             Kind::Execution => "execution",
             Kind::Transition => "transition",
             Kind::ExecutionTask => "execution's task",
+            Kind::ActiveExecution => "active execution",
         }
     }
 }
