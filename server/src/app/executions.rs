@@ -22,10 +22,10 @@ use crate::api::types::{
 use crate::api::validate::{Issues, Source, check_against_schema};
 use crate::app::stored::StoredToolDef;
 use crate::exec::records::{
-    ExecutionData, StoredSnapshot, TransitionData, active_marker, execution_of, read, transition_of,
-    unmark_active,
+    ExecutionData, StoredPlace, StoredSnapshot, TransitionData, active_marker, commit_ops, execution_of,
+    read, transition_of,
 };
-use crate::store::{Direction, Expect, Kind, ListQuery, Op, Record, SortBy, StoreError, now};
+use crate::store::{Direction, Expect, Kind, ListQuery, Op, Record, SortBy, StoreError};
 
 /// How long a stream of transitions waits for news before it looks again by
 /// itself (a commit by another process does not wake it).
@@ -127,14 +127,12 @@ impl App {
                     let output = reason.as_ref().map_or(Value::Null, |r| json!({ "reason": r }));
                     data.error = Some(reason.unwrap_or_else(|| "cancelled".into()));
                     let last = self.last_transition(t, id).await?;
-                    let current = last.as_ref().map_or_else(
-                        || crate::api::types::TransitionTarget { workflow: "main".into(), step: 0 },
-                        |l| l.current.clone().into(),
-                    );
+                    let current =
+                        last.map_or_else(|| StoredPlace { workflow: "main".into(), step: 0 }, |l| l.current);
                     let t = TransitionData {
                         kind: TransitionType::Cancelled.into(),
                         output,
-                        current: current.into(),
+                        current,
                         next: None,
                         key: "cancelled".into(),
                         resume_state: None,
@@ -154,35 +152,22 @@ impl App {
                         // Between a run's commit of its status and of its wait: try again.
                         continue;
                     };
-                    let next = wait.resume_state.as_ref().and_then(|s| s.get("next")).cloned();
                     let t = TransitionData {
                         kind: TransitionType::Resume.into(),
                         output: req.input.clone().unwrap_or(Value::Null),
                         current: wait.current.clone(),
-                        next: next.and_then(|n| serde_json::from_value(n).ok()),
+                        next: wait.resume_state.and_then(|paused| paused.next),
                         key: format!("{}/resume", wait.key),
                         resume_state: None,
                     };
                     (ExecutionStatus::Running, t)
                 }
             };
-            data.status = to.into();
-            data.last = Some(transition.kind);
-            data.transitions += 1;
+            data.advance(transition.kind.into());
             if to == ExecutionStatus::Cancelled {
                 data.timers.clear();
             }
-            let version = rec.version;
-            rec.updated_at = now().max(rec.created_at);
-            rec.data = encode(&data)?;
-            let transition = Record::fresh(Kind::Transition, id, encode(&transition)?);
-            let mut ops = vec![
-                Op::Put { record: transition, expect: Expect::Absent },
-                Op::Put { record: rec.clone(), expect: Expect::Version(version) },
-            ];
-            if to.is_terminal() {
-                ops.extend(unmark_active(self.store.as_ref(), t.0, id).await?);
-            }
+            let ops = commit_ops(self.store.as_ref(), t.0, &mut rec, &data, &[transition]).await?;
             match self.store.commit(t.0, ops).await {
                 Ok(()) => {}
                 Err(StoreError::Stale) => continue,

@@ -16,9 +16,9 @@ use uuid::Uuid;
 use crate::api::types::{
     Agent, Execution, ExecutionStatus, Metadata, Task, ToolDef, Transition, TransitionTarget, TransitionType,
 };
-use crate::app::records::decode;
+use crate::app::records::{decode, encode};
 use crate::app::stored::StoredToolDef;
-use crate::store::Record;
+use crate::store::{Expect, Kind, Op, Record, Store, now};
 
 /// An execution's status, as stored (see [`ExecutionStatus`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -199,9 +199,18 @@ pub struct TransitionData {
     pub next: Option<StoredPlace>,
     /// Which step of which run this records: unique within the execution.
     pub key: String,
-    /// What a paused step needs to go on (a prompt's conversation), when it waits.
+    /// Where a waiting step goes on, when it waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resume_state: Option<Value>,
+    pub resume_state: Option<Paused>,
+}
+
+/// What a `wait` keeps for its resume.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Paused {
+    /// Where the execution goes on (the `resume`'s `next`).
+    pub next: Option<StoredPlace>,
+    /// What the paused step needs (a prompt's conversation), if anything.
+    pub state: Option<Value>,
 }
 
 pub fn transition_of(rec: &Record, d: &TransitionData) -> Transition {
@@ -252,22 +261,43 @@ pub fn owner(rec: &Record) -> Uuid {
 
 /// The record that marks an execution as not ended yet (see [`Kind::ActiveExecution`]).
 pub fn active_marker(execution: Uuid, task: Uuid) -> Record {
-    Record::new(crate::store::Kind::ActiveExecution, execution, task, Value::Null)
+    Record::new(Kind::ActiveExecution, execution, task, Value::Null)
 }
 
-/// The op that removes an execution's [`active_marker`], when it has one: an
-/// execution that ends commits it with its last transition.
-pub async fn unmark_active(
-    store: &dyn crate::store::Store,
+impl ExecutionData {
+    /// What a transition of `kind` does to the execution's record.
+    pub fn advance(&mut self, kind: TransitionType) {
+        self.transitions += 1;
+        self.last = Some(kind.into());
+        self.status = kind.status().into();
+    }
+}
+
+/// The ops of one commit of an execution: `transitions` inserted, and its
+/// `record` (as read, at its version) replaced by one holding `data`; an
+/// execution that ends also loses its [`active_marker`] (when it has one).
+/// Every writer of an execution (its run, a client's cancel or resume)
+/// commits through these, so that none lands on a state it did not read.
+/// `record` becomes what is written.
+pub async fn commit_ops(
+    store: &dyn Store,
     tenant: Uuid,
-    execution: Uuid,
-) -> crate::store::StoreResult<Option<crate::store::Op>> {
-    let kind = crate::store::Kind::ActiveExecution;
-    Ok(store.get(tenant, kind, execution).await?.map(|_| crate::store::Op::Delete {
-        kind,
-        id: execution,
-        version: None,
-    }))
+    record: &mut Record,
+    data: &ExecutionData,
+    transitions: &[TransitionData],
+) -> crate::app::Result<Vec<Op>> {
+    let mut ops = Vec::with_capacity(transitions.len() + 2);
+    for t in transitions {
+        let rec = Record::fresh(Kind::Transition, record.id, encode(t)?);
+        ops.push(Op::Put { record: rec, expect: Expect::Absent });
+    }
+    record.updated_at = now().max(record.created_at);
+    record.data = encode(data)?;
+    ops.push(Op::Put { record: record.clone(), expect: Expect::Version(record.version) });
+    if data.status().is_terminal() && store.get(tenant, Kind::ActiveExecution, record.id).await?.is_some() {
+        ops.push(Op::Delete { kind: Kind::ActiveExecution, id: record.id, version: None });
+    }
+    Ok(ops)
 }
 
 /// The stored fields of an execution's record, transition or snapshot.

@@ -24,13 +24,13 @@ use uuid::Uuid;
 use super::engine::Engine;
 use super::expr::Context;
 use super::prompt::{Outcome, StepEnv, prompt_step, tool_call_step};
-use super::records::{ExecutionData, Snapshot, StoredSnapshot, TransitionData, read, unmark_active};
+use super::records::{ExecutionData, Paused, Snapshot, StoredSnapshot, TransitionData, commit_ops, read};
 use crate::api::types::{
     Expr, Step, TransitionTarget, TransitionType, Workflows, parse_workflows, type_name,
 };
-use crate::app::records::encode;
+
 use crate::app::{Error, Tenant};
-use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError, now};
+use crate::store::{Kind, ListQuery, Record, StoreError, now};
 
 /// Why a run stopped before its end.
 #[derive(Debug)]
@@ -91,14 +91,14 @@ struct Emit {
     output: Value,
     current: TransitionTarget,
     next: Option<TransitionTarget>,
-    resume_state: Option<Value>,
+    resume_state: Option<Paused>,
 }
 
 /// A committed transition, as the run knows it.
 struct Entry {
     kind: TransitionType,
     output: Value,
-    resume_state: Option<Value>,
+    resume_state: Option<Paused>,
 }
 
 /// The execution's record and committed transitions, as of the last commit.
@@ -308,7 +308,7 @@ impl Run {
     }
 
     /// The recorded transition of `key`, if committed.
-    async fn recorded(&self, key: &str) -> Option<(TransitionType, Value, Option<Value>)> {
+    async fn recorded(&self, key: &str) -> Option<(TransitionType, Value, Option<Paused>)> {
         let journal = self.journal.lock().await;
         journal.entries.get(key).map(|e| (e.kind, e.output.clone(), e.resume_state.clone()))
     }
@@ -347,8 +347,7 @@ impl Run {
         }
         let mut data = journal.data.clone();
         change(&mut data);
-        let mut ops = Vec::with_capacity(emits.len() + 1);
-        let mut added = Vec::with_capacity(emits.len());
+        let mut transitions = Vec::with_capacity(emits.len());
         for e in &emits {
             debug_assert!(
                 data.last().is_none_or(|last| last.allows_next(e.kind)),
@@ -357,41 +356,32 @@ impl Run {
                 data.last,
                 e.key
             );
-            let t = TransitionData {
+            transitions.push(TransitionData {
                 kind: e.kind.into(),
                 output: e.output.clone(),
                 current: e.current.clone().into(),
                 next: e.next.clone().map(Into::into),
                 key: e.key.clone(),
                 resume_state: e.resume_state.clone(),
-            };
-            let rec = Record::fresh(Kind::Transition, self.id, encode(&t).map_err(Stop::Store)?);
-            ops.push(Op::Put { record: rec, expect: Expect::Absent });
-            data.transitions += 1;
-            data.last = Some(e.kind.into());
-            data.status = e.kind.status().into();
-            added.push(e);
+            });
+            data.advance(e.kind);
         }
         let mut record = journal.record.clone();
-        record.updated_at = now().max(record.created_at);
-        record.data = encode(&data).map_err(Stop::Store)?;
-        let version = record.version;
-        ops.push(Op::Put { record: record.clone(), expect: Expect::Version(version) });
-        if data.status().is_terminal() {
-            ops.extend(unmark_active(self.engine.app.store.as_ref(), self.tenant.0, self.id).await?);
-        }
-        match self.engine.app.store.commit(self.tenant.0, ops).await {
+        let store = self.engine.app.store.as_ref();
+        let ops =
+            commit_ops(store, self.tenant.0, &mut record, &data, &transitions).await.map_err(Stop::Store)?;
+        match store.commit(self.tenant.0, ops).await {
             Ok(()) => {}
             Err(StoreError::Stale) => return Err(Stop::Reload),
             Err(e) => return Err(e.into()),
         }
-        record.version = version + 1;
+        record.version += 1;
         journal.record = record;
         journal.data = data;
-        if let Some(e) = added.last() {
+        if let Some(e) = emits.last() {
             journal.at = e.next.clone().unwrap_or_else(|| e.current.clone());
         }
-        for e in added {
+        for e in &emits {
             journal.entries.insert(
                 e.key.clone(),
                 Entry { kind: e.kind, output: e.output.clone(), resume_state: e.resume_state.clone() },
@@ -770,7 +760,7 @@ impl Run {
                     let Some(result) = self.resumed(&wait_key).await? else {
                         unreachable!("resumed answers or stops")
                     };
-                    let state = self.recorded(&wait_key).await.and_then(|(_, _, s)| s?.get("state").cloned());
+                    let state = self.recorded(&wait_key).await.and_then(|(_, _, paused)| paused?.state);
                     let state = state.unwrap_or(Value::Null);
                     Some((state, result))
                 };
@@ -894,7 +884,7 @@ impl Run {
         resume_at: Option<TransitionTarget>,
         state: Option<Value>,
     ) -> Flowing<Flow> {
-        let resume_state = json!({ "next": resume_at, "state": state });
+        let resume_state = Paused { next: resume_at.map(Into::into), state };
         let emit = Emit {
             kind: TransitionType::Wait,
             key,
