@@ -33,19 +33,9 @@ const FOLLOW_POLL: Duration = Duration::from_secs(1);
 
 impl App {
     async fn execution_record(&self, t: Tenant, id: Uuid) -> Result<(Record, ExecutionData)> {
-        let rec = self
-            .store
-            .get(t.0, Kind::Execution, id)
-            .await?
-            .ok_or_else(|| Error::not_found(Kind::Execution, id))?;
+        let rec = self.load(t, Kind::Execution, id).await?;
         let data = read(&rec)?;
         Ok((rec, data))
-    }
-
-    async fn task_by_id(&self, t: Tenant, id: Uuid) -> Result<Task> {
-        let rec =
-            self.store.get(t.0, Kind::Task, id).await?.ok_or_else(|| Error::not_found(Kind::Task, id))?;
-        super::records::decode(&rec)
     }
 
     /// Starts an execution of a task (201): `input` is checked against the
@@ -97,7 +87,7 @@ impl App {
 
     /// The task's executions (404 if the task does not exist).
     pub async fn execution_list(&self, t: Tenant, task: Uuid, q: &ListQuery) -> Result<Vec<Execution>> {
-        self.task_by_id(t, task).await?;
+        self.load(t, Kind::Task, task).await?;
         let page = self.store.list(t.0, Kind::Execution, task, q).await?;
         page.iter().map(|rec| Ok(execution_of(rec, &read(rec)?))).collect()
     }
@@ -211,10 +201,8 @@ impl App {
 
     pub async fn transition_get(&self, t: Tenant, execution: Uuid, id: Uuid) -> Result<Transition> {
         self.execution_record(t, execution).await?;
-        match self.store.get(t.0, Kind::Transition, id).await? {
-            Some(rec) if rec.scope == execution => Ok(transition_of(&rec, &read(&rec)?)),
-            _ => Err(Error::not_found(Kind::Transition, id)),
-        }
+        let rec = self.load_in(t, Kind::Transition, execution, id).await?;
+        Ok(transition_of(&rec, &read(&rec)?))
     }
 
     /// Every transition after `after` (all of them when `None`), then each new
