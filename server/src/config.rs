@@ -12,6 +12,14 @@
 //! store_timeout_s = 10        # a write waits at most this for the disk, then 503
 //! store_min_free_mb = 16      # writes answer 507 while the disk has less free
 //!
+//! [store]
+//! backend = "sled"            # or "postgres": many servers on one database
+//! url = "postgres://ap@db1,db2/ap?target_session_attrs=read-write"  # postgres only; or
+//!                             # AGENT_PLATFORM_DATABASE_URL, then DATABASE_URL
+//! pool_size = 16              # connections each server keeps to the database
+//! statement_timeout_s = 10    # a statement (or a wait for a connection) longer than this answers 503
+//! connect_timeout_s = 5       # a connection attempt longer than this fails (503 while serving)
+//!
 //! [log]
 //! level = "info"              # trace, debug, info, warn, error
 //! format = "pretty"           # or "json" (bunyan, one object per line on stdout)
@@ -38,6 +46,8 @@
 //! api_call_timeout_s = 30         # longest api_call (a tool's timeout_s may only shorten it)
 //! expression_fuel = 100000        # instructions one expression or template may run
 //! workers = 64                    # executions advancing at once
+//! lease_s = 15                    # (postgres) another server takes over an execution
+//!                                 # whose server has not renewed its claim for this long
 //! ```
 //!
 //! Every `[executions]` setting has an `AGENT_PLATFORM_EXECUTIONS_<NAME>`
@@ -59,6 +69,7 @@ use crate::store::sled_store::Durability;
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub server: ServerConfig,
+    pub store: StoreConfig,
     pub log: LogConfig,
     pub models: ModelsConfig,
     pub tools: ToolsConfig,
@@ -92,6 +103,10 @@ pub struct ExecutionsConfig {
     pub expression_fuel: u64,
     /// Executions advancing at once (the rest wait their turn).
     pub workers: usize,
+    /// Seconds a server's claim on an execution lasts without renewal: on a
+    /// shared (PostgreSQL) store, another server takes over an execution whose
+    /// server stopped renewing for this long.
+    pub lease_s: u64,
 }
 
 impl Default for ExecutionsConfig {
@@ -104,6 +119,7 @@ impl Default for ExecutionsConfig {
             api_call_timeout_s: 30,
             expression_fuel: 100_000,
             workers: 64,
+            lease_s: 15,
         }
     }
 }
@@ -132,6 +148,7 @@ impl ExecutionsConfig {
         set(env, "api_call_timeout_s", &mut self.api_call_timeout_s)?;
         set(env, "expression_fuel", &mut self.expression_fuel)?;
         set(env, "workers", &mut self.workers)?;
+        set(env, "lease_s", &mut self.lease_s)?;
         let limits = [
             ("max_steps", self.max_steps),
             ("max_foreach_items", self.max_foreach_items as u64),
@@ -140,6 +157,7 @@ impl ExecutionsConfig {
             ("api_call_timeout_s", self.api_call_timeout_s),
             ("expression_fuel", self.expression_fuel),
             ("workers", self.workers as u64),
+            ("lease_s", self.lease_s),
         ];
         for (setting, value) in limits {
             if value == 0 {
@@ -199,6 +217,108 @@ impl Default for ServerConfig {
             store_timeout_s: crate::store::sled_store::DEFAULT_WRITE_TIMEOUT.as_secs_f64(),
             store_min_free_mb: crate::store::sled_store::DEFAULT_MIN_FREE_BYTES >> 20,
         }
+    }
+}
+
+/// Which store holds the records.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreBackend {
+    /// The embedded store in `server.data_dir`: one process, no set-up.
+    #[default]
+    Sled,
+    /// A PostgreSQL database at `store.url`: any number of servers share it.
+    Postgres,
+}
+
+/// The store: which backend, and (PostgreSQL) how to reach it.
+#[derive(Clone, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    pub backend: StoreBackend,
+    /// The PostgreSQL connection URL (`postgres://user:password@host:port/db?...`;
+    /// several hosts with `target_session_attrs=read-write` to follow a failover).
+    pub url: Option<String>,
+    /// Connections each server keeps open to the database.
+    pub pool_size: usize,
+    /// Longest a statement may run, or a request wait for a free connection,
+    /// before it answers 503 `store_unavailable`.
+    pub statement_timeout_s: f64,
+    /// Longest a new connection to the database may take to open.
+    pub connect_timeout_s: f64,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            backend: StoreBackend::Sled,
+            url: None,
+            pool_size: 16,
+            statement_timeout_s: 10.0,
+            connect_timeout_s: 5.0,
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreConfig {
+    // The URL may hold a password: never in a log or an error.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreConfig")
+            .field("backend", &self.backend)
+            .field("url", &self.url.as_ref().map(|_| "<set>"))
+            .field("pool_size", &self.pool_size)
+            .field("statement_timeout_s", &self.statement_timeout_s)
+            .field("connect_timeout_s", &self.connect_timeout_s)
+            .finish()
+    }
+}
+
+impl StoreConfig {
+    /// Reads `AGENT_PLATFORM_STORE_*` and the database URL
+    /// (`AGENT_PLATFORM_DATABASE_URL`, then `DATABASE_URL`), and checks the values.
+    fn apply_env(&mut self, env: &impl Fn(&str) -> Option<String>) -> anyhow::Result<()> {
+        fn parse<T: std::str::FromStr>(name: &str, v: String) -> anyhow::Result<T>
+        where
+            T::Err: std::fmt::Display,
+        {
+            v.trim().parse().map_err(|e| anyhow::anyhow!("{name}={v:?}: {e}"))
+        }
+        if let Some(v) = env("AGENT_PLATFORM_STORE_BACKEND") {
+            self.backend = match v.trim() {
+                "sled" => StoreBackend::Sled,
+                "postgres" | "postgresql" => StoreBackend::Postgres,
+                _ => anyhow::bail!("AGENT_PLATFORM_STORE_BACKEND={v:?}: expected sled or postgres"),
+            };
+        }
+        if let Some(v) = env("AGENT_PLATFORM_DATABASE_URL").or_else(|| env("DATABASE_URL")) {
+            self.url = Some(v);
+        }
+        if let Some(v) = env("AGENT_PLATFORM_STORE_POOL_SIZE") {
+            self.pool_size = parse("AGENT_PLATFORM_STORE_POOL_SIZE", v)?;
+        }
+        if let Some(v) = env("AGENT_PLATFORM_STORE_STATEMENT_TIMEOUT_S") {
+            self.statement_timeout_s = parse("AGENT_PLATFORM_STORE_STATEMENT_TIMEOUT_S", v)?;
+        }
+        if let Some(v) = env("AGENT_PLATFORM_STORE_CONNECT_TIMEOUT_S") {
+            self.connect_timeout_s = parse("AGENT_PLATFORM_STORE_CONNECT_TIMEOUT_S", v)?;
+        }
+        if self.pool_size == 0 {
+            anyhow::bail!("store.pool_size = 0: expected at least 1 connection");
+        }
+        for (setting, value) in
+            [("statement_timeout_s", self.statement_timeout_s), ("connect_timeout_s", self.connect_timeout_s)]
+        {
+            if !(value > 0.0 && value <= 3600.0) {
+                anyhow::bail!("store.{setting} = {value}: expected seconds between 0 and 3600");
+            }
+        }
+        if self.backend == StoreBackend::Postgres && self.url.as_deref().is_none_or(|u| u.trim().is_empty()) {
+            anyhow::bail!(
+                "store.backend = \"postgres\" needs the database's URL: set store.url, \
+                 AGENT_PLATFORM_DATABASE_URL or DATABASE_URL (e.g. postgres://user@host/db)"
+            );
+        }
+        Ok(())
     }
 }
 
@@ -294,6 +414,7 @@ impl Config {
                 v.split(',').map(str::trim).filter(|h| !h.is_empty()).map(String::from).collect();
         }
         self.executions.apply_env(&env)?;
+        self.store.apply_env(&env)?;
         if let Some(v) = env("AGENT_PLATFORM_LOG_LEVEL") {
             self.log.level = v;
         }

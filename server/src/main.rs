@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use agent_platform::app::App;
 use agent_platform::app::keys::DEFAULT_TENANT;
 use agent_platform::config::Config;
+use agent_platform::store::backend::Backend;
 use agent_platform::store::open::Origin;
 use clap::{Args, Parser, Subcommand};
 
@@ -110,7 +111,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Keys { common, action } => {
             let cfg = load_config(&common)?;
             let (store, app) = agent_platform::server::open_app(&cfg).await?;
-            if let Origin::AcceptedLoss(what) = &store.opened().origin {
+            if let Backend::Sled(sled) = &store
+                && let Origin::AcceptedLoss(what) = &sled.opened().origin
+            {
                 eprintln!("accepted data loss in {}: {what}", cfg.server.data_dir.display());
             }
             let out = keys(&app, action).await;
@@ -149,13 +152,30 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     let running = agent_platform::server::start(&cfg).await?;
     let addr = running.local_addr();
     eprintln!("agent-platform {} listening on http://{addr}", env!("CARGO_PKG_VERSION"));
-    let store = running.store.opened();
-    eprintln!(
-        "  store:   {} (sled, {store}, durability: {:?})",
-        cfg.server.data_dir.display(),
-        cfg.server.durability
-    );
-    if let Origin::AcceptedLoss(what) = &store.origin {
+    let accepted_loss = match &running.store {
+        Backend::Sled(sled) => {
+            let opened = sled.opened();
+            eprintln!(
+                "  store:   {} (sled, {opened}, durability: {:?})",
+                cfg.server.data_dir.display(),
+                cfg.server.durability
+            );
+            match &opened.origin {
+                Origin::AcceptedLoss(what) => Some(what.clone()),
+                _ => None,
+            }
+        }
+        Backend::Postgres(pg) => {
+            eprintln!(
+                "  store:   postgres at {} ({}, pool of {})",
+                pg.target(),
+                if pg.is_new() { "schema created" } else { "schema up to date" },
+                cfg.store.pool_size
+            );
+            None
+        }
+    };
+    if let Some(what) = &accepted_loss {
         eprintln!("  accepted data loss: {what}; what the store holds now is its new checkpoint");
         if running.app.no_keys().await? {
             eprintln!(

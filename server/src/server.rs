@@ -12,10 +12,13 @@ use crate::api::agent_platform_api_mod;
 use crate::api::extract::read_body_timeout_from;
 use crate::app::App;
 use crate::app::keys::DEFAULT_TENANT;
+use crate::config::StoreBackend;
 use crate::config::{Config, LogFormat};
 use crate::http::{Ctx, Impl};
 use crate::models::Providers;
+use crate::store::backend::Backend;
 use crate::store::open::{OpenError, quietly_async};
+use crate::store::pg_store::PgStore;
 use crate::store::sled_store::{OpenOptions, SledStore};
 
 /// How long a shutdown waits for requests under way (a write waits for the
@@ -25,7 +28,7 @@ pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5
 /// A running server.
 pub struct Running {
     pub server: dropshot::HttpServer<Ctx>,
-    pub store: Arc<SledStore>,
+    pub store: Backend,
     /// The application the server runs (shares the store and the search index).
     pub app: App,
     /// The key created because the store is new (shown once).
@@ -138,7 +141,7 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
     // Only once we listen: a key printed by a server that failed to start would be lost.
     // Only for a new store: a store that lost its keys must not hand a key to
     // whoever restarts it.
-    let first_key = if store.opened().is_new() && app.no_keys().await? {
+    let first_key = if store.is_new() && app.no_keys().await? {
         Some(app.key_create(DEFAULT_TENANT).await?.0)
     } else {
         None
@@ -146,10 +149,26 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
     Ok(Running { server, store, app, first_key, engine })
 }
 
-/// Opens the store of `cfg` and the application on it (which rebuilds the
-/// search index from every document): what `serve` and the `keys` command share.
-/// A record that cannot be read at start means a corrupt store, reported as one.
-pub async fn open_app(cfg: &Config) -> anyhow::Result<(Arc<SledStore>, App)> {
+/// Opens the store of `cfg` and the application on it: what `serve` and the
+/// `keys` command share.
+pub async fn open_app(cfg: &Config) -> anyhow::Result<(Backend, App)> {
+    match cfg.store.backend {
+        StoreBackend::Sled => {
+            let (store, app) = open_sled_app(cfg).await?;
+            Ok((Backend::Sled(store), app))
+        }
+        StoreBackend::Postgres => {
+            let store = Arc::new(PgStore::connect(&cfg.store).await?);
+            let app = App::new(store.clone()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+            Ok((Backend::Postgres(store), app))
+        }
+    }
+}
+
+/// The sled store in the data directory and the application on it (which
+/// rebuilds the search index from every document). A record that cannot be
+/// read at start means a corrupt store, reported as one.
+async fn open_sled_app(cfg: &Config) -> anyhow::Result<(Arc<SledStore>, App)> {
     let dir = &cfg.server.data_dir;
     let options =
         OpenOptions { durability: cfg.server.durability, accept_data_loss: cfg.server.accept_data_loss };

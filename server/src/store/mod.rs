@@ -3,14 +3,17 @@
 //! The domain speaks in [`Record`]s and declarative [`Op`]s with preconditions
 //! (insert-if-absent, replace-if-version, require-exists, unique names,
 //! delete-a-whole-scope). A backend applies one commit atomically and durably,
-//! or not at all. The sled backend ([`sled_store`]) is the embedded one; a
-//! PostgreSQL backend could implement the same trait with a table of records.
+//! or not at all. The sled backend ([`sled_store`]) is the embedded one, for
+//! one process; the PostgreSQL one ([`pg_store`]) is shared by any number of
+//! servers. [`backend::Backend`] is whichever the configuration chose.
 
+pub mod backend;
 pub mod filter;
 #[cfg(test)]
 pub mod intercepted;
 pub mod manifest;
 pub mod open;
+pub mod pg_store;
 pub mod sled_store;
 
 use std::sync::Mutex;
@@ -48,6 +51,12 @@ pub enum Kind {
     /// An execution that has not ended (id: the execution's; scope: its task):
     /// what a starting server resumes, without reading every execution.
     ActiveExecution = 14,
+    /// A server's claim on an execution, until `expires_at` (id: the
+    /// execution's; scope: its task): on a shared store, one server runs it.
+    ExecutionLease = 15,
+    /// A chat under way in a session, until it ends or expires (id: the
+    /// session's): on a shared store, one exchange at a time across servers.
+    SessionLock = 16,
 }
 
 impl Kind {
@@ -67,6 +76,8 @@ impl Kind {
             Kind::Transition => "transition",
             Kind::ExecutionTask => "execution's task",
             Kind::ActiveExecution => "active execution",
+            Kind::ExecutionLease => "execution lease",
+            Kind::SessionLock => "session lock",
         }
     }
 }
@@ -247,6 +258,19 @@ pub enum StoreError {
 
 pub type StoreResult<T> = Result<T, StoreError>;
 
+/// A change committed to a shared store, as a server hears of it (see
+/// [`Store::changes`]): what its caches must forget.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// A record was written or deleted.
+    Record { tenant: Uuid, kind: Kind, id: Uuid, scope: Uuid },
+    /// Every record of `kind` in `scope` was deleted.
+    Scope { tenant: Uuid, kind: Kind, scope: Uuid },
+    /// Changes may have been missed (the connection that hears them was lost
+    /// and is back): forget everything cached.
+    Unknown,
+}
+
 /// The storage backend.
 ///
 /// Reads are async too, so that a backend over the network (PostgreSQL) can
@@ -275,6 +299,17 @@ pub trait Store: Send + Sync + 'static {
     /// Whether the store can write now; the error says why not.
     async fn health(&self) -> StoreResult<()> {
         Ok(())
+    }
+    /// Whether other processes write to this store too: then nothing a server
+    /// keeps in memory is the truth, and work is shared out by leases.
+    fn shared(&self) -> bool {
+        false
+    }
+    /// The changes committed by every process writing to a shared store, this
+    /// one included, as they are heard (a hint: a change may arrive late, and
+    /// [`Change::Unknown`] says some were missed). `None` when no other process writes.
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<Change>> {
+        None
     }
 }
 
