@@ -175,3 +175,59 @@ impl Store for PgStore {
         true
     }
 }
+
+/// Creates a new, empty database `name` through the server at `admin_url`
+/// (any database of it that the URL's user may connect to, with the right to
+/// create databases) and answers the URL of the new one: for tests, which
+/// give each server a database of its own.
+pub async fn create_database(admin_url: &str, name: &str) -> anyhow::Result<String> {
+    anyhow::ensure!(
+        !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+        "a database name of lowercase letters, digits and _ only: {name:?}"
+    );
+    let cfg: tokio_postgres::Config =
+        admin_url.parse().map_err(|e| anyhow::anyhow!("not a PostgreSQL URL: {e}"))?;
+    let target = describe(&cfg);
+    let (client, connection) = cfg
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot connect to {target}: {e}"))?;
+    let driver = tokio::spawn(connection);
+    client
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot create database {name} at {target}: {e}"))?;
+    drop(client);
+    let _ = driver.await;
+    Ok(with_dbname(admin_url, name))
+}
+
+/// `url` with its database name replaced by `name` (the path of a URL, or the
+/// `dbname=` of a key=value string).
+pub fn with_dbname(url: &str, name: &str) -> String {
+    if let Some(rest) = url.strip_prefix("postgres://").or_else(|| url.strip_prefix("postgresql://")) {
+        let (before_query, query) = match rest.find('?') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        let authority = before_query.split('/').next().unwrap_or(before_query);
+        format!("postgres://{authority}/{name}{query}")
+    } else {
+        format!("{url} dbname={name}")
+    }
+}
+
+#[cfg(test)]
+mod url_tests {
+    use super::with_dbname;
+
+    #[test]
+    fn the_database_name_of_a_url_is_replaced() {
+        assert_eq!(
+            with_dbname("postgres://u:p@h:5/postgres?sslmode=disable", "t_1"),
+            "postgres://u:p@h:5/t_1?sslmode=disable"
+        );
+        assert_eq!(with_dbname("postgresql://h", "x"), "postgres://h/x");
+        assert_eq!(with_dbname("host=h user=u", "x"), "host=h user=u dbname=x");
+    }
+}
