@@ -5,8 +5,15 @@
 //!    endpoint answering a constant JSON of similar size, same load, same run.
 //! 2. Durable `POST /api/agents` at 1 and at 32 concurrent clients.
 //!
+//! 3. The same GETs and POSTs on each backend, servers as processes: sled,
+//!    PostgreSQL with one server, and with two (see `http_backends`; needs
+//!    `AGENT_PLATFORM_BENCH_DATABASE_URL`).
+//!
 //! Targets: GET ≥ 0.5× bare; writes at 32 clients ≥ 4,000/s and
-//! ≥ 2.5× the rate at 1 client; no request left hanging.
+//! ≥ 2.5× the rate at 1 client; no request left hanging. On PostgreSQL: GET ≥
+//! 0.5× sled's, writes at 32 clients ≥ 5,000/s, two servers ≥ 1.5× one's GETs.
+
+mod http_backends;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -250,4 +257,6 @@ async fn main() {
         "\nsummary: read ratio {read_ratio:.2}, write ratio {write_ratio:.2}, writes@32 {:.0}/s, failed or hung requests: {hung}",
         w32.rate()
     );
+
+    http_backends::run().await;
 }

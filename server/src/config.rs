@@ -521,4 +521,39 @@ mod tests {
         cfg.apply_env(|k| (k == "AGENT_PLATFORM_IDLE_TIMEOUT_S").then(|| "9".into())).unwrap();
         assert_eq!(cfg.server.idle_timeout_s, 9);
     }
+
+    #[test]
+    fn store_from_the_file_then_the_environment() {
+        let mut cfg: Config =
+            toml::from_str("[store]\nbackend = \"postgres\"\nurl = \"postgres://f/db\"\npool_size = 4\n")
+                .unwrap();
+        cfg.apply_env(|_| None).unwrap();
+        assert_eq!(
+            (cfg.store.backend, cfg.store.url.as_deref(), cfg.store.pool_size),
+            (StoreBackend::Postgres, Some("postgres://f/db"), 4)
+        );
+        // AGENT_PLATFORM_DATABASE_URL wins over DATABASE_URL, which wins over the file.
+        cfg.apply_env(|k| (k == "DATABASE_URL").then(|| "postgres://d/db".into())).unwrap();
+        assert_eq!(cfg.store.url.as_deref(), Some("postgres://d/db"));
+        cfg.apply_env(|k| match k {
+            "AGENT_PLATFORM_DATABASE_URL" => Some("postgres://a/db".into()),
+            "DATABASE_URL" => Some("postgres://d/db".into()),
+            "AGENT_PLATFORM_STORE_POOL_SIZE" => Some("7".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!((cfg.store.url.as_deref(), cfg.store.pool_size), (Some("postgres://a/db"), 7));
+        let err = cfg.apply_env(|k| (k == "AGENT_PLATFORM_STORE_POOL_SIZE").then(|| "0".into())).unwrap_err();
+        assert!(err.to_string().contains("pool_size"), "{err}");
+        // postgres without a URL says where to put one; the URL never shows in Debug.
+        let mut cfg = Config::default();
+        let err =
+            cfg.apply_env(|k| (k == "AGENT_PLATFORM_STORE_BACKEND").then(|| "postgres".into())).unwrap_err();
+        assert!(err.to_string().contains("AGENT_PLATFORM_DATABASE_URL"), "{err}");
+        cfg.store.url = Some("postgres://u:secret@h/db".into());
+        assert!(!format!("{:?}", cfg.store).contains("secret"));
+        let err =
+            cfg.apply_env(|k| (k == "AGENT_PLATFORM_STORE_BACKEND").then(|| "mysql".into())).unwrap_err();
+        assert!(err.to_string().contains("sled or postgres"), "{err}");
+    }
 }

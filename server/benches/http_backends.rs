@@ -1,0 +1,202 @@
+//! The same HTTP load on each backend, every server a real process of the
+//! release binary: sled; PostgreSQL with one server; PostgreSQL with two
+//! servers on one database, the clients split between them. Each server
+//! process is pinned to a core of its own with `taskset` when the machine has
+//! the cores (the figures say which cores each got).
+//!
+//! Needs a PostgreSQL server: `AGENT_PLATFORM_BENCH_DATABASE_URL` is a URL of
+//! it whose user may create databases (each run makes fresh ones). Without it
+//! this part is skipped, saying so. Durable writes need the cluster's `fsync`
+//! on (the default): one started with `fsync=off` gives figures of no use.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use super::{Figures, load};
+
+const SECS: f64 = 4.0;
+
+/// A server process, killed when dropped.
+struct Server {
+    child: Child,
+    base: String,
+    /// The first key, printed by the server that created the store.
+    key: Option<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Builds the release binary (the bench profile's target dir) and answers its path.
+fn binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("the bench binary's path");
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
+    let target_dir = profile_dir.parent().expect("target/<profile>");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["build", "--quiet", "--release", "-p", "agent-platform", "--bin", "agent-platform"])
+        .arg("--target-dir")
+        .arg(target_dir)
+        .status()
+        .expect("cargo runs");
+    assert!(status.success(), "building the release binary failed");
+    target_dir.join("release").join("agent-platform")
+}
+
+/// Starts `bin serve` (on `cpu` when given) with `env`, and waits for its address.
+fn spawn(bin: &Path, cpu: Option<usize>, env: &[(&str, String)]) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = match cpu {
+        Some(c) => {
+            let mut cmd = Command::new("taskset");
+            cmd.arg("-c").arg(c.to_string()).arg(bin);
+            cmd
+        }
+        None => Command::new(bin),
+    };
+    cmd.args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.path().join("data"))
+        .env("AGENT_PLATFORM_LOG_LEVEL", "error")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("the server starts");
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut base = None;
+    for line in stderr.lines() {
+        let line = line.unwrap_or_default();
+        if let Some(at) = line.split("listening on ").nth(1) {
+            base = Some(at.trim().to_string());
+            break;
+        }
+        assert!(Instant::now() < deadline, "the server did not say where it listens");
+    }
+    let base = base.expect("the server said where it listens (it exited?)");
+    // The key comes on stdout after the banner, only from a new store; the
+    // banner's last line precedes it, so a short read decides.
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut lines = BufReader::new(stdout).lines();
+        let _ = tx.send(lines.next().and_then(Result::ok));
+    });
+    let key = rx.recv_timeout(Duration::from_secs(2)).ok().flatten();
+    Server { child, base, key, _dir: dir }
+}
+
+async fn create_agent(base: &str, key: &str) -> String {
+    let agent: serde_json::Value = reqwest::Client::new()
+        .post(format!("{base}/api/agents"))
+        .header("authorization", format!("Bearer {key}"))
+        .header("content-type", "application/json")
+        .body(r#"{"name":"Helper","about":"A helpful agent","model":"gpt-4o-mini","instructions":["be brief"],"metadata":{"team":"bench"}}"#)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    agent["id"].as_str().expect("an agent id").to_string()
+}
+
+/// GET of one agent, each client on `bases[client % bases.len()]`.
+async fn gets(bases: &[String], key: &str, id: &str, clients: usize) -> Figures {
+    let urls: Vec<String> = bases.iter().map(|b| format!("{b}/api/agents/{id}")).collect();
+    let auth = format!("Bearer {key}");
+    load(clients, SECS, move |h, i| h.get(&urls[(i / 1_000_000) % urls.len()]).header("authorization", &auth))
+        .await
+}
+
+/// Durable agent creates, each client on `bases[client % bases.len()]`.
+async fn posts(bases: &[String], key: &str, clients: usize) -> Figures {
+    let urls: Vec<String> = bases.iter().map(|b| format!("{b}/api/agents")).collect();
+    let auth = format!("Bearer {key}");
+    load(clients, SECS, move |h, i| {
+        h.post(&urls[(i / 1_000_000) % urls.len()])
+            .header("authorization", &auth)
+            .header("content-type", "application/json")
+            .body(format!(r#"{{"name":"agent {i}","about":"benchmark agent","instructions":["be brief"]}}"#))
+    })
+    .await
+}
+
+/// The four figures of one deployment: GET and POST at 1 and 32 clients.
+async fn measure(name: &str, bases: &[String], key: &str) -> [Figures; 4] {
+    let id = create_agent(&bases[0], key).await;
+    let figures = [
+        gets(bases, key, &id, 1).await,
+        gets(bases, key, &id, 32).await,
+        posts(bases, key, 1).await,
+        posts(bases, key, 32).await,
+    ];
+    for (what, f) in
+        ["GET agent, 1 client", "GET agent, 32 clients", "POST agent, 1 client", "POST agent, 32 clients"]
+            .iter()
+            .zip(&figures)
+    {
+        println!("{}", f.line(&format!("{name}: {what}")));
+    }
+    figures
+}
+
+/// Runs the comparison; prints why when it cannot.
+pub async fn run() {
+    let Ok(admin) = std::env::var("AGENT_PLATFORM_BENCH_DATABASE_URL") else {
+        println!(
+            "\nbackends: skipped (set AGENT_PLATFORM_BENCH_DATABASE_URL to a PostgreSQL URL whose user \
+             may create databases to compare sled with PostgreSQL)"
+        );
+        return;
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let bin = binary();
+    // One core per server process when there are cores for them; the load
+    // generator and PostgreSQL share whatever is left (or everything).
+    let pin = |n: usize| (cores >= 2).then_some(n % cores);
+    println!(
+        "\nbackends: the same load on each, servers as release processes, {SECS} s per figure ({cores} cores; \
+         server 1 pinned to core {:?}, server 2 to core {:?}; PostgreSQL and the clients unpinned)",
+        pin(0),
+        pin(1)
+    );
+
+    let sled = spawn(&bin, pin(0), &[]);
+    let sled_key = sled.key.clone().expect("a new sled store prints its first key");
+    let s = measure("sled", std::slice::from_ref(&sled.base), &sled_key).await;
+    drop(sled);
+
+    let name = format!("bench_{}", uuid::Uuid::now_v7().simple());
+    let url =
+        agent_platform::store::pg_store::create_database(&admin, &name).await.expect("a bench database");
+    let env =
+        [("AGENT_PLATFORM_STORE_BACKEND", "postgres".to_string()), ("AGENT_PLATFORM_DATABASE_URL", url)];
+    let one = spawn(&bin, pin(0), &env);
+    let key = one.key.clone().expect("a new PostgreSQL store prints its first key");
+    let p1 = measure("postgres, 1 server", std::slice::from_ref(&one.base), &key).await;
+    let two = spawn(&bin, pin(1), &env);
+    let both = [one.base.clone(), two.base.clone()];
+    let p2 = measure("postgres, 2 servers", &both, &key).await;
+    drop((one, two));
+
+    println!(
+        "postgres/sled GET at 32 clients: {:.2} (target >= 0.50); postgres POST at 32 clients: {:.0}/s \
+         (target >= 5000); 2 servers/1 server GET at 32 clients: {:.2} (target >= 1.50)",
+        p1[1].rate() / s[1].rate(),
+        p1[3].rate(),
+        p2[1].rate() / p1[1].rate()
+    );
+    let failed: usize = s.iter().chain(&p1).chain(&p2).map(|f| f.errors).sum();
+    println!("backends: failed or hung requests: {failed}");
+}
