@@ -164,7 +164,7 @@ impl TestServer {
 
     /// Every record whose owner or participant is gone (see [`orphans_in`]).
     pub async fn orphans(&self) -> Vec<String> {
-        orphans_in(self.running.as_ref().expect("running").store.as_ref()).await
+        orphans_in(self.running.as_ref().expect("running").store.store().as_ref()).await
     }
 
     pub async fn stop(mut self) {
