@@ -157,9 +157,12 @@ async fn connections_ended_by_the_database_are_replaced() {
             .await
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
+        let touch = || s.commit(t, vec![Op::Touch { kind: Kind::Agent, id: r.id }]);
         loop {
-            match s.get(t, Kind::Agent, r.id).await {
-                Ok(got) => {
+            let read_and_write =
+                async { Ok::<_, StoreError>((s.get(t, Kind::Agent, r.id).await?, touch().await?)) };
+            match read_and_write.await {
+                Ok((got, ())) => {
                     assert!(got.is_some());
                     break;
                 }

@@ -46,10 +46,27 @@ pub(super) fn is_conflict(e: &tokio_postgres::Error) -> bool {
     matches!(sqlstate(e), Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
 }
 
-/// Whether the client never heard the database's answer (the connection was
-/// lost, or it never opened): a commit then may or may not have happened.
-pub(super) fn answer_lost(e: &tokio_postgres::Error) -> bool {
-    e.as_db_error().is_none()
+/// Whether the connection was lost (closed, or failing to read or write):
+/// the client never heard the database's answer, so a `COMMIT` sent may or
+/// may not have happened.
+pub(super) fn connection_lost(e: &tokio_postgres::Error) -> bool {
+    e.is_closed() || std::error::Error::source(e).is_some_and(|c| c.is::<std::io::Error>())
+}
+
+/// Whether a connection that answered `e` is no good for the next operation:
+/// it was lost, ended by the database (shutting down, or an administrator),
+/// or its database is now a standby (after a failover: a new connection finds
+/// the primary).
+pub(super) fn spoils_connection(e: &tokio_postgres::Error) -> bool {
+    match sqlstate(e) {
+        None => connection_lost(e),
+        Some(code) => {
+            *code == SqlState::READ_ONLY_SQL_TRANSACTION
+                || *code == SqlState::ADMIN_SHUTDOWN
+                || *code == SqlState::CRASH_SHUTDOWN
+                || code.code().starts_with("08")
+        }
+    }
 }
 
 /// The caller's error for a failure of the database at `target`.
@@ -89,7 +106,7 @@ pub(super) fn store_error(target: &str, e: &tokio_postgres::Error) -> StoreError
 
 /// An error and what caused it (tokio-postgres says only "error connecting
 /// to server"; its cause says "Connection refused").
-fn with_causes(e: &tokio_postgres::Error) -> String {
+pub(super) fn with_causes(e: &tokio_postgres::Error) -> String {
     let mut text = e.to_string();
     let mut cause = std::error::Error::source(e);
     while let Some(c) = cause {
