@@ -105,10 +105,11 @@ pub(super) fn store_error(target: &str, e: &tokio_postgres::Error) -> StoreError
 }
 
 /// An error and what caused it (tokio-postgres says only "error connecting
-/// to server"; its cause says "Connection refused").
-pub(super) fn with_causes(e: &tokio_postgres::Error) -> String {
+/// to server" or "db error"; its cause says "Connection refused" or what the
+/// database refused).
+pub(super) fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = e.to_string();
-    let mut cause = std::error::Error::source(e);
+    let mut cause = e.source();
     while let Some(c) = cause {
         text.push_str(": ");
         text.push_str(&c.to_string());

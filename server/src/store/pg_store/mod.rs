@@ -227,10 +227,8 @@ async fn migrate(pool: &Pool, target: &str) -> anyhow::Result<refinery::Report> 
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let mut client = pool
-            .get()
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot connect to the database at {target}: {e}"))?;
+        let mut client =
+            pool.get().await.map_err(|e| anyhow::anyhow!("{}", errors::pool_error(target, &e)))?;
         match embedded::migrations::runner().set_abort_missing(true).run_async(&mut **client).await {
             Ok(report) => return Ok(report),
             // A statement failed: most likely another server creating the
@@ -243,8 +241,15 @@ async fn migrate(pool: &Pool, target: &str) -> anyhow::Result<refinery::Report> 
                 drop(client);
                 tokio::time::sleep(Duration::from_millis(rand::random_range(20..=200))).await;
             }
+            Err(e) if matches!(e.kind(), refinery::error::Kind::MissingVersion(..)) => anyhow::bail!(
+                "the database at {target} has a schema newer than this binary knows ({e}): \
+                 run the newer agent-platform that migrated it"
+            ),
             Err(e) => {
-                anyhow::bail!("cannot bring the schema of the database at {target} up to date: {e}")
+                anyhow::bail!(
+                    "cannot bring the schema of the database at {target} up to date: {}",
+                    errors::with_causes(&e)
+                )
             }
         }
     }
