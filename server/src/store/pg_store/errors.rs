@@ -94,11 +94,17 @@ pub(super) fn store_error(target: &str, e: &tokio_postgres::Error) -> StoreError
              primary (several hosts in the URL with target_session_attrs=read-write follow a failover)"
         ));
     }
+    let class = &code.code()[..2];
+    if class == "40" {
+        return StoreError::Unavailable(format!(
+            "the database at {target} kept refusing the write for conflicts with concurrent ones ({what}): \
+             nothing was written; retry it"
+        ));
+    }
     // Class 08: connection; 53: resources (too many connections, memory);
     // 57: operator intervention (statement timeout, shutdown, starting up);
-    // 58: the database's own IO; 40: a conflict that kept coming back.
-    let class = &code.code()[..2];
-    if matches!(class, "08" | "53" | "57" | "58" | "40") || *code == SqlState::LOCK_NOT_AVAILABLE {
+    // 58: the database's own IO.
+    if matches!(class, "08" | "53" | "57" | "58") || *code == SqlState::LOCK_NOT_AVAILABLE {
         return unavailable(target, what);
     }
     StoreError::Io(format!("the database at {target} refused a statement: {what} (SQLSTATE {})", code.code()))
