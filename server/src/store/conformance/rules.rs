@@ -490,3 +490,30 @@ async fn of_two_commits_racing_on_one_version_one_is_stale() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_reads_every_record_of_a_kind_across_tenants() {
+    on_both(async |s: &dyn Store| {
+        let mut want = Vec::new();
+        for n in [1, 1200, 901] {
+            let t = tenant();
+            let records: Vec<Record> = (0..n).map(|_| Record::fresh(Kind::Task, t, json!({}))).collect();
+            want.extend(records.iter().map(|r| (t, r.id)));
+            let ops = records.into_iter().map(|record| Op::Put { record, expect: Expect::Absent }).collect();
+            s.commit(t, ops).await.unwrap();
+            s.commit(
+                t,
+                vec![Op::Put { record: Record::fresh(Kind::Tool, t, json!({})), expect: Expect::Absent }],
+            )
+            .await
+            .unwrap();
+        }
+        want.sort();
+        let mut got: Vec<(Uuid, Uuid)> =
+            s.scan_kind(Kind::Task).await.unwrap().into_iter().map(|(t, r)| (t, r.id)).collect();
+        got.sort();
+        assert_eq!(got.len(), want.len());
+        assert!(got == want);
+    })
+    .await;
+}

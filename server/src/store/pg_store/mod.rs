@@ -343,7 +343,16 @@ impl Store for PgStore {
     }
 
     async fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>> {
-        read!(self, |c| read::scan_kind(c, kind))
+        let mut all: Vec<(Uuid, Record)> = Vec::new();
+        loop {
+            let after = all.last().map(|(tenant, r)| (*tenant, r.id));
+            let chunk = read!(self, |c| read::scan_kind_after(c, kind, after))?;
+            let done = (chunk.len() as i64) < read::SCAN_CHUNK;
+            all.extend(chunk);
+            if done {
+                return Ok(all);
+            }
+        }
     }
 
     async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()> {

@@ -216,11 +216,38 @@ pub(super) async fn lookup_unique(
     Ok(row.map(|r| r.get(0)))
 }
 
-pub(super) async fn scan_kind(c: &ClientWrapper, kind: Kind) -> Result<Vec<(Uuid, Record)>, Fault> {
-    let st = c
-        .prepare_cached(&format!("SELECT tenant, {COLUMNS} FROM records WHERE kind = $1 ORDER BY tenant, id"))
-        .await?;
-    let rows = c.query(&st, &[&kind_code(kind)]).await?;
+/// How many records one statement of [`scan_kind_after`] reads.
+pub(super) const SCAN_CHUNK: i64 = 1000;
+
+/// The next records of a kind across tenants, in (tenant, id) order, after
+/// `(tenant, id)` when given: a scan in chunks, each a short statement (a
+/// whole table in one would outlast any statement timeout).
+pub(super) async fn scan_kind_after(
+    c: &ClientWrapper,
+    kind: Kind,
+    after: Option<(Uuid, Uuid)>,
+) -> Result<Vec<(Uuid, Record)>, Fault> {
+    let kind_code = kind_code(kind);
+    let rows = match after {
+        None => {
+            let st = c
+                .prepare_cached(&format!(
+                    "SELECT tenant, {COLUMNS} FROM records WHERE kind = $1 ORDER BY tenant, kind, id LIMIT $2"
+                ))
+                .await?;
+            c.query(&st, &[&kind_code, &SCAN_CHUNK]).await?
+        }
+        // The primary key's order, (tenant, kind, id), is (tenant, id) within one kind.
+        Some((tenant, id)) => {
+            let st = c
+                .prepare_cached(&format!(
+                    "SELECT tenant, {COLUMNS} FROM records WHERE kind = $1 AND (tenant, kind, id) > ($3, $1, $4) \
+                     ORDER BY tenant, kind, id LIMIT $2"
+                ))
+                .await?;
+            c.query(&st, &[&kind_code, &SCAN_CHUNK, &tenant, &id]).await?
+        }
+    };
     let mut out = Vec::with_capacity(rows.len());
     for r in &rows {
         out.push((r.get(0), rows::record(kind, r, 1)?));
