@@ -34,6 +34,8 @@ pub struct PgStore {
     statement_timeout: Duration,
     /// Whether this start created the schema (the database held no store before).
     created: bool,
+    /// Hears every server's commits (see [`notify`]).
+    listener: notify::Listener,
 }
 
 /// `host:port/dbname` of a connection config, never its user or password.
@@ -80,6 +82,7 @@ impl PgStore {
         pg.connect_timeout(connect_timeout);
         pg.application_name("agent-platform");
         pg.options(format!("-c statement_timeout={}", statement_timeout.as_millis()));
+        let listener = notify::Listener::start(pg.clone(), target.clone());
         let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
         let manager = match pg.get_ssl_mode() {
             SslMode::Disable => Manager::from_config(pg, tokio_postgres::NoTls, manager_config),
@@ -103,7 +106,7 @@ impl PgStore {
             )?;
         let created = report.applied_migrations().iter().any(|m| m.version() == 1);
         drop(client);
-        Ok(PgStore { pool, target, statement_timeout, created })
+        Ok(PgStore { pool, target, statement_timeout, created, listener })
     }
 
     /// Whether this start created the schema: the database held no store before.
@@ -121,8 +124,10 @@ impl PgStore {
         &self.pool
     }
 
-    /// Closes the pool: requests still waiting for a connection answer 503.
+    /// Closes the pool (requests still waiting for a connection answer 503)
+    /// and stops listening for changes.
     pub fn close(&self) {
+        self.listener.stop();
         self.pool.close();
     }
 
@@ -173,6 +178,10 @@ impl Store for PgStore {
 
     fn shared(&self) -> bool {
         true
+    }
+
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<super::Change>> {
+        Some(self.listener.subscribe())
     }
 }
 
