@@ -21,6 +21,8 @@ use crate::config::StoreConfig;
 
 mod notify;
 mod search;
+#[cfg(test)]
+pub mod testing;
 
 mod embedded {
     refinery::embed_migrations!("src/store/pg_store/migrations");

@@ -142,7 +142,8 @@ fn kind_of(code: u8) -> Option<Kind> {
 /// The task that listens, and the channel it passes changes on. Dropping it
 /// (or [`Listener::stop`]) stops the task and closes its connection.
 pub(super) struct Listener {
-    sender: broadcast::Sender<Change>,
+    /// Taken when listening stops, so that receivers see the channel close.
+    sender: std::sync::Mutex<Option<broadcast::Sender<Change>>>,
     task: JoinHandle<()>,
 }
 
@@ -153,17 +154,21 @@ impl Listener {
     pub(super) fn start(pg: tokio_postgres::Config, target: String) -> Listener {
         let (sender, _) = broadcast::channel(BUFFERED_CHANGES);
         let task = tokio::spawn(run(pg, target, sender.clone()));
-        Listener { sender, task }
+        Listener { sender: std::sync::Mutex::new(Some(sender)), task }
     }
 
-    /// A receiver of the changes heard from now on.
+    /// A receiver of the changes heard from now on (closed once stopped).
     pub(super) fn subscribe(&self) -> broadcast::Receiver<Change> {
-        self.sender.subscribe()
+        match &*self.sender.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(sender) => sender.subscribe(),
+            None => broadcast::channel(1).1,
+        }
     }
 
-    /// Stops listening (receivers then see the channel closed).
+    /// Stops listening: the connection closes, and receivers see the channel closed.
     pub(super) fn stop(&self) {
         self.task.abort();
+        self.sender.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
 }
 
@@ -315,6 +320,83 @@ mod tests {
         assert!(sent.iter().all(|p| p.len() < 8000), "every payload under PostgreSQL's limit");
         let heard: Vec<Change> = sent.iter().flat_map(|p| decode(p)).collect();
         assert_eq!(heard, changes);
+    }
+
+    /// Sends `changes` as a commit would.
+    async fn notify(store: &super::super::PgStore, tenant: Uuid, changes: &[Change]) {
+        let client = store.pool().get().await.unwrap();
+        for payload in payloads(tenant, changes) {
+            client.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload]).await.unwrap();
+        }
+    }
+
+    /// The next change heard other than `Unknown`, within `within`.
+    async fn next_known(changes: &mut broadcast::Receiver<Change>, within: Duration) -> Option<Change> {
+        tokio::time::timeout(within, async {
+            loop {
+                match changes.recv().await.unwrap() {
+                    Change::Unknown => {}
+                    change => return change,
+                }
+            }
+        })
+        .await
+        .ok()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn changes_are_heard_and_a_lost_connection_says_some_were_missed() {
+        use crate::store::Store;
+        let Some(url) = super::super::testing::fresh_database("d_listen").await else { return };
+        let store = super::super::testing::connect(&url).await;
+        let mut changes = store.changes().expect("a shared store tells its changes");
+        let tenant = Uuid::from_u128(9);
+        let key = record(Kind::ApiKey, 1);
+        // The listener connects in the background: send until it hears.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            notify(&store, tenant, std::slice::from_ref(&key)).await;
+            if let Some(heard) = next_known(&mut changes, Duration::from_millis(200)).await {
+                assert_eq!(heard, key);
+                break;
+            }
+            assert!(tokio::time::Instant::now() < deadline, "the listener never heard a notification");
+        }
+
+        // The listening connection is cut: once back, it says changes may have been missed.
+        let admin = store.pool().get().await.unwrap();
+        let cut = admin
+            .execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                 WHERE application_name = 'agent-platform listener' AND datname = current_database()",
+                &[],
+            )
+            .await
+            .unwrap();
+        assert_eq!(cut, 1, "one listening connection");
+        let unknown = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                if changes.recv().await.unwrap() == Change::Unknown {
+                    return;
+                }
+            }
+        });
+        unknown.await.expect("a reconnected listener says changes were missed");
+        let scope = Change::Scope { tenant, kind: Kind::Message, scope: Uuid::from_u128(5) };
+        notify(&store, tenant, std::slice::from_ref(&scope)).await;
+        assert_eq!(next_known(&mut changes, Duration::from_secs(5)).await, Some(scope));
+
+        // Closing the store stops listening.
+        drop(admin);
+        store.close();
+        let closed = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                if let Err(broadcast::error::RecvError::Closed) = changes.recv().await {
+                    return;
+                }
+            }
+        });
+        closed.await.expect("the channel closes with the store");
     }
 
     #[test]
