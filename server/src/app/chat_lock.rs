@@ -80,12 +80,7 @@ struct LeaseState {
 
 fn lease_record(session: Uuid, holder: Uuid) -> Result<Record> {
     let expires_at = now() + LEASE;
-    Ok(Record::new(
-        Kind::SessionLock,
-        session,
-        Uuid::nil(),
-        encode(&SessionLockData { holder, expires_at })?,
-    ))
+    Ok(Record::new(Kind::SessionLock, session, Uuid::nil(), encode(&SessionLockData { holder, expires_at })?))
 }
 
 fn lease_data(rec: &Record) -> Option<SessionLockData> {
@@ -118,7 +113,8 @@ impl App {
             let left = (expires_at - now()).to_std().unwrap_or(Duration::ZERO);
             if left.is_zero() {
                 // Its server died (or lost the database) mid-chat: take it over.
-                let take = Op::Put { record: lease_record(session, holder)?, expect: Expect::Version(held.version) };
+                let take =
+                    Op::Put { record: lease_record(session, holder)?, expect: Expect::Version(held.version) };
                 match self.store.commit(t.0, vec![take]).await {
                     Ok(()) => return Ok(Some(self.leased(t, session, holder, held.version + 1))),
                     Err(StoreError::Stale | StoreError::NotFound { .. }) => continue,
@@ -214,7 +210,9 @@ impl SessionLease {
         let mut state = self.state.lock().await;
         state.ending = true;
         match state.version {
-            Some(version) => Ok(Op::Delete { kind: Kind::SessionLock, id: self.session, version: Some(version) }),
+            Some(version) => {
+                Ok(Op::Delete { kind: Kind::SessionLock, id: self.session, version: Some(version) })
+            }
             None => Err(lost(self.session)),
         }
     }

@@ -8,8 +8,9 @@
 //!
 //! It is exact, not eventually right. Messages change only by being appended
 //! ([`App::append_messages`](super::App::append_messages)) or deleted with
-//! their session, both through this process's `App` (the store admits one
-//! process), and each such write tells the cache after its commit. A load
+//! their session; on a store only this process writes (sled admits one), both
+//! go through this process's `App`, and each such write tells the cache after
+//! its commit. A load
 //! races with those writes safely: it registers a ticket before reading the
 //! store, a write removes the entry (ticket included) when it finds a load
 //! under way, and a load whose ticket is gone does not store what it read.
@@ -140,7 +141,9 @@ impl HistoryCache {
                 Lookup::Hit(history.clone())
             }
             _ => {
-                if let Some(Entry::Ready { bytes, .. }) = inner.entries.insert((t, session), Entry::Loading(now)) {
+                if let Some(Entry::Ready { bytes, .. }) =
+                    inner.entries.insert((t, session), Entry::Loading(now))
+                {
                     inner.bytes -= bytes;
                 }
                 Lookup::Miss(now)

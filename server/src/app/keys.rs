@@ -4,8 +4,8 @@
 //! SHA-256 (keys are random, not passwords, so a fast hash is the right one),
 //! indexed as the key record's unique name for a constant-time lookup.
 //!
-//! Keys are managed by the CLI while the server is stopped (the store admits
-//! one process) and through the API while it runs, each tenant its own keys
+//! Keys are managed by the CLI (while the server is stopped on sled, which
+//! admits one process) and through the API, each tenant its own keys
 //! ([`App::tenant_key_create`], [`App::tenant_key_list`], [`App::tenant_key_revoke`]).
 //! A revoked key is refused at once: the revocation commits, then drops the
 //! key from the cache of known keys, and a lookup that raced with it does not

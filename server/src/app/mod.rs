@@ -19,6 +19,8 @@ pub mod locks;
 pub mod messages;
 pub mod records;
 pub mod sessions;
+#[cfg(test)]
+mod shared_tests;
 pub mod stored;
 pub mod tasks;
 pub mod tools;

@@ -292,7 +292,12 @@ mod tests {
     use super::*;
 
     fn record(kind: Kind, n: u128) -> Change {
-        Change::Record { tenant: Uuid::from_u128(9), kind, id: Uuid::from_u128(n), scope: Uuid::from_u128(n + 1) }
+        Change::Record {
+            tenant: Uuid::from_u128(9),
+            kind,
+            id: Uuid::from_u128(n),
+            scope: Uuid::from_u128(n + 1),
+        }
     }
 
     #[test]
@@ -401,9 +406,13 @@ mod tests {
 
     #[test]
     fn a_payload_not_understood_is_unknown() {
-        for bad in ["", "c2 00000000000000000000000000000009", "c1 xyz", "c1 00000000000000000000000000000009 r99.1.2",
-            "c1 00000000000000000000000000000009 q2.00000000000000000000000000000001"]
-        {
+        for bad in [
+            "",
+            "c2 00000000000000000000000000000009",
+            "c1 xyz",
+            "c1 00000000000000000000000000000009 r99.1.2",
+            "c1 00000000000000000000000000000009 q2.00000000000000000000000000000001",
+        ] {
             assert_eq!(decode(bad), [Change::Unknown], "{bad:?}");
         }
         assert_eq!(decode("c1 00000000000000000000000000000009"), []);

@@ -23,8 +23,7 @@ pub async fn fresh_database(prefix: &str) -> Option<String> {
         return None;
     };
     let micros = chrono::Utc::now().timestamp_micros();
-    let name =
-        format!("{prefix}_{}_{}_{micros}", std::process::id(), COUNT.fetch_add(1, Ordering::Relaxed));
+    let name = format!("{prefix}_{}_{}_{micros}", std::process::id(), COUNT.fetch_add(1, Ordering::Relaxed));
     Some(super::create_database(&admin, &name).await.expect("a test database"))
 }
 
