@@ -97,7 +97,9 @@ impl App {
         }
         let holder = new_id();
         let give_up = Instant::now() + WAIT_AT_MOST;
-        let mut changes = self.store.changes();
+        // Listened to once the lease is found held (before reading who holds
+        // it, so that its release is not missed): most chats never wait.
+        let mut changes = None;
         let mut pause = FIRST_PAUSE;
         loop {
             let put = Op::Put { record: lease_record(session, holder)?, expect: Expect::Absent };
@@ -105,6 +107,9 @@ impl App {
                 Ok(()) => return Ok(Some(self.leased(t, session, holder, 0))),
                 Err(StoreError::IdTaken { .. }) => {}
                 Err(e) => return Err(e.into()),
+            }
+            if changes.is_none() {
+                changes = Some(self.store.changes());
             }
             let Some(held) = self.store.get(t.0, Kind::SessionLock, session).await? else {
                 continue; // released since: try again at once
@@ -130,7 +135,8 @@ impl App {
                 )));
             }
             let jitter = Duration::from_millis(rand::random_range(0..=pause.as_millis() as u64 / 2));
-            wait_for_lease(&mut changes, t, session, (pause + jitter).min(left).min(waited_enough)).await;
+            let wait = (pause + jitter).min(left).min(waited_enough);
+            wait_for_lease(changes.as_mut().and_then(Option::as_mut), t, session, wait).await;
             pause = (pause * 2).min(LONGEST_PAUSE);
         }
     }
@@ -146,7 +152,7 @@ impl App {
 
 /// Waits `at_most`, or less when a change about the session's lease is heard.
 async fn wait_for_lease(
-    changes: &mut Option<broadcast::Receiver<Change>>,
+    changes: Option<&mut broadcast::Receiver<Change>>,
     t: Tenant,
     session: Uuid,
     at_most: Duration,
