@@ -15,15 +15,15 @@ use crate::api::types_chat::ChatRequest;
 use crate::api::types_sessions::Session;
 use crate::models::fake_upstream::{Behaviour, FakeUpstream};
 use crate::models::provider_config::{ModelsConfig, ProviderConfig, Providers};
-use crate::store::pg_store::testing;
+use crate::store::conformance::TestDb;
 use crate::store::{Expect, Kind, ListQuery, Op, Record, Store};
 
-/// Two servers' applications on one new database, and its URL (`None`: no test database).
-async fn two_servers(prefix: &str, fake: Option<&FakeUpstream>) -> Option<(App, App, String)> {
-    let url = testing::fresh_database(prefix).await?;
+/// Two servers' applications on one new database (`None`: no test database).
+async fn two_servers(fake: Option<&FakeUpstream>) -> Option<(App, App, TestDb)> {
+    let db = TestDb::create().await?;
     let mut apps = Vec::new();
     for _ in 0..2 {
-        let store: Arc<dyn Store> = Arc::new(testing::connect(&url).await);
+        let store: Arc<dyn Store> = Arc::new(db.store().await);
         let mut app = App::new(store).await.expect("an application on the database");
         if let Some(fake) = fake {
             let models = ModelsConfig {
@@ -41,7 +41,13 @@ async fn two_servers(prefix: &str, fake: Option<&FakeUpstream>) -> Option<(App, 
         apps.push(app);
     }
     let b = apps.pop().unwrap();
-    Some((apps.pop().unwrap(), b, url))
+    Some((apps.pop().unwrap(), b, db))
+}
+
+/// Stops both servers, then drops their database.
+async fn finish(a: App, b: App, db: TestDb) {
+    drop((a, b));
+    db.drop().await;
 }
 
 /// A tenant with an agent and a session (made through `app`).
@@ -77,7 +83,7 @@ fn sent(request: &Value) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_revoked_through_one_server_is_refused_by_the_other_within_a_second() {
-    let Some((a, b, url)) = two_servers("d_keys", None).await else { return };
+    let Some((a, b, db)) = two_servers(None).await else { return };
     for revoke_unheard in [false, true] {
         let (key, info) = a.key_create("acme").await.unwrap();
         assert!(
@@ -87,7 +93,7 @@ async fn a_key_revoked_through_one_server_is_refused_by_the_other_within_a_secon
         let revoked = Instant::now();
         if revoke_unheard {
             // A writer that sends no notification: the time to live alone must do.
-            delete_without_notification(&url, info.id).await;
+            delete_without_notification(&db, info.id).await;
         } else {
             a.key_revoke(&info.id.to_string()).await.unwrap();
         }
@@ -99,25 +105,24 @@ async fn a_key_revoked_through_one_server_is_refused_by_the_other_within_a_secon
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+    finish(a, b, db).await;
 }
 
 /// Deletes a key's record in SQL, as no server would: no notification is sent.
-async fn delete_without_notification(url: &str, key: Uuid) {
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
-    let driver = tokio::spawn(connection);
-    let deleted = client
+async fn delete_without_notification(db: &TestDb, key: Uuid) {
+    let deleted = db
+        .client()
+        .await
         .execute("DELETE FROM records WHERE kind = $1 AND id = $2", &[&(Kind::ApiKey as i16), &key])
         .await
         .unwrap();
     assert_eq!(deleted, 1);
-    drop(client);
-    let _ = driver.await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chats_alternating_between_servers_send_the_whole_history() {
     let fake = FakeUpstream::start().await;
-    let Some((a, b, _)) = two_servers("d_history", Some(&fake)).await else { return };
+    let Some((a, b, db)) = two_servers(Some(&fake)).await else { return };
     let (t, s) = session(&a).await;
     let mut expected: Vec<String> = Vec::new();
     for (i, app) in [&a, &b, &a, &b, &a].into_iter().enumerate() {
@@ -134,6 +139,7 @@ async fn chats_alternating_between_servers_send_the_whole_history() {
     a.chat(t, s, say("last")).await.unwrap();
     let request = fake.last_request().unwrap().body;
     assert_eq!(sent(&request).iter().rev().nth(1).map(String::as_str), Some("aside"));
+    finish(a, b, db).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,7 +147,7 @@ async fn concurrent_chats_through_two_servers_keep_each_exchange_together() {
     let fake = FakeUpstream::start().await;
     // Slow enough answers that the chats overlap.
     fake.set_default(Behaviour::Hang(Duration::from_millis(100)));
-    let Some((a, b, _)) = two_servers("d_chats", Some(&fake)).await else { return };
+    let Some((a, b, db)) = two_servers(Some(&fake)).await else { return };
     let (t, s) = session(&a).await;
     let chats = (0..6).map(|i| {
         let app = if i % 2 == 0 { a.clone() } else { b.clone() };
@@ -174,12 +180,13 @@ async fn concurrent_chats_through_two_servers_keep_each_exchange_together() {
         assert_eq!(history.len() % 2, 1, "whole exchanges, then the new message: {history:?}");
         assert_eq!(history[..history.len() - 1], messages[..history.len() - 1]);
     }
+    finish(a, b, db).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_lock_left_by_a_dead_server_is_taken_over_once_expired() {
     let fake = FakeUpstream::start().await;
-    let Some((a, b, _)) = two_servers("d_lease", Some(&fake)).await else { return };
+    let Some((a, b, db)) = two_servers(Some(&fake)).await else { return };
     let (t, s) = session(&a).await;
     // A server took the session's lock for a chat, then died: the lock expires in a second.
     let expires_at = crate::store::now() + Duration::from_secs(1);
@@ -193,4 +200,5 @@ async fn a_session_lock_left_by_a_dead_server_is_taken_over_once_expired() {
     assert_eq!(contents(&a, t, s).await, ["after the crash", "after the crash"]);
     // Released in the exchange's commit.
     assert!(a.store.get(t.0, Kind::SessionLock, s).await.unwrap().is_none());
+    finish(a, b, db).await;
 }

@@ -352,8 +352,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn changes_are_heard_and_a_lost_connection_says_some_were_missed() {
         use crate::store::Store;
-        let Some(url) = super::super::testing::fresh_database("d_listen").await else { return };
-        let store = super::super::testing::connect(&url).await;
+        use crate::store::conformance::TestDb;
+        let Some(db) = TestDb::create().await else { return };
+        let store = db.store().await;
         let mut changes = store.changes().expect("a shared store tells its changes");
         let tenant = Uuid::from_u128(9);
         let key = record(Kind::ApiKey, 1);
@@ -369,8 +370,9 @@ mod tests {
         }
 
         // The listening connection is cut: once back, it says changes may have been missed.
-        let admin = store.pool().get().await.unwrap();
-        let cut = admin
+        let cut = db
+            .client()
+            .await
             .execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
                  WHERE application_name = 'agent-platform listener' AND datname = current_database()",
@@ -392,7 +394,6 @@ mod tests {
         assert_eq!(next_known(&mut changes, Duration::from_secs(5)).await, Some(scope));
 
         // Closing the store stops listening.
-        drop(admin);
         store.close();
         let closed = tokio::time::timeout(Duration::from_secs(5), async {
             loop {
@@ -402,6 +403,7 @@ mod tests {
             }
         });
         closed.await.expect("the channel closes with the store");
+        db.drop().await;
     }
 
     #[test]
