@@ -202,3 +202,36 @@ async fn a_session_lock_left_by_a_dead_server_is_taken_over_once_expired() {
     assert!(a.store.get(t.0, Kind::SessionLock, s).await.unwrap().is_none());
     finish(a, b, db).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_whose_session_lock_was_taken_over_saves_nothing() {
+    let fake = FakeUpstream::start().await;
+    fake.push(Behaviour::Hang(Duration::from_millis(500)));
+    let Some((a, b, db)) = two_servers(Some(&fake)).await else { return };
+    let (t, s) = session(&a).await;
+    let chat = tokio::spawn({
+        let a = a.clone();
+        async move { a.chat(t, s, say("slow")).await }
+    });
+    // While the model answers, another server takes the lock over (as if it had expired).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let held = loop {
+        if let Some(held) = b.store.get(t.0, Kind::SessionLock, s).await.unwrap() {
+            break held;
+        }
+        assert!(Instant::now() < deadline, "the chat never took the session's lock");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    let data = json!({"holder": Uuid::now_v7(), "expires_at": crate::store::now() + Duration::from_secs(60)});
+    let taken = Record::new(Kind::SessionLock, s, Uuid::nil(), data);
+    b.store
+        .commit(t.0, vec![Op::Put { record: taken, expect: Expect::Version(held.version) }])
+        .await
+        .unwrap();
+    match chat.await.unwrap() {
+        Err(super::Error::Conflict(message)) => assert!(message.contains("nothing was saved"), "{message}"),
+        other => panic!("a chat that lost its lock must not save: {other:?}"),
+    }
+    assert!(contents(&b, t, s).await.is_empty());
+    finish(a, b, db).await;
+}
