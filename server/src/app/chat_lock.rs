@@ -29,11 +29,11 @@ use super::{App, Error, Result, Tenant};
 use crate::store::{Change, Expect, Kind, Op, Record, Store, StoreError, new_id, now};
 
 /// How long a lease lasts without renewal: how long a dead server's chat
-/// holds its session up.
-pub const LEASE: Duration = Duration::from_secs(15);
+/// holds its session up. (Short in unit tests, so that chats outlast it.)
+pub const LEASE: Duration = if cfg!(test) { Duration::from_millis(1500) } else { Duration::from_secs(15) };
 
-/// How often a held lease is renewed.
-const RENEW_EVERY: Duration = Duration::from_secs(5);
+/// How often a held lease is renewed: a few times within [`LEASE`].
+const RENEW_EVERY: Duration = if cfg!(test) { Duration::from_millis(300) } else { Duration::from_secs(5) };
 
 /// How long a chat waits for another server's chat on its session.
 pub const WAIT_AT_MOST: Duration = Duration::from_secs(60);

@@ -79,11 +79,22 @@ async fn count_tokens_of(
 }
 
 impl App {
-    /// Appends messages to a session, in the order given, in one atomic commit
-    /// (with `extra`: a chat's release of its session lock).
+    /// Appends messages to a session, in the order given, in one atomic commit.
     /// `answer` is what the request answers, remembered with its idempotency key
     /// (see [`App::commit_answering`]); `None` when that is the one message appended.
     pub async fn append_messages(
+        &self,
+        t: Tenant,
+        session: Uuid,
+        messages: Vec<CreateMessageRequest>,
+        answer: Option<&impl Serialize>,
+    ) -> Result<Vec<Message>> {
+        self.append_messages_with(t, session, messages, answer, Vec::new()).await
+    }
+
+    /// [`App::append_messages`], with `extra` ops in the same commit (a chat's
+    /// release of its session's lease).
+    pub(super) async fn append_messages_with(
         &self,
         t: Tenant,
         session: Uuid,
@@ -145,7 +156,7 @@ impl App {
         session: Uuid,
         req: CreateMessageRequest,
     ) -> Result<Message> {
-        let mut created = self.append_messages(t, session, vec![req], None::<&Message>, Vec::new()).await?;
+        let mut created = self.append_messages(t, session, vec![req], None::<&Message>).await?;
         Ok(created.pop().expect("one message appended"))
     }
 

@@ -235,3 +235,25 @@ async fn a_chat_whose_session_lock_was_taken_over_saves_nothing() {
     assert!(contents(&b, t, s).await.is_empty());
     finish(a, b, db).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chat_longer_than_its_lease_keeps_it_by_renewing_it() {
+    let fake = FakeUpstream::start().await;
+    fake.push(Behaviour::Hang(super::chat_lock::LEASE * 2));
+    let Some((a, b, db)) = two_servers(Some(&fake)).await else { return };
+    let (t, s) = session(&a).await;
+    let slow = tokio::spawn({
+        let a = a.clone();
+        async move { a.chat(t, s, say("slow")).await }
+    });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while b.store.get(t.0, Kind::SessionLock, s).await.unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the chat never took the session's lock");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Through the other server: it waits for the slow chat, which keeps its lease past its first expiry.
+    b.chat(t, s, say("quick")).await.unwrap();
+    slow.await.unwrap().unwrap();
+    assert_eq!(contents(&a, t, s).await, ["slow", "slow", "quick", "quick"]);
+    finish(a, b, db).await;
+}
