@@ -200,6 +200,9 @@ impl App {
         response: Option<&ChatResponse>,
     ) -> Result<()> {
         if !prepared.save {
+            if let Some(lease) = &prepared.lease {
+                lease.release().await;
+            }
             return Ok(());
         }
         let mut messages = prepared.new_messages.clone();

@@ -227,20 +227,28 @@ impl SessionLease {
     pub(super) async fn released(&self) {
         self.state.lock().await.version = None;
     }
+
+    /// Releases the lease now, when no exchange is saved (the session's next
+    /// chat on this server then finds it free, without waiting).
+    pub(super) async fn release(&self) {
+        release(self.store.as_ref(), self.tenant, self.session, &self.state).await;
+    }
+}
+
+/// Deletes the lease, if still held. Best effort: a lease not deleted expires.
+async fn release(store: &dyn Store, t: Tenant, session: Uuid, state: &Mutex<LeaseState>) {
+    let mut state = state.lock().await;
+    state.ending = true;
+    if let Some(version) = state.version.take() {
+        let release = Op::Delete { kind: Kind::SessionLock, id: session, version: Some(version) };
+        let _ = store.commit(t.0, vec![release]).await;
+    }
 }
 
 impl Drop for SessionLease {
     fn drop(&mut self) {
         let (store, t, session, state) = (self.store.clone(), self.tenant, self.session, self.state.clone());
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-        // Best effort: a lease not deleted expires.
-        runtime.spawn(async move {
-            let mut state = state.lock().await;
-            state.ending = true;
-            if let Some(version) = state.version.take() {
-                let release = Op::Delete { kind: Kind::SessionLock, id: session, version: Some(version) };
-                let _ = store.commit(t.0, vec![release]).await;
-            }
-        });
+        runtime.spawn(async move { release(store.as_ref(), t, session, &state).await });
     }
 }

@@ -139,6 +139,11 @@ async fn chats_alternating_between_servers_send_the_whole_history() {
     a.chat(t, s, say("last")).await.unwrap();
     let request = fake.last_request().unwrap().body;
     assert_eq!(sent(&request).iter().rev().nth(1).map(String::as_str), Some("aside"));
+    // A chat that saves nothing has released the session's lock by the time it answers.
+    let mut unsaved = say("unsaved");
+    unsaved.save = false;
+    b.chat(t, s, unsaved).await.unwrap();
+    assert!(a.store.get(t.0, Kind::SessionLock, s).await.unwrap().is_none());
     finish(a, b, db).await;
 }
 
