@@ -100,6 +100,24 @@ async fn of_servers_starting_together_on_an_empty_database_one_finds_it_new() {
 }
 
 #[tokio::test]
+async fn a_schema_newer_than_the_binary_is_refused() {
+    let Some(db) = TestDb::create().await else { return };
+    db.store().await.close();
+    db.client()
+        .await
+        .execute(
+            "INSERT INTO refinery_schema_history (version, name, applied_on, checksum) \
+             VALUES (999, 'from_the_future', '2030-01-01T00:00:00Z', '1')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let err = PgStore::connect(&db.config()).await.err().expect("a newer schema is refused").to_string();
+    assert!(err.contains("newer than this binary") && err.contains(&db.name), "{err}");
+    db.drop().await;
+}
+
+#[tokio::test]
 async fn a_database_nobody_listens_for_fails_the_start_naming_it_without_the_password() {
     // Port 1 on the loopback: nothing listens there.
     let cfg = crate::config::StoreConfig {
@@ -157,9 +175,12 @@ async fn connections_ended_by_the_database_are_replaced() {
             .await
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
+        let touch = || s.commit(t, vec![Op::Touch { kind: Kind::Agent, id: r.id }]);
         loop {
-            match s.get(t, Kind::Agent, r.id).await {
-                Ok(got) => {
+            let read_and_write =
+                async { Ok::<_, StoreError>((s.get(t, Kind::Agent, r.id).await?, touch().await?)) };
+            match read_and_write.await {
+                Ok((got, ())) => {
                     assert!(got.is_some());
                     break;
                 }
