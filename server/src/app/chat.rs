@@ -12,6 +12,7 @@ use chrono::Utc;
 use tokio::sync::OwnedMutexGuard;
 use uuid::Uuid;
 
+use super::chat_lock::SessionLease;
 use super::history::HistoryItem;
 use super::{App, Error, Result, Tenant};
 use crate::api::types::{ChatSettings, DocReference};
@@ -29,7 +30,8 @@ pub const RECALL_LIMIT: usize = 5;
 pub type ChatLocks = Arc<Mutex<HashMap<(Tenant, Uuid), Arc<tokio::sync::Mutex<()>>>>>;
 
 /// A chat ready for the model call: the request to send and what to save.
-/// Holds the session's chat lock until dropped.
+/// Holds the session's chat lock (and, on a shared store, its lease: see
+/// [`super::chat_lock`]) until dropped.
 pub struct PreparedChat {
     pub provider: Provider,
     pub request: wire::CompletionRequest,
@@ -38,6 +40,7 @@ pub struct PreparedChat {
     pub(super) tenant: Tenant,
     pub(super) session: Uuid,
     pub(super) new_messages: Vec<CreateMessageRequest>,
+    pub(super) lease: Option<SessionLease>,
     pub(super) _lock: OwnedMutexGuard<()>,
 }
 
@@ -188,7 +191,8 @@ impl App {
     }
 
     /// Step 6: when `save`, appends the new messages and the answer in one commit
-    /// (with `response`, the request's answer, remembered with its idempotency key).
+    /// (with `response`, the request's answer, remembered with its idempotency key,
+    /// and the release of the session's lease).
     pub async fn chat_save(
         &self,
         prepared: &PreparedChat,
@@ -196,6 +200,9 @@ impl App {
         response: Option<&ChatResponse>,
     ) -> Result<()> {
         if !prepared.save {
+            if let Some(lease) = &prepared.lease {
+                lease.release().await;
+            }
             return Ok(());
         }
         let mut messages = prepared.new_messages.clone();
@@ -210,7 +217,14 @@ impl App {
                 metadata: None,
             });
         }
-        self.append_messages(prepared.tenant, prepared.session, messages, response).await?;
+        let release = match &prepared.lease {
+            Some(lease) => vec![lease.release_op().await?],
+            None => Vec::new(),
+        };
+        self.append_messages_with(prepared.tenant, prepared.session, messages, response, release).await?;
+        if let Some(lease) = &prepared.lease {
+            lease.released().await;
+        }
         Ok(())
     }
 }

@@ -9,6 +9,7 @@ use super::chat::{
     PreparedChat, RECALL_LIMIT, history_item, merge_settings, new_message, template_error, with_sampling,
 };
 use super::history::{History, HistoryItem, Lookup};
+use super::records::decode;
 use super::{App, Error, Result, Tenant};
 use crate::api::types::{
     Agent, ChatSettings, DocOwner, DocReference, OwnerRole, SearchMode, SearchRequest, User,
@@ -18,12 +19,14 @@ use crate::api::types_sessions::{ContextOverflow, CreateMessageRequest, Message,
 use crate::api::types_tools::{Tool, ToolType};
 use crate::models::tokens::{REPLY_PRIMING_TOKENS, message_tokens};
 use crate::models::{self, DEFAULT_SYSTEM_TEMPLATE, Provider, wire};
-use crate::store::ListQuery;
+use crate::store::{Kind, ListQuery};
 
 impl App {
     /// The session's history, oldest first, from the cache or the store.
-    async fn history(&self, t: Tenant, session: Uuid) -> Result<History> {
-        let ticket = match self.history.lookup(t, session) {
+    /// `version`: the session record's, read before (on a shared store; see
+    /// [`super::history`]).
+    async fn history(&self, t: Tenant, session: Uuid, version: Option<u64>) -> Result<History> {
+        let ticket = match self.history.lookup(t, session, version) {
             Lookup::Hit(history) => return Ok(history),
             Lookup::Miss(ticket) => ticket,
         };
@@ -40,7 +43,7 @@ impl App {
             let done = page.len() < 1000;
             items.extend(page.iter().map(history_item));
             if done {
-                return Ok(self.history.loaded(t, session, ticket, items));
+                return Ok(self.history.loaded(t, session, ticket, version, items));
             }
         }
     }
@@ -72,7 +75,11 @@ impl App {
     /// Steps 1 to 4: settings, recall, system message, history within the budget.
     pub async fn chat_prepare(&self, t: Tenant, session_id: Uuid, req: ChatRequest) -> Result<PreparedChat> {
         let lock = self.chat_lock(t, session_id).await;
-        let session: Session = self.session_get(t, session_id).await?;
+        let lease = self.session_lease(t, session_id).await?;
+        let record = self.load(t, Kind::Session, session_id).await?;
+        let session: Session = decode(&record)?;
+        // What the cached history must be at (see `history`): only where other servers write.
+        let version = self.store.shared().then_some(record.version);
         let agent_id = match req.agent {
             Some(a) if !session.agents.contains(&a) => {
                 return Err(Error::BadRequest(format!("agent {a} is not an agent of session {session_id}")));
@@ -102,7 +109,8 @@ impl App {
         let new_messages = render_new_messages(&session, req.messages, &context)?;
         // 4. History within the token budget.
         let new_wire: Vec<wire::ChatMessage> = new_messages.iter().map(new_message).collect();
-        let messages = self.fit_history(t, &session, &provider, &model, system, new_wire).await?;
+        let history = self.history(t, session_id, version).await?;
+        let messages = self.fit_history(&history, &session, &provider, &model, system, new_wire).await?;
 
         let request = completion_request(
             model,
@@ -121,6 +129,7 @@ impl App {
             tenant: t,
             session: session_id,
             new_messages,
+            lease,
             _lock: lock,
         })
     }
@@ -166,14 +175,13 @@ impl App {
     /// those summarised by the model.
     async fn fit_history(
         &self,
-        t: Tenant,
+        history: &History,
         session: &Session,
         provider: &Provider,
         model: &str,
         system: wire::ChatMessage,
         new_wire: Vec<wire::ChatMessage>,
     ) -> Result<Vec<wire::ChatMessage>> {
-        let history = self.history(t, session.id).await?;
         let mut start = 0; // the oldest history message sent
         let mut summary = None;
         if let Some(budget) = session.token_budget {
@@ -197,19 +205,19 @@ impl App {
                              raise token_budget or set context_overflow to \"truncate\" or \"adaptive\""
                         )));
                     }
-                    Some(ContextOverflow::Truncate) => start = drop_oldest(&history, 0, fixed, budget),
+                    Some(ContextOverflow::Truncate) => start = drop_oldest(history, 0, fixed, budget),
                     Some(ContextOverflow::Adaptive) => {
                         // Leave room for the summary: a quarter of the budget, at most 512 tokens.
                         let room = (budget / 4).min(512);
                         let target = budget.saturating_sub(room).max(fixed);
-                        start = drop_oldest(&history, 0, fixed, target);
+                        start = drop_oldest(history, 0, fixed, target);
                         let dropped: Vec<_> = history[..start].iter().map(|h| h.message.clone()).collect();
                         let text = self.summarise(provider, model, &dropped, room).await?;
                         let message =
                             wire::ChatMessage::system(format!("Summary of the earlier conversation: {text}"));
                         let cost = message_tokens(&message);
                         // A summary longer than asked: drop more history, then the summary itself.
-                        start = drop_oldest(&history, start, fixed + cost, budget);
+                        start = drop_oldest(history, start, fixed + cost, budget);
                         let rest: usize = history[start..].iter().map(|h| h.tokens).sum();
                         if fixed + cost + rest <= budget {
                             summary = Some(message);

@@ -8,14 +8,24 @@
 //!
 //! It is exact, not eventually right. Messages change only by being appended
 //! ([`App::append_messages`](super::App::append_messages)) or deleted with
-//! their session, both through this process's `App` (the store admits one
-//! process), and each such write tells the cache after its commit. A load
+//! their session; on a store only this process writes (sled admits one), both
+//! go through this process's `App`, and each such write tells the cache after
+//! its commit. A load
 //! races with those writes safely: it registers a ticket before reading the
 //! store, a write removes the entry (ticket included) when it finds a load
 //! under way, and a load whose ticket is gone does not store what it read.
 //! Appends are inserted in the store's order, (`created_at`, id), so two
 //! concurrent appends that commit out of stamp order still read back as a
 //! list would.
+//!
+//! On a shared store other servers append too, so a history is kept with the
+//! version of its session record when it was read: every append bumps that
+//! version in its commit (an [`Op::Touch`](crate::store::Op::Touch)), and a
+//! chat, which reads the session anyway, uses the cached history only when the
+//! version it read is the one the history is at. This process's own appends
+//! move the cached version on by one; any other write makes the versions
+//! differ, and the history is read again. A notification or a time to live
+//! could only make staleness rarer; this check rules it out.
 //!
 //! Memory is bounded by [`HISTORY_CACHE_BYTES`] of message text (roughly);
 //! the least recently used sessions are dropped first.
@@ -77,6 +87,9 @@ enum Entry {
         history: History,
         bytes: usize,
         used: u64,
+        /// The session record's version the history is at (`None` on a store
+        /// no other process writes, where this process sees every write).
+        version: Option<u64>,
     },
 }
 
@@ -116,26 +129,39 @@ impl HistoryCache {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The cached history, or a ticket to load it with.
-    pub fn lookup(&self, t: Tenant, session: Uuid) -> Lookup {
+    /// The cached history, if it is at the session's `version` (see the
+    /// module's docs), or a ticket to load it with.
+    pub fn lookup(&self, t: Tenant, session: Uuid, version: Option<u64>) -> Lookup {
         let mut inner = self.lock();
         inner.clock += 1;
         let now = inner.clock;
         match inner.entries.get_mut(&(t, session)) {
-            Some(Entry::Ready { history, used, .. }) => {
+            Some(Entry::Ready { history, used, version: at, .. }) if *at == version => {
                 *used = now;
                 Lookup::Hit(history.clone())
             }
             _ => {
-                inner.entries.insert((t, session), Entry::Loading(now));
+                if let Some(Entry::Ready { bytes, .. }) =
+                    inner.entries.insert((t, session), Entry::Loading(now))
+                {
+                    inner.bytes -= bytes;
+                }
                 Lookup::Miss(now)
             }
         }
     }
 
-    /// Keeps a history read from the store, unless a write came in since the
-    /// ticket was given (or another load took over). Answers it either way.
-    pub fn loaded(&self, t: Tenant, session: Uuid, ticket: u64, items: Vec<HistoryItem>) -> History {
+    /// Keeps a history read from the store at the session's `version` (read
+    /// before the messages), unless a write came in since the ticket was given
+    /// (or another load took over). Answers it either way.
+    pub fn loaded(
+        &self,
+        t: Tenant,
+        session: Uuid,
+        ticket: u64,
+        version: Option<u64>,
+        items: Vec<HistoryItem>,
+    ) -> History {
         let history = Arc::new(items);
         let bytes: usize = history.iter().map(HistoryItem::bytes).sum();
         let mut inner = self.lock();
@@ -145,7 +171,8 @@ impl HistoryCache {
             } else {
                 inner.clock += 1;
                 let used = inner.clock;
-                inner.entries.insert((t, session), Entry::Ready { history: history.clone(), bytes, used });
+                let ready = Entry::Ready { history: history.clone(), bytes, used, version };
+                inner.entries.insert((t, session), ready);
                 inner.bytes += bytes;
                 self.evict(&mut inner, (t, session));
             }
@@ -153,7 +180,8 @@ impl HistoryCache {
         history
     }
 
-    /// Messages were appended to the session (after the commit).
+    /// Messages were appended to the session (after the commit, which bumped
+    /// the session's version by one on a shared store).
     pub fn appended(&self, t: Tenant, session: Uuid, items: &[HistoryItem]) {
         let mut inner = self.lock();
         let added: usize = items.iter().map(HistoryItem::bytes).sum();
@@ -162,7 +190,10 @@ impl HistoryCache {
             Some(Entry::Loading(_)) => {
                 inner.entries.remove(&(t, session));
             }
-            Some(Entry::Ready { history, bytes, .. }) => {
+            Some(Entry::Ready { history, bytes, version, .. }) => {
+                if let Some(v) = version {
+                    *v += 1;
+                }
                 let list = Arc::make_mut(history);
                 for item in items {
                     // Almost always at the end; before later stamps committed first.
@@ -182,6 +213,14 @@ impl HistoryCache {
         if let Some(Entry::Ready { bytes, .. }) = inner.entries.remove(&(t, session)) {
             inner.bytes -= bytes;
         }
+    }
+
+    /// Drops every history (changes may have been missed).
+    pub fn forget_all(&self) {
+        let mut inner = self.lock();
+        // Loads under way must not keep what they read either: their tickets go too.
+        inner.entries.clear();
+        inner.bytes = 0;
     }
 
     /// Drops the least recently used histories (never `keep`) until under the bound.
@@ -230,12 +269,12 @@ mod tests {
     fn a_load_then_appends_in_store_order() {
         let cache = HistoryCache::default();
         let s = Uuid::from_u128(7);
-        let Lookup::Miss(ticket) = cache.lookup(T, s) else { panic!("empty cache hit") };
-        cache.loaded(T, s, ticket, vec![item(1, "a")]);
+        let Lookup::Miss(ticket) = cache.lookup(T, s, None) else { panic!("empty cache hit") };
+        cache.loaded(T, s, ticket, None, vec![item(1, "a")]);
         // Stamped 3 committed before stamped 2: read back as a list would be.
         cache.appended(T, s, &[item(3, "c")]);
         cache.appended(T, s, &[item(2, "b")]);
-        let Lookup::Hit(h) = cache.lookup(T, s) else { panic!("miss after load") };
+        let Lookup::Hit(h) = cache.lookup(T, s, None) else { panic!("miss after load") };
         assert_eq!(texts(&h), ["a", "b", "c"]);
         assert_eq!(h[0].tokens, tokens::count_message_tokens("user", "", None) + 1);
     }
@@ -244,22 +283,40 @@ mod tests {
     fn a_write_during_a_load_wins() {
         let cache = HistoryCache::default();
         let s = Uuid::from_u128(7);
-        let Lookup::Miss(ticket) = cache.lookup(T, s) else { panic!() };
+        let Lookup::Miss(ticket) = cache.lookup(T, s, None) else { panic!() };
         // The load read the store before this append committed: it must not be kept.
         cache.appended(T, s, &[item(2, "b")]);
-        let stale = cache.loaded(T, s, ticket, vec![item(1, "a")]);
+        let stale = cache.loaded(T, s, ticket, None, vec![item(1, "a")]);
         assert_eq!(texts(&stale), ["a"], "the loader still gets what it read");
-        assert!(matches!(cache.lookup(T, s), Lookup::Miss(_)));
+        assert!(matches!(cache.lookup(T, s, None), Lookup::Miss(_)));
         // So must a forget, and a newer load's ticket supersedes an older one.
-        let Lookup::Miss(old) = cache.lookup(T, s) else { panic!() };
-        let Lookup::Miss(new) = cache.lookup(T, s) else { panic!() };
-        cache.loaded(T, s, old, vec![item(1, "old")]);
-        assert!(matches!(cache.lookup(T, s), Lookup::Miss(_)));
-        let Lookup::Miss(t2) = cache.lookup(T, s) else { panic!() };
+        let Lookup::Miss(old) = cache.lookup(T, s, None) else { panic!() };
+        let Lookup::Miss(new) = cache.lookup(T, s, None) else { panic!() };
+        cache.loaded(T, s, old, None, vec![item(1, "old")]);
+        assert!(matches!(cache.lookup(T, s, None), Lookup::Miss(_)));
+        let Lookup::Miss(t2) = cache.lookup(T, s, None) else { panic!() };
         assert_ne!(t2, new);
         cache.forget(T, s);
-        cache.loaded(T, s, t2, vec![item(1, "a")]);
-        assert!(matches!(cache.lookup(T, s), Lookup::Miss(_)));
+        cache.loaded(T, s, t2, None, vec![item(1, "a")]);
+        assert!(matches!(cache.lookup(T, s, None), Lookup::Miss(_)));
+    }
+
+    #[test]
+    fn on_a_shared_store_a_history_serves_only_the_session_version_it_is_at() {
+        let cache = HistoryCache::default();
+        let s = Uuid::from_u128(7);
+        let Lookup::Miss(ticket) = cache.lookup(T, s, Some(3)) else { panic!() };
+        cache.loaded(T, s, ticket, Some(3), vec![item(1, "a")]);
+        assert!(matches!(cache.lookup(T, s, Some(3)), Lookup::Hit(_)));
+        // This process's append moved the session to version 4.
+        cache.appended(T, s, &[item(2, "b")]);
+        let Lookup::Hit(h) = cache.lookup(T, s, Some(4)) else { panic!("own append keeps the history") };
+        assert_eq!(texts(&h), ["a", "b"]);
+        // Another server appended too (version 6, not 5): read again, and the memory is freed.
+        assert!(matches!(cache.lookup(T, s, Some(6)), Lookup::Miss(_)));
+        assert_eq!(cache.stats(), (0, 0));
+        cache.forget_all();
+        assert!(matches!(cache.lookup(T, s, Some(6)), Lookup::Miss(_)));
     }
 
     #[test]
@@ -269,13 +326,13 @@ mod tests {
         let other = Tenant(Uuid::from_u128(1));
         for (i, t) in [(1, T), (2, other), (3, T)] {
             let s = Uuid::from_u128(i);
-            let Lookup::Miss(k) = cache.lookup(t, s) else { panic!() };
-            cache.loaded(t, s, k, vec![item(i as i64, "x")]);
+            let Lookup::Miss(k) = cache.lookup(t, s, None) else { panic!() };
+            cache.loaded(t, s, k, None, vec![item(i as i64, "x")]);
         }
         // Three histories of one message each, room for two: the oldest went.
         assert_eq!(cache.stats(), (2, one * 2));
-        assert!(matches!(cache.lookup(T, Uuid::from_u128(1)), Lookup::Miss(_)));
-        assert!(matches!(cache.lookup(other, Uuid::from_u128(2)), Lookup::Hit(_)));
-        assert!(matches!(cache.lookup(T, Uuid::from_u128(2)), Lookup::Miss(_)));
+        assert!(matches!(cache.lookup(T, Uuid::from_u128(1), None), Lookup::Miss(_)));
+        assert!(matches!(cache.lookup(other, Uuid::from_u128(2), None), Lookup::Hit(_)));
+        assert!(matches!(cache.lookup(T, Uuid::from_u128(2), None), Lookup::Miss(_)));
     }
 }

@@ -4,14 +4,21 @@
 //! SHA-256 (keys are random, not passwords, so a fast hash is the right one),
 //! indexed as the key record's unique name for a constant-time lookup.
 //!
-//! Keys are managed by the CLI while the server is stopped (the store admits
-//! one process) and through the API while it runs, each tenant its own keys
+//! Keys are managed by the CLI (while the server is stopped on sled, which
+//! admits one process) and through the API, each tenant its own keys
 //! ([`App::tenant_key_create`], [`App::tenant_key_list`], [`App::tenant_key_revoke`]).
 //! A revoked key is refused at once: the revocation commits, then drops the
 //! key from the cache of known keys, and a lookup that raced with it does not
 //! put it back (see [`App::authenticate`]).
+//!
+//! On a shared store other servers (and `keys revoke` run against the
+//! database) revoke keys too: their notifications flush the cache (see
+//! [`super::changes`]), and, since a notification may be lost, a cached key is
+//! trusted for [`SHARED_KEY_TTL`] at most, so a key revoked anywhere is
+//! refused everywhere within a second.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use rand::RngCore;
@@ -39,12 +46,39 @@ struct TenantData {
     name: String,
 }
 
-/// The cache of known keys: key hash → tenant, and how many revocations have
-/// committed (so a lookup racing with one does not cache its key again).
+/// How long a server trusts a key it looked up in a shared store: half the
+/// second within which a key revoked elsewhere must be refused, counted from
+/// before the lookup read the store.
+pub const SHARED_KEY_TTL: Duration = Duration::from_millis(500);
+
+/// The cache of known keys: key hash → tenant (and when the lookup that found
+/// it began), and how many times keys were forgotten (so a lookup racing with
+/// a revocation does not cache its key again).
 #[derive(Default)]
 pub struct KeyCache {
-    keys: HashMap<String, Tenant>,
-    revocations: u64,
+    keys: HashMap<String, (Tenant, Instant)>,
+    forgotten: u64,
+    /// How long an entry is trusted; `None`: until the key is revoked (a store
+    /// that no other process writes).
+    ttl: Option<Duration>,
+}
+
+impl KeyCache {
+    /// The cache for `store`: entries expire when other processes write it.
+    pub fn for_store(store: &dyn crate::store::Store) -> Self {
+        KeyCache { ttl: store.shared().then_some(SHARED_KEY_TTL), ..Default::default() }
+    }
+
+    fn get(&self, hashed: &str) -> Option<Tenant> {
+        let (tenant, since) = self.keys.get(hashed)?;
+        self.ttl.is_none_or(|ttl| since.elapsed() < ttl).then_some(*tenant)
+    }
+
+    /// Forgets every key (a key changed, or changes may have been missed).
+    pub fn forget_all(&mut self) {
+        self.forgotten += 1;
+        self.keys.clear();
+    }
 }
 
 /// What `keys list` shows of a key (never the key itself).
@@ -64,12 +98,13 @@ impl App {
     /// The tenant of a presented key, if the key is known.
     pub async fn authenticate(&self, key: &str) -> Result<Option<Tenant>> {
         let hashed = hash(key);
-        if let Some(t) = self.key_cache.read().expect("key cache").keys.get(&hashed) {
-            return Ok(Some(*t));
+        if let Some(t) = self.key_cache.read().expect("key cache").get(&hashed) {
+            return Ok(Some(t));
         }
         // A revocation that commits after this read must not find its key
         // cached afterwards: remember the count, cache only if it is unchanged.
-        let revocations = self.key_cache.read().expect("key cache").revocations;
+        let forgotten = self.key_cache.read().expect("key cache").forgotten;
+        let asked = Instant::now();
         let Some(id) = self.store.lookup_unique(SYSTEM, Kind::ApiKey, SYSTEM, &hashed).await? else {
             return Ok(None);
         };
@@ -77,8 +112,8 @@ impl App {
         let data: KeyData = serde_json::from_value(rec.data).map_err(|e| Error::Internal(e.to_string()))?;
         let tenant = Tenant(data.tenant_id);
         let mut cache = self.key_cache.write().expect("key cache");
-        if cache.revocations == revocations {
-            cache.keys.insert(hashed, tenant);
+        if cache.forgotten == forgotten {
+            cache.keys.insert(hashed, (tenant, asked));
         }
         Ok(Some(tenant))
     }
@@ -203,7 +238,7 @@ impl App {
             .await;
         // Whether or not the delete landed, the cache must not outlive it.
         let mut cache = self.key_cache.write().expect("key cache");
-        cache.revocations += 1;
+        cache.forgotten += 1;
         if let Some(hashed) = &rec.unique {
             cache.keys.remove(hashed);
         }

@@ -14,7 +14,7 @@ use super::{App, Error, Result, Tenant};
 use crate::api::types::Metadata;
 use crate::api::types_sessions::{CreateMessageRequest, Message, ToolCall};
 use crate::models::tokens;
-use crate::store::{Expect, Kind, ListQuery, Op, Record};
+use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError};
 
 /// A message's stored fields (besides id, session, timestamps and metadata).
 #[derive(Serialize, Deserialize)]
@@ -89,8 +89,29 @@ impl App {
         messages: Vec<CreateMessageRequest>,
         answer: Option<&impl Serialize>,
     ) -> Result<Vec<Message>> {
+        self.append_messages_with(t, session, messages, answer, Vec::new()).await
+    }
+
+    /// [`App::append_messages`], with `extra` ops in the same commit (a chat's
+    /// release of its session's lease).
+    pub(super) async fn append_messages_with(
+        &self,
+        t: Tenant,
+        session: Uuid,
+        messages: Vec<CreateMessageRequest>,
+        answer: Option<&impl Serialize>,
+        extra: Vec<Op>,
+    ) -> Result<Vec<Message>> {
         let (messages, counts) = count_tokens_of(messages).await?;
-        let mut ops = vec![Op::Require { kind: Kind::Session, id: session }];
+        // Where other servers append too, every append bumps the session's
+        // version: what their cached histories are checked against (see `history`).
+        let session_op = if self.store.shared() {
+            Op::Touch { kind: Kind::Session, id: session }
+        } else {
+            Op::Require { kind: Kind::Session, id: session }
+        };
+        let mut ops = vec![session_op];
+        ops.extend(extra);
         let mut created = Vec::with_capacity(messages.len());
         for (m, token_count) in messages.into_iter().zip(counts) {
             let data = MessageData {
@@ -119,7 +140,13 @@ impl App {
             // Whether it landed is unknown: the cached history can't tell.
             Err(_) => self.history.forget(t, session),
         }
-        committed?;
+        committed.map_err(|e| match e {
+            // Only a chat's session lock is deleted with a version: it was taken over.
+            StoreError::Stale | StoreError::NotFound { kind: Kind::SessionLock, .. } => {
+                super::chat_lock::lost(session)
+            }
+            e => e.into(),
+        })?;
         Ok(created)
     }
 

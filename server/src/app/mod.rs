@@ -4,7 +4,9 @@
 //! they read and write through the [`Store`] trait only.
 
 pub mod agents;
+mod changes;
 pub mod chat;
+pub mod chat_lock;
 pub mod chat_prepare;
 pub mod chat_stream;
 pub mod docs;
@@ -17,6 +19,8 @@ pub mod locks;
 pub mod messages;
 pub mod records;
 pub mod sessions;
+#[cfg(test)]
+mod shared_tests;
 pub mod stored;
 pub mod tasks;
 pub mod tools;
@@ -102,9 +106,9 @@ impl From<StoreError> for Error {
 #[derive(Clone)]
 pub struct App {
     pub store: Arc<dyn Store>,
-    /// Key hash → tenant, for keys seen by this process. Keys change only through
-    /// this `App` (or the CLI while the server is stopped: the store admits one
-    /// process), so the cache is invalidated where keys are revoked.
+    /// Key hash → tenant, for keys seen by this process. Invalidated where this
+    /// `App` revokes keys and, on a shared store, by other servers' changes
+    /// (and a short time to live): see [`keys`].
     key_cache: Arc<RwLock<keys::KeyCache>>,
     /// The search index of every document in the store (see [`docs`]).
     pub search: Arc<SearchIndex>,
@@ -115,7 +119,8 @@ pub struct App {
     pub models: Arc<Providers>,
     /// One lock per session with a chat under way, so exchanges do not interleave.
     chat_locks: chat::ChatLocks,
-    /// Recently chatted sessions' histories, kept exact by every message write.
+    /// Recently chatted sessions' histories, kept exact by every message write
+    /// (and, on a shared store, checked against the session's version).
     history: Arc<history::HistoryCache>,
     /// One lock per record being updated: its writers queue (see [`records`]).
     record_locks: locks::KeyedLocks<(Tenant, Kind, Uuid)>,
@@ -132,9 +137,9 @@ impl App {
     /// It has no model provider (chats answer 503) until [`App::with_models`].
     pub async fn new(store: Arc<dyn Store>) -> Result<Self> {
         let search = Arc::new(docs::rebuild_index(store.as_ref()).await?);
-        Ok(App {
+        let app = App {
+            key_cache: Arc::new(RwLock::new(keys::KeyCache::for_store(store.as_ref()))),
             store,
-            key_cache: Arc::default(),
             search,
             embedder: None,
             doc_locks: Default::default(),
@@ -144,7 +149,9 @@ impl App {
             record_locks: Default::default(),
             idempotency_locks: Default::default(),
             engine: Default::default(),
-        })
+        };
+        changes::forget_on_changes(&app);
+        Ok(app)
     }
 
     /// Makes `engine` the one that runs this application's executions.

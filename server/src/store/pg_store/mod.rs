@@ -58,6 +58,8 @@ pub struct PgStore {
     op_timeout: Duration,
     /// Whether this start created the schema (the database held no store before).
     created: bool,
+    /// Hears every server's commits (see [`notify`]).
+    listener: notify::Listener,
 }
 
 /// `host:port/dbname` of a connection config, never its user or password.
@@ -104,6 +106,7 @@ impl PgStore {
         pg.connect_timeout(connect_timeout);
         pg.application_name("agent-platform");
         pg.options(format!("-c statement_timeout={}", statement_timeout.as_millis()));
+        let listener = notify::Listener::start(pg.clone(), target.clone());
         let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
         let manager = match pg.get_ssl_mode() {
             SslMode::Disable => Manager::from_config(pg, tokio_postgres::NoTls, manager_config),
@@ -123,7 +126,7 @@ impl PgStore {
         // failed on its tables and, run again, found it applied.
         let created = report.applied_migrations().iter().any(|m| m.version() == 1);
         let op_timeout = statement_timeout + connect_timeout;
-        Ok(PgStore { pool, target, op_timeout, created })
+        Ok(PgStore { pool, target, op_timeout, created, listener })
     }
 
     /// Whether this start created the schema: the database held no store before.
@@ -141,8 +144,10 @@ impl PgStore {
         &self.pool
     }
 
-    /// Closes the pool: requests still waiting for a connection answer 503.
+    /// Closes the pool (requests still waiting for a connection answer 503)
+    /// and stops listening for changes.
     pub fn close(&self) {
+        self.listener.stop();
         self.pool.close();
     }
 
@@ -388,6 +393,10 @@ impl Store for PgStore {
 
     fn shared(&self) -> bool {
         true
+    }
+
+    fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<super::Change>> {
+        Some(self.listener.subscribe())
     }
 }
 
