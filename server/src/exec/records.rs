@@ -275,7 +275,8 @@ impl ExecutionData {
 
 /// The ops of one commit of an execution: `transitions` inserted, and its
 /// `record` (as read, at its version) replaced by one holding `data`; an
-/// execution that ends also loses its [`active_marker`] (when it has one).
+/// execution that ends also loses its [`active_marker`] (when it has one),
+/// and one that ends or waits for input its lease (see [`super::lease`]).
 /// Every writer of an execution (its run, a client's cancel or resume)
 /// commits through these, so that none lands on a state it did not read.
 /// `record` becomes what is written.
@@ -294,8 +295,15 @@ pub async fn commit_ops(
     record.updated_at = now().max(record.created_at);
     record.data = encode(data)?;
     ops.push(Op::Put { record: record.clone(), expect: Expect::Version(record.version) });
-    if data.status().is_terminal() && store.get(tenant, Kind::ActiveExecution, record.id).await?.is_some() {
+    let ends = data.status().is_terminal();
+    if ends && store.get(tenant, Kind::ActiveExecution, record.id).await?.is_some() {
         ops.push(Op::Delete { kind: Kind::ActiveExecution, id: record.id, version: None });
+    }
+    // Whichever server holds the lease, nothing is left to run until a resume
+    // (which claims it afresh): a holder elsewhere stops its run at once.
+    let releases = ends || data.status() == crate::api::types::ExecutionStatus::AwaitingInput;
+    if releases && store.shared() && store.get(tenant, Kind::ExecutionLease, record.id).await?.is_some() {
+        ops.push(Op::Delete { kind: Kind::ExecutionLease, id: record.id, version: None });
     }
     Ok(ops)
 }

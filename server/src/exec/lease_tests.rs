@@ -1,0 +1,329 @@
+//! Two servers on one shared store, in one process: each execution is run by
+//! one of them at a time, and one whose server dies is finished by the other.
+//!
+//! Every scenario runs twice: on PostgreSQL (a fresh database per test, at
+//! `AGENT_PLATFORM_TEST_DATABASE_URL`; skipped with a note when it is unset,
+//! failing under `CI=true`), and on one sled store that two `App`s share,
+//! said to be shared so that the engines take leases (the same lease logic,
+//! without a database).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+use super::engine::Engine;
+use super::lease::{LeaseData, lease_of};
+use crate::api::types::{
+    CreateExecutionRequest, Execution, ExecutionStatus, PutTaskRequest, RequestedStatus, Transition,
+    TransitionType, UpdateExecutionRequest,
+};
+use crate::app::{App, Tenant};
+use crate::config::{ExecutionsConfig, StoreBackend, StoreConfig, ToolsConfig};
+use crate::store::sled_store::{Durability, SledStore};
+use crate::store::{Kind, ListQuery, Op, Record, Store, StoreResult};
+
+const T: Tenant = Tenant(Uuid::from_u128(7));
+
+/// A sled store that says it is shared: engines on it take leases.
+struct SharedSled(Arc<SledStore>);
+
+#[async_trait]
+impl Store for SharedSled {
+    async fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
+        self.0.get(tenant, kind, id).await
+    }
+    async fn list(&self, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> StoreResult<Vec<Record>> {
+        self.0.list(tenant, kind, scope, q).await
+    }
+    async fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>> {
+        self.0.referencing(tenant, kind, target).await
+    }
+    async fn lookup_unique(
+        &self,
+        tenant: Uuid,
+        kind: Kind,
+        scope: Uuid,
+        name: &str,
+    ) -> StoreResult<Option<Uuid>> {
+        self.0.lookup_unique(tenant, kind, scope, name).await
+    }
+    async fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>> {
+        self.0.scan_kind(kind).await
+    }
+    async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()> {
+        self.0.commit(tenant, ops).await
+    }
+    fn shared(&self) -> bool {
+        true
+    }
+}
+
+/// One server: an application and its engine.
+struct Server {
+    app: App,
+    engine: Arc<Engine>,
+}
+
+fn quiet() -> slog::Logger {
+    slog::Logger::root(slog::Discard, slog::o!())
+}
+
+async fn server(store: Arc<dyn Store>, lease_s: u64) -> Server {
+    let app = App::new(store).await.unwrap();
+    let config = ExecutionsConfig { lease_s, ..Default::default() };
+    let engine = Engine::start(&app, &config, &ToolsConfig::default(), quiet()).await.unwrap();
+    Server { app, engine }
+}
+
+enum Backend {
+    Sled,
+    Postgres,
+}
+
+/// Two servers on one new store; `None` (with a note) when PostgreSQL is not configured.
+async fn two_servers(backend: Backend, lease_s: u64) -> Option<(Server, Server, tempfile::TempDir)> {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b): (Arc<dyn Store>, Arc<dyn Store>) = match backend {
+        Backend::Sled => {
+            let sled = Arc::new(SledStore::open(dir.path(), Durability::Flush).unwrap());
+            (Arc::new(SharedSled(sled.clone())), Arc::new(SharedSled(sled)))
+        }
+        Backend::Postgres => {
+            let Ok(admin) = std::env::var("AGENT_PLATFORM_TEST_DATABASE_URL") else {
+                assert!(
+                    std::env::var("CI").as_deref() != Ok("true"),
+                    "AGENT_PLATFORM_TEST_DATABASE_URL is not set: CI runs the PostgreSQL tests"
+                );
+                eprintln!("skipped: set AGENT_PLATFORM_TEST_DATABASE_URL to run the PostgreSQL tests");
+                return None;
+            };
+            let name = format!("e_leases_{}", Uuid::new_v4().simple());
+            let url = crate::store::pg_store::create_database(&admin, &name).await.unwrap();
+            let cfg = StoreConfig { backend: StoreBackend::Postgres, url: Some(url), ..Default::default() };
+            let a = crate::store::pg_store::PgStore::connect(&cfg).await.unwrap();
+            let b = crate::store::pg_store::PgStore::connect(&cfg).await.unwrap();
+            (Arc::new(a), Arc::new(b))
+        }
+    };
+    Some((server(a, lease_s).await, server(b, lease_s).await, dir))
+}
+
+async fn task(app: &App, body: Value) -> Uuid {
+    let agent = app.agent_create(T, serde_json::from_value(json!({"name": "A"})).unwrap()).await.unwrap();
+    let req: PutTaskRequest = serde_json::from_value(body).unwrap();
+    app.task_put(T, agent.id, req).await.unwrap().id
+}
+
+async fn start(app: &App, task: Uuid) -> Execution {
+    let req = CreateExecutionRequest { input: serde_json::from_value(json!({})).unwrap(), metadata: None };
+    app.execution_start(T, task, req).await.unwrap()
+}
+
+async fn until<F: Fn(&Execution) -> bool>(app: &App, id: Uuid, within: Duration, done: F) -> Execution {
+    let deadline = Instant::now() + within;
+    loop {
+        let e = app.execution_get(T, id).await.unwrap();
+        if done(&e) {
+            return e;
+        }
+        assert!(Instant::now() < deadline, "execution {id} still {:?} after {within:?}", e.status);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+async fn transitions(app: &App, id: Uuid) -> Vec<Transition> {
+    app.transition_list(T, id, &ListQuery::oldest_first(0, 1000)).await.unwrap()
+}
+
+fn kinds(ts: &[Transition]) -> Vec<TransitionType> {
+    ts.iter().map(|t| t.kind).collect()
+}
+
+async fn lease(app: &App, id: Uuid) -> Option<LeaseData> {
+    app.store.get(T.0, Kind::ExecutionLease, id).await.unwrap().as_ref().map(lease_of)
+}
+
+/// Executions started on either server, each also asked of the other: each
+/// sleeps on exactly one, which holds its lease; none commits a step twice.
+async fn each_execution_runs_on_exactly_one_server(backend: Backend) {
+    let Some((a, b, _dir)) = two_servers(backend, 15).await else { return };
+    let id = task(
+        &a.app,
+        json!({"name": "t", "main": [
+        {"evaluate": {"x": 1}}, {"sleep": {"seconds": 0.5}}, {"evaluate": {"y": 2}}]}),
+    )
+    .await;
+    let mut started = Vec::new();
+    for i in 0..6 {
+        let (on, other) = if i % 2 == 0 { (&a, &b) } else { (&b, &a) };
+        let e = start(&on.app, id).await;
+        other.engine.enqueue(T, e.id);
+        started.push((e.id, on.engine.server_id()));
+    }
+    for (id, starter) in &started {
+        until(&a.app, *id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await;
+        let holder = lease(&a.app, *id).await.expect("a sleeping execution's lease").holder;
+        let servers = [a.engine.server_id(), b.engine.server_id()];
+        assert!(servers.contains(&Some(holder)) && servers.contains(starter));
+        let deadline = Instant::now() + Duration::from_secs(5);
+        // The other server's attempt ends as soon as it finds the lease held.
+        while a.engine.runs(*id) && b.engine.runs(*id) {
+            assert!(Instant::now() < deadline, "execution {id} runs on both servers");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let runner = if a.engine.runs(*id) { &a } else { &b };
+        assert_eq!(runner.engine.server_id(), Some(holder), "the lease's holder runs it");
+    }
+    for (id, _) in &started {
+        let done = until(&b.app, *id, Duration::from_secs(20), |e| e.status.is_terminal()).await;
+        assert_eq!(done.status, ExecutionStatus::Succeeded, "{:?}", done.error);
+        let ts = transitions(&b.app, *id).await;
+        assert_eq!(
+            kinds(&ts),
+            [
+                TransitionType::Init,
+                TransitionType::Step,
+                TransitionType::Step,
+                TransitionType::Step,
+                TransitionType::Finish
+            ]
+        );
+        assert!(lease(&a.app, *id).await.is_none(), "the ending commit deleted the lease");
+    }
+}
+
+/// A server that dies while an execution sleeps on it: the other takes its
+/// lease over once it expires, and ends the sleep at its first due time.
+async fn a_dead_servers_sleeping_execution_is_finished_by_another(backend: Backend) {
+    let Some((a, b, _dir)) = two_servers(backend, 1).await else { return };
+    let id = task(
+        &a.app,
+        json!({"name": "t", "main": [
+        {"evaluate": {"x": 1}}, {"sleep": {"seconds": 2}}, {"return": {"ok": true}}]}),
+    )
+    .await;
+    let e = start(&a.app, id).await;
+    let due =
+        until(&a.app, e.id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await.sleeping_until;
+    let due = due.unwrap();
+    assert!(a.engine.runs(e.id) && !b.engine.runs(e.id));
+    // Dies: nothing is released, nothing renewed.
+    a.engine.halt().await;
+    assert_eq!(lease(&b.app, e.id).await.map(|l| l.holder), a.engine.server_id(), "still the dead one's");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !b.engine.runs(e.id) {
+        assert!(Instant::now() < deadline, "the other server did not take the execution over");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(lease(&b.app, e.id).await.map(|l| l.holder), b.engine.server_id());
+    let done = until(&b.app, e.id, Duration::from_secs(20), |e| e.status.is_terminal()).await;
+    assert_eq!(done.status, ExecutionStatus::Succeeded, "{:?}", done.error);
+    assert_eq!(done.output, Some(json!({"ok": true})));
+    let ts = transitions(&b.app, e.id).await;
+    assert_eq!(
+        kinds(&ts),
+        [
+            TransitionType::Init,
+            TransitionType::Step,
+            TransitionType::Step,
+            TransitionType::Step,
+            TransitionType::Finish
+        ]
+    );
+    let slept = ts[2].created_at;
+    assert!(slept >= due, "the sleep ended at {slept}, before its due time {due}");
+    assert!(slept < due + chrono::Duration::seconds(2), "the sleep started again on the other server");
+    assert!(lease(&b.app, e.id).await.is_none());
+}
+
+/// A cancel through the server that does not run the execution stops its
+/// run on the other at once, though it sleeps (its lease is deleted).
+async fn a_cancel_through_another_server_stops_the_run(backend: Backend) {
+    let Some((a, b, _dir)) = two_servers(backend, 1).await else { return };
+    let id = task(&a.app, json!({"name": "t", "main": [{"sleep": {"hours": 1}}]})).await;
+    let e = start(&a.app, id).await;
+    until(&a.app, e.id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await;
+    let cancel = UpdateExecutionRequest { status: RequestedStatus::Cancelled, reason: None, input: None };
+    let cancelled = b.app.execution_update(T, e.id, cancel).await.unwrap();
+    assert_eq!(cancelled.status, ExecutionStatus::Cancelled);
+    assert!(lease(&a.app, e.id).await.is_none(), "the cancel deleted the lease");
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while a.engine.runs(e.id) {
+        assert!(Instant::now() < deadline, "the sleeping run on the other server was not stopped");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(kinds(&transitions(&a.app, e.id).await), [TransitionType::Init, TransitionType::Cancelled]);
+    assert!(!b.engine.runs(e.id));
+}
+
+/// A wait releases the lease; a resume through the other server runs the
+/// execution there, without waiting for a look.
+async fn a_resume_through_another_server_runs_there_at_once(backend: Backend) {
+    let Some((a, b, _dir)) = two_servers(backend, 15).await else { return };
+    let id = task(
+        &a.app,
+        json!({"name": "t", "main": [
+        {"wait_for_input": {"info": {"q": 1}}}, {"evaluate": {"got": "_.more"}}]}),
+    )
+    .await;
+    let e = start(&a.app, id).await;
+    until(&a.app, e.id, Duration::from_secs(10), |e| e.status == ExecutionStatus::AwaitingInput).await;
+    assert!(lease(&a.app, e.id).await.is_none(), "a waiting execution holds no lease");
+    let t0 = Instant::now();
+    let resume = UpdateExecutionRequest {
+        status: RequestedStatus::Running,
+        reason: None,
+        input: Some(json!({"more": 5})),
+    };
+    b.app.execution_update(T, e.id, resume).await.unwrap();
+    let done = until(&b.app, e.id, Duration::from_secs(20), |e| e.status.is_terminal()).await;
+    assert_eq!(done.status, ExecutionStatus::Succeeded, "{:?}", done.error);
+    assert_eq!(done.output, Some(json!({"got": 5})));
+    assert!(t0.elapsed() < Duration::from_secs(4), "the resume waited {:?} for a look", t0.elapsed());
+    assert!(lease(&a.app, e.id).await.is_none());
+}
+
+/// A server that stops cleanly releases its leases: the other goes on with
+/// the execution at its next look, not once the lease would have expired.
+async fn a_stopping_server_hands_its_executions_over(backend: Backend) {
+    let Some((a, b, _dir)) = two_servers(backend, 6).await else { return };
+    let id =
+        task(&a.app, json!({"name": "t", "main": [{"sleep": {"seconds": 0.2}}, {"return": {"n": 1}}]})).await;
+    let e = start(&a.app, id).await;
+    until(&a.app, e.id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await;
+    let t0 = Instant::now();
+    a.engine.stop().await;
+    assert!(lease(&b.app, e.id).await.is_none(), "a stopping server releases its leases");
+    let done = until(&b.app, e.id, Duration::from_secs(20), |e| e.status.is_terminal()).await;
+    assert_eq!(done.status, ExecutionStatus::Succeeded, "{:?}", done.error);
+    // A look every 2 s (lease_s 6): well before the 6 s a dead server's lease takes.
+    assert!(t0.elapsed() < Duration::from_secs(5), "taken over after {:?}", t0.elapsed());
+}
+
+macro_rules! on_both {
+    ($($scenario:ident),* $(,)?) => {
+        mod on_sled {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $scenario() {
+                super::$scenario(super::Backend::Sled).await
+            })*
+        }
+        mod on_postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $scenario() {
+                super::$scenario(super::Backend::Postgres).await
+            })*
+        }
+    };
+}
+
+on_both!(
+    each_execution_runs_on_exactly_one_server,
+    a_dead_servers_sleeping_execution_is_finished_by_another,
+    a_cancel_through_another_server_stops_the_run,
+    a_resume_through_another_server_runs_there_at_once,
+    a_stopping_server_hands_its_executions_over,
+);
