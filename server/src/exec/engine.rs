@@ -162,9 +162,9 @@ impl Engine {
         let Some(leases) = &self.leases else { return };
         let store = self.app.store.as_ref();
         let held = match leases.claim(store, tenant, id).await {
-            Ok(Claim::Held(held)) => Arc::new(held),
+            Ok(Claim::Held(held)) => held,
             Ok(Claim::Nothing) => return,
-            Ok(Claim::Busy { holder, expires_at, .. }) => {
+            Ok(Claim::Busy { holder, expires_at }) => {
                 slog::debug!(self.log, "execution left to the server holding its lease";
                     "execution" => %id, "holder" => %holder, "expires_at" => %expires_at);
                 return;
@@ -225,7 +225,8 @@ impl Engine {
 
     /// Starts what a server on a shared store runs beside its executions: the
     /// periodic look for executions to run, and the listener that stops a run
-    /// at once when its lease changes elsewhere.
+    /// at once when its lease changes elsewhere (and wakes the streams of
+    /// transitions when an execution changes on any server).
     fn share(self: &Arc<Self>) {
         let Some(leases) = &self.leases else { return };
         let period = leases.period();
@@ -255,8 +256,11 @@ impl Engine {
                         Ok(Change::Record { kind: Kind::ExecutionLease, id, .. }) => {
                             engine.lease_changed(Some(id))
                         }
+                        // An execution changed, maybe on another server: streams of transitions look.
+                        Ok(Change::Record { kind: Kind::Execution, .. }) => engine.changed(),
                         Ok(Change::Unknown) | Err(broadcast::error::RecvError::Lagged(_)) => {
-                            engine.lease_changed(None)
+                            engine.lease_changed(None);
+                            engine.changed();
                         }
                         Ok(_) => {}
                         Err(broadcast::error::RecvError::Closed) => return,

@@ -91,11 +91,11 @@ pub enum Lost {
 /// What a claim found.
 pub enum Claim {
     /// This server holds the lease: run the execution.
-    Held(Held),
+    Held(Arc<Held>),
     /// Nothing to run (gone, ended, or waiting for input).
     Nothing,
     /// Another server holds a live lease: it runs the execution.
-    Busy { holder: Uuid, expires_at: DateTime<Utc>, renewed_at: DateTime<Utc> },
+    Busy { holder: Uuid, expires_at: DateTime<Utc> },
 }
 
 impl Leases {
@@ -145,11 +145,7 @@ impl Leases {
         if let Some(rec) = &current {
             let lease = lease_of(rec);
             if lease.holder != self.server && lease.expires_at >= now() {
-                return Ok(Claim::Busy {
-                    holder: lease.holder,
-                    expires_at: lease.expires_at,
-                    renewed_at: rec.updated_at,
-                });
+                return Ok(Claim::Busy { holder: lease.holder, expires_at: lease.expires_at });
             }
         }
         self.take(store, tenant, &execution, current).await
@@ -182,24 +178,20 @@ impl Leases {
             Expect::Version(v) => v + 1,
         };
         match store.commit(tenant.0, vec![Op::Put { record: record.clone(), expect }]).await {
-            Ok(()) => Ok(Claim::Held(Held {
+            Ok(()) => Ok(Claim::Held(Arc::new(Held {
                 tenant,
                 record: parking_lot::Mutex::new(record),
                 version: AtomicU64::new(version),
                 claimed,
                 wake: Arc::default(),
                 took_over,
-            })),
+            }))),
             // Another server claimed it first: it runs the execution.
             Err(StoreError::IdTaken { .. } | StoreError::Stale | StoreError::NotFound { .. }) => {
                 match store.get(tenant.0, Kind::ExecutionLease, execution.id).await? {
                     Some(rec) => {
                         let lease = lease_of(&rec);
-                        Ok(Claim::Busy {
-                            holder: lease.holder,
-                            expires_at: lease.expires_at,
-                            renewed_at: rec.updated_at,
-                        })
+                        Ok(Claim::Busy { holder: lease.holder, expires_at: lease.expires_at })
                     }
                     None => Ok(Claim::Nothing),
                 }
