@@ -8,6 +8,8 @@
 //! servers. [`backend::Backend`] is whichever the configuration chose.
 
 pub mod backend;
+#[cfg(test)]
+pub(crate) mod conformance;
 pub mod filter;
 #[cfg(test)]
 pub mod intercepted;

@@ -8,19 +8,39 @@
 //! memory is the truth here: other servers write too, and what they change is
 //! heard through [`Store::changes`].
 
+use std::future::Future;
+use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::{ClientWrapper, Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::config::SslMode;
 use uuid::Uuid;
 
 use super::{Kind, ListQuery, Op, Record, Store, StoreError, StoreResult};
 use crate::config::StoreConfig;
 
+mod commit;
+mod errors;
 mod notify;
+mod read;
+mod rows;
 mod search;
+
+use errors::Fault;
+
+/// The primary key of `records`, as a unique violation names it.
+const PKEY: &str = "records_pkey";
+/// The unique index of names within a scope, as a unique violation names it.
+const UNIQUE_NAME: &str = "records_unique_name";
+/// How many times a commit runs when concurrent transactions keep
+/// conflicting with it (serialization failures, deadlocks).
+const COMMIT_ATTEMPTS: u32 = 8;
+/// How many times a start runs the migrations when another server's start
+/// migrates the same empty database at the same moment.
+const MIGRATE_ATTEMPTS: u32 = 5;
 
 mod embedded {
     refinery::embed_migrations!("src/store/pg_store/migrations");
@@ -31,7 +51,11 @@ pub struct PgStore {
     pool: Pool,
     /// Where the database is, without credentials: for messages and the banner.
     target: String,
-    statement_timeout: Duration,
+    /// The longest any operation takes before it answers
+    /// [`StoreError::Unavailable`]: a wait for a connection (or opening one),
+    /// then its statements. Kept by the client too, so that a database that
+    /// does not answer at all cannot hold a request.
+    op_timeout: Duration,
     /// Whether this start created the schema (the database held no store before).
     created: bool,
 }
@@ -93,17 +117,13 @@ impl PgStore {
             .recycle_timeout(Some(statement_timeout))
             .build()
             .map_err(|e| anyhow::anyhow!("cannot set up the connection pool: {e}"))?;
-        let mut client = pool
-            .get()
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot connect to the database at {target}: {e}"))?;
-        let report =
-            embedded::migrations::runner().set_abort_missing(true).run_async(&mut **client).await.map_err(
-                |e| anyhow::anyhow!("cannot bring the schema of the database at {target} up to date: {e}"),
-            )?;
+        let report = migrate(&pool, &target).await?;
+        // Of servers starting together on an empty database, only the one
+        // whose migration created the schema sees V1 applied: the others'
+        // failed on its tables and, run again, found it applied.
         let created = report.applied_migrations().iter().any(|m| m.version() == 1);
-        drop(client);
-        Ok(PgStore { pool, target, statement_timeout, created })
+        let op_timeout = statement_timeout + connect_timeout;
+        Ok(PgStore { pool, target, op_timeout, created })
     }
 
     /// Whether this start created the schema: the database held no store before.
@@ -126,49 +146,202 @@ impl PgStore {
         self.pool.close();
     }
 
-    #[allow(dead_code)]
-    fn unavailable(&self, what: impl std::fmt::Display) -> StoreError {
-        StoreError::Unavailable(format!("the database at {} does not answer: {what}", self.target))
+    /// A connection from the pool (opening one if none is free), within the pool's timeouts.
+    async fn conn(&self) -> StoreResult<Conn> {
+        match self.pool.get().await {
+            Ok(c) => Ok(Conn(Some(c))),
+            Err(e) => Err(errors::pool_error(&self.target, &e)),
+        }
+    }
+
+    /// `work`, or [`StoreError::Unavailable`] once it has taken [`PgStore::op_timeout`].
+    async fn bounded<T>(&self, work: impl Future<Output = StoreResult<T>>) -> StoreResult<T> {
+        match tokio::time::timeout(self.op_timeout, work).await {
+            Ok(r) => r,
+            Err(_) => Err(errors::unavailable(
+                &self.target,
+                format_args!("no answer within {} s", self.op_timeout.as_secs_f64()),
+            )),
+        }
+    }
+
+    fn fault(&self, f: Fault) -> StoreError {
+        match f {
+            Fault::Store(e) => e,
+            Fault::Db(e) => errors::store_error(&self.target, &e),
+        }
+    }
+
+    /// Runs a commit's transaction until it does not conflict with another,
+    /// a bounded number of times, with a growing random pause between runs.
+    async fn commit_retrying(&self, tenant: Uuid, ops: &[Op], committing: &AtomicBool) -> StoreResult<()> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let mut conn = self.conn().await?;
+            let outcome = commit::run(&mut conn, tenant, ops, committing).await;
+            conn.release();
+            let e = match outcome {
+                Ok(()) => return Ok(()),
+                Err(Fault::Store(e)) => return Err(e),
+                Err(Fault::Db(e)) => e,
+            };
+            if committing.load(Ordering::Acquire) && errors::answer_lost(&e) {
+                return Err(self.outcome_unknown(e));
+            }
+            if !errors::is_conflict(&e) || attempt >= COMMIT_ATTEMPTS {
+                return Err(errors::store_error(&self.target, &e));
+            }
+            committing.store(false, Ordering::Release);
+            let pause_ms = rand::random_range(1..=(4u64 << attempt));
+            tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+        }
+    }
+
+    fn outcome_unknown(&self, what: impl std::fmt::Display) -> StoreError {
+        StoreError::Unavailable(format!(
+            "the database at {} did not confirm the write ({what}): it may or may not have been saved; \
+             retry it with the same Idempotency-Key",
+            self.target
+        ))
+    }
+}
+
+/// Runs the migrations, again when a concurrent start made them fail.
+async fn migrate(pool: &Pool, target: &str) -> anyhow::Result<refinery::Report> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let mut client = pool
+            .get()
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot connect to the database at {target}: {e}"))?;
+        match embedded::migrations::runner().set_abort_missing(true).run_async(&mut **client).await {
+            Ok(report) => return Ok(report),
+            // A statement failed: most likely another server creating the
+            // same tables at the same moment (its transaction won; ours, run
+            // again, finds the migration applied).
+            Err(e) if attempt < MIGRATE_ATTEMPTS && matches!(e.kind(), refinery::error::Kind::Connection(..)) => {
+                drop(client);
+                tokio::time::sleep(Duration::from_millis(rand::random_range(20..=200))).await;
+            }
+            Err(e) => {
+                anyhow::bail!("cannot bring the schema of the database at {target} up to date: {e}")
+            }
+        }
+    }
+}
+
+/// A pooled connection, taken out of the pool (closed) when dropped without
+/// [`Conn::release`]: an operation given up on may have left it waiting for
+/// an answer, and the next one must not queue behind that.
+struct Conn(Option<Object>);
+
+impl Conn {
+    /// Gives the connection back to the pool.
+    fn release(mut self) {
+        self.0.take();
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            drop(Object::take(c));
+        }
+    }
+}
+
+impl Deref for Conn {
+    type Target = ClientWrapper;
+    fn deref(&self) -> &ClientWrapper {
+        self.0.as_ref().expect("a connection until released")
+    }
+}
+
+impl DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut ClientWrapper {
+        self.0.as_mut().expect("a connection until released")
     }
 }
 
 #[async_trait]
 impl Store for PgStore {
-    async fn get(&self, _tenant: Uuid, _kind: Kind, _id: Uuid) -> StoreResult<Option<Record>> {
-        let _ = self.statement_timeout;
-        Err(self.unavailable("not built yet"))
+    async fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
+        self.bounded(async {
+            let c = self.conn().await?;
+            let r = read::get(&c, tenant, kind, id).await;
+            c.release();
+            r.map_err(|f| self.fault(f))
+        })
+        .await
     }
 
-    async fn list(
-        &self,
-        _tenant: Uuid,
-        _kind: Kind,
-        _scope: Uuid,
-        _q: &ListQuery,
-    ) -> StoreResult<Vec<Record>> {
-        Err(self.unavailable("not built yet"))
+    async fn list(&self, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> StoreResult<Vec<Record>> {
+        self.bounded(async {
+            let c = self.conn().await?;
+            let r = read::list(&c, tenant, kind, scope, q).await;
+            c.release();
+            r.map_err(|f| self.fault(f))
+        })
+        .await
     }
 
-    async fn referencing(&self, _tenant: Uuid, _kind: Kind, _target: Uuid) -> StoreResult<Vec<Uuid>> {
-        Err(self.unavailable("not built yet"))
+    async fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>> {
+        self.bounded(async {
+            let c = self.conn().await?;
+            let r = read::referencing(&c, tenant, kind, target).await;
+            c.release();
+            r.map_err(|f| self.fault(f))
+        })
+        .await
     }
 
-    async fn lookup_unique(
-        &self,
-        _tenant: Uuid,
-        _kind: Kind,
-        _scope: Uuid,
-        _name: &str,
-    ) -> StoreResult<Option<Uuid>> {
-        Err(self.unavailable("not built yet"))
+    async fn lookup_unique(&self, tenant: Uuid, kind: Kind, scope: Uuid, name: &str) -> StoreResult<Option<Uuid>> {
+        self.bounded(async {
+            let c = self.conn().await?;
+            let r = read::lookup_unique(&c, tenant, kind, scope, name).await;
+            c.release();
+            r.map_err(|f| self.fault(f))
+        })
+        .await
     }
 
-    async fn scan_kind(&self, _kind: Kind) -> StoreResult<Vec<(Uuid, Record)>> {
-        Err(self.unavailable("not built yet"))
+    async fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>> {
+        self.bounded(async {
+            let c = self.conn().await?;
+            let r = read::scan_kind(&c, kind).await;
+            c.release();
+            r.map_err(|f| self.fault(f))
+        })
+        .await
     }
 
-    async fn commit(&self, _tenant: Uuid, _ops: Vec<Op>) -> StoreResult<()> {
-        Err(self.unavailable("not built yet"))
+    async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        let committing = AtomicBool::new(false);
+        match tokio::time::timeout(self.op_timeout, self.commit_retrying(tenant, &ops, &committing)).await {
+            Ok(r) => r,
+            Err(_) if committing.load(Ordering::Acquire) => {
+                Err(self.outcome_unknown(format_args!("no answer within {} s", self.op_timeout.as_secs_f64())))
+            }
+            Err(_) => Err(errors::unavailable(
+                &self.target,
+                format_args!("no answer within {} s, so the write was not saved", self.op_timeout.as_secs_f64()),
+            )),
+        }
+    }
+
+    async fn health(&self) -> StoreResult<()> {
+        self.bounded(async {
+            let c = self.conn().await?;
+            let r = c.simple_query("SELECT 1").await;
+            c.release();
+            r.map(drop).map_err(|e| errors::store_error(&self.target, &e))
+        })
+        .await
     }
 
     fn shared(&self) -> bool {

@@ -10,21 +10,26 @@ CREATE TABLE records (
     created_at     timestamptz NOT NULL,
     updated_at     timestamptz NOT NULL,
     version        bigint      NOT NULL,
-    unique_name    text,
+    -- The unique name as its UTF-8 bytes (text cannot hold a NUL, a name can),
+    -- and its SHA-256, which the unique index holds: a name of any length fits.
+    unique_name    bytea,
+    unique_key     bytea,
     refs           uuid[]      NOT NULL DEFAULT '{}',
     -- The metadata and kind-specific fields as JSON text, exactly as written
     -- (jsonb would reorder keys and refuse some strings).
     metadata       text,
     data           text        NOT NULL,
-    -- The metadata again as jsonb, only to narrow a metadata filter with an
-    -- index-friendly `@>`; NULL when it cannot be jsonb (such rows are always
-    -- candidates, and the exact match is decided by the server).
+    -- The metadata again as jsonb, only to narrow a metadata filter with
+    -- `@>`; integral floats are written as integers there, so that `@>`
+    -- compares numbers as the filter does. NULL when it cannot be jsonb (a
+    -- string holding \u0000): such rows are always candidates, and the exact
+    -- match is decided by the server.
     metadata_index jsonb,
     PRIMARY KEY (tenant, kind, id)
 );
 
-CREATE UNIQUE INDEX records_unique_name ON records (tenant, kind, scope, unique_name)
-    WHERE unique_name IS NOT NULL;
+CREATE UNIQUE INDEX records_unique_name ON records (tenant, kind, scope, unique_key)
+    WHERE unique_key IS NOT NULL;
 CREATE INDEX records_by_created ON records (tenant, kind, scope, created_at, id);
 CREATE INDEX records_by_updated ON records (tenant, kind, scope, updated_at, id);
 CREATE INDEX records_refs ON records USING gin (refs);

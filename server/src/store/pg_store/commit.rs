@@ -1,0 +1,219 @@
+//! One commit as one transaction (READ COMMITTED), one statement per op.
+//!
+//! Every precondition is decided by the statement that writes, on the row it
+//! locks, so two servers committing at once keep them all: a replace is an
+//! `UPDATE … WHERE version = $v` (a concurrent writer of the row makes it
+//! wait, then see the new version and touch nothing: `Stale`), an insert
+//! fails on the primary key (`IdTaken`) or the unique index (`Duplicate`), a
+//! `Require` takes a key-share lock on the row it needs, so the row cannot be
+//! deleted until this commit ends (a concurrent delete of it makes the
+//! `Require` wait, then find nothing: `NotFound`).
+//!
+//! The `DeleteScope`s of a commit run after its other ops, each a statement
+//! of its own (under READ COMMITTED each statement sees every commit done by
+//! then). So a record put in a scope the same commit deletes is gone, as on the
+//! embedded store; and a commit deleting an owner and its scope removes every
+//! record a concurrent commit added under a `Require` of that owner: the
+//! owner's delete waited for that commit to end.
+//!
+//! In the same transaction: the search rows of documents ([`super::search`])
+//! and the notification of what changed ([`super::notify`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use deadpool_postgres::{ClientWrapper, Transaction};
+use uuid::Uuid;
+
+use super::errors::{Fault, unique_violation};
+use super::rows::{Columns, kind_code, version_code};
+use super::search::{self, DocChange};
+use super::{PKEY, UNIQUE_NAME, notify};
+use crate::store::{Change, Expect, Kind, Op, Record, StoreError};
+
+/// Runs `ops` as one transaction on `c`. `committing` is set once the
+/// `COMMIT` is sent: from then on a lost connection leaves the outcome unknown.
+pub(super) async fn run(
+    c: &mut ClientWrapper,
+    tenant: Uuid,
+    ops: &[Op],
+    committing: &AtomicBool,
+) -> Result<(), Fault> {
+    let tx = c.transaction().await?;
+    let mut changes = Vec::with_capacity(ops.len());
+    let mut scopes: Vec<(Kind, Uuid)> = Vec::new();
+    for op in ops {
+        match op {
+            Op::Put { record, expect } => {
+                put(&tx, tenant, record, *expect).await?;
+                if record.kind == Kind::Doc {
+                    search::apply(&tx, tenant, DocChange::Put(record)).await?;
+                }
+                changes.push(Change::Record { tenant, kind: record.kind, id: record.id, scope: record.scope });
+            }
+            Op::Delete { kind, id, version } => {
+                let scope = delete(&tx, tenant, *kind, *id, *version).await?;
+                if *kind == Kind::Doc {
+                    search::apply(&tx, tenant, DocChange::Delete { id: *id }).await?;
+                }
+                changes.push(Change::Record { tenant, kind: *kind, id: *id, scope });
+            }
+            Op::DeleteScope { kind, scope } => {
+                if !scopes.contains(&(*kind, *scope)) {
+                    scopes.push((*kind, *scope));
+                }
+            }
+            Op::Require { kind, id } => {
+                let st = tx
+                    .prepare_cached(
+                        "SELECT 1 FROM records WHERE tenant = $1 AND kind = $2 AND id = $3 FOR KEY SHARE",
+                    )
+                    .await?;
+                if tx.query_opt(&st, &[&tenant, &kind_code(*kind), id]).await?.is_none() {
+                    return Err(StoreError::NotFound { kind: *kind, id: *id }.into());
+                }
+            }
+            Op::Touch { kind, id } => {
+                let st = tx
+                    .prepare_cached(
+                        "UPDATE records SET version = version + 1 \
+                         WHERE tenant = $1 AND kind = $2 AND id = $3 RETURNING scope",
+                    )
+                    .await?;
+                let Some(row) = tx.query_opt(&st, &[&tenant, &kind_code(*kind), id]).await? else {
+                    return Err(StoreError::NotFound { kind: *kind, id: *id }.into());
+                };
+                changes.push(Change::Record { tenant, kind: *kind, id: *id, scope: row.get(0) });
+            }
+        }
+    }
+    for (kind, scope) in scopes {
+        let st = tx.prepare_cached("DELETE FROM records WHERE tenant = $1 AND kind = $2 AND scope = $3").await?;
+        tx.execute(&st, &[&tenant, &kind_code(kind), &scope]).await?;
+        if kind == Kind::Doc {
+            search::apply(&tx, tenant, DocChange::DeleteOwner { owner: scope }).await?;
+        }
+        changes.push(Change::Scope { tenant, kind, scope });
+    }
+    let payloads = notify::payloads(tenant, &changes);
+    if !payloads.is_empty() {
+        let st = tx.prepare_cached("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p").await?;
+        tx.execute(&st, &[&notify::CHANNEL, &payloads]).await?;
+    }
+    committing.store(true, Ordering::Release);
+    tx.commit().await?;
+    Ok(())
+}
+
+async fn put(tx: &Transaction<'_>, tenant: Uuid, r: &Record, expect: Expect) -> Result<(), Fault> {
+    let cols = Columns::of(r)?;
+    let kind = kind_code(r.kind);
+    let clash = |e: tokio_postgres::Error| -> Fault {
+        match unique_violation(&e) {
+            Some(PKEY) => StoreError::IdTaken { kind: r.kind, id: r.id }.into(),
+            Some(UNIQUE_NAME) => {
+                StoreError::Duplicate { kind: r.kind, name: r.unique.clone().unwrap_or_default() }.into()
+            }
+            _ => Fault::Db(e),
+        }
+    };
+    match expect {
+        Expect::Absent => {
+            let st = tx
+                .prepare_cached(
+                    "INSERT INTO records (tenant, kind, id, scope, created_at, updated_at, version, \
+                     unique_name, unique_key, refs, metadata, data, metadata_index) \
+                     VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8, $9, $10, $11, $12)",
+                )
+                .await?;
+            tx.execute(
+                &st,
+                &[
+                    &tenant,
+                    &kind,
+                    &r.id,
+                    &r.scope,
+                    &r.created_at,
+                    &r.updated_at,
+                    &cols.unique_name,
+                    &cols.unique_key,
+                    &r.refs,
+                    &cols.metadata,
+                    &cols.data,
+                    &cols.metadata_index,
+                ],
+            )
+            .await
+            .map_err(clash)?;
+        }
+        Expect::Version(v) => {
+            let st = tx
+                .prepare_cached(
+                    "UPDATE records SET scope = $4, created_at = $5, updated_at = $6, version = version + 1, \
+                     unique_name = $7, unique_key = $8, refs = $9, metadata = $10, data = $11, \
+                     metadata_index = $12 \
+                     WHERE tenant = $1 AND kind = $2 AND id = $3 AND version = $13",
+                )
+                .await?;
+            let n = tx
+                .execute(
+                    &st,
+                    &[
+                        &tenant,
+                        &kind,
+                        &r.id,
+                        &r.scope,
+                        &r.created_at,
+                        &r.updated_at,
+                        &cols.unique_name,
+                        &cols.unique_key,
+                        &r.refs,
+                        &cols.metadata,
+                        &cols.data,
+                        &cols.metadata_index,
+                        &version_code(v),
+                    ],
+                )
+                .await
+                .map_err(clash)?;
+            if n == 0 {
+                return Err(missing_or_stale(tx, tenant, r.kind, r.id).await);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Deletes a record (of this version, when given) and answers its scope.
+async fn delete(
+    tx: &Transaction<'_>,
+    tenant: Uuid,
+    kind: Kind,
+    id: Uuid,
+    version: Option<u64>,
+) -> Result<Uuid, Fault> {
+    let st = tx
+        .prepare_cached(
+            "DELETE FROM records WHERE tenant = $1 AND kind = $2 AND id = $3 \
+             AND ($4::bigint IS NULL OR version = $4) RETURNING scope",
+        )
+        .await?;
+    let version = version.map(version_code);
+    match tx.query_opt(&st, &[&tenant, &kind_code(kind), &id, &version]).await? {
+        Some(row) => Ok(row.get(0)),
+        None if version.is_some() => Err(missing_or_stale(tx, tenant, kind, id).await),
+        None => Err(StoreError::NotFound { kind, id }.into()),
+    }
+}
+
+/// Why a write of a version found no row: the record is gone, or at another version.
+async fn missing_or_stale(tx: &Transaction<'_>, tenant: Uuid, kind: Kind, id: Uuid) -> Fault {
+    let exists = async {
+        let st = tx.prepare_cached("SELECT 1 FROM records WHERE tenant = $1 AND kind = $2 AND id = $3").await?;
+        tx.query_opt(&st, &[&tenant, &kind_code(kind), &id]).await
+    };
+    match exists.await {
+        Ok(Some(_)) => StoreError::Stale.into(),
+        Ok(None) => StoreError::NotFound { kind, id }.into(),
+        Err(e) => Fault::Db(e),
+    }
+}

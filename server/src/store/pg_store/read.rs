@@ -1,0 +1,195 @@
+//! The store's reads, each one statement on a pooled connection, prepared
+//! once per connection: a record by id, a page of a scope (in either order,
+//! from the scope's time index), the records referring to an id, the holder
+//! of a unique name, and every record of a kind.
+
+use deadpool_postgres::ClientWrapper;
+use uuid::Uuid;
+
+use super::errors::Fault;
+use super::rows::{self, COLUMNS, SIZE, count, kind_code};
+use crate::store::filter::metadata_matches;
+use crate::store::{Direction, Kind, ListQuery, Metadata, Record, SortBy};
+
+pub(super) async fn get(c: &ClientWrapper, tenant: Uuid, kind: Kind, id: Uuid) -> Result<Option<Record>, Fault> {
+    let st = c
+        .prepare_cached(&format!("SELECT {COLUMNS} FROM records WHERE tenant = $1 AND kind = $2 AND id = $3"))
+        .await?;
+    let row = c.query_opt(&st, &[&tenant, &kind_code(kind), &id]).await?;
+    Ok(row.map(|r| rows::record(kind, &r, 0)).transpose()?)
+}
+
+/// `ORDER BY` of a page, and the comparison that continues after a row.
+fn order(q: &ListQuery) -> (String, &'static str) {
+    let column = match q.sort_by {
+        SortBy::CreatedAt => "created_at",
+        SortBy::UpdatedAt => "updated_at",
+    };
+    let (dir, after) = match q.direction {
+        Direction::Asc => ("ASC", ">"),
+        Direction::Desc => ("DESC", "<"),
+    };
+    (format!("{column} {dir}, id {dir}"), after)
+}
+
+pub(super) async fn list(
+    c: &ClientWrapper,
+    tenant: Uuid,
+    kind: Kind,
+    scope: Uuid,
+    q: &ListQuery,
+) -> Result<Vec<Record>, Fault> {
+    if q.limit == 0 {
+        return Ok(Vec::new());
+    }
+    match q.metadata_filter.as_ref().filter(|f| !f.is_empty()) {
+        None => page(c, tenant, kind, scope, q).await,
+        Some(filter) => filtered(c, tenant, kind, scope, q, filter).await,
+    }
+}
+
+/// An unfiltered page: `LIMIT`/`OFFSET` over the scope's time index, and,
+/// when bounded, only the rows whose running size stays within `max_bytes`
+/// (counted in the database, so rows past the bound are never sent).
+async fn page(c: &ClientWrapper, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> Result<Vec<Record>, Fault> {
+    let (order, _) = order(q);
+    let (limit, offset) = (count(q.limit), count(q.offset));
+    let kind_code = kind_code(kind);
+    let rows = match q.max_bytes {
+        None => {
+            let st = c
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM records WHERE tenant = $1 AND kind = $2 AND scope = $3 \
+                     ORDER BY {order} LIMIT $4 OFFSET $5"
+                ))
+                .await?;
+            c.query(&st, &[&tenant, &kind_code, &scope, &limit, &offset]).await?
+        }
+        Some(max_bytes) => {
+            let st = c
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM ( \
+                       SELECT *, sum(size) OVER (ORDER BY {order} ROWS UNBOUNDED PRECEDING) - size AS before \
+                       FROM (SELECT {COLUMNS}, {SIZE} AS size FROM records \
+                             WHERE tenant = $1 AND kind = $2 AND scope = $3 \
+                             ORDER BY {order} LIMIT $4 OFFSET $5) AS page \
+                     ) AS sized \
+                     WHERE before = 0 OR before + size <= $6 ORDER BY {order}"
+                ))
+                .await?;
+            c.query(&st, &[&tenant, &kind_code, &scope, &limit, &offset, &count(max_bytes)]).await?
+        }
+    };
+    Ok(rows.iter().map(|r| rows::record(kind, r, 0)).collect::<Result<_, _>>()?)
+}
+
+/// A filtered page: the scope read in order, in chunks (each continuing after
+/// the last row of the one before), narrowed in the database by `@>` on
+/// `metadata_index` and decided here by the one definition of a match.
+async fn filtered(
+    c: &ClientWrapper,
+    tenant: Uuid,
+    kind: Kind,
+    scope: Uuid,
+    q: &ListQuery,
+    filter: &Metadata,
+) -> Result<Vec<Record>, Fault> {
+    let (order, after) = order(q);
+    let at = match q.sort_by {
+        SortBy::CreatedAt => 2,
+        SortBy::UpdatedAt => 3,
+    };
+    let select = format!(
+        "SELECT {COLUMNS}, {SIZE} FROM records WHERE tenant = $1 AND kind = $2 AND scope = $3 \
+         AND (metadata_index @> $4 OR metadata_index IS NULL)"
+    );
+    let first = c.prepare_cached(&format!("{select} ORDER BY {order} LIMIT $5")).await?;
+    let next = c
+        .prepare_cached(&format!(
+            "{select} AND ({}, id) {after} ($6, $7) ORDER BY {order} LIMIT $5",
+            &order[..order.find(' ').unwrap_or(order.len())]
+        ))
+        .await?;
+    // A filter jsonb cannot hold narrows nothing (`{}` is in every object).
+    let narrowing = tokio_postgres::types::Json(
+        rows::index_form(filter).unwrap_or_else(|| serde_json::Value::Object(Metadata::new())),
+    );
+    let chunk = count(q.offset.saturating_add(q.limit).clamp(16, 256));
+    let kind_code = kind_code(kind);
+    let mut out = Vec::with_capacity(q.limit.min(256));
+    let (mut skipped, mut bytes) = (0usize, 0usize);
+    let mut cursor: Option<(chrono::DateTime<chrono::Utc>, Uuid)> = None;
+    loop {
+        let rows = match cursor {
+            None => c.query(&first, &[&tenant, &kind_code, &scope, &narrowing, &chunk]).await?,
+            Some((t, id)) => c.query(&next, &[&tenant, &kind_code, &scope, &narrowing, &chunk, &t, &id]).await?,
+        };
+        for row in &rows {
+            let metadata: Option<&str> = row.get(7);
+            let metadata: Option<Metadata> = match metadata {
+                Some(m) => serde_json::from_str(m)
+                    .map_err(|e| crate::store::StoreError::Io(format!("corrupt record (metadata): {e}")))?,
+                None => None,
+            };
+            if !metadata_matches(filter, metadata.as_ref()) {
+                continue;
+            }
+            if skipped < q.offset {
+                skipped += 1;
+                continue;
+            }
+            let size: i32 = row.get(9);
+            bytes += usize::try_from(size).unwrap_or(0);
+            if q.max_bytes.is_some_and(|max| bytes > max) && !out.is_empty() {
+                return Ok(out);
+            }
+            out.push(rows::record(kind, row, 0)?);
+            if out.len() >= q.limit {
+                return Ok(out);
+            }
+        }
+        if (rows.len() as i64) < chunk {
+            return Ok(out);
+        }
+        let last = rows.last().expect("a full chunk has a last row");
+        cursor = Some((last.get(at), last.get(0)));
+    }
+}
+
+pub(super) async fn referencing(c: &ClientWrapper, tenant: Uuid, kind: Kind, target: Uuid) -> Result<Vec<Uuid>, Fault> {
+    let st = c
+        .prepare_cached(
+            "SELECT id FROM records WHERE tenant = $1 AND kind = $2 AND refs @> ARRAY[$3::uuid] ORDER BY id",
+        )
+        .await?;
+    let rows = c.query(&st, &[&tenant, &kind_code(kind), &target]).await?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+pub(super) async fn lookup_unique(
+    c: &ClientWrapper,
+    tenant: Uuid,
+    kind: Kind,
+    scope: Uuid,
+    name: &str,
+) -> Result<Option<Uuid>, Fault> {
+    let st = c
+        .prepare_cached(
+            "SELECT id FROM records WHERE tenant = $1 AND kind = $2 AND scope = $3 AND unique_key = $4",
+        )
+        .await?;
+    let row = c.query_opt(&st, &[&tenant, &kind_code(kind), &scope, &rows::unique_key(name)]).await?;
+    Ok(row.map(|r| r.get(0)))
+}
+
+pub(super) async fn scan_kind(c: &ClientWrapper, kind: Kind) -> Result<Vec<(Uuid, Record)>, Fault> {
+    let st = c
+        .prepare_cached(&format!("SELECT tenant, {COLUMNS} FROM records WHERE kind = $1 ORDER BY tenant, id"))
+        .await?;
+    let rows = c.query(&st, &[&kind_code(kind)]).await?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in &rows {
+        out.push((r.get(0), rows::record(kind, r, 1)?));
+    }
+    Ok(out)
+}
