@@ -21,7 +21,8 @@ use crate::api::types::{
     TransitionType, UpdateExecutionRequest,
 };
 use crate::app::{App, Tenant};
-use crate::config::{ExecutionsConfig, StoreBackend, StoreConfig, ToolsConfig};
+use crate::config::{ExecutionsConfig, ToolsConfig};
+use crate::store::conformance::TestDb;
 use crate::store::sled_store::{Durability, SledStore};
 use crate::store::{Kind, ListQuery, Op, Record, Store, StoreResult};
 
@@ -83,32 +84,40 @@ enum Backend {
     Postgres,
 }
 
+/// Two servers on one new store.
+struct Pair {
+    a: Server,
+    b: Server,
+    _dir: tempfile::TempDir,
+    db: Option<TestDb>,
+}
+
 /// Two servers on one new store; `None` (with a note) when PostgreSQL is not configured.
-async fn two_servers(backend: Backend, lease_s: u64) -> Option<(Server, Server, tempfile::TempDir)> {
+async fn two_servers(backend: Backend, lease_s: u64) -> Option<Pair> {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b): (Arc<dyn Store>, Arc<dyn Store>) = match backend {
+    let (a, b, db): (Arc<dyn Store>, Arc<dyn Store>, _) = match backend {
         Backend::Sled => {
             let sled = Arc::new(SledStore::open(dir.path(), Durability::Flush).unwrap());
-            (Arc::new(SharedSled(sled.clone())), Arc::new(SharedSled(sled)))
+            (Arc::new(SharedSled(sled.clone())), Arc::new(SharedSled(sled)), None)
         }
         Backend::Postgres => {
-            let Ok(admin) = std::env::var("AGENT_PLATFORM_TEST_DATABASE_URL") else {
-                assert!(
-                    std::env::var("CI").as_deref() != Ok("true"),
-                    "AGENT_PLATFORM_TEST_DATABASE_URL is not set: CI runs the PostgreSQL tests"
-                );
-                eprintln!("skipped: set AGENT_PLATFORM_TEST_DATABASE_URL to run the PostgreSQL tests");
-                return None;
-            };
-            let name = format!("e_leases_{}", Uuid::new_v4().simple());
-            let url = crate::store::pg_store::create_database(&admin, &name).await.unwrap();
-            let cfg = StoreConfig { backend: StoreBackend::Postgres, url: Some(url), ..Default::default() };
-            let a = crate::store::pg_store::PgStore::connect(&cfg).await.unwrap();
-            let b = crate::store::pg_store::PgStore::connect(&cfg).await.unwrap();
-            (Arc::new(a), Arc::new(b))
+            let db = TestDb::create().await?;
+            (Arc::new(db.store().await), Arc::new(db.store().await), Some(db))
         }
     };
-    Some((server(a, lease_s).await, server(b, lease_s).await, dir))
+    Some(Pair { a: server(a, lease_s).await, b: server(b, lease_s).await, _dir: dir, db })
+}
+
+impl Pair {
+    /// Stops both servers and drops the database.
+    async fn finish(self) {
+        self.a.engine.halt().await;
+        self.b.engine.halt().await;
+        drop((self.a, self.b));
+        if let Some(db) = self.db {
+            db.drop().await;
+        }
+    }
 }
 
 async fn task(app: &App, body: Value) -> Uuid {
@@ -149,7 +158,8 @@ async fn lease(app: &App, id: Uuid) -> Option<LeaseData> {
 /// Executions started on either server, each also asked of the other: each
 /// sleeps on exactly one, which holds its lease; none commits a step twice.
 async fn each_execution_runs_on_exactly_one_server(backend: Backend) {
-    let Some((a, b, _dir)) = two_servers(backend, 15).await else { return };
+    let Some(pair) = two_servers(backend, 15).await else { return };
+    let (a, b) = (&pair.a, &pair.b);
     let id = task(
         &a.app,
         json!({"name": "t", "main": [
@@ -193,12 +203,14 @@ async fn each_execution_runs_on_exactly_one_server(backend: Backend) {
         );
         assert!(lease(&a.app, *id).await.is_none(), "the ending commit deleted the lease");
     }
+    pair.finish().await;
 }
 
 /// A server that dies while an execution sleeps on it: the other takes its
 /// lease over once it expires, and ends the sleep at its first due time.
 async fn a_dead_servers_sleeping_execution_is_finished_by_another(backend: Backend) {
-    let Some((a, b, _dir)) = two_servers(backend, 1).await else { return };
+    let Some(pair) = two_servers(backend, 1).await else { return };
+    let (a, b) = (&pair.a, &pair.b);
     let id = task(
         &a.app,
         json!({"name": "t", "main": [
@@ -237,12 +249,14 @@ async fn a_dead_servers_sleeping_execution_is_finished_by_another(backend: Backe
     assert!(slept >= due, "the sleep ended at {slept}, before its due time {due}");
     assert!(slept < due + chrono::Duration::seconds(2), "the sleep started again on the other server");
     assert!(lease(&b.app, e.id).await.is_none());
+    pair.finish().await;
 }
 
 /// A cancel through the server that does not run the execution stops its
 /// run on the other at once, though it sleeps (its lease is deleted).
 async fn a_cancel_through_another_server_stops_the_run(backend: Backend) {
-    let Some((a, b, _dir)) = two_servers(backend, 1).await else { return };
+    let Some(pair) = two_servers(backend, 1).await else { return };
+    let (a, b) = (&pair.a, &pair.b);
     let id = task(&a.app, json!({"name": "t", "main": [{"sleep": {"hours": 1}}]})).await;
     let e = start(&a.app, id).await;
     until(&a.app, e.id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await;
@@ -257,12 +271,14 @@ async fn a_cancel_through_another_server_stops_the_run(backend: Backend) {
     }
     assert_eq!(kinds(&transitions(&a.app, e.id).await), [TransitionType::Init, TransitionType::Cancelled]);
     assert!(!b.engine.runs(e.id));
+    pair.finish().await;
 }
 
 /// A wait releases the lease; a resume through the other server runs the
 /// execution there, without waiting for a look.
 async fn a_resume_through_another_server_runs_there_at_once(backend: Backend) {
-    let Some((a, b, _dir)) = two_servers(backend, 15).await else { return };
+    let Some(pair) = two_servers(backend, 15).await else { return };
+    let (a, b) = (&pair.a, &pair.b);
     let id = task(
         &a.app,
         json!({"name": "t", "main": [
@@ -284,12 +300,14 @@ async fn a_resume_through_another_server_runs_there_at_once(backend: Backend) {
     assert_eq!(done.output, Some(json!({"got": 5})));
     assert!(t0.elapsed() < Duration::from_secs(4), "the resume waited {:?} for a look", t0.elapsed());
     assert!(lease(&a.app, e.id).await.is_none());
+    pair.finish().await;
 }
 
 /// A server that stops cleanly releases its leases: the other goes on with
 /// the execution at its next look, not once the lease would have expired.
 async fn a_stopping_server_hands_its_executions_over(backend: Backend) {
-    let Some((a, b, _dir)) = two_servers(backend, 6).await else { return };
+    let Some(pair) = two_servers(backend, 6).await else { return };
+    let (a, b) = (&pair.a, &pair.b);
     let id =
         task(&a.app, json!({"name": "t", "main": [{"sleep": {"seconds": 0.2}}, {"return": {"n": 1}}]})).await;
     let e = start(&a.app, id).await;
@@ -301,6 +319,7 @@ async fn a_stopping_server_hands_its_executions_over(backend: Backend) {
     assert_eq!(done.status, ExecutionStatus::Succeeded, "{:?}", done.error);
     // A look every 2 s (lease_s 6): well before the 6 s a dead server's lease takes.
     assert!(t0.elapsed() < Duration::from_secs(5), "taken over after {:?}", t0.elapsed());
+    pair.finish().await;
 }
 
 macro_rules! on_both {
