@@ -8,6 +8,7 @@
 //! without a database).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -24,23 +25,41 @@ use crate::app::{App, Tenant};
 use crate::config::{ExecutionsConfig, ToolsConfig};
 use crate::store::conformance::TestDb;
 use crate::store::sled_store::{Durability, SledStore};
-use crate::store::{Kind, ListQuery, Op, Record, Store, StoreResult};
+use crate::store::{Kind, ListQuery, Op, Record, Store, StoreError, StoreResult};
 
 const T: Tenant = Tenant(Uuid::from_u128(7));
 
-/// A sled store that says it is shared: engines on it take leases.
-struct SharedSled(Arc<SledStore>);
+/// A sled store that says it is shared: engines on it take leases. Cut,
+/// it answers every call `Unavailable`, as a database out of reach does.
+#[derive(Default)]
+struct SharedSled {
+    inner: Option<Arc<SledStore>>,
+    cut: AtomicBool,
+}
+
+impl SharedSled {
+    fn on(inner: Arc<SledStore>) -> Self {
+        SharedSled { inner: Some(inner), cut: AtomicBool::new(false) }
+    }
+
+    fn reach(&self) -> StoreResult<&SledStore> {
+        match &self.inner {
+            Some(inner) if !self.cut.load(Ordering::Relaxed) => Ok(inner),
+            _ => Err(StoreError::Unavailable("the test cut this server off its store".into())),
+        }
+    }
+}
 
 #[async_trait]
 impl Store for SharedSled {
     async fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
-        self.0.get(tenant, kind, id).await
+        self.reach()?.get(tenant, kind, id).await
     }
     async fn list(&self, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> StoreResult<Vec<Record>> {
-        self.0.list(tenant, kind, scope, q).await
+        self.reach()?.list(tenant, kind, scope, q).await
     }
     async fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>> {
-        self.0.referencing(tenant, kind, target).await
+        self.reach()?.referencing(tenant, kind, target).await
     }
     async fn lookup_unique(
         &self,
@@ -49,13 +68,13 @@ impl Store for SharedSled {
         scope: Uuid,
         name: &str,
     ) -> StoreResult<Option<Uuid>> {
-        self.0.lookup_unique(tenant, kind, scope, name).await
+        self.reach()?.lookup_unique(tenant, kind, scope, name).await
     }
     async fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>> {
-        self.0.scan_kind(kind).await
+        self.reach()?.scan_kind(kind).await
     }
     async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()> {
-        self.0.commit(tenant, ops).await
+        self.reach()?.commit(tenant, ops).await
     }
     fn shared(&self) -> bool {
         true
@@ -90,22 +109,33 @@ struct Pair {
     b: Server,
     _dir: tempfile::TempDir,
     db: Option<TestDb>,
+    /// Cuts server A off the store for good (its database out of reach).
+    cut_a: Box<dyn Fn() + Send + Sync>,
 }
 
 /// Two servers on one new store; `None` (with a note) when PostgreSQL is not configured.
 async fn two_servers(backend: Backend, lease_s: u64) -> Option<Pair> {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b, db): (Arc<dyn Store>, Arc<dyn Store>, _) = match backend {
+    let (a, b, db, cut_a): (Arc<dyn Store>, Arc<dyn Store>, _, Box<dyn Fn() + Send + Sync>) = match backend {
         Backend::Sled => {
             let sled = Arc::new(SledStore::open(dir.path(), Durability::Flush).unwrap());
-            (Arc::new(SharedSled(sled.clone())), Arc::new(SharedSled(sled)), None)
+            let a = Arc::new(SharedSled::on(sled.clone()));
+            let cut = a.clone();
+            (
+                a,
+                Arc::new(SharedSled::on(sled)),
+                None,
+                Box::new(move || cut.cut.store(true, Ordering::Relaxed)),
+            )
         }
         Backend::Postgres => {
             let db = TestDb::create().await?;
-            (Arc::new(db.store().await), Arc::new(db.store().await), Some(db))
+            let a = Arc::new(db.store().await);
+            let cut = a.clone();
+            (a, Arc::new(db.store().await), Some(db), Box::new(move || cut.close()))
         }
     };
-    Some(Pair { a: server(a, lease_s).await, b: server(b, lease_s).await, _dir: dir, db })
+    Some(Pair { a: server(a, lease_s).await, b: server(b, lease_s).await, _dir: dir, db, cut_a })
 }
 
 impl Pair {
@@ -322,6 +352,50 @@ async fn a_stopping_server_hands_its_executions_over(backend: Backend) {
     pair.finish().await;
 }
 
+/// A server cut off its store while an execution sleeps on it stops that
+/// run before its lease expires; the other server takes over and finishes it.
+async fn a_server_that_cannot_renew_stops_and_another_finishes(backend: Backend) {
+    let Some(pair) = two_servers(backend, 1).await else { return };
+    let (a, b) = (&pair.a, &pair.b);
+    let id =
+        task(&a.app, json!({"name": "t", "main": [{"sleep": {"seconds": 2.5}}, {"return": {"ok": true}}]}))
+            .await;
+    let e = start(&a.app, id).await;
+    until(&a.app, e.id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await;
+    let cut = Instant::now();
+    (pair.cut_a)();
+    // Tried again every few seconds, each try failing at once: never a run for long.
+    let deadline = cut + Duration::from_secs(1);
+    while a.engine.runs(e.id) {
+        assert!(Instant::now() < deadline, "a server that cannot renew its lease still runs the execution");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let done = until(&b.app, e.id, Duration::from_secs(20), |e| e.status.is_terminal()).await;
+    assert_eq!(done.status, ExecutionStatus::Succeeded, "{:?}", done.error);
+    assert_eq!(
+        kinds(&transitions(&b.app, e.id).await),
+        [TransitionType::Init, TransitionType::Step, TransitionType::Step, TransitionType::Finish]
+    );
+    pair.finish().await;
+}
+
+/// On an unshared store there are no leases: nothing is written for them.
+#[tokio::test]
+async fn an_unshared_store_takes_no_leases() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SledStore::open(dir.path(), Durability::Flush).unwrap());
+    let s = server(store.clone(), 1).await;
+    assert_eq!(s.engine.server_id(), None);
+    let id =
+        task(&s.app, json!({"name": "t", "main": [{"sleep": {"seconds": 0.3}}, {"return": {"ok": true}}]}))
+            .await;
+    let e = start(&s.app, id).await;
+    until(&s.app, e.id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await;
+    assert!(store.scan_kind(Kind::ExecutionLease).await.unwrap().is_empty());
+    let done = until(&s.app, e.id, Duration::from_secs(20), |e| e.status.is_terminal()).await;
+    assert_eq!(done.status, ExecutionStatus::Succeeded, "{:?}", done.error);
+}
+
 macro_rules! on_both {
     ($($scenario:ident),* $(,)?) => {
         mod on_sled {
@@ -345,4 +419,5 @@ on_both!(
     a_cancel_through_another_server_stops_the_run,
     a_resume_through_another_server_runs_there_at_once,
     a_stopping_server_hands_its_executions_over,
+    a_server_that_cannot_renew_stops_and_another_finishes,
 );
