@@ -320,6 +320,7 @@ impl Engine {
             }
             claimable.push((Tenant(tenant), marker.id));
         }
+        let mut claiming = 0;
         for (tenant, id) in claimable {
             // One read each, in turn (not a burst of them): most are waiting for input.
             let Some(rec) = store.get(tenant.0, Kind::Execution, id).await? else { continue };
@@ -327,7 +328,11 @@ impl Engine {
                 .map_or(true, |d| !d.status().is_terminal() && d.status() != ExecutionStatus::AwaitingInput);
             if runnable {
                 self.enqueue(tenant, id);
+                claiming += 1;
             }
+        }
+        if claiming > 0 {
+            slog::info!(self.log, "claiming executions under way that no server runs"; "count" => claiming);
         }
         Ok(())
     }
