@@ -396,6 +396,30 @@ async fn an_unshared_store_takes_no_leases() {
     assert_eq!(done.status, ExecutionStatus::Succeeded, "{:?}", done.error);
 }
 
+/// Where the store reports its changes (PostgreSQL's notifications), a
+/// cancel through another server stops the run there at once, not at its
+/// next renewal of the lease.
+async fn a_cancel_elsewhere_is_heard_at_once(backend: Backend) {
+    let Some(pair) = two_servers(backend, 15).await else { return };
+    let (a, b) = (&pair.a, &pair.b);
+    if a.app.store.changes().is_none() {
+        eprintln!("skipped: this store does not report its changes");
+        return pair.finish().await;
+    }
+    let id = task(&a.app, json!({"name": "t", "main": [{"sleep": {"hours": 1}}]})).await;
+    let e = start(&a.app, id).await;
+    until(&a.app, e.id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await;
+    let cancel = UpdateExecutionRequest { status: RequestedStatus::Cancelled, reason: None, input: None };
+    b.app.execution_update(T, e.id, cancel).await.unwrap();
+    // The next renewal is 5 s away (lease_s 15).
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while a.engine.runs(e.id) {
+        assert!(Instant::now() < deadline, "the run on the other server did not hear of the cancel");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    pair.finish().await;
+}
+
 macro_rules! on_both {
     ($($scenario:ident),* $(,)?) => {
         mod on_sled {
@@ -420,4 +444,5 @@ on_both!(
     a_resume_through_another_server_runs_there_at_once,
     a_stopping_server_hands_its_executions_over,
     a_server_that_cannot_renew_stops_and_another_finishes,
+    a_cancel_elsewhere_is_heard_at_once,
 );
