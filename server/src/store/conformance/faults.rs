@@ -260,11 +260,7 @@ async fn a_database_that_hangs_or_goes_away_answers_unavailable_in_time_and_is_b
     let proxy = Proxy::start(upstream).await;
     let mut store_cfg = db.config();
     store_cfg.url = Some(with_dbname(
-        &format!(
-            "postgres://{}@127.0.0.1:{}/x?sslmode=disable",
-            cfg.get_user().unwrap_or("postgres"),
-            proxy.port
-        ),
+        &format!("postgres://{}@127.0.0.1:{}/x?sslmode=disable", cfg.get_user().unwrap_or("postgres"), proxy.port),
         &db.name,
     ));
     store_cfg.statement_timeout_s = 1.0;
@@ -280,10 +276,7 @@ async fn a_database_that_hangs_or_goes_away_answers_unavailable_in_time_and_is_b
         for _ in 0..2 {
             let started = Instant::now();
             let got = s.get(t, Kind::Agent, r.id).await;
-            assert!(
-                matches!(&got, Err(StoreError::Unavailable(m)) if m.contains(s.target())),
-                "{link:?}: {got:?}"
-            );
+            assert!(matches!(&got, Err(StoreError::Unavailable(m)) if m.contains(s.target())), "{link:?}: {got:?}");
             let put = Op::Put { record: Record::fresh(Kind::Agent, t, json!({})), expect: Expect::Absent };
             let committed = s.commit(t, vec![put]).await;
             assert!(matches!(&committed, Err(StoreError::Unavailable(_))), "{link:?}: {committed:?}");

@@ -221,10 +221,7 @@ async fn migrate(pool: &Pool, target: &str) -> anyhow::Result<refinery::Report> 
             // A statement failed: most likely another server creating the
             // same tables at the same moment (its transaction won; ours, run
             // again, finds the migration applied).
-            Err(e)
-                if attempt < MIGRATE_ATTEMPTS
-                    && matches!(e.kind(), refinery::error::Kind::Connection(..)) =>
-            {
+            Err(e) if attempt < MIGRATE_ATTEMPTS && matches!(e.kind(), refinery::error::Kind::Connection(..)) => {
                 drop(client);
                 tokio::time::sleep(Duration::from_millis(rand::random_range(20..=200))).await;
             }
@@ -300,13 +297,7 @@ impl Store for PgStore {
         .await
     }
 
-    async fn lookup_unique(
-        &self,
-        tenant: Uuid,
-        kind: Kind,
-        scope: Uuid,
-        name: &str,
-    ) -> StoreResult<Option<Uuid>> {
+    async fn lookup_unique(&self, tenant: Uuid, kind: Kind, scope: Uuid, name: &str) -> StoreResult<Option<Uuid>> {
         self.bounded(async {
             let c = self.conn().await?;
             let r = read::lookup_unique(&c, tenant, kind, scope, name).await;
@@ -334,15 +325,11 @@ impl Store for PgStore {
         match tokio::time::timeout(self.op_timeout, self.commit_retrying(tenant, &ops, &committing)).await {
             Ok(r) => r,
             Err(_) if committing.load(Ordering::Acquire) => {
-                Err(self
-                    .outcome_unknown(format_args!("no answer within {} s", self.op_timeout.as_secs_f64())))
+                Err(self.outcome_unknown(format_args!("no answer within {} s", self.op_timeout.as_secs_f64())))
             }
             Err(_) => Err(errors::unavailable(
                 &self.target,
-                format_args!(
-                    "no answer within {} s, so the write was not saved",
-                    self.op_timeout.as_secs_f64()
-                ),
+                format_args!("no answer within {} s, so the write was not saved", self.op_timeout.as_secs_f64()),
             )),
         }
     }

@@ -11,12 +11,7 @@ use super::rows::{self, COLUMNS, SIZE, count, kind_code};
 use crate::store::filter::metadata_matches;
 use crate::store::{Direction, Kind, ListQuery, Metadata, Record, SortBy};
 
-pub(super) async fn get(
-    c: &ClientWrapper,
-    tenant: Uuid,
-    kind: Kind,
-    id: Uuid,
-) -> Result<Option<Record>, Fault> {
+pub(super) async fn get(c: &ClientWrapper, tenant: Uuid, kind: Kind, id: Uuid) -> Result<Option<Record>, Fault> {
     let st = c
         .prepare_cached(&format!("SELECT {COLUMNS} FROM records WHERE tenant = $1 AND kind = $2 AND id = $3"))
         .await?;
@@ -56,13 +51,7 @@ pub(super) async fn list(
 /// An unfiltered page: `LIMIT`/`OFFSET` over the scope's time index, and,
 /// when bounded, only the rows whose running size stays within `max_bytes`
 /// (counted in the database, so rows past the bound are never sent).
-async fn page(
-    c: &ClientWrapper,
-    tenant: Uuid,
-    kind: Kind,
-    scope: Uuid,
-    q: &ListQuery,
-) -> Result<Vec<Record>, Fault> {
+async fn page(c: &ClientWrapper, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> Result<Vec<Record>, Fault> {
     let (order, _) = order(q);
     let (limit, offset) = (count(q.limit), count(q.offset));
     let kind_code = kind_code(kind);
@@ -133,9 +122,7 @@ async fn filtered(
     loop {
         let rows = match cursor {
             None => c.query(&first, &[&tenant, &kind_code, &scope, &narrowing, &chunk]).await?,
-            Some((t, id)) => {
-                c.query(&next, &[&tenant, &kind_code, &scope, &narrowing, &chunk, &t, &id]).await?
-            }
+            Some((t, id)) => c.query(&next, &[&tenant, &kind_code, &scope, &narrowing, &chunk, &t, &id]).await?,
         };
         for row in &rows {
             let metadata: Option<&str> = row.get(7);
@@ -169,12 +156,7 @@ async fn filtered(
     }
 }
 
-pub(super) async fn referencing(
-    c: &ClientWrapper,
-    tenant: Uuid,
-    kind: Kind,
-    target: Uuid,
-) -> Result<Vec<Uuid>, Fault> {
+pub(super) async fn referencing(c: &ClientWrapper, tenant: Uuid, kind: Kind, target: Uuid) -> Result<Vec<Uuid>, Fault> {
     let st = c
         .prepare_cached(
             "SELECT id FROM records WHERE tenant = $1 AND kind = $2 AND refs @> ARRAY[$3::uuid] ORDER BY id",
