@@ -44,6 +44,61 @@ async fn a_require_racing_its_owners_delete_leaves_no_orphan() {
     db.drop().await;
 }
 
+/// Two commits that deadlock (each holds a row the other waits for): the
+/// database ends one, which runs again, and both go through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_victim_of_a_deadlock_runs_again() {
+    let Some(db) = TestDb::create().await else { return };
+    let s = Arc::new(db.store().await);
+    let t = Uuid::now_v7();
+    let [a, b, x] = [0, 1, 2].map(|_| Record::fresh(Kind::Agent, t, json!({})));
+    for r in [&a, &b, &x] {
+        s.commit(t, vec![Op::Put { record: r.clone(), expect: Expect::Absent }]).await.unwrap();
+    }
+    let touch =
+        |rs: &[&Record]| rs.iter().map(|r| Op::Touch { kind: Kind::Agent, id: r.id }).collect::<Vec<_>>();
+    // Another session holds x: the first commit takes a, then waits for x...
+    let mut holder = db.client().await;
+    let tx = holder.transaction().await.unwrap();
+    tx.execute("SELECT 1 FROM records WHERE id = $1 FOR UPDATE", &[&x.id]).await.unwrap();
+    let first = tokio::spawn({
+        let (s, ops) = (s.clone(), touch(&[&a, &x, &b]));
+        async move { s.commit(t, ops).await }
+    });
+    let waiting = async |n: i64| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let admin = db.client().await;
+        loop {
+            let row = admin
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity \
+                     WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                    &[],
+                )
+                .await
+                .unwrap();
+            if row.get::<_, i64>(0) >= n {
+                return;
+            }
+            assert!(Instant::now() < deadline, "{n} commits never waited for a lock");
+        }
+    };
+    waiting(1).await;
+    // ...the second takes b, then waits for a; x let go, the first wants b.
+    let second = tokio::spawn({
+        let (s, ops) = (s.clone(), touch(&[&b, &a]));
+        async move { s.commit(t, ops).await }
+    });
+    waiting(2).await;
+    tx.rollback().await.unwrap();
+    first.await.unwrap().unwrap();
+    second.await.unwrap().unwrap();
+    for (r, version) in [(&a, 2), (&b, 2), (&x, 1)] {
+        assert_eq!(s.get(t, Kind::Agent, r.id).await.unwrap().unwrap().version, version);
+    }
+    db.drop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn servers_racing_on_one_version_through_their_own_pools_keep_it() {
     let Some(db) = TestDb::create().await else { return };
@@ -96,6 +151,24 @@ async fn of_servers_starting_together_on_an_empty_database_one_finds_it_new() {
     }
     assert_eq!(new, 1);
     assert!(!db.store().await.is_new());
+    db.drop().await;
+}
+
+#[tokio::test]
+async fn a_schema_newer_than_the_binary_is_refused() {
+    let Some(db) = TestDb::create().await else { return };
+    db.store().await.close();
+    db.client()
+        .await
+        .execute(
+            "INSERT INTO refinery_schema_history (version, name, applied_on, checksum) \
+             VALUES (999, 'from_the_future', '2030-01-01T00:00:00Z', '1')",
+            &[],
+        )
+        .await
+        .unwrap();
+    let err = PgStore::connect(&db.config()).await.err().expect("a newer schema is refused").to_string();
+    assert!(err.contains("newer than this binary") && err.contains(&db.name), "{err}");
     db.drop().await;
 }
 
@@ -157,9 +230,12 @@ async fn connections_ended_by_the_database_are_replaced() {
             .await
             .unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
+        let touch = || s.commit(t, vec![Op::Touch { kind: Kind::Agent, id: r.id }]);
         loop {
-            match s.get(t, Kind::Agent, r.id).await {
-                Ok(got) => {
+            let read_and_write =
+                async { Ok::<_, StoreError>((s.get(t, Kind::Agent, r.id).await?, touch().await?)) };
+            match read_and_write.await {
+                Ok((got, ())) => {
                     assert!(got.is_some());
                     break;
                 }
@@ -260,7 +336,11 @@ async fn a_database_that_hangs_or_goes_away_answers_unavailable_in_time_and_is_b
     let proxy = Proxy::start(upstream).await;
     let mut store_cfg = db.config();
     store_cfg.url = Some(with_dbname(
-        &format!("postgres://{}@127.0.0.1:{}/x?sslmode=disable", cfg.get_user().unwrap_or("postgres"), proxy.port),
+        &format!(
+            "postgres://{}@127.0.0.1:{}/x?sslmode=disable",
+            cfg.get_user().unwrap_or("postgres"),
+            proxy.port
+        ),
         &db.name,
     ));
     store_cfg.statement_timeout_s = 1.0;
@@ -276,7 +356,10 @@ async fn a_database_that_hangs_or_goes_away_answers_unavailable_in_time_and_is_b
         for _ in 0..2 {
             let started = Instant::now();
             let got = s.get(t, Kind::Agent, r.id).await;
-            assert!(matches!(&got, Err(StoreError::Unavailable(m)) if m.contains(s.target())), "{link:?}: {got:?}");
+            assert!(
+                matches!(&got, Err(StoreError::Unavailable(m)) if m.contains(s.target())),
+                "{link:?}: {got:?}"
+            );
             let put = Op::Put { record: Record::fresh(Kind::Agent, t, json!({})), expect: Expect::Absent };
             let committed = s.commit(t, vec![put]).await;
             assert!(matches!(&committed, Err(StoreError::Unavailable(_))), "{link:?}: {committed:?}");

@@ -262,7 +262,9 @@ async fn lists_page_in_every_order() {
         for sort_by in [SortBy::CreatedAt, SortBy::UpdatedAt] {
             for direction in [Direction::Asc, Direction::Desc] {
                 let want = ids(&ordered(&records, sort_by, direction));
-                for (offset, limit) in [(0, 100), (0, 1), (3, 5), (20, 10), (25, 1), (usize::MAX, 5), (2, usize::MAX)] {
+                for (offset, limit) in
+                    [(0, 100), (0, 1), (3, 5), (20, 10), (25, 1), (usize::MAX, 5), (2, usize::MAX)]
+                {
                     let q = ListQuery { limit, offset, sort_by, direction, ..Default::default() };
                     let got = ids(&s.list(t, Kind::Session, scope, &q).await.unwrap());
                     let expected: Vec<Uuid> = want.iter().skip(offset).take(limit).copied().collect();
@@ -272,7 +274,9 @@ async fn lists_page_in_every_order() {
                 assert!(s.list(t, Kind::Session, scope, &q).await.unwrap().is_empty());
             }
         }
-        assert!(s.list(tenant(), Kind::Session, scope, &ListQuery::oldest_first(0, 10)).await.unwrap().is_empty());
+        assert!(
+            s.list(tenant(), Kind::Session, scope, &ListQuery::oldest_first(0, 10)).await.unwrap().is_empty()
+        );
     })
     .await;
 }
@@ -282,7 +286,11 @@ async fn a_page_stops_past_max_bytes_but_always_has_one_record() {
     on_both(async |s: &dyn Store| {
         let (t, scope) = (tenant(), Uuid::nil());
         for i in 0..3 {
-            let r = Record::fresh(Kind::Agent, scope, json!({"name": format!("a{i}"), "about": "x".repeat(1000)}));
+            let r = Record::fresh(
+                Kind::Agent,
+                scope,
+                json!({"name": format!("a{i}"), "about": "x".repeat(1000)}),
+            );
             insert(s, t, &r).await.unwrap();
         }
         let page = async |offset, max_bytes| {
@@ -369,7 +377,8 @@ async fn metadata_filters_match_as_the_filter_module_says() {
             }
         }
         assert_eq!(
-            ids(&s.list(t, Kind::Doc, scope, &ListQuery { limit: 3, ..Default::default() }).await.unwrap()).len(),
+            ids(&s.list(t, Kind::Doc, scope, &ListQuery { limit: 3, ..Default::default() }).await.unwrap())
+                .len(),
             3
         );
         let q = ListQuery { limit: 100, metadata_filter: Some(Metadata::new()), ..Default::default() };
@@ -466,10 +475,14 @@ async fn of_two_commits_racing_on_one_version_one_is_stale() {
                 "round {round}: {x:?} {y:?}"
             );
             // And of two inserts of one name, one is a duplicate.
-            let (a, b) = (named(Kind::Tool, t, &format!("n{round}")), named(Kind::Tool, t, &format!("n{round}")));
+            let (a, b) =
+                (named(Kind::Tool, t, &format!("n{round}")), named(Kind::Tool, t, &format!("n{round}")));
             let (x, y) = tokio::join!(insert(s, t, &a), insert(s, t, &b));
             assert!(
-                matches!((&x, &y), (Ok(()), Err(StoreError::Duplicate { .. })) | (Err(StoreError::Duplicate { .. }), Ok(()))),
+                matches!(
+                    (&x, &y),
+                    (Ok(()), Err(StoreError::Duplicate { .. })) | (Err(StoreError::Duplicate { .. }), Ok(()))
+                ),
                 "round {round}: {x:?} {y:?}"
             );
         }

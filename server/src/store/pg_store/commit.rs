@@ -48,7 +48,12 @@ pub(super) async fn run(
                 if record.kind == Kind::Doc {
                     search::apply(&tx, tenant, DocChange::Put(record)).await?;
                 }
-                changes.push(Change::Record { tenant, kind: record.kind, id: record.id, scope: record.scope });
+                changes.push(Change::Record {
+                    tenant,
+                    kind: record.kind,
+                    id: record.id,
+                    scope: record.scope,
+                });
             }
             Op::Delete { kind, id, version } => {
                 let scope = delete(&tx, tenant, *kind, *id, *version).await?;
@@ -87,7 +92,8 @@ pub(super) async fn run(
         }
     }
     for (kind, scope) in scopes {
-        let st = tx.prepare_cached("DELETE FROM records WHERE tenant = $1 AND kind = $2 AND scope = $3").await?;
+        let st =
+            tx.prepare_cached("DELETE FROM records WHERE tenant = $1 AND kind = $2 AND scope = $3").await?;
         tx.execute(&st, &[&tenant, &kind_code(kind), &scope]).await?;
         if kind == Kind::Doc {
             search::apply(&tx, tenant, DocChange::DeleteOwner { owner: scope }).await?;
@@ -208,7 +214,8 @@ async fn delete(
 /// Why a write of a version found no row: the record is gone, or at another version.
 async fn missing_or_stale(tx: &Transaction<'_>, tenant: Uuid, kind: Kind, id: Uuid) -> Fault {
     let exists = async {
-        let st = tx.prepare_cached("SELECT 1 FROM records WHERE tenant = $1 AND kind = $2 AND id = $3").await?;
+        let st =
+            tx.prepare_cached("SELECT 1 FROM records WHERE tenant = $1 AND kind = $2 AND id = $3").await?;
         tx.query_opt(&st, &[&tenant, &kind_code(kind), &id]).await
     };
     match exists.await {

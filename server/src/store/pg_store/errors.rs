@@ -46,16 +46,33 @@ pub(super) fn is_conflict(e: &tokio_postgres::Error) -> bool {
     matches!(sqlstate(e), Some(c) if *c == SqlState::T_R_SERIALIZATION_FAILURE || *c == SqlState::T_R_DEADLOCK_DETECTED)
 }
 
-/// Whether the client never heard the database's answer (the connection was
-/// lost, or it never opened): a commit then may or may not have happened.
-pub(super) fn answer_lost(e: &tokio_postgres::Error) -> bool {
-    e.as_db_error().is_none()
+/// Whether the connection was lost (closed, or failing to read or write):
+/// the client never heard the database's answer, so a `COMMIT` sent may or
+/// may not have happened.
+pub(super) fn connection_lost(e: &tokio_postgres::Error) -> bool {
+    e.is_closed() || std::error::Error::source(e).is_some_and(|c| c.is::<std::io::Error>())
+}
+
+/// Whether a connection that answered `e` is no good for the next operation:
+/// it was lost, ended by the database (shutting down, or an administrator),
+/// or its database is now a standby (after a failover: a new connection finds
+/// the primary).
+pub(super) fn spoils_connection(e: &tokio_postgres::Error) -> bool {
+    match sqlstate(e) {
+        None => connection_lost(e),
+        Some(code) => {
+            *code == SqlState::READ_ONLY_SQL_TRANSACTION
+                || *code == SqlState::ADMIN_SHUTDOWN
+                || *code == SqlState::CRASH_SHUTDOWN
+                || code.code().starts_with("08")
+        }
+    }
 }
 
 /// The caller's error for a failure of the database at `target`.
 pub(super) fn store_error(target: &str, e: &tokio_postgres::Error) -> StoreError {
     let Some(db) = e.as_db_error() else {
-        let text = e.to_string();
+        let text = with_causes(e);
         // A value that does not convert to or from its column is this binary's
         // bug; everything else without a SQLSTATE is the connection failing.
         if text.starts_with("error serializing") || text.starts_with("error deserializing") {
@@ -77,14 +94,34 @@ pub(super) fn store_error(target: &str, e: &tokio_postgres::Error) -> StoreError
              primary (several hosts in the URL with target_session_attrs=read-write follow a failover)"
         ));
     }
+    let class = &code.code()[..2];
+    if class == "40" {
+        return StoreError::Unavailable(format!(
+            "the database at {target} kept refusing the write for conflicts with concurrent ones ({what}): \
+             nothing was written; retry it"
+        ));
+    }
     // Class 08: connection; 53: resources (too many connections, memory);
     // 57: operator intervention (statement timeout, shutdown, starting up);
-    // 58: the database's own IO; 40: a conflict that kept coming back.
-    let class = &code.code()[..2];
-    if matches!(class, "08" | "53" | "57" | "58" | "40") || *code == SqlState::LOCK_NOT_AVAILABLE {
+    // 58: the database's own IO.
+    if matches!(class, "08" | "53" | "57" | "58") || *code == SqlState::LOCK_NOT_AVAILABLE {
         return unavailable(target, what);
     }
     StoreError::Io(format!("the database at {target} refused a statement: {what} (SQLSTATE {})", code.code()))
+}
+
+/// An error and what caused it (tokio-postgres says only "error connecting
+/// to server" or "db error"; its cause says "Connection refused" or what the
+/// database refused).
+pub(super) fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text.push_str(": ");
+        text.push_str(&c.to_string());
+        cause = c.source();
+    }
+    text
 }
 
 /// The caller's error for a database that does not answer now.
@@ -94,12 +131,20 @@ pub(super) fn unavailable(target: &str, what: impl std::fmt::Display) -> StoreEr
 
 /// The caller's error for a pool that has no connection to give.
 pub(super) fn pool_error(target: &str, e: &deadpool_postgres::PoolError) -> StoreError {
-    use deadpool_postgres::PoolError;
+    use deadpool_postgres::{PoolError, TimeoutType};
     match e {
         // Opening a connection failed: whatever the database said (not
         // accepting connections, too many, starting up), it does not answer now.
-        PoolError::Backend(e) => unavailable(target, e),
-        PoolError::Timeout(_) => unavailable(target, "no connection to it became free in time"),
+        PoolError::Backend(e) => unavailable(target, with_causes(e)),
+        PoolError::Timeout(TimeoutType::Wait) => {
+            unavailable(target, "no connection to it became free in time")
+        }
+        PoolError::Timeout(TimeoutType::Create) => {
+            unavailable(target, "a new connection did not open in time")
+        }
+        PoolError::Timeout(TimeoutType::Recycle) => {
+            unavailable(target, "a pooled connection did not answer in time")
+        }
         PoolError::Closed => StoreError::Unavailable(
             "the server is shutting down, so the request was not handled; retry on its next start".into(),
         ),

@@ -165,6 +165,16 @@ impl PgStore {
         }
     }
 
+    /// Gives a connection back to the pool, unless what it answered says it
+    /// is no good for the next operation (lost, or to a database that is now
+    /// a standby): then it is closed, and the pool opens a new one.
+    fn finish<T>(&self, conn: Conn, outcome: &Result<T, Fault>) {
+        match outcome {
+            Err(Fault::Db(e)) if errors::spoils_connection(e) => drop(conn),
+            _ => conn.release(),
+        }
+    }
+
     fn fault(&self, f: Fault) -> StoreError {
         match f {
             Fault::Store(e) => e,
@@ -175,21 +185,26 @@ impl PgStore {
     /// Runs a commit's transaction until it does not conflict with another,
     /// a bounded number of times, with a growing random pause between runs.
     async fn commit_retrying(&self, tenant: Uuid, ops: &[Op], committing: &AtomicBool) -> StoreResult<()> {
-        let mut attempt = 0;
+        let (mut attempt, mut lost_once) = (0, false);
         loop {
             attempt += 1;
             let mut conn = self.conn().await?;
             let outcome = commit::run(&mut conn, tenant, ops, committing).await;
-            conn.release();
+            self.finish(conn, &outcome);
             let e = match outcome {
                 Ok(()) => return Ok(()),
                 Err(Fault::Store(e)) => return Err(e),
                 Err(Fault::Db(e)) => e,
             };
-            if committing.load(Ordering::Acquire) && errors::answer_lost(&e) {
-                return Err(self.outcome_unknown(e));
+            let committed = committing.load(Ordering::Acquire);
+            if committed && errors::connection_lost(&e) {
+                return Err(self.outcome_unknown(errors::with_causes(&e)));
             }
-            if !errors::is_conflict(&e) || attempt >= COMMIT_ATTEMPTS {
+            // A connection lost before the COMMIT was sent took the
+            // transaction with it: run it again, once, on another.
+            let lost_before_commit = !committed && errors::connection_lost(&e) && !lost_once;
+            lost_once |= lost_before_commit;
+            if !(lost_before_commit || errors::is_conflict(&e)) || attempt >= COMMIT_ATTEMPTS {
                 return Err(errors::store_error(&self.target, &e));
             }
             committing.store(false, Ordering::Release);
@@ -212,21 +227,29 @@ async fn migrate(pool: &Pool, target: &str) -> anyhow::Result<refinery::Report> 
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let mut client = pool
-            .get()
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot connect to the database at {target}: {e}"))?;
+        let mut client =
+            pool.get().await.map_err(|e| anyhow::anyhow!("{}", errors::pool_error(target, &e)))?;
         match embedded::migrations::runner().set_abort_missing(true).run_async(&mut **client).await {
             Ok(report) => return Ok(report),
             // A statement failed: most likely another server creating the
             // same tables at the same moment (its transaction won; ours, run
             // again, finds the migration applied).
-            Err(e) if attempt < MIGRATE_ATTEMPTS && matches!(e.kind(), refinery::error::Kind::Connection(..)) => {
+            Err(e)
+                if attempt < MIGRATE_ATTEMPTS
+                    && matches!(e.kind(), refinery::error::Kind::Connection(..)) =>
+            {
                 drop(client);
                 tokio::time::sleep(Duration::from_millis(rand::random_range(20..=200))).await;
             }
+            Err(e) if matches!(e.kind(), refinery::error::Kind::MissingVersion(..)) => anyhow::bail!(
+                "the database at {target} has a schema newer than this binary knows ({e}): \
+                 run the newer agent-platform that migrated it"
+            ),
             Err(e) => {
-                anyhow::bail!("cannot bring the schema of the database at {target} up to date: {e}")
+                anyhow::bail!(
+                    "cannot bring the schema of the database at {target} up to date: {}",
+                    errors::with_causes(&e)
+                )
             }
         }
     }
@@ -265,56 +288,62 @@ impl DerefMut for Conn {
     }
 }
 
+/// Runs a read on a pooled connection, within [`PgStore::op_timeout`]. A read
+/// whose connection turns out lost (the database restarted, or ended it, and
+/// the pool had not noticed yet) runs once more, on another connection.
+macro_rules! read {
+    ($store:ident, |$c:ident| $read:expr) => {
+        $store
+            .bounded(async {
+                let mut retried = false;
+                loop {
+                    let conn = $store.conn().await?;
+                    let outcome = {
+                        let $c: &ClientWrapper = &conn;
+                        $read.await
+                    };
+                    match outcome {
+                        Err(Fault::Db(e)) if !retried && errors::connection_lost(&e) => {
+                            drop(conn);
+                            retried = true;
+                        }
+                        outcome => {
+                            $store.finish(conn, &outcome);
+                            return outcome.map_err(|f| $store.fault(f));
+                        }
+                    }
+                }
+            })
+            .await
+    };
+}
+
 #[async_trait]
 impl Store for PgStore {
     async fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
-        self.bounded(async {
-            let c = self.conn().await?;
-            let r = read::get(&c, tenant, kind, id).await;
-            c.release();
-            r.map_err(|f| self.fault(f))
-        })
-        .await
+        read!(self, |c| read::get(c, tenant, kind, id))
     }
 
     async fn list(&self, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> StoreResult<Vec<Record>> {
-        self.bounded(async {
-            let c = self.conn().await?;
-            let r = read::list(&c, tenant, kind, scope, q).await;
-            c.release();
-            r.map_err(|f| self.fault(f))
-        })
-        .await
+        read!(self, |c| read::list(c, tenant, kind, scope, q))
     }
 
     async fn referencing(&self, tenant: Uuid, kind: Kind, target: Uuid) -> StoreResult<Vec<Uuid>> {
-        self.bounded(async {
-            let c = self.conn().await?;
-            let r = read::referencing(&c, tenant, kind, target).await;
-            c.release();
-            r.map_err(|f| self.fault(f))
-        })
-        .await
+        read!(self, |c| read::referencing(c, tenant, kind, target))
     }
 
-    async fn lookup_unique(&self, tenant: Uuid, kind: Kind, scope: Uuid, name: &str) -> StoreResult<Option<Uuid>> {
-        self.bounded(async {
-            let c = self.conn().await?;
-            let r = read::lookup_unique(&c, tenant, kind, scope, name).await;
-            c.release();
-            r.map_err(|f| self.fault(f))
-        })
-        .await
+    async fn lookup_unique(
+        &self,
+        tenant: Uuid,
+        kind: Kind,
+        scope: Uuid,
+        name: &str,
+    ) -> StoreResult<Option<Uuid>> {
+        read!(self, |c| read::lookup_unique(c, tenant, kind, scope, name))
     }
 
     async fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>> {
-        self.bounded(async {
-            let c = self.conn().await?;
-            let r = read::scan_kind(&c, kind).await;
-            c.release();
-            r.map_err(|f| self.fault(f))
-        })
-        .await
+        read!(self, |c| read::scan_kind(c, kind))
     }
 
     async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()> {
@@ -325,11 +354,15 @@ impl Store for PgStore {
         match tokio::time::timeout(self.op_timeout, self.commit_retrying(tenant, &ops, &committing)).await {
             Ok(r) => r,
             Err(_) if committing.load(Ordering::Acquire) => {
-                Err(self.outcome_unknown(format_args!("no answer within {} s", self.op_timeout.as_secs_f64())))
+                Err(self
+                    .outcome_unknown(format_args!("no answer within {} s", self.op_timeout.as_secs_f64())))
             }
             Err(_) => Err(errors::unavailable(
                 &self.target,
-                format_args!("no answer within {} s, so the write was not saved", self.op_timeout.as_secs_f64()),
+                format_args!(
+                    "no answer within {} s, so the write was not saved",
+                    self.op_timeout.as_secs_f64()
+                ),
             )),
         }
     }
@@ -337,9 +370,9 @@ impl Store for PgStore {
     async fn health(&self) -> StoreResult<()> {
         self.bounded(async {
             let c = self.conn().await?;
-            let r = c.simple_query("SELECT 1").await;
-            c.release();
-            r.map(drop).map_err(|e| errors::store_error(&self.target, &e))
+            let outcome = c.simple_query("SELECT 1").await.map(drop).map_err(Fault::Db);
+            self.finish(c, &outcome);
+            outcome.map_err(|f| self.fault(f))
         })
         .await
     }

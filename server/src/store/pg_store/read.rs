@@ -3,6 +3,8 @@
 //! from the scope's time index), the records referring to an id, the holder
 //! of a unique name, and every record of a kind.
 
+use std::sync::LazyLock;
+
 use deadpool_postgres::ClientWrapper;
 use uuid::Uuid;
 
@@ -11,25 +13,61 @@ use super::rows::{self, COLUMNS, SIZE, count, kind_code};
 use crate::store::filter::metadata_matches;
 use crate::store::{Direction, Kind, ListQuery, Metadata, Record, SortBy};
 
-pub(super) async fn get(c: &ClientWrapper, tenant: Uuid, kind: Kind, id: Uuid) -> Result<Option<Record>, Fault> {
-    let st = c
-        .prepare_cached(&format!("SELECT {COLUMNS} FROM records WHERE tenant = $1 AND kind = $2 AND id = $3"))
-        .await?;
+static GET: LazyLock<String> =
+    LazyLock::new(|| format!("SELECT {COLUMNS} FROM records WHERE tenant = $1 AND kind = $2 AND id = $3"));
+
+/// The statements of an unfiltered page, by order (see [`order`]): all of
+/// it, and bounded by its size.
+static PAGES: LazyLock<[[String; 2]; 4]> = LazyLock::new(|| {
+    [
+        (SortBy::CreatedAt, Direction::Asc),
+        (SortBy::CreatedAt, Direction::Desc),
+        (SortBy::UpdatedAt, Direction::Asc),
+        (SortBy::UpdatedAt, Direction::Desc),
+    ]
+    .map(|(sort_by, direction)| {
+        let (_, order, _) = order(sort_by, direction);
+        [
+            format!(
+                "SELECT {COLUMNS} FROM records WHERE tenant = $1 AND kind = $2 AND scope = $3 \
+                 ORDER BY {order} LIMIT $4 OFFSET $5"
+            ),
+            format!(
+                "SELECT {COLUMNS} FROM ( \
+                   SELECT *, sum(size) OVER (ORDER BY {order} ROWS UNBOUNDED PRECEDING) - size AS before \
+                   FROM (SELECT {COLUMNS}, {SIZE} AS size FROM records \
+                         WHERE tenant = $1 AND kind = $2 AND scope = $3 \
+                         ORDER BY {order} LIMIT $4 OFFSET $5) AS page \
+                 ) AS sized \
+                 WHERE before = 0 OR before + size <= $6 ORDER BY {order}"
+            ),
+        ]
+    })
+});
+
+pub(super) async fn get(
+    c: &ClientWrapper,
+    tenant: Uuid,
+    kind: Kind,
+    id: Uuid,
+) -> Result<Option<Record>, Fault> {
+    let st = c.prepare_cached(&GET).await?;
     let row = c.query_opt(&st, &[&tenant, &kind_code(kind), &id]).await?;
     Ok(row.map(|r| rows::record(kind, &r, 0)).transpose()?)
 }
 
-/// `ORDER BY` of a page, and the comparison that continues after a row.
-fn order(q: &ListQuery) -> (String, &'static str) {
-    let column = match q.sort_by {
+/// The time column of a page's order, its `ORDER BY`, and the comparison
+/// that continues after a row.
+fn order(sort_by: SortBy, direction: Direction) -> (&'static str, String, &'static str) {
+    let column = match sort_by {
         SortBy::CreatedAt => "created_at",
         SortBy::UpdatedAt => "updated_at",
     };
-    let (dir, after) = match q.direction {
+    let (dir, after) = match direction {
         Direction::Asc => ("ASC", ">"),
         Direction::Desc => ("DESC", "<"),
     };
-    (format!("{column} {dir}, id {dir}"), after)
+    (column, format!("{column} {dir}, id {dir}"), after)
 }
 
 pub(super) async fn list(
@@ -51,32 +89,24 @@ pub(super) async fn list(
 /// An unfiltered page: `LIMIT`/`OFFSET` over the scope's time index, and,
 /// when bounded, only the rows whose running size stays within `max_bytes`
 /// (counted in the database, so rows past the bound are never sent).
-async fn page(c: &ClientWrapper, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> Result<Vec<Record>, Fault> {
-    let (order, _) = order(q);
+async fn page(
+    c: &ClientWrapper,
+    tenant: Uuid,
+    kind: Kind,
+    scope: Uuid,
+    q: &ListQuery,
+) -> Result<Vec<Record>, Fault> {
+    let sqls =
+        &PAGES[2 * usize::from(q.sort_by == SortBy::UpdatedAt) + usize::from(q.direction == Direction::Desc)];
     let (limit, offset) = (count(q.limit), count(q.offset));
     let kind_code = kind_code(kind);
     let rows = match q.max_bytes {
         None => {
-            let st = c
-                .prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM records WHERE tenant = $1 AND kind = $2 AND scope = $3 \
-                     ORDER BY {order} LIMIT $4 OFFSET $5"
-                ))
-                .await?;
+            let st = c.prepare_cached(&sqls[0]).await?;
             c.query(&st, &[&tenant, &kind_code, &scope, &limit, &offset]).await?
         }
         Some(max_bytes) => {
-            let st = c
-                .prepare_cached(&format!(
-                    "SELECT {COLUMNS} FROM ( \
-                       SELECT *, sum(size) OVER (ORDER BY {order} ROWS UNBOUNDED PRECEDING) - size AS before \
-                       FROM (SELECT {COLUMNS}, {SIZE} AS size FROM records \
-                             WHERE tenant = $1 AND kind = $2 AND scope = $3 \
-                             ORDER BY {order} LIMIT $4 OFFSET $5) AS page \
-                     ) AS sized \
-                     WHERE before = 0 OR before + size <= $6 ORDER BY {order}"
-                ))
-                .await?;
+            let st = c.prepare_cached(&sqls[1]).await?;
             c.query(&st, &[&tenant, &kind_code, &scope, &limit, &offset, &count(max_bytes)]).await?
         }
     };
@@ -94,7 +124,7 @@ async fn filtered(
     q: &ListQuery,
     filter: &Metadata,
 ) -> Result<Vec<Record>, Fault> {
-    let (order, after) = order(q);
+    let (column, order, after) = order(q.sort_by, q.direction);
     let at = match q.sort_by {
         SortBy::CreatedAt => 2,
         SortBy::UpdatedAt => 3,
@@ -105,10 +135,7 @@ async fn filtered(
     );
     let first = c.prepare_cached(&format!("{select} ORDER BY {order} LIMIT $5")).await?;
     let next = c
-        .prepare_cached(&format!(
-            "{select} AND ({}, id) {after} ($6, $7) ORDER BY {order} LIMIT $5",
-            &order[..order.find(' ').unwrap_or(order.len())]
-        ))
+        .prepare_cached(&format!("{select} AND ({column}, id) {after} ($6, $7) ORDER BY {order} LIMIT $5"))
         .await?;
     // A filter jsonb cannot hold narrows nothing (`{}` is in every object).
     let narrowing = tokio_postgres::types::Json(
@@ -122,7 +149,9 @@ async fn filtered(
     loop {
         let rows = match cursor {
             None => c.query(&first, &[&tenant, &kind_code, &scope, &narrowing, &chunk]).await?,
-            Some((t, id)) => c.query(&next, &[&tenant, &kind_code, &scope, &narrowing, &chunk, &t, &id]).await?,
+            Some((t, id)) => {
+                c.query(&next, &[&tenant, &kind_code, &scope, &narrowing, &chunk, &t, &id]).await?
+            }
         };
         for row in &rows {
             let metadata: Option<&str> = row.get(7);
@@ -156,7 +185,12 @@ async fn filtered(
     }
 }
 
-pub(super) async fn referencing(c: &ClientWrapper, tenant: Uuid, kind: Kind, target: Uuid) -> Result<Vec<Uuid>, Fault> {
+pub(super) async fn referencing(
+    c: &ClientWrapper,
+    tenant: Uuid,
+    kind: Kind,
+    target: Uuid,
+) -> Result<Vec<Uuid>, Fault> {
     let st = c
         .prepare_cached(
             "SELECT id FROM records WHERE tenant = $1 AND kind = $2 AND refs @> ARRAY[$3::uuid] ORDER BY id",

@@ -10,7 +10,8 @@ use uuid::Uuid;
 use crate::store::{Kind, Metadata, Record, StoreError, StoreResult};
 
 /// The columns of a record, as every read selects them (after any it puts first).
-pub(super) const COLUMNS: &str = "id, scope, created_at, updated_at, version, unique_name, refs, metadata, data";
+pub(super) const COLUMNS: &str =
+    "id, scope, created_at, updated_at, version, unique_name, refs, metadata, data";
 
 /// What a row counts for against a page's `max_bytes`: about the size of the
 /// record's JSON (its text columns, its ids and times, its field names), a
@@ -116,12 +117,11 @@ fn integral(n: &Number) -> Option<Number> {
 
 /// The record of a row that selected [`COLUMNS`] from column `at` on.
 pub(super) fn record(kind: Kind, row: &Row, at: usize) -> StoreResult<Record> {
-    let corrupt = |what: &str, e: &dyn std::fmt::Display| StoreError::Io(format!("corrupt record ({what}): {e}"));
+    let corrupt =
+        |what: &str, e: &dyn std::fmt::Display| StoreError::Io(format!("corrupt record ({what}): {e}"));
     let get = |i: usize| at + i;
     let unique: Option<Vec<u8>> = row.try_get(get(5)).map_err(|e| corrupt("unique name", &e))?;
-    let unique = unique
-        .map(|b| String::from_utf8(b).map_err(|e| corrupt("unique name", &e)))
-        .transpose()?;
+    let unique = unique.map(|b| String::from_utf8(b).map_err(|e| corrupt("unique name", &e))).transpose()?;
     let metadata: Option<&str> = row.try_get(get(7)).map_err(|e| corrupt("metadata", &e))?;
     let metadata = metadata
         .map(|m| serde_json::from_str::<Option<Metadata>>(m).map_err(|e| corrupt("metadata", &e)))
