@@ -103,6 +103,9 @@ enum Backend {
     Postgres,
 }
 
+/// Cuts a server off its store.
+type Cut = Box<dyn Fn() + Send + Sync>;
+
 /// Two servers on one new store.
 struct Pair {
     a: Server,
@@ -110,13 +113,13 @@ struct Pair {
     _dir: tempfile::TempDir,
     db: Option<TestDb>,
     /// Cuts server A off the store for good (its database out of reach).
-    cut_a: Box<dyn Fn() + Send + Sync>,
+    cut_a: Cut,
 }
 
 /// Two servers on one new store; `None` (with a note) when PostgreSQL is not configured.
 async fn two_servers(backend: Backend, lease_s: u64) -> Option<Pair> {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b, db, cut_a): (Arc<dyn Store>, Arc<dyn Store>, _, Box<dyn Fn() + Send + Sync>) = match backend {
+    let (a, b, db, cut_a): (Arc<dyn Store>, Arc<dyn Store>, _, Cut) = match backend {
         Backend::Sled => {
             let sled = Arc::new(SledStore::open(dir.path(), Durability::Flush).unwrap());
             let a = Arc::new(SharedSled::on(sled.clone()));
