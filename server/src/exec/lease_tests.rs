@@ -112,36 +112,61 @@ struct Pair {
     b: Server,
     _dir: tempfile::TempDir,
     db: Option<TestDb>,
-    /// Cuts server A off the store for good (its database out of reach).
-    cut_a: Cut,
+    /// Cut server A, or B, off the store for good (its database out of reach).
+    cuts: [Cut; 2],
 }
 
 /// Two servers on one new store; `None` (with a note) when PostgreSQL is not configured.
 async fn two_servers(backend: Backend, lease_s: u64) -> Option<Pair> {
     let dir = tempfile::tempdir().unwrap();
-    let (a, b, db, cut_a): (Arc<dyn Store>, Arc<dyn Store>, _, Cut) = match backend {
+    let (a, b, db, cuts): (Arc<dyn Store>, Arc<dyn Store>, _, [Cut; 2]) = match backend {
         Backend::Sled => {
             let sled = Arc::new(SledStore::open(dir.path(), Durability::Flush).unwrap());
-            let a = Arc::new(SharedSled::on(sled.clone()));
-            let cut = a.clone();
-            (
-                a,
-                Arc::new(SharedSled::on(sled)),
-                None,
-                Box::new(move || cut.cut.store(true, Ordering::Relaxed)),
-            )
+            let (a, b) = (Arc::new(SharedSled::on(sled.clone())), Arc::new(SharedSled::on(sled)));
+            let cut = |s: &Arc<SharedSled>| -> Cut {
+                let s = s.clone();
+                Box::new(move || s.cut.store(true, Ordering::Relaxed))
+            };
+            let cuts = [cut(&a), cut(&b)];
+            (a, b, None, cuts)
         }
         Backend::Postgres => {
             let db = TestDb::create().await?;
-            let a = Arc::new(db.store().await);
-            let cut = a.clone();
-            (a, Arc::new(db.store().await), Some(db), Box::new(move || cut.close()))
+            let (a, b) = (Arc::new(db.store().await), Arc::new(db.store().await));
+            let cut = |s: &Arc<crate::store::pg_store::PgStore>| -> Cut {
+                let s = s.clone();
+                Box::new(move || s.close())
+            };
+            let cuts = [cut(&a), cut(&b)];
+            (a, b, Some(db), cuts)
         }
     };
-    Some(Pair { a: server(a, lease_s).await, b: server(b, lease_s).await, _dir: dir, db, cut_a })
+    Some(Pair { a: server(a, lease_s).await, b: server(b, lease_s).await, _dir: dir, db, cuts })
 }
 
 impl Pair {
+    fn server(&self, i: usize) -> &Server {
+        if i == 0 { &self.a } else { &self.b }
+    }
+
+    /// Which server runs the execution (holding its lease): 0 for A, 1 for B.
+    /// Usually the one that started it, but the other may claim it first, at
+    /// a look between the start's commit and its claim.
+    async fn runner_of(&self, id: Uuid) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let holder = lease(&self.a.app, id).await.map(|l| l.holder);
+            for i in 0..2 {
+                let s = self.server(i);
+                if holder.is_some() && holder == s.engine.server_id() && s.engine.runs(id) {
+                    return i;
+                }
+            }
+            assert!(Instant::now() < deadline, "no server runs execution {id}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// Stops both servers and drops the database.
     async fn finish(self) {
         self.a.engine.halt().await;
@@ -243,7 +268,7 @@ async fn each_execution_runs_on_exactly_one_server(backend: Backend) {
 /// lease over once it expires, and ends the sleep at its first due time.
 async fn a_dead_servers_sleeping_execution_is_finished_by_another(backend: Backend) {
     let Some(pair) = two_servers(backend, 1).await else { return };
-    let (a, b) = (&pair.a, &pair.b);
+    let a = &pair.a;
     let id = task(
         &a.app,
         json!({"name": "t", "main": [
@@ -254,16 +279,18 @@ async fn a_dead_servers_sleeping_execution_is_finished_by_another(backend: Backe
     let due =
         until(&a.app, e.id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await.sleeping_until;
     let due = due.unwrap();
-    assert!(a.engine.runs(e.id) && !b.engine.runs(e.id));
+    let runner = pair.runner_of(e.id).await;
+    let (a, b) = (pair.server(runner), pair.server(1 - runner));
     // Dies: nothing is released, nothing renewed.
     a.engine.halt().await;
     assert_eq!(lease(&b.app, e.id).await.map(|l| l.holder), a.engine.server_id(), "still the dead one's");
     let deadline = Instant::now() + Duration::from_secs(10);
-    while !b.engine.runs(e.id) {
+    // (Its run is under way as soon as it claims: before its claim is written.)
+    while lease(&b.app, e.id).await.map(|l| l.holder) != b.engine.server_id() {
         assert!(Instant::now() < deadline, "the other server did not take the execution over");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(lease(&b.app, e.id).await.map(|l| l.holder), b.engine.server_id());
+    assert!(b.engine.runs(e.id));
     let done = until(&b.app, e.id, Duration::from_secs(20), |e| e.status.is_terminal()).await;
     assert_eq!(done.status, ExecutionStatus::Succeeded, "{:?}", done.error);
     assert_eq!(done.output, Some(json!({"ok": true})));
@@ -289,10 +316,12 @@ async fn a_dead_servers_sleeping_execution_is_finished_by_another(backend: Backe
 /// run on the other at once, though it sleeps (its lease is deleted).
 async fn a_cancel_through_another_server_stops_the_run(backend: Backend) {
     let Some(pair) = two_servers(backend, 1).await else { return };
-    let (a, b) = (&pair.a, &pair.b);
+    let a = &pair.a;
     let id = task(&a.app, json!({"name": "t", "main": [{"sleep": {"hours": 1}}]})).await;
     let e = start(&a.app, id).await;
     until(&a.app, e.id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await;
+    let runner = pair.runner_of(e.id).await;
+    let (a, b) = (pair.server(runner), pair.server(1 - runner));
     let cancel = UpdateExecutionRequest { status: RequestedStatus::Cancelled, reason: None, input: None };
     let cancelled = b.app.execution_update(T, e.id, cancel).await.unwrap();
     assert_eq!(cancelled.status, ExecutionStatus::Cancelled);
@@ -303,7 +332,6 @@ async fn a_cancel_through_another_server_stops_the_run(backend: Backend) {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     assert_eq!(kinds(&transitions(&a.app, e.id).await), [TransitionType::Init, TransitionType::Cancelled]);
-    assert!(!b.engine.runs(e.id));
     pair.finish().await;
 }
 
@@ -340,18 +368,23 @@ async fn a_resume_through_another_server_runs_there_at_once(backend: Backend) {
 /// the execution at its next look, not once the lease would have expired.
 async fn a_stopping_server_hands_its_executions_over(backend: Backend) {
     let Some(pair) = two_servers(backend, 6).await else { return };
-    let (a, b) = (&pair.a, &pair.b);
+    let a = &pair.a;
     let id =
-        task(&a.app, json!({"name": "t", "main": [{"sleep": {"seconds": 0.2}}, {"return": {"n": 1}}]})).await;
+        task(&a.app, json!({"name": "t", "main": [{"sleep": {"seconds": 4}}, {"return": {"n": 1}}]})).await;
     let e = start(&a.app, id).await;
     until(&a.app, e.id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await;
+    let runner = pair.runner_of(e.id).await;
+    let (a, b) = (pair.server(runner), pair.server(1 - runner));
     let t0 = Instant::now();
     a.engine.stop().await;
-    assert!(lease(&b.app, e.id).await.is_none(), "a stopping server releases its leases");
+    // A look every 2 s (lease_s 6): well before the 6 s a dead server's lease takes.
+    let deadline = t0 + Duration::from_secs(4);
+    while lease(&b.app, e.id).await.map(|l| l.holder) != b.engine.server_id() {
+        assert!(Instant::now() < deadline, "a stopping server's execution was not handed over at once");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let done = until(&b.app, e.id, Duration::from_secs(20), |e| e.status.is_terminal()).await;
     assert_eq!(done.status, ExecutionStatus::Succeeded, "{:?}", done.error);
-    // A look every 2 s (lease_s 6): well before the 6 s a dead server's lease takes.
-    assert!(t0.elapsed() < Duration::from_secs(5), "taken over after {:?}", t0.elapsed());
     pair.finish().await;
 }
 
@@ -359,14 +392,16 @@ async fn a_stopping_server_hands_its_executions_over(backend: Backend) {
 /// run before its lease expires; the other server takes over and finishes it.
 async fn a_server_that_cannot_renew_stops_and_another_finishes(backend: Backend) {
     let Some(pair) = two_servers(backend, 1).await else { return };
-    let (a, b) = (&pair.a, &pair.b);
+    let a = &pair.a;
     let id =
         task(&a.app, json!({"name": "t", "main": [{"sleep": {"seconds": 2.5}}, {"return": {"ok": true}}]}))
             .await;
     let e = start(&a.app, id).await;
     until(&a.app, e.id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await;
+    let runner = pair.runner_of(e.id).await;
+    let (a, b) = (pair.server(runner), pair.server(1 - runner));
     let cut = Instant::now();
-    (pair.cut_a)();
+    (pair.cuts[runner])();
     // Tried again every few seconds, each try failing at once: never a run for long.
     let deadline = cut + Duration::from_secs(1);
     while a.engine.runs(e.id) {
@@ -404,7 +439,7 @@ async fn an_unshared_store_takes_no_leases() {
 /// next renewal of the lease.
 async fn a_cancel_elsewhere_is_heard_at_once(backend: Backend) {
     let Some(pair) = two_servers(backend, 15).await else { return };
-    let (a, b) = (&pair.a, &pair.b);
+    let a = &pair.a;
     if a.app.store.changes().is_none() {
         eprintln!("skipped: this store does not report its changes");
         return pair.finish().await;
@@ -412,6 +447,8 @@ async fn a_cancel_elsewhere_is_heard_at_once(backend: Backend) {
     let id = task(&a.app, json!({"name": "t", "main": [{"sleep": {"hours": 1}}]})).await;
     let e = start(&a.app, id).await;
     until(&a.app, e.id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await;
+    let runner = pair.runner_of(e.id).await;
+    let (a, b) = (pair.server(runner), pair.server(1 - runner));
     let cancel = UpdateExecutionRequest { status: RequestedStatus::Cancelled, reason: None, input: None };
     b.app.execution_update(T, e.id, cancel).await.unwrap();
     // The next renewal is 5 s away (lease_s 15).
