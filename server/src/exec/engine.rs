@@ -24,7 +24,7 @@ use uuid::Uuid;
 use super::api_call::ApiCallPolicy;
 use super::expr::Evaluator;
 use super::lease::{Claim, Held, Leases, Lost, lease_of};
-use super::records::{ExecutionData, read};
+use super::records::{ExecutionData, marker_waits, read};
 use super::run::{Run, Stop};
 use crate::api::types::ExecutionStatus;
 use crate::app::{App, Tenant};
@@ -302,7 +302,7 @@ impl Engine {
             .collect();
         let mut claimable = Vec::new();
         for (tenant, marker) in markers {
-            if self.active.lock().contains_key(&marker.id) {
+            if marker_waits(&marker) || self.active.lock().contains_key(&marker.id) {
                 continue;
             }
             if let Some(rec) = held.get(&(tenant, marker.id)) {
@@ -322,7 +322,8 @@ impl Engine {
         }
         let mut claiming = 0;
         for (tenant, id) in claimable {
-            // One read each, in turn (not a burst of them): most are waiting for input.
+            // One read each, in turn (not a burst of them): markers written
+            // before they said whether their execution waits say nothing.
             let Some(rec) = store.get(tenant.0, Kind::Execution, id).await? else { continue };
             let runnable = read::<ExecutionData>(&rec)
                 .map_or(true, |d| !d.status().is_terminal() && d.status() != ExecutionStatus::AwaitingInput);

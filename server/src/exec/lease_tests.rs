@@ -349,6 +349,8 @@ async fn a_resume_through_another_server_runs_there_at_once(backend: Backend) {
     let e = start(&a.app, id).await;
     until(&a.app, e.id, Duration::from_secs(10), |e| e.status == ExecutionStatus::AwaitingInput).await;
     assert!(lease(&a.app, e.id).await.is_none(), "a waiting execution holds no lease");
+    let marker = a.app.store.get(T.0, Kind::ActiveExecution, e.id).await.unwrap().expect("its marker");
+    assert!(super::records::marker_waits(&marker), "the looks skip it without reading it");
     let t0 = Instant::now();
     let resume = UpdateExecutionRequest {
         status: RequestedStatus::Running,
@@ -460,6 +462,36 @@ async fn a_cancel_elsewhere_is_heard_at_once(backend: Backend) {
     pair.finish().await;
 }
 
+/// A waiting execution's marker says so (the looks skip it), and stops
+/// saying so once a resume makes it run again.
+async fn a_waiting_executions_marker_says_so(backend: Backend) {
+    let Some(pair) = two_servers(backend, 15).await else { return };
+    let a = &pair.a;
+    let id = task(
+        &a.app,
+        json!({"name": "t", "main": [
+        {"wait_for_input": {"info": {}}}, {"sleep": {"seconds": 0.3}}, {"wait_for_input": {"info": {}}}]}),
+    )
+    .await;
+    let e = start(&a.app, id).await;
+    let waits = || async {
+        let marker = a.app.store.get(T.0, Kind::ActiveExecution, e.id).await.unwrap().expect("its marker");
+        super::records::marker_waits(&marker)
+    };
+    let resume = UpdateExecutionRequest { status: RequestedStatus::Running, reason: None, input: None };
+    until(&a.app, e.id, Duration::from_secs(10), |e| e.status == ExecutionStatus::AwaitingInput).await;
+    assert!(waits().await);
+    a.app.execution_update(T, e.id, resume.clone()).await.unwrap();
+    until(&a.app, e.id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await;
+    assert!(!waits().await, "a resumed execution's marker still says it waits");
+    until(&a.app, e.id, Duration::from_secs(10), |e| e.status == ExecutionStatus::AwaitingInput).await;
+    assert!(waits().await);
+    a.app.execution_update(T, e.id, resume).await.unwrap();
+    let done = until(&a.app, e.id, Duration::from_secs(10), |e| e.status.is_terminal()).await;
+    assert_eq!(done.status, ExecutionStatus::Succeeded, "{:?}", done.error);
+    pair.finish().await;
+}
+
 macro_rules! on_both {
     ($($scenario:ident),* $(,)?) => {
         mod on_sled {
@@ -485,4 +517,5 @@ on_both!(
     a_stopping_server_hands_its_executions_over,
     a_server_that_cannot_renew_stops_and_another_finishes,
     a_cancel_elsewhere_is_heard_at_once,
+    a_waiting_executions_marker_says_so,
 );
