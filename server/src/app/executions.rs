@@ -28,7 +28,7 @@ use crate::exec::records::{
 use crate::store::{Direction, Expect, Kind, ListQuery, Op, Record, SortBy, StoreError};
 
 /// How long a stream of transitions waits for news before it looks again by
-/// itself (a commit by another process does not wake it).
+/// itself (a commit by another server wakes it only through the store's changes).
 const FOLLOW_POLL: Duration = Duration::from_secs(1);
 
 impl App {

@@ -6,22 +6,30 @@
 //! transition), and again when a run could not reach the store. A run holds
 //! one of `workers` slots while it works; a sleeping run gives its slot back.
 //! A cancel aborts the run at once (an in-flight model or HTTP call is dropped).
+//!
+//! On a shared store (several servers on one database) a run also holds the
+//! execution's lease (see [`super::lease`]), and the engine looks every third
+//! of `executions.lease_s` for executions under way whose lease nobody holds
+//! (their server died, or stopped): it claims and runs them. That look is
+//! also how a starting server resumes what was under way.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, broadcast, watch};
 use tokio::task::AbortHandle;
 use uuid::Uuid;
 
 use super::api_call::ApiCallPolicy;
 use super::expr::Evaluator;
-use super::records::{ExecutionData, read};
+use super::lease::{Claim, Held, Leases, Lost, lease_of};
+use super::records::{ExecutionData, marker_waits, read};
 use super::run::{Run, Stop};
+use crate::api::types::ExecutionStatus;
 use crate::app::{App, Tenant};
 use crate::config::{ExecutionsConfig, ToolsConfig};
-use crate::store::Kind;
+use crate::store::{Change, Kind, StoreResult, now};
 
 /// How long a run that could not reach the store waits before it tries again.
 const STORE_RETRY: Duration = Duration::from_secs(2);
@@ -35,6 +43,16 @@ struct Active {
     abort: Option<AbortHandle>,
     /// Run it again when this run ends (it was resumed while it ended).
     again: bool,
+    /// The execution's lease, once this run claimed it (shared stores only).
+    lease: Option<Arc<Held>>,
+}
+
+/// How a run that was not stopped ended.
+enum Ended {
+    /// A commit ended the execution (and deleted its lease, if it had one).
+    ByCommit,
+    /// There was nothing to run: the execution is gone or has ended.
+    Nothing,
 }
 
 pub struct Engine {
@@ -49,6 +67,11 @@ pub struct Engine {
     /// Bumped by every commit of a transition: streams of transitions wait on it.
     changes: watch::Sender<u64>,
     stopping: std::sync::atomic::AtomicBool,
+    /// On a shared store: which server runs what (see [`super::lease`]).
+    leases: Option<Leases>,
+    /// What runs beside the executions (on a shared store: the look for
+    /// executions to take over, the listener of the store's changes).
+    background: parking_lot::Mutex<Vec<AbortHandle>>,
     log: slog::Logger,
 }
 
@@ -75,9 +98,16 @@ impl Engine {
             active: Default::default(),
             changes: watch::channel(0).0,
             stopping: Default::default(),
+            leases: app.store.shared().then(|| Leases::new(config.lease_s)),
+            background: Default::default(),
             log,
         });
         app.install_engine(&engine);
+        if engine.leases.is_some() {
+            // What was under way is found by the first look, as is what another server leaves.
+            engine.share();
+            return Ok(engine);
+        }
         let mut resumed = 0;
         for (tenant, active) in app.store.scan_kind(Kind::ActiveExecution).await? {
             let Some(rec) = app.store.get(tenant, Kind::Execution, active.id).await? else { continue };
@@ -109,17 +139,203 @@ impl Engine {
         let engine = self.clone();
         let task = tokio::spawn(async move {
             let _done = Finished { engine: engine.clone(), tenant, id };
-            let Ok(slot) = engine.slots.clone().acquire_owned().await else { return };
-            let run = match Run::load(engine.clone(), tenant, id, slot).await {
-                Ok(Some(run)) => run,
-                Ok(None) => return,
-                Err(stop) => return engine.stopped(tenant, id, stop),
-            };
-            if let Err(stop) = run.run().await {
+            if engine.leases.is_some() {
+                return engine.run_leased(tenant, id).await;
+            }
+            if let Err(stop) = engine.run_once(tenant, id).await {
                 engine.stopped(tenant, id, stop);
             }
         });
-        active.insert(id, Active { abort: Some(task.abort_handle()), again: false });
+        active.insert(id, Active { abort: Some(task.abort_handle()), again: false, lease: None });
+    }
+
+    /// One run of the execution, in one of the engine's slots.
+    async fn run_once(self: &Arc<Self>, tenant: Tenant, id: Uuid) -> Result<Ended, Stop> {
+        let Ok(slot) = self.slots.clone().acquire_owned().await else { return Ok(Ended::Nothing) };
+        let Some(run) = Run::load(self.clone(), tenant, id, slot).await? else { return Ok(Ended::Nothing) };
+        run.run().await.map(|()| Ended::ByCommit)
+    }
+
+    /// One run of the execution on a shared store: while this server holds its
+    /// lease, and not at all when another server does.
+    async fn run_leased(self: &Arc<Self>, tenant: Tenant, id: Uuid) {
+        let Some(leases) = &self.leases else { return };
+        let store = self.app.store.as_ref();
+        let held = match leases.claim(store, tenant, id).await {
+            Ok(Claim::Held(held)) => held,
+            Ok(Claim::Nothing) => return,
+            Ok(Claim::Busy { holder, expires_at }) => {
+                slog::debug!(self.log, "execution left to the server holding its lease";
+                    "execution" => %id, "holder" => %holder, "expires_at" => %expires_at);
+                return;
+            }
+            Err(e) => return self.stopped(tenant, id, Stop::Store(e.into())),
+        };
+        if let Some(old) = &held.took_over {
+            slog::warn!(self.log, "taking over an execution whose server let its lease expire";
+                "execution" => %id, "from" => %old.holder, "expired_at" => %old.expires_at);
+        }
+        if let Some(a) = self.active.lock().get_mut(&id) {
+            a.lease = Some(held.clone());
+        }
+        let outcome = tokio::select! {
+            ended = self.run_once(tenant, id) => ended,
+            lost = leases.keep(store, &held) => {
+                // The run is dropped here, mid-step if it was in one.
+                return self.lost(tenant, id, lost);
+            }
+        };
+        match outcome {
+            Ok(Ended::ByCommit) => {}
+            // Runs again here at once, or after a while: the lease stays this server's meanwhile.
+            Err(stop @ (Stop::Reload | Stop::Store(_))) => self.stopped(tenant, id, stop),
+            Ok(Ended::Nothing) => self.release(leases, &held).await,
+            Err(stop) => {
+                self.release(leases, &held).await;
+                self.stopped(tenant, id, stop);
+            }
+        }
+    }
+
+    /// Gives up a lease whose run ended without a commit deleting it.
+    async fn release(&self, leases: &Leases, held: &Held) {
+        if let Err(e) = leases.release(self.app.store.as_ref(), held).await {
+            slog::warn!(self.log, "cannot release the lease of an execution; it expires by itself";
+                "execution" => %held.id(), "error" => %e, "lease_s" => leases.lease.as_secs());
+        }
+    }
+
+    /// What follows a run stopped because its lease was lost.
+    fn lost(self: &Arc<Self>, tenant: Tenant, id: Uuid, lost: Lost) {
+        match lost {
+            // The execution ended, or waits for input, by a commit of another server (a cancel).
+            Lost::Released => {}
+            Lost::TakenOver { by } => {
+                slog::warn!(self.log, "another server took over an execution: its run here stopped";
+                    "execution" => %id, "holder" => %by);
+            }
+            Lost::Unreachable(e) => {
+                slog::warn!(self.log, "execution stopped: its lease could not be renewed";
+                    "execution" => %id, "error" => %e);
+                // Claimed again (by this server or another) once the store answers.
+                self.stopped(tenant, id, Stop::Store(e.into()));
+            }
+        }
+    }
+
+    /// Starts what a server on a shared store runs beside its executions: the
+    /// periodic look for executions to run, and the listener that stops a run
+    /// at once when its lease changes elsewhere (and wakes the streams of
+    /// transitions when an execution changes on any server).
+    fn share(self: &Arc<Self>) {
+        let Some(leases) = &self.leases else { return };
+        let period = leases.period();
+        let weak = Arc::downgrade(self);
+        let look = tokio::spawn(async move {
+            loop {
+                let Some(engine) = weak.upgrade() else { return };
+                if engine.stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                    return;
+                }
+                if let Err(e) = engine.discover().await {
+                    slog::warn!(engine.log, "cannot look for executions to run; trying again";
+                        "error" => %e, "retry_in_s" => period.as_secs_f64());
+                }
+                drop(engine);
+                tokio::time::sleep(period).await;
+            }
+        });
+        let mut background = vec![look.abort_handle()];
+        if let Some(mut changes) = self.app.store.changes() {
+            let weak = Arc::downgrade(self);
+            let listen = tokio::spawn(async move {
+                loop {
+                    let change = changes.recv().await;
+                    let Some(engine) = weak.upgrade() else { return };
+                    match change {
+                        Ok(Change::Record { kind: Kind::ExecutionLease, id, .. }) => {
+                            engine.lease_changed(Some(id))
+                        }
+                        // An execution changed, maybe on another server: streams of transitions look.
+                        Ok(Change::Record { kind: Kind::Execution, .. }) => engine.changed(),
+                        Ok(Change::Unknown) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                            engine.lease_changed(None);
+                            engine.changed();
+                        }
+                        Ok(_) => {}
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    }
+                }
+            });
+            background.push(listen.abort_handle());
+        }
+        *self.background.lock() = background;
+    }
+
+    /// Wakes the keeper of the lease `id` (of every lease, for `None`), which
+    /// checks whether it is still this server's.
+    fn lease_changed(&self, id: Option<Uuid>) {
+        let active = self.active.lock();
+        let held = |a: &Active| a.lease.as_ref().map(|held| held.wake.clone());
+        match id {
+            Some(id) => active.get(&id).and_then(held).into_iter().for_each(|wake| wake.notify_one()),
+            None => active.values().filter_map(held).for_each(|wake| wake.notify_one()),
+        }
+    }
+
+    /// Runs every execution under way that no live lease covers (its server
+    /// died or stopped): the start-up resume of a shared store, and its
+    /// failover. An execution whose lease is held by a server that has not
+    /// renewed it lately waits for that lease to expire, and says so.
+    async fn discover(self: &Arc<Self>) -> StoreResult<()> {
+        let Some(leases) = &self.leases else { return Ok(()) };
+        let store = self.app.store.as_ref();
+        let markers = store.scan_kind(Kind::ActiveExecution).await?;
+        if markers.is_empty() {
+            return Ok(());
+        }
+        let held: HashMap<(Uuid, Uuid), _> = store
+            .scan_kind(Kind::ExecutionLease)
+            .await?
+            .into_iter()
+            .map(|(t, rec)| ((t, rec.id), rec))
+            .collect();
+        let mut claimable = Vec::new();
+        for (tenant, marker) in markers {
+            if marker_waits(&marker) || self.active.lock().contains_key(&marker.id) {
+                continue;
+            }
+            if let Some(rec) = held.get(&(tenant, marker.id)) {
+                let lease = lease_of(rec);
+                let at = now();
+                if lease.holder != leases.server && lease.expires_at >= at {
+                    let silent = (at - rec.updated_at).to_std().unwrap_or_default();
+                    if silent > 2 * leases.period() {
+                        slog::info!(self.log, "execution waits for the lease of a server that stopped renewing it";
+                            "execution" => %marker.id, "holder" => %lease.holder,
+                            "silent_s" => silent.as_secs_f64(), "taken_over_at" => %lease.expires_at);
+                    }
+                    continue;
+                }
+            }
+            claimable.push((Tenant(tenant), marker.id));
+        }
+        let mut claiming = 0;
+        for (tenant, id) in claimable {
+            // One read each, in turn (not a burst of them): markers written
+            // before they said whether their execution waits say nothing.
+            let Some(rec) = store.get(tenant.0, Kind::Execution, id).await? else { continue };
+            let runnable = read::<ExecutionData>(&rec)
+                .map_or(true, |d| !d.status().is_terminal() && d.status() != ExecutionStatus::AwaitingInput);
+            if runnable {
+                self.enqueue(tenant, id);
+                claiming += 1;
+            }
+        }
+        if claiming > 0 {
+            slog::info!(self.log, "claiming executions under way that no server runs"; "count" => claiming);
+        }
+        Ok(())
     }
 
     /// What follows a run that stopped before the execution's end.
@@ -160,9 +376,31 @@ impl Engine {
     /// Stops every run (the server is stopping): their executions go on at the
     /// next start. Waits (at most [`STOP_WAIT`]) until the runs are gone, so
     /// that nothing of this engine holds the store any more.
+    ///
+    /// On a shared store, the leases of those runs are released, so that
+    /// another server goes on with them at its next look instead of after
+    /// they expire.
     pub async fn stop(&self) {
+        let held = self.halt().await;
+        let Some(leases) = &self.leases else { return };
+        let store = self.app.store.as_ref();
+        let releases = futures::future::join_all(held.iter().map(|h| leases.release(store, h)));
+        if tokio::time::timeout(STOP_WAIT, releases).await.is_err() {
+            slog::warn!(self.log, "leases not released in time: they expire by themselves";
+                "count" => held.len(), "lease_s" => leases.lease.as_secs());
+        }
+    }
+
+    /// Stops every run and what runs beside them, releasing nothing (as a
+    /// server that dies would); answers the leases its runs held.
+    pub(crate) async fn halt(&self) -> Vec<Arc<Held>> {
         self.stopping.store(true, std::sync::atomic::Ordering::Relaxed);
+        for task in self.background.lock().drain(..) {
+            task.abort();
+        }
+        let mut held = Vec::new();
         for a in self.active.lock().values_mut() {
+            held.extend(a.lease.clone());
             if let Some(abort) = a.abort.take() {
                 abort.abort();
             }
@@ -171,6 +409,7 @@ impl Engine {
         while !self.active.lock().is_empty() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
+        held
     }
 
     /// Tells the streams of transitions that something committed.
@@ -186,6 +425,16 @@ impl Engine {
     /// How many executions this process is running (sleeping ones included).
     pub fn running(&self) -> usize {
         self.active.lock().len()
+    }
+
+    /// Whether this process is running the execution (sleeping included).
+    pub fn runs(&self, id: Uuid) -> bool {
+        self.active.lock().contains_key(&id)
+    }
+
+    /// This server's id in the leases it holds (`None` on an unshared store).
+    pub fn server_id(&self) -> Option<Uuid> {
+        self.leases.as_ref().map(|l| l.server)
     }
 }
 

@@ -2,6 +2,7 @@
 //! outcome committed as a transition before the next starts.
 //!
 //! - [`engine`]: the pool of workers that runs executions, resumes them at start, cancels them.
+//! - [`lease`]: on a shared store, which server runs an execution.
 //! - [`run`]: one run of an execution: the interpreter, replaying committed transitions.
 //! - [`records`]: what is stored of executions, transitions and task snapshots.
 //! - [`expr`]: the expression language of steps (minijinja expressions, sandboxed, with fuel).
@@ -11,9 +12,12 @@
 pub mod api_call;
 pub mod engine;
 pub mod expr;
+pub mod lease;
 pub mod prompt;
 pub mod records;
 pub mod run;
 
+#[cfg(test)]
+mod lease_tests;
 #[cfg(test)]
 mod tests;

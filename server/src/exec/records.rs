@@ -264,6 +264,13 @@ pub fn active_marker(execution: Uuid, task: Uuid) -> Record {
     Record::new(Kind::ActiveExecution, execution, task, Value::Null)
 }
 
+/// Whether a marker says its execution waits for input (written on shared
+/// stores only, whose servers look through the markers every few seconds:
+/// those need not read a waiting execution each time).
+pub fn marker_waits(marker: &Record) -> bool {
+    marker.data.get("waiting").and_then(Value::as_bool) == Some(true)
+}
+
 impl ExecutionData {
     /// What a transition of `kind` does to the execution's record.
     pub fn advance(&mut self, kind: TransitionType) {
@@ -275,7 +282,9 @@ impl ExecutionData {
 
 /// The ops of one commit of an execution: `transitions` inserted, and its
 /// `record` (as read, at its version) replaced by one holding `data`; an
-/// execution that ends also loses its [`active_marker`] (when it has one).
+/// execution that ends also loses its [`active_marker`] (when it has one);
+/// on a shared store, one that ends or waits for input also loses its lease
+/// (see [`super::lease`]), and its marker says whether it waits.
 /// Every writer of an execution (its run, a client's cancel or resume)
 /// commits through these, so that none lands on a state it did not read.
 /// `record` becomes what is written.
@@ -291,11 +300,31 @@ pub async fn commit_ops(
         let rec = Record::fresh(Kind::Transition, record.id, encode(t)?);
         ops.push(Op::Put { record: rec, expect: Expect::Absent });
     }
+    // The status as read (before `record.data` becomes the new one), without decoding the rest.
+    let waited = record.data.get("status").and_then(Value::as_str) == Some("awaiting_input");
     record.updated_at = now().max(record.created_at);
     record.data = encode(data)?;
     ops.push(Op::Put { record: record.clone(), expect: Expect::Version(record.version) });
-    if data.status().is_terminal() && store.get(tenant, Kind::ActiveExecution, record.id).await?.is_some() {
+    let ends = data.status().is_terminal();
+    let waits = data.status() == crate::api::types::ExecutionStatus::AwaitingInput;
+    if ends && store.get(tenant, Kind::ActiveExecution, record.id).await?.is_some() {
         ops.push(Op::Delete { kind: Kind::ActiveExecution, id: record.id, version: None });
+    }
+    if store.shared() {
+        if !ends
+            && waits != waited
+            && let Some(mut marker) = store.get(tenant, Kind::ActiveExecution, record.id).await?
+        {
+            let expect = Expect::Version(marker.version);
+            marker.data = if waits { serde_json::json!({ "waiting": true }) } else { Value::Null };
+            marker.updated_at = now().max(marker.created_at);
+            ops.push(Op::Put { record: marker, expect });
+        }
+        // Whichever server holds the lease, nothing is left to run until a resume
+        // (which claims it afresh): a holder elsewhere stops its run at once.
+        if (ends || waits) && store.get(tenant, Kind::ExecutionLease, record.id).await?.is_some() {
+            ops.push(Op::Delete { kind: Kind::ExecutionLease, id: record.id, version: None });
+        }
     }
     Ok(ops)
 }
