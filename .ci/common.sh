@@ -96,10 +96,19 @@ ci_wait_for() {
 # `cargo build -p agent-platform --bin agent-platform`) on a free port and an
 # empty data dir, extra arguments going to `serve`; waits until it answers
 # and sets SERVER_URL and SERVER_KEY (the first key, printed on stdout).
+#
+# With AGENT_PLATFORM_TEST_BACKEND=postgres, the server runs on a new database
+# of the cluster of AGENT_PLATFORM_TEST_DATABASE_URL (see .ci/postgres).
 start_server() {
-    local bin="$TARGET_DIR/debug/agent-platform"
+    local bin="$TARGET_DIR/debug/agent-platform" store=()
     [ -x "$bin" ] || { echo "$bin is missing" >&2; exit 1; }
-    ci_background server env AGENT_PLATFORM_LOG_LEVEL=error \
+    if [ "${AGENT_PLATFORM_TEST_BACKEND:-sled}" = postgres ]; then
+        local url
+        url=$(.ci/postgres createdb "ci_$(date +%s%N)")
+        store=(AGENT_PLATFORM_STORE_BACKEND=postgres "AGENT_PLATFORM_DATABASE_URL=$url")
+        echo "the server runs on PostgreSQL (${url%%\?*})"
+    fi
+    ci_background server env AGENT_PLATFORM_LOG_LEVEL=error "${store[@]}" \
         "$bin" serve --bind 127.0.0.1:0 --data-dir "$CI_TMP/data" "$@"
     # The banner (stderr) names the address; the key follows on stdout.
     ci_wait_for "the server" "$BG_PID" '

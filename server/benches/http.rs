@@ -211,11 +211,14 @@ async fn main() {
 
     // ---- durable writes, 1 and 32 clients, both durability modes
     println!("\nPOST /api/agents (durable before 2xx), {WRITE_SECS} s each");
-    let before = ours.store.writer_stats();
+    let agent_platform::store::backend::Backend::Sled(sled) = &ours.store else {
+        unreachable!("the default store is sled")
+    };
+    let before = sled.writer_stats();
     let w1 = writes(&base, &key, 1).await;
-    let mid = ours.store.writer_stats();
+    let mid = sled.writer_stats();
     let w32 = writes(&base, &key, 32).await;
-    let after = ours.store.writer_stats();
+    let after = sled.writer_stats();
     let per_group = |a: (u64, u64), b: (u64, u64)| (b.1 - a.1) as f64 / (b.0 - a.0).max(1) as f64;
     println!("{}   commits/flush {:.1}", w1.line("fsync, 1 client"), per_group(before, mid));
     println!("{}   commits/flush {:.1}", w32.line("fsync, 32 clients"), per_group(mid, after));

@@ -1,6 +1,7 @@
 //! The end-to-end test harness: a real server on 127.0.0.1:0 over a real sled
-//! store in a temporary directory, driven through the generated client (and a
-//! raw HTTP client for requests the typed client refuses to build).
+//! store in a temporary directory — or, with `AGENT_PLATFORM_TEST_BACKEND=postgres`,
+//! a database of its own (see [`backend`]) — driven through the generated
+//! client (and a raw HTTP client for requests the typed client refuses to build).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -16,8 +17,11 @@ pub use agent_platform_client::types;
 use serde_json::Value;
 use uuid::Uuid;
 
+pub mod backend;
 pub mod executions;
 pub mod http_target;
+
+pub use backend::{postgres_only, sled_only};
 
 pub struct TestServer {
     running: Option<Running>,
@@ -71,6 +75,10 @@ impl TestServer {
         let mut cfg = config.clone();
         cfg.server.bind = "127.0.0.1:0".parse().unwrap();
         cfg.server.data_dir = dir.join("data");
+        if let Some((url, _)) = backend::database_for(&cfg.server.data_dir) {
+            cfg.store.backend = agent_platform::config::StoreBackend::Postgres;
+            cfg.store.url = Some(url);
+        }
         agent_platform::server::start_with_env(&cfg, |_| None).await.expect("the server starts")
     }
 
@@ -171,6 +179,12 @@ impl TestServer {
         if let Some(r) = self.running.take() {
             r.shutdown().await.unwrap();
         }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        backend::forget_database(&self.dir.path().join("data"));
     }
 }
 
@@ -323,7 +337,10 @@ impl Process {
     /// instead of serving (a store it refuses).
     pub fn try_serve_with(data_dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Result<Process, String> {
         // A store that is not there yet creates a first key and prints it.
-        let fresh = std::fs::read_dir(data_dir).map_or(true, |mut d| d.next().is_none());
+        let (database, fresh) = match backend::database_for(data_dir) {
+            Some((url, created)) => (backend::env_of(url), created),
+            None => (Vec::new(), std::fs::read_dir(data_dir).map_or(true, |mut d| d.next().is_none())),
+        };
         // The port is free when picked, but another test may take it before the
         // server binds it: then the server exits saying so, and we pick again.
         let mut attempts = 0;
@@ -336,6 +353,7 @@ impl Process {
                 .arg(data_dir)
                 .args(args)
                 .env("AGENT_PLATFORM_LOG_LEVEL", "error")
+                .envs(database.iter().map(|(k, v)| (k.as_str(), v.as_str())))
                 .envs(env.iter().copied())
                 .stdout(Stdio::piped())
                 .stderr(stderr.try_clone().unwrap())
@@ -423,6 +441,10 @@ pub fn run_to_exit(args: &[&std::ffi::OsStr], within: Duration) -> Exited {
     if args.first().is_some_and(|a| *a == "serve") && !args.iter().any(|a| *a == "--bind") {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         cmd.args(["--bind", &format!("127.0.0.1:{port}")]);
+    }
+    // On PostgreSQL, the database of the `--data-dir` given.
+    if let Some(dir) = args.iter().position(|a| *a == "--data-dir").and_then(|i| args.get(i + 1)) {
+        cmd.envs(backend::env_for(Path::new(dir)));
     }
     let mut child = cmd
         .env("AGENT_PLATFORM_LOG_LEVEL", "error")

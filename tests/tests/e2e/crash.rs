@@ -161,10 +161,25 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
 
     // The last process is dead: open its store here and compare it with the ledger.
     let mut l = std::mem::take(&mut *ledger.lock().unwrap());
-    let store = SledStore::open(&data, Durability::Flush).expect("the store opens in-process");
-    let orphans = orphans_in(&store).await;
+    let store: std::sync::Arc<dyn agent_platform::store::Store> =
+        match agent_platform_tests::backend::database_for(&data) {
+            Some((url, _)) => {
+                let mut cfg = agent_platform::config::StoreConfig::default();
+                cfg.backend = agent_platform::config::StoreBackend::Postgres;
+                cfg.url = Some(url);
+                std::sync::Arc::new(
+                    agent_platform::store::pg_store::PgStore::connect(&cfg)
+                        .await
+                        .expect("the database opens"),
+                )
+            }
+            None => std::sync::Arc::new(
+                SledStore::open(&data, Durability::Flush).expect("the store opens in-process"),
+            ),
+        };
+    let orphans = orphans_in(store.as_ref()).await;
     l.fig.orphans.extend(orphans);
-    compare_store(&store, &mut l).await;
+    compare_store(store.as_ref(), &mut l).await;
     drop(store);
 
     let f = &l.fig;

@@ -216,6 +216,9 @@ fn assert_ends_within_10_s(p: Process) {
 /// The free-space reserve (the default setup): the store stops before the disk is full.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_full_disk_answers_507_keeps_no_refused_write_and_writes_resume_by_themselves() {
+    if agent_platform_tests::sled_only("the embedded store on a full disk") {
+        return;
+    }
     let Some(fs) = Tmpfs::mount(48) else { return };
     let filler = fs.filler(8);
     let p = Process::serve_with_env(&fs.data(), &[("AGENT_PLATFORM_STORE_TIMEOUT_S", "5")]);
@@ -250,6 +253,9 @@ async fn a_full_disk_answers_507_keeps_no_refused_write_and_writes_resume_by_the
 /// for good, and is reopened in-process; the failed group is taken back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sled_running_out_mid_write_takes_the_group_back_and_reopens_in_process() {
+    if agent_platform_tests::sled_only("the embedded store on a full disk") {
+        return;
+    }
     let Some(fs) = Tmpfs::mount(40) else { return };
     let filler = fs.filler(8);
     let env = [("AGENT_PLATFORM_STORE_MIN_FREE_MB", "0"), ("AGENT_PLATFORM_STORE_TIMEOUT_S", "5")];
@@ -307,6 +313,9 @@ async fn sled_running_out_mid_write_takes_the_group_back_and_reopens_in_process(
 /// process within 10 s; after a restart every acknowledged write is there.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigterm_ends_the_process_within_10_s_while_sled_is_wedged() {
+    if agent_platform_tests::sled_only("the embedded store on a full disk") {
+        return;
+    }
     let Some(fs) = Tmpfs::mount(40) else { return };
     let filler = fs.filler(8);
     let env = [("AGENT_PLATFORM_STORE_MIN_FREE_MB", "0"), ("AGENT_PLATFORM_STORE_TIMEOUT_S", "5")];

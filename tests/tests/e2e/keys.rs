@@ -120,6 +120,7 @@ fn cli(data: &std::path::Path, args: &[&str]) -> (bool, String) {
         .args(args)
         .arg("--data-dir")
         .arg(data)
+        .envs(agent_platform_tests::backend::env_for(data))
         .env_remove("AGENT_PLATFORM_CONFIG")
         .output()
         .unwrap();

@@ -128,6 +128,9 @@ fn assert_refused(data: &Path, what: &str) -> Exited {
 
 #[test]
 fn a_deleted_db_is_refused_and_left_as_it_was() {
+    if agent_platform_tests::sled_only("what opening a data dir checks") {
+        return;
+    }
     let (_dir, data) = copy_of_base();
     std::fs::remove_file(db(&data)).unwrap();
     assert_refused(&data, "has no db file, though its manifest says it was initialised");
@@ -135,6 +138,9 @@ fn a_deleted_db_is_refused_and_left_as_it_was() {
 
 #[test]
 fn an_emptied_db_is_refused() {
+    if agent_platform_tests::sled_only("what opening a data dir checks") {
+        return;
+    }
     let (_dir, data) = copy_of_base();
     cut_db(&data, |_| 0);
     assert_refused(&data, "has an empty db file");
@@ -142,6 +148,9 @@ fn an_emptied_db_is_refused() {
 
 #[test]
 fn a_db_cut_to_half_is_refused() {
+    if agent_platform_tests::sled_only("what opening a data dir checks") {
+        return;
+    }
     let (_dir, data) = copy_of_base();
     cut_db(&data, |len| len / 2);
     assert_refused(&data, "data was lost (a truncated or replaced db file?)");
@@ -149,6 +158,9 @@ fn a_db_cut_to_half_is_refused() {
 
 #[test]
 fn a_db_cut_by_a_tenth_is_refused() {
+    if agent_platform_tests::sled_only("what opening a data dir checks") {
+        return;
+    }
     let (_dir, data) = copy_of_base();
     cut_db(&data, |len| len - len / 10);
     assert_refused(&data, "data was lost (a truncated or replaced db file?)");
@@ -156,6 +168,9 @@ fn a_db_cut_by_a_tenth_is_refused() {
 
 #[test]
 fn a_db_cut_by_1_kb_is_refused() {
+    if agent_platform_tests::sled_only("what opening a data dir checks") {
+        return;
+    }
     let (_dir, data) = copy_of_base();
     cut_db(&data, |len| len - 1024);
     assert_refused(&data, "data was lost (a truncated or replaced db file?)");
@@ -163,6 +178,9 @@ fn a_db_cut_by_1_kb_is_refused() {
 
 #[test]
 fn flipped_bytes_in_the_db_are_refused_as_corrupt() {
+    if agent_platform_tests::sled_only("what opening a data dir checks") {
+        return;
+    }
     let (_dir, data) = copy_of_base();
     let mut bytes = std::fs::read(db(&data)).unwrap();
     let middle = bytes.len() / 2;
@@ -178,6 +196,9 @@ fn flipped_bytes_in_the_db_are_refused_as_corrupt() {
 /// or a volume snapshot) from the store the manifest last saw.
 #[test]
 fn an_older_db_after_an_unclean_stop_is_refused_as_behind_its_checkpoint() {
+    if agent_platform_tests::sled_only("what opening a data dir checks") {
+        return;
+    }
     let (_dir, data) = copy_of_base();
     let older = data.with_file_name("older");
     copy_dir(&data, &older);
@@ -218,6 +239,9 @@ fn an_older_db_after_an_unclean_stop_is_refused_as_behind_its_checkpoint() {
 /// no key.
 #[test]
 fn a_data_dir_of_the_previous_release_opens_with_its_data_and_no_new_key() {
+    if agent_platform_tests::sled_only("what opening a data dir checks") {
+        return;
+    }
     let (_dir, data) = copy_of_base();
     std::fs::remove_file(data.join("manifest.json")).unwrap();
     {
@@ -242,6 +266,9 @@ fn a_data_dir_of_the_previous_release_opens_with_its_data_and_no_new_key() {
 
 #[test]
 fn a_second_process_on_a_store_in_use_is_told_another_process_holds_it() {
+    if agent_platform_tests::sled_only("what opening a data dir checks") {
+        return;
+    }
     let (_dir, data) = copy_of_base();
     let p = Process::serve(&data);
     let expected = format!("another agent-platform process holds the store in {}", data.display());
@@ -266,6 +293,9 @@ fn a_second_process_on_a_store_in_use_is_told_another_process_holds_it() {
 /// and makes that the new checkpoint: the next start needs no flag.
 #[test]
 fn accept_data_loss_serves_what_a_cut_store_holds() {
+    if agent_platform_tests::sled_only("what opening a data dir checks") {
+        return;
+    }
     let (_dir, data) = copy_of_base();
     cut_db(&data, |len| len / 2);
     let p = Process::serve_with(&data, &["--accept-data-loss"], &[]);
@@ -281,6 +311,9 @@ fn accept_data_loss_serves_what_a_cut_store_holds() {
 /// a doc's) makes the store corrupt, said as such, not an internal error.
 #[tokio::test]
 async fn a_record_that_cannot_be_read_at_start_is_reported_as_a_corrupt_store() {
+    if agent_platform_tests::sled_only("what opening a data dir checks") {
+        return;
+    }
     use agent_platform::store::sled_store::{Durability, SledStore};
     use agent_platform::store::{Expect, Kind, Op, Record, Store};
     let dir = tempfile::tempdir().unwrap();
@@ -305,6 +338,9 @@ async fn a_record_that_cannot_be_read_at_start_is_reported_as_a_corrupt_store() 
 /// port is taken) took no commit: the next start still gives the first key.
 #[test]
 fn a_first_start_that_cannot_listen_leaves_the_first_key_to_the_next_start() {
+    if agent_platform_tests::sled_only("what opening a data dir checks") {
+        return;
+    }
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -426,6 +426,23 @@ pub async fn create_database(admin_url: &str, name: &str) -> anyhow::Result<Stri
     Ok(with_dbname(admin_url, name))
 }
 
+/// Drops database `name` (closing its connections) through the server at
+/// `admin_url`; nothing if it does not exist. For tests, after [`create_database`].
+pub async fn drop_database(admin_url: &str, name: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+        "a database name of lowercase letters, digits and _ only: {name:?}"
+    );
+    let cfg: tokio_postgres::Config =
+        admin_url.parse().map_err(|e| anyhow::anyhow!("not a PostgreSQL URL: {e}"))?;
+    let (client, connection) = cfg.connect(tokio_postgres::NoTls).await?;
+    let driver = tokio::spawn(connection);
+    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await?;
+    drop(client);
+    let _ = driver.await;
+    Ok(())
+}
+
 /// `url` with its database name replaced by `name` (the path of a URL, or the
 /// `dbname=` of a key=value string).
 pub fn with_dbname(url: &str, name: &str) -> String {

@@ -5,7 +5,6 @@
 use std::collections::{HashMap, HashSet};
 
 use agent_platform::store::Store;
-use agent_platform::store::sled_store::SledStore;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -405,7 +404,7 @@ async fn read_back(api: &Api, l: &mut Ledger, was_gone: &HashSet<Uuid>, alive: &
 }
 
 /// After the last kill, in-process: the store holds exactly the ledger's records.
-pub(super) async fn compare_store(store: &SledStore, l: &mut Ledger) {
+pub(super) async fn compare_store(store: &dyn Store, l: &mut Ledger) {
     for kind in K::ALL {
         let stored: HashSet<Uuid> =
             store.scan_kind(kind.stored()).await.unwrap().into_iter().map(|(_, r)| r.id).collect();
