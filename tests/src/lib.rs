@@ -535,8 +535,8 @@ impl TestServer {
     /// The index's snippet count for an owner of the tenant `default` (what
     /// search sees, beyond what the API can show).
     pub async fn indexed_snippets(&self, owner: uuid::Uuid) -> usize {
-        let tenant = self.app().authenticate(&self.key).await.unwrap().expect("the key is known").0;
-        self.app().search.snippet_count(agent_platform::search::OwnerKey { tenant, owner })
+        let tenant = self.app().authenticate(&self.key).await.unwrap().expect("the key is known");
+        self.app().searchable_snippets(tenant, owner).await.unwrap()
     }
 }
 

@@ -6,6 +6,12 @@
 //! after each committed create or delete, before the request answers (read
 //! your writes).
 //!
+//! On a shared store (PostgreSQL) other servers write documents too, so no
+//! index is kept between requests: a search reads the owner's documents from
+//! the store and ranks them with the same engine ([`App::owner_index`]),
+//! which is exact whichever server wrote them, at a cost that grows with the
+//! owner's documents.
+//!
 //! Keeping the two in step under concurrency: every index change of an owner
 //! happens under that owner's lock ([`OwnerLocks`]), and a create applies its
 //! index change only if the doc still exists in the store at that moment. A
@@ -93,9 +99,13 @@ impl OwnerLocks {
     }
 }
 
-/// Builds the search index of every document in the store.
+/// Builds the search index of every document in the store (none for a
+/// shared store: see the module's docs).
 pub async fn rebuild_index(store: &dyn Store) -> Result<SearchIndex> {
     let index = SearchIndex::new();
+    if store.shared() {
+        return Ok(index);
+    }
     for (tenant, rec) in store.scan_kind(Kind::Doc).await? {
         let data: DocData = serde_json::from_value(rec.data)
             .map_err(|e| Error::Internal(format!("stored doc {} is unreadable: {e}", rec.id)))?;
@@ -168,6 +178,23 @@ impl App {
             .map_err(|e| body_issue(&[LocPart::Key("embeddings".into())], "value_error", e.to_string()))?;
 
         let key = owner_key(t, owner);
+        if self.store.shared() {
+            // Nothing kept in memory: the dimension is the stored documents' (two
+            // servers creating docs of different dimensions at once may both get in;
+            // a search then skips the vectors of the other dimension).
+            drop(prepared);
+            if let Some(got) = dim
+                && let Some(expected) = self.stored_dimension(t, owner).await?.filter(|d| *d != got)
+            {
+                return Err(dimension_issue(owner, expected, got));
+            }
+            let ops = vec![
+                Op::Put { record: rec, expect: Expect::Absent },
+                Op::Require { kind: owner_kind(owner.role), id: owner.id },
+            ];
+            self.commit_answering(t, ops, Some(&answer)).await?;
+            return Ok(answer);
+        }
         let lock = self.doc_locks.of(key);
         // With vectors, hold the owner's lock from the dimension check through the commit.
         let early = match dim {
@@ -234,9 +261,80 @@ impl App {
         Ok(doc)
     }
 
+    /// The owner's documents as read from the store, in a search index of their own.
+    async fn owner_index(&self, t: Tenant, owner: Uuid) -> Result<std::sync::Arc<SearchIndex>> {
+        let index = std::sync::Arc::new(SearchIndex::new());
+        let key = OwnerKey { tenant: t.0, owner };
+        let mut offset = 0;
+        loop {
+            let page = self.store.list(t.0, Kind::Doc, owner, &ListQuery::oldest_first(offset, 500)).await?;
+            offset += page.len();
+            let done = page.len() < 500;
+            let entries = page
+                .into_iter()
+                .map(|rec| {
+                    let data: DocData = serde_json::from_value(rec.data)
+                        .map_err(|e| Error::Internal(format!("stored doc {} is unreadable: {e}", rec.id)))?;
+                    Ok(DocEntry {
+                        id: rec.id,
+                        snippets: data.content,
+                        embeddings: data.embeddings,
+                        metadata: rec.metadata,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            // Text analysis is the expensive part: off the async workers.
+            let filling = index.clone();
+            tokio::task::spawn_blocking(move || {
+                for entry in entries {
+                    // A doc whose vectors have another dimension than the first
+                    // one's (see `doc_create`) is left out rather than fail the search.
+                    if let Ok(prepared) = SearchIndex::prepare_strict(entry) {
+                        let _ = filling.upsert_prepared(key, prepared);
+                    }
+                }
+            })
+            .await
+            .map_err(|e| Error::Internal(format!("indexing docs failed: {e}")))?;
+            if done {
+                return Ok(index);
+            }
+        }
+    }
+
+    /// How many snippets of `owner`'s documents a search ranks.
+    pub async fn searchable_snippets(&self, t: Tenant, owner: Uuid) -> Result<usize> {
+        let key = OwnerKey { tenant: t.0, owner };
+        if self.store.shared() {
+            return Ok(self.owner_index(t, owner).await?.snippet_count(key));
+        }
+        Ok(self.search.snippet_count(key))
+    }
+
+    /// The dimension of the owner's stored vectors, if any document has some.
+    async fn stored_dimension(&self, t: Tenant, owner: DocOwner) -> Result<Option<usize>> {
+        let mut offset = 0;
+        loop {
+            let page =
+                self.store.list(t.0, Kind::Doc, owner.id, &ListQuery::oldest_first(offset, 100)).await?;
+            offset += page.len();
+            for rec in &page {
+                if let Some(dim) = rec.data["embeddings"][0].as_array().map(Vec::len) {
+                    return Ok(Some(dim));
+                }
+            }
+            if page.len() < 100 {
+                return Ok(None);
+            }
+        }
+    }
+
     pub async fn doc_delete(&self, t: Tenant, owner: DocOwner, id: Uuid) -> Result<()> {
         self.doc_get(t, owner, id).await?;
         self.store.commit(t.0, vec![Op::Delete { kind: Kind::Doc, id, version: None }]).await?;
+        if self.store.shared() {
+            return Ok(());
+        }
         let key = owner_key(t, owner);
         let _guard = self.doc_locks.of(key).lock().await;
         self.search.remove_doc(key, id);
@@ -246,6 +344,9 @@ impl App {
     /// Drops an owner's documents from the index, once its deletion (which
     /// deletes them from the store) has committed.
     pub(super) async fn forget_docs_of(&self, t: Tenant, owner: DocOwner) {
+        if self.store.shared() {
+            return;
+        }
         let key = owner_key(t, owner);
         let _guard = self.doc_locks.of(key).lock().await;
         self.search.remove_owner(key);
@@ -306,7 +407,9 @@ impl App {
             alpha: req.alpha,
             metadata_filter: req.metadata_filter.map(Metadata::into_inner),
         };
-        let hits = self.search.search(owner_key(t, owner), &query).map_err(|e| match e {
+        let index =
+            if self.store.shared() { self.owner_index(t, owner.id).await? } else { self.search.clone() };
+        let hits = index.search(owner_key(t, owner), &query).map_err(|e| match e {
             SearchError::DimensionMismatch { expected, got } if client_vector => body_issue(
                 &[LocPart::Key("vector".into())],
                 "value_error",

@@ -164,9 +164,11 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
     let store: std::sync::Arc<dyn agent_platform::store::Store> =
         match agent_platform_tests::backend::database_for(&data) {
             Some((url, _)) => {
-                let mut cfg = agent_platform::config::StoreConfig::default();
-                cfg.backend = agent_platform::config::StoreBackend::Postgres;
-                cfg.url = Some(url);
+                let cfg = agent_platform::config::StoreConfig {
+                    backend: agent_platform::config::StoreBackend::Postgres,
+                    url: Some(url),
+                    ..Default::default()
+                };
                 std::sync::Arc::new(
                     agent_platform::store::pg_store::PgStore::connect(&cfg)
                         .await

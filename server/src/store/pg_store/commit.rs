@@ -16,8 +16,7 @@
 //! record a concurrent commit added under a `Require` of that owner: the
 //! owner's delete waited for that commit to end.
 //!
-//! In the same transaction: the search rows of documents ([`super::search`])
-//! and the notification of what changed ([`super::notify`]).
+//! In the same transaction: the notification of what changed ([`super::notify`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -26,7 +25,6 @@ use uuid::Uuid;
 
 use super::errors::{Fault, unique_violation};
 use super::rows::{Columns, kind_code, version_code};
-use super::search::{self, DocChange};
 use super::{PKEY, UNIQUE_NAME, notify};
 use crate::store::{Change, Expect, Kind, Op, Record, StoreError};
 
@@ -45,9 +43,6 @@ pub(super) async fn run(
         match op {
             Op::Put { record, expect } => {
                 put(&tx, tenant, record, *expect).await?;
-                if record.kind == Kind::Doc {
-                    search::apply(&tx, tenant, DocChange::Put(record)).await?;
-                }
                 changes.push(Change::Record {
                     tenant,
                     kind: record.kind,
@@ -57,9 +52,6 @@ pub(super) async fn run(
             }
             Op::Delete { kind, id, version } => {
                 let scope = delete(&tx, tenant, *kind, *id, *version).await?;
-                if *kind == Kind::Doc {
-                    search::apply(&tx, tenant, DocChange::Delete { id: *id }).await?;
-                }
                 changes.push(Change::Record { tenant, kind: *kind, id: *id, scope });
             }
             Op::DeleteScope { kind, scope } => {
@@ -95,9 +87,6 @@ pub(super) async fn run(
         let st =
             tx.prepare_cached("DELETE FROM records WHERE tenant = $1 AND kind = $2 AND scope = $3").await?;
         tx.execute(&st, &[&tenant, &kind_code(kind), &scope]).await?;
-        if kind == Kind::Doc {
-            search::apply(&tx, tenant, DocChange::DeleteOwner { owner: scope }).await?;
-        }
         changes.push(Change::Scope { tenant, kind, scope });
     }
     let payloads = notify::payloads(tenant, &changes);

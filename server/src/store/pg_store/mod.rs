@@ -27,7 +27,6 @@ mod errors;
 mod notify;
 mod read;
 mod rows;
-mod search;
 
 use errors::Fault;
 
