@@ -119,6 +119,21 @@ async fn serve(
     (running, base, key, dir)
 }
 
+/// Creates the agent the GETs read; answers it as the server did.
+async fn create_agent(base: &str, key: &str) -> serde_json::Value {
+    reqwest::Client::new()
+        .post(format!("{base}/api/agents"))
+        .header("authorization", format!("Bearer {key}"))
+        .header("content-type", "application/json")
+        .body(r#"{"name":"Helper","about":"A helpful agent","model":"gpt-4o-mini","instructions":["be brief"],"metadata":{"team":"bench"}}"#)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 async fn writes(base: &str, key: &str, clients: usize) -> Figures {
     let (base, auth) = (base.to_string(), format!("Bearer {key}"));
     load(clients, WRITE_SECS, move |http, i| {
@@ -175,18 +190,7 @@ async fn main() {
 
     // ---- reads: ours vs bare dropshot
     let (ours, base, key, _dir) = serve(Durability::Fsync).await;
-    let http = reqwest::Client::new();
-    let agent: serde_json::Value = http
-        .post(format!("{base}/api/agents"))
-        .header("authorization", format!("Bearer {key}"))
-        .header("content-type", "application/json")
-        .body(r#"{"name":"Helper","about":"A helpful agent","model":"gpt-4o-mini","instructions":["be brief"],"metadata":{"team":"bench"}}"#)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let agent = create_agent(&base, &key).await;
     let id = agent["id"].as_str().unwrap().to_string();
 
     let mut api = ApiDescription::new();

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{Figures, load};
+use super::{Figures, create_agent, load};
 
 const SECS: f64 = 4.0;
 
@@ -96,21 +96,6 @@ fn spawn(bin: &Path, cpu: Option<usize>, env: &[(&str, String)]) -> Server {
     Server { child, base, key, _dir: dir }
 }
 
-async fn create_agent(base: &str, key: &str) -> String {
-    let agent: serde_json::Value = reqwest::Client::new()
-        .post(format!("{base}/api/agents"))
-        .header("authorization", format!("Bearer {key}"))
-        .header("content-type", "application/json")
-        .body(r#"{"name":"Helper","about":"A helpful agent","model":"gpt-4o-mini","instructions":["be brief"],"metadata":{"team":"bench"}}"#)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    agent["id"].as_str().expect("an agent id").to_string()
-}
-
 /// GET of one agent, each client on `bases[client % bases.len()]`.
 async fn gets(bases: &[String], key: &str, id: &str, clients: usize) -> Figures {
     let urls: Vec<String> = bases.iter().map(|b| format!("{b}/api/agents/{id}")).collect();
@@ -134,7 +119,8 @@ async fn posts(bases: &[String], key: &str, clients: usize) -> Figures {
 
 /// The four figures of one deployment: GET and POST at 1 and 32 clients.
 async fn measure(name: &str, bases: &[String], key: &str) -> [Figures; 4] {
-    let id = create_agent(&bases[0], key).await;
+    let agent = create_agent(&bases[0], key).await;
+    let id = agent["id"].as_str().expect("an agent id").to_string();
     let figures = [
         gets(bases, key, &id, 1).await,
         gets(bases, key, &id, 32).await,

@@ -111,6 +111,21 @@ async fn put(tx: &Transaction<'_>, tenant: Uuid, r: &Record, expect: Expect) -> 
             _ => Fault::Db(e),
         }
     };
+    // The row's columns, $1 to $12 of both statements.
+    let row: [&(dyn tokio_postgres::types::ToSql + Sync); 12] = [
+        &tenant,
+        &kind,
+        &r.id,
+        &r.scope,
+        &r.created_at,
+        &r.updated_at,
+        &cols.unique_name,
+        &cols.unique_key,
+        &r.refs,
+        &cols.metadata,
+        &cols.data,
+        &cols.metadata_index,
+    ];
     match expect {
         Expect::Absent => {
             let st = tx
@@ -120,25 +135,7 @@ async fn put(tx: &Transaction<'_>, tenant: Uuid, r: &Record, expect: Expect) -> 
                      VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8, $9, $10, $11, $12)",
                 )
                 .await?;
-            tx.execute(
-                &st,
-                &[
-                    &tenant,
-                    &kind,
-                    &r.id,
-                    &r.scope,
-                    &r.created_at,
-                    &r.updated_at,
-                    &cols.unique_name,
-                    &cols.unique_key,
-                    &r.refs,
-                    &cols.metadata,
-                    &cols.data,
-                    &cols.metadata_index,
-                ],
-            )
-            .await
-            .map_err(clash)?;
+            tx.execute(&st, &row).await.map_err(clash)?;
         }
         Expect::Version(v) => {
             let st = tx
@@ -149,27 +146,10 @@ async fn put(tx: &Transaction<'_>, tenant: Uuid, r: &Record, expect: Expect) -> 
                      WHERE tenant = $1 AND kind = $2 AND id = $3 AND version = $13",
                 )
                 .await?;
-            let n = tx
-                .execute(
-                    &st,
-                    &[
-                        &tenant,
-                        &kind,
-                        &r.id,
-                        &r.scope,
-                        &r.created_at,
-                        &r.updated_at,
-                        &cols.unique_name,
-                        &cols.unique_key,
-                        &r.refs,
-                        &cols.metadata,
-                        &cols.data,
-                        &cols.metadata_index,
-                        &version_code(v),
-                    ],
-                )
-                .await
-                .map_err(clash)?;
+            let version = version_code(v);
+            let mut with_version = row.to_vec();
+            with_version.push(&version);
+            let n = tx.execute(&st, &with_version).await.map_err(clash)?;
             if n == 0 {
                 return Err(missing_or_stale(tx, tenant, r.kind, r.id).await);
             }

@@ -399,15 +399,21 @@ impl Store for PgStore {
     }
 }
 
+/// Test databases are named in SQL as they are given: letters, digits and _ only.
+fn check_database_name(name: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+        "a database name of lowercase letters, digits and _ only: {name:?}"
+    );
+    Ok(())
+}
+
 /// Creates a new, empty database `name` through the server at `admin_url`
 /// (any database of it that the URL's user may connect to, with the right to
 /// create databases) and answers the URL of the new one: for tests, which
 /// give each server a database of its own.
 pub async fn create_database(admin_url: &str, name: &str) -> anyhow::Result<String> {
-    anyhow::ensure!(
-        !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
-        "a database name of lowercase letters, digits and _ only: {name:?}"
-    );
+    check_database_name(name)?;
     let cfg: tokio_postgres::Config =
         admin_url.parse().map_err(|e| anyhow::anyhow!("not a PostgreSQL URL: {e}"))?;
     let target = describe(&cfg);
@@ -428,10 +434,7 @@ pub async fn create_database(admin_url: &str, name: &str) -> anyhow::Result<Stri
 /// Drops database `name` (closing its connections) through the server at
 /// `admin_url`; nothing if it does not exist. For tests, after [`create_database`].
 pub async fn drop_database(admin_url: &str, name: &str) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        !name.is_empty() && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
-        "a database name of lowercase letters, digits and _ only: {name:?}"
-    );
+    check_database_name(name)?;
     let cfg: tokio_postgres::Config =
         admin_url.parse().map_err(|e| anyhow::anyhow!("not a PostgreSQL URL: {e}"))?;
     let (client, connection) = cfg.connect(tokio_postgres::NoTls).await?;
