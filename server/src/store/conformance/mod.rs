@@ -66,8 +66,7 @@ impl TestDb {
 
     /// Drops the database (closing whatever is still connected to it).
     pub(crate) async fn drop(self) {
-        let admin = connect(&self.admin_url).await;
-        let _ = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name)).await;
+        let _ = pg_store::drop_database(&self.admin_url, &self.name).await;
     }
 }
 

@@ -414,6 +414,19 @@ fn check_database_name(name: &str) -> anyhow::Result<()> {
 /// give each server a database of its own.
 pub async fn create_database(admin_url: &str, name: &str) -> anyhow::Result<String> {
     check_database_name(name)?;
+    admin_statement(admin_url, &format!("CREATE DATABASE {name}")).await?;
+    Ok(with_dbname(admin_url, name))
+}
+
+/// Drops database `name` (closing its connections) through the server at
+/// `admin_url`; nothing if it does not exist. For tests, after [`create_database`].
+pub async fn drop_database(admin_url: &str, name: &str) -> anyhow::Result<()> {
+    check_database_name(name)?;
+    admin_statement(admin_url, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await
+}
+
+/// Runs one statement on a connection of its own to the server at `admin_url`.
+async fn admin_statement(admin_url: &str, sql: &str) -> anyhow::Result<()> {
     let cfg: tokio_postgres::Config =
         admin_url.parse().map_err(|e| anyhow::anyhow!("not a PostgreSQL URL: {e}"))?;
     let target = describe(&cfg);
@@ -422,24 +435,7 @@ pub async fn create_database(admin_url: &str, name: &str) -> anyhow::Result<Stri
         .await
         .map_err(|e| anyhow::anyhow!("cannot connect to {target}: {e}"))?;
     let driver = tokio::spawn(connection);
-    client
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot create database {name} at {target}: {e}"))?;
-    drop(client);
-    let _ = driver.await;
-    Ok(with_dbname(admin_url, name))
-}
-
-/// Drops database `name` (closing its connections) through the server at
-/// `admin_url`; nothing if it does not exist. For tests, after [`create_database`].
-pub async fn drop_database(admin_url: &str, name: &str) -> anyhow::Result<()> {
-    check_database_name(name)?;
-    let cfg: tokio_postgres::Config =
-        admin_url.parse().map_err(|e| anyhow::anyhow!("not a PostgreSQL URL: {e}"))?;
-    let (client, connection) = cfg.connect(tokio_postgres::NoTls).await?;
-    let driver = tokio::spawn(connection);
-    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await?;
+    client.batch_execute(sql).await.map_err(|e| anyhow::anyhow!("`{sql}` failed at {target}: {e}"))?;
     drop(client);
     let _ = driver.await;
     Ok(())
