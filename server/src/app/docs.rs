@@ -107,17 +107,17 @@ pub async fn rebuild_index(store: &dyn Store) -> Result<SearchIndex> {
         return Ok(index);
     }
     for (tenant, rec) in store.scan_kind(Kind::Doc).await? {
-        let data: DocData = serde_json::from_value(rec.data)
-            .map_err(|e| Error::Internal(format!("stored doc {} is unreadable: {e}", rec.id)))?;
-        let entry = DocEntry {
-            id: rec.id,
-            snippets: data.content,
-            embeddings: data.embeddings,
-            metadata: rec.metadata,
-        };
-        index.upsert_doc(OwnerKey { tenant, owner: rec.scope }, entry);
+        let owner = rec.scope;
+        index.upsert_doc(OwnerKey { tenant, owner }, stored_entry(rec)?);
     }
     Ok(index)
+}
+
+/// What search knows of a stored doc.
+fn stored_entry(rec: Record) -> Result<DocEntry> {
+    let data: DocData = serde_json::from_value(rec.data)
+        .map_err(|e| Error::Internal(format!("stored doc {} is unreadable: {e}", rec.id)))?;
+    Ok(DocEntry { id: rec.id, snippets: data.content, embeddings: data.embeddings, metadata: rec.metadata })
 }
 
 /// A 422 for one field of the request body.
@@ -171,18 +171,15 @@ impl App {
         rec.metadata = req.metadata.map(Metadata::into_inner);
         let answer = decode::<Doc>(&rec)?;
 
-        // Text analysis is the expensive part: do it off the async workers, before any lock.
-        let prepared = tokio::task::spawn_blocking(move || SearchIndex::prepare_strict(entry))
-            .await
-            .map_err(|e| Error::Internal(format!("indexing a doc failed: {e}")))?
-            .map_err(|e| body_issue(&[LocPart::Key("embeddings".into())], "value_error", e.to_string()))?;
-
+        let embeddings_issue =
+            |e: SearchError| body_issue(&[LocPart::Key("embeddings".into())], "value_error", e.to_string());
         let key = owner_key(t, owner);
         if self.store.shared() {
-            // Nothing kept in memory: the dimension is the stored documents' (two
-            // servers creating docs of different dimensions at once may both get in;
-            // a search then skips the vectors of the other dimension).
-            drop(prepared);
+            // Nothing is indexed in memory, so no text analysis: only the
+            // embeddings are checked, and the dimension is the stored documents'
+            // (two servers creating docs of different dimensions at once may
+            // both get in; a search then skips the vectors of the other dimension).
+            SearchIndex::validate(&entry).map_err(embeddings_issue)?;
             if let Some(got) = dim
                 && let Some(expected) = self.stored_dimension(t, owner).await?.filter(|d| *d != got)
             {
@@ -195,6 +192,12 @@ impl App {
             self.commit_answering(t, ops, Some(&answer)).await?;
             return Ok(answer);
         }
+
+        // Text analysis is the expensive part: do it off the async workers, before any lock.
+        let prepared = tokio::task::spawn_blocking(move || SearchIndex::prepare_strict(entry))
+            .await
+            .map_err(|e| Error::Internal(format!("indexing a doc failed: {e}")))?
+            .map_err(embeddings_issue)?;
         let lock = self.doc_locks.of(key);
         // With vectors, hold the owner's lock from the dimension check through the commit.
         let early = match dim {
@@ -227,7 +230,7 @@ impl App {
             self.store.commit(t.0, vec![Op::Delete { kind: Kind::Doc, id, version: None }]).await?;
             return Err(match e {
                 SearchError::DimensionMismatch { expected, got } => dimension_issue(owner, expected, got),
-                e => body_issue(&[LocPart::Key("embeddings".into())], "value_error", e.to_string()),
+                e => embeddings_issue(e),
             });
         }
         Ok(answer)
@@ -270,19 +273,7 @@ impl App {
             let page = self.store.list(t.0, Kind::Doc, owner, &ListQuery::oldest_first(offset, 500)).await?;
             offset += page.len();
             let done = page.len() < 500;
-            let entries = page
-                .into_iter()
-                .map(|rec| {
-                    let data: DocData = serde_json::from_value(rec.data)
-                        .map_err(|e| Error::Internal(format!("stored doc {} is unreadable: {e}", rec.id)))?;
-                    Ok(DocEntry {
-                        id: rec.id,
-                        snippets: data.content,
-                        embeddings: data.embeddings,
-                        metadata: rec.metadata,
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let entries = page.into_iter().map(stored_entry).collect::<Result<Vec<_>>>()?;
             // Text analysis is the expensive part: off the async workers.
             let filling = index.clone();
             tokio::task::spawn_blocking(move || {

@@ -225,10 +225,16 @@ impl SearchIndex {
         PreparedDoc { doc: index::prepare(doc), strict: false }
     }
 
+    /// What [`Self::prepare_strict`] rejects, without the text analysis:
+    /// embeddings that are not one valid vector per snippet, all of one dimension.
+    pub fn validate(doc: &DocEntry) -> Result<(), SearchError> {
+        index::validate_doc(doc)
+    }
+
     /// The lock-free half of [`Self::try_upsert_doc`]: rejects malformed
     /// embeddings now; the owner's dimension is checked at upsert.
     pub fn prepare_strict(doc: DocEntry) -> Result<PreparedDoc, SearchError> {
-        index::validate_doc(&doc)?;
+        Self::validate(&doc)?;
         Ok(PreparedDoc { doc: index::prepare(doc), strict: true })
     }
 
