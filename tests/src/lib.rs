@@ -495,16 +495,9 @@ pub fn fake_models(
     timeout_s: f64,
 ) -> ModelsConfig {
     ModelsConfig {
-        providers: vec![agent_platform::models::ProviderConfig {
-            name: "fake".into(),
-            base_url: fake.base_url(),
-            api_key_env: None,
-            models: Vec::new(),
-        }],
-        default_model: Some("fake-model".into()),
         request_timeout_s: Some(timeout_s),
         stream_idle_timeout_s: Some(timeout_s),
-        ..ModelsConfig::default()
+        ..fake.models_config("fake-model")
     }
 }
 

@@ -14,7 +14,7 @@ use crate::api::types::Agent;
 use crate::api::types_chat::ChatRequest;
 use crate::api::types_sessions::Session;
 use crate::models::fake_upstream::{Behaviour, FakeUpstream};
-use crate::models::provider_config::{ModelsConfig, ProviderConfig, Providers};
+use crate::models::provider_config::Providers;
 use crate::store::conformance::TestDb;
 use crate::store::{Expect, Kind, ListQuery, Op, Record, Store};
 
@@ -26,16 +26,7 @@ async fn two_servers(fake: Option<&FakeUpstream>) -> Option<(App, App, TestDb)> 
         let store: Arc<dyn Store> = Arc::new(db.store().await);
         let mut app = App::new(store).await.expect("an application on the database");
         if let Some(fake) = fake {
-            let models = ModelsConfig {
-                providers: vec![ProviderConfig {
-                    name: "fake".into(),
-                    base_url: fake.base_url(),
-                    api_key_env: None,
-                    models: vec![],
-                }],
-                default_model: Some("fake-default".into()),
-                ..ModelsConfig::default()
-            };
+            let models = fake.models_config("fake-default");
             app = app.with_models(Providers::from_config(&models, |_| None).unwrap());
         }
         apps.push(app);

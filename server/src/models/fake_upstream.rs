@@ -146,6 +146,21 @@ impl FakeUpstream {
         self.addr
     }
 
+    /// Model providers of one provider, `fake`: this server, serving every
+    /// model, with `default_model` for requests and agents that name none.
+    pub fn models_config(&self, default_model: &str) -> super::ModelsConfig {
+        super::ModelsConfig {
+            providers: vec![super::ProviderConfig {
+                name: "fake".into(),
+                base_url: self.base_url(),
+                api_key_env: None,
+                models: Vec::new(),
+            }],
+            default_model: Some(default_model.into()),
+            ..super::ModelsConfig::default()
+        }
+    }
+
     /// Queues the behaviour for the next chat completion not yet scripted.
     pub fn push(&self, behaviour: Behaviour) {
         lock(&self.shared.queue).push_back(behaviour);

@@ -17,7 +17,7 @@ use crate::app::{App, Tenant};
 use crate::exec::api_call::{ApiCallPolicy, http_client};
 use crate::exec::expr::{Context, Evaluator};
 use crate::models::fake_upstream::{Behaviour, FakeUpstream};
-use crate::models::provider_config::{ModelsConfig, ProviderConfig, Providers};
+use crate::models::provider_config::Providers;
 use crate::store::sled_store::{Durability, SledStore};
 
 struct Fixture {
@@ -40,16 +40,7 @@ impl Fixture {
         let dir = tempfile::tempdir().unwrap();
         let fake = FakeUpstream::start().await;
         let (target, server) = crate::exec::api_call::tests::target().await;
-        let models = ModelsConfig {
-            providers: vec![ProviderConfig {
-                name: "fake".into(),
-                base_url: fake.base_url(),
-                api_key_env: None,
-                models: vec![],
-            }],
-            default_model: Some("fake-default".into()),
-            ..ModelsConfig::default()
-        };
+        let models = fake.models_config("fake-default");
         let store = Arc::new(SledStore::open(dir.path(), Durability::Flush).unwrap());
         let app =
             App::new(store).await.unwrap().with_models(Providers::from_config(&models, |_| None).unwrap());
