@@ -172,6 +172,19 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
                 if pg.is_new() { "schema created" } else { "schema up to date" },
                 cfg.store.pool_size
             );
+            eprintln!(
+                "  search:  in the database (full text: GIN; vectors: {})",
+                match pg.pgvector() {
+                    Some(v) => format!("pgvector {v}"),
+                    None => "in the server, no pgvector".to_string(),
+                }
+            );
+            if pg.indexed_at_start() > 0 {
+                eprintln!(
+                    "  indexed {} documents written before search was in the database",
+                    pg.indexed_at_start()
+                );
+            }
             None
         }
     };

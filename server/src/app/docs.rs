@@ -6,11 +6,10 @@
 //! after each committed create or delete, before the request answers (read
 //! your writes).
 //!
-//! On a shared store (PostgreSQL) other servers write documents too, so no
-//! index is kept between requests: a search reads the owner's documents from
-//! the store and ranks them with the same engine ([`App::owner_index`]),
-//! which is exact whichever server wrote them, at a cost that grows with the
-//! owner's documents.
+//! A store that indexes documents itself (PostgreSQL, where other servers
+//! write documents too: see [`crate::store::Store::doc_search`]) is searched
+//! instead, through the same [`DocSearch`] trait; nothing is indexed in this
+//! server's memory then.
 //!
 //! Keeping the two in step under concurrency: every index change of an owner
 //! happens under that owner's lock ([`OwnerLocks`]), and a create applies its
@@ -40,7 +39,7 @@ use crate::api::types::{
     SearchRequest, Snippet,
 };
 use crate::api::validate::{Issues, Source};
-use crate::search::{self, DocEntry, OwnerKey, Query, SearchError, SearchIndex};
+use crate::search::{self, DocEntry, DocSearch, OwnerKey, Query, SearchError, SearchIndex};
 use crate::store::{Expect, Kind, ListQuery, Op, Record, Store, new_id};
 
 /// A document's stored fields (besides id, owner id = scope, created_at and metadata).
@@ -175,13 +174,13 @@ impl App {
             |e: SearchError| body_issue(&[LocPart::Key("embeddings".into())], "value_error", e.to_string());
         let key = owner_key(t, owner);
         if self.store.shared() {
-            // Nothing is indexed in memory, so no text analysis: only the
-            // embeddings are checked, and the dimension is the stored documents'
+            // The store indexes the doc in its commit: here only the
+            // embeddings are checked, and their dimension against the owner's
             // (two servers creating docs of different dimensions at once may
-            // both get in; a search then skips the vectors of the other dimension).
+            // both get in; the index then leaves out the vectors of the second).
             SearchIndex::validate(&entry).map_err(embeddings_issue)?;
             if let Some(got) = dim
-                && let Some(expected) = self.stored_dimension(t, owner).await?.filter(|d| *d != got)
+                && let Some(expected) = self.searcher().owner_dimension(key).await?.filter(|d| *d != got)
             {
                 return Err(dimension_issue(owner, expected, got));
             }
@@ -264,60 +263,15 @@ impl App {
         Ok(doc)
     }
 
-    /// The owner's documents as read from the store, in a search index of their own.
-    async fn owner_index(&self, t: Tenant, owner: Uuid) -> Result<std::sync::Arc<SearchIndex>> {
-        let index = std::sync::Arc::new(SearchIndex::new());
-        let key = OwnerKey { tenant: t.0, owner };
-        let mut offset = 0;
-        loop {
-            let page = self.store.list(t.0, Kind::Doc, owner, &ListQuery::oldest_first(offset, 500)).await?;
-            offset += page.len();
-            let done = page.len() < 500;
-            let entries = page.into_iter().map(stored_entry).collect::<Result<Vec<_>>>()?;
-            // Text analysis is the expensive part: off the async workers.
-            let filling = index.clone();
-            tokio::task::spawn_blocking(move || {
-                for entry in entries {
-                    // A doc whose vectors have another dimension than the first
-                    // one's (see `doc_create`) is left out rather than fail the search.
-                    if let Ok(prepared) = SearchIndex::prepare_strict(entry) {
-                        let _ = filling.upsert_prepared(key, prepared);
-                    }
-                }
-            })
-            .await
-            .map_err(|e| Error::Internal(format!("indexing docs failed: {e}")))?;
-            if done {
-                return Ok(index);
-            }
-        }
-    }
-
     /// How many snippets of `owner`'s documents a search ranks.
     pub async fn searchable_snippets(&self, t: Tenant, owner: Uuid) -> Result<usize> {
-        let key = OwnerKey { tenant: t.0, owner };
-        if self.store.shared() {
-            return Ok(self.owner_index(t, owner).await?.snippet_count(key));
-        }
-        Ok(self.search.snippet_count(key))
+        Ok(self.searcher().owner_snippets(OwnerKey { tenant: t.0, owner }).await?)
     }
 
-    /// The dimension of the owner's stored vectors, if any document has some.
-    async fn stored_dimension(&self, t: Tenant, owner: DocOwner) -> Result<Option<usize>> {
-        let mut offset = 0;
-        loop {
-            let page =
-                self.store.list(t.0, Kind::Doc, owner.id, &ListQuery::oldest_first(offset, 100)).await?;
-            offset += page.len();
-            for rec in &page {
-                if let Some(dim) = rec.data["embeddings"][0].as_array().map(Vec::len) {
-                    return Ok(Some(dim));
-                }
-            }
-            if page.len() < 100 {
-                return Ok(None);
-            }
-        }
+    /// Whoever searches documents: the store, when it indexes them itself,
+    /// else this server's index.
+    fn searcher(&self) -> &dyn DocSearch {
+        self.store.doc_search().unwrap_or(self.search.as_ref())
     }
 
     pub async fn doc_delete(&self, t: Tenant, owner: DocOwner, id: Uuid) -> Result<()> {
@@ -398,9 +352,7 @@ impl App {
             alpha: req.alpha,
             metadata_filter: req.metadata_filter.map(Metadata::into_inner),
         };
-        let index =
-            if self.store.shared() { self.owner_index(t, owner.id).await? } else { self.search.clone() };
-        let hits = index.search(owner_key(t, owner), &query).map_err(|e| match e {
+        let hits = self.searcher().search_owner(owner_key(t, owner), &query).await?.map_err(|e| match e {
             SearchError::DimensionMismatch { expected, got } if client_vector => body_issue(
                 &[LocPart::Key("vector".into())],
                 "value_error",

@@ -70,6 +70,19 @@ struct PreparedSnippet {
     vector: Option<Box<[f32]>>,
 }
 
+impl PreparedDoc {
+    /// The snippets' analysis, for an index kept elsewhere (a database).
+    pub(super) fn into_analysed(self) -> Vec<super::AnalysedSnippet> {
+        self.snippets
+            .into_iter()
+            .map(|s| {
+                let (terms, tfs) = s.terms.into_iter().unzip();
+                super::AnalysedSnippet { len: s.len, terms, tfs, vector: s.vector }
+            })
+            .collect()
+    }
+}
+
 pub(super) fn prepare(doc: DocEntry) -> PreparedDoc {
     let mut embeddings = doc.embeddings.map(Vec::into_iter);
     let snippets = doc

@@ -30,13 +30,16 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use self::index::OwnerIndex;
+use self::rank::{Ranked, TopK};
 pub use self::tokenize::tokenize;
+use crate::store::StoreResult;
 
 /// Whose documents: all search state is partitioned by this key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -131,8 +134,9 @@ impl Query {
         self
     }
 
-    /// Owner-independent checks.
-    fn validate(&self) -> Result<(), SearchError> {
+    /// Owner-independent checks: the mode's text or vector is there, the
+    /// vector is usable, alpha is within [0, 1].
+    pub fn validate(&self) -> Result<(), SearchError> {
         let needs_text = matches!(self.mode, Mode::Text | Mode::Hybrid);
         let needs_vector = matches!(self.mode, Mode::Vector | Mode::Hybrid);
         if needs_text && self.text.is_none() {
@@ -327,4 +331,105 @@ impl SearchIndex {
             owners.remove(&owner);
         }
     }
+}
+
+/// Searching one owner's documents, whatever keeps them: the in-memory
+/// [`SearchIndex`] (the embedded store), or a database that indexes them
+/// itself (see [`crate::store::Store::doc_search`]). Every implementation
+/// answers the same [`Query`] with the same ranking (BM25 with this module's
+/// analysis, cosine, [`fuse_hits`]), which the tests check across backends.
+#[async_trait]
+pub trait DocSearch: Send + Sync {
+    /// Best hits first, as [`SearchIndex::search`]. The outer error is the
+    /// store's (unavailable); the inner one the query's.
+    async fn search_owner(&self, owner: OwnerKey, q: &Query) -> StoreResult<Result<Vec<Hit>, SearchError>>;
+
+    /// How many snippets of the owner's documents a search ranks.
+    async fn owner_snippets(&self, owner: OwnerKey) -> StoreResult<usize>;
+
+    /// The dimension of the owner's vectors; `None` while it has none.
+    async fn owner_dimension(&self, owner: OwnerKey) -> StoreResult<Option<usize>>;
+}
+
+#[async_trait]
+impl DocSearch for SearchIndex {
+    async fn search_owner(&self, owner: OwnerKey, q: &Query) -> StoreResult<Result<Vec<Hit>, SearchError>> {
+        Ok(self.search(owner, q))
+    }
+
+    async fn owner_snippets(&self, owner: OwnerKey) -> StoreResult<usize> {
+        Ok(self.snippet_count(owner))
+    }
+
+    async fn owner_dimension(&self, owner: OwnerKey) -> StoreResult<Option<usize>> {
+        Ok(self.dimension(owner))
+    }
+}
+
+/// BM25's term-frequency saturation and length normalisation, for a backend
+/// that scores in a database: the same constants as the in-memory index.
+pub const BM25_K1: f64 = score::K1;
+pub const BM25_B: f64 = score::B;
+
+/// One snippet as search sees it: its length in terms, its distinct terms
+/// (sorted) with their frequencies, and its embedding scaled to unit length
+/// (`None` when it has none, or an unusable one).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnalysedSnippet {
+    pub len: u32,
+    pub terms: Vec<String>,
+    pub tfs: Vec<u32>,
+    pub vector: Option<Box<[f32]>>,
+}
+
+/// Analyses a doc's snippets for an index kept elsewhere (a database), with
+/// the same analysis as the in-memory index. Lenient, as [`SearchIndex::prepare`].
+pub fn analyse(doc: DocEntry) -> Vec<AnalysedSnippet> {
+    index::prepare(doc).into_analysed()
+}
+
+/// A query's distinct terms, sorted: what BM25 sums over, in this order.
+pub fn query_terms(text: &str) -> Vec<String> {
+    let mut terms = tokenize(text);
+    terms.sort_unstable();
+    terms.dedup();
+    terms
+}
+
+/// BM25 idf as the in-memory index computes it.
+pub fn bm25_idf(snippets: usize, df: u32) -> f64 {
+    score::bm25_idf(snippets, df)
+}
+
+/// `v` scaled to unit length (a zero vector stays zero).
+pub fn unit_vector(v: &[f32]) -> Box<[f32]> {
+    score::unit(v)
+}
+
+/// Cosine similarity of two unit-length vectors, as the in-memory index computes it.
+pub fn cosine_of_units(a: &[f32], b: &[f32]) -> f64 {
+    score::canonical(score::dot(a, b))
+}
+
+/// The `limit` best of `(doc, snippet index, score)` candidates, best first,
+/// ties ordered as everywhere else (doc id, then snippet index).
+pub fn top_hits(candidates: impl IntoIterator<Item = (Uuid, usize, f64)>, limit: usize) -> Vec<Hit> {
+    let mut top = TopK::new(limit);
+    for (doc_id, snippet_index, score) in candidates {
+        if top.admits(score) {
+            top.push(Ranked { primary: score, secondary: 0.0, doc_id, snippet_index });
+        }
+    }
+    top.into_hits()
+}
+
+/// Hybrid fusion of `((doc, snippet index), raw score)` lists, each sorted
+/// by `(doc, snippet index)` and already filtered: the in-memory index's formula.
+pub fn fuse_hits(
+    text: &[((Uuid, usize), f64)],
+    vector: &[((Uuid, usize), f64)],
+    alpha: f64,
+    limit: usize,
+) -> Vec<Hit> {
+    score::fuse(text, vector, alpha, limit, |key| key)
 }

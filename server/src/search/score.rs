@@ -45,7 +45,7 @@ pub(super) fn unit(v: &[f32]) -> Box<[f32]> {
     v.iter().map(|&x| (f64::from(x) / norm) as f32).collect()
 }
 
-fn dot(a: &[f32], b: &[f32]) -> f64 {
+pub(super) fn dot(a: &[f32], b: &[f32]) -> f64 {
     // Eight independent lanes so the compiler can vectorise; fixed order, so
     // the result is deterministic.
     let mut lanes = [0f32; 8];
@@ -63,7 +63,7 @@ fn dot(a: &[f32], b: &[f32]) -> f64 {
 }
 
 /// `-0.0` → `0.0`, so that the total order on scores has no sign artefacts.
-fn canonical(x: f64) -> f64 {
+pub(super) fn canonical(x: f64) -> f64 {
     if x == 0.0 { 0.0 } else { x }
 }
 
@@ -276,56 +276,72 @@ impl OwnerIndex {
             });
         }
 
-        let max_text = text_hits.iter().map(|&(_, s)| s).fold(0.0, f64::max);
-        let (min_vec, max_vec) = vector_hits
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &(_, c)| (lo.min(c), hi.max(c)));
-        let text_norm = |s: f64| s / max_text;
-        let vec_norm = |c: f64| {
-            if max_vec > min_vec { (c - min_vec) / (max_vec - min_vec) } else { 1.0 }
-        };
-        let vector_leads = alpha > 0.5;
-
-        let mut top = TopK::new(limit);
-        let mut consider = |slot: u32, text: Option<f64>, vector: Option<f64>| {
-            let t = text.map_or(0.0, text_norm);
-            let v = vector.map_or(0.0, vec_norm);
-            let fused = canonical(alpha * v + (1.0 - alpha) * t);
-            let lead = if vector_leads { vector } else { text };
-            let secondary = lead.unwrap_or(f64::NEG_INFINITY);
-            if top.admits(fused) {
-                top.push(self.ranked(slot, fused, secondary));
-            }
-        };
-        // Merge-join the two slot-ordered candidate lists.
-        let (mut ti, mut vi) = (0, 0);
-        loop {
-            match (text_hits.get(ti), vector_hits.get(vi)) {
-                (None, None) => break,
-                (Some(&(ts, t)), Some(&(vs, v))) if ts == vs => {
-                    consider(ts, Some(t), Some(v));
-                    ti += 1;
-                    vi += 1;
-                }
-                (Some(&(ts, t)), Some(&(vs, _))) if ts < vs => {
-                    consider(ts, Some(t), None);
-                    ti += 1;
-                }
-                (Some(&(ts, t)), None) => {
-                    consider(ts, Some(t), None);
-                    ti += 1;
-                }
-                (_, Some(&(vs, v))) => {
-                    consider(vs, None, Some(v));
-                    vi += 1;
-                }
-            }
-        }
-        top.into_hits()
+        fuse(&text_hits, &vector_hits, alpha, limit, |slot| self.locate(slot))
     }
 
     fn ranked(&self, slot: u32, primary: f64, secondary: f64) -> Ranked {
         let (doc_id, snippet_index) = self.locate(slot);
         Ranked { primary, secondary, doc_id, snippet_index }
     }
+}
+
+/// Hybrid fusion of a text side and a vector side, each a list of
+/// `(candidate, raw score)` sorted by candidate and already filtered (see
+/// [`OwnerIndex::search_hybrid`] for the formula and the order of ties);
+/// `locate` names a candidate's doc and snippet. Shared by every backend, so
+/// hybrid ranks alike wherever the two sides were scored.
+pub(super) fn fuse<K: Ord + Copy>(
+    text_hits: &[(K, f64)],
+    vector_hits: &[(K, f64)],
+    alpha: f64,
+    limit: usize,
+    locate: impl Fn(K) -> (Uuid, usize),
+) -> Vec<Hit> {
+    let max_text = text_hits.iter().map(|&(_, s)| s).fold(0.0, f64::max);
+    let (min_vec, max_vec) = vector_hits
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &(_, c)| (lo.min(c), hi.max(c)));
+    let text_norm = |s: f64| s / max_text;
+    let vec_norm = |c: f64| {
+        if max_vec > min_vec { (c - min_vec) / (max_vec - min_vec) } else { 1.0 }
+    };
+    let vector_leads = alpha > 0.5;
+
+    let mut top = TopK::new(limit);
+    let mut consider = |key: K, text: Option<f64>, vector: Option<f64>| {
+        let t = text.map_or(0.0, text_norm);
+        let v = vector.map_or(0.0, vec_norm);
+        let fused = canonical(alpha * v + (1.0 - alpha) * t);
+        let lead = if vector_leads { vector } else { text };
+        let secondary = lead.unwrap_or(f64::NEG_INFINITY);
+        if top.admits(fused) {
+            let (doc_id, snippet_index) = locate(key);
+            top.push(Ranked { primary: fused, secondary, doc_id, snippet_index });
+        }
+    };
+    // Merge-join the two candidate-ordered lists.
+    let (mut ti, mut vi) = (0, 0);
+    loop {
+        match (text_hits.get(ti), vector_hits.get(vi)) {
+            (None, None) => break,
+            (Some(&(tk, t)), Some(&(vk, v))) if tk == vk => {
+                consider(tk, Some(t), Some(v));
+                ti += 1;
+                vi += 1;
+            }
+            (Some(&(tk, t)), Some(&(vk, _))) if tk < vk => {
+                consider(tk, Some(t), None);
+                ti += 1;
+            }
+            (Some(&(tk, t)), None) => {
+                consider(tk, Some(t), None);
+                ti += 1;
+            }
+            (_, Some(&(vk, v))) => {
+                consider(vk, None, Some(v));
+                vi += 1;
+            }
+        }
+    }
+    top.into_hits()
 }

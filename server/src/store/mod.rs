@@ -313,6 +313,13 @@ pub trait Store: Send + Sync + 'static {
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<Change>> {
         None
     }
+
+    /// Search over the documents, when the store indexes them itself (the
+    /// PostgreSQL one does, in the transactions that write them); `None`: the
+    /// server keeps the index ([`crate::search::SearchIndex`]).
+    fn doc_search(&self) -> Option<&dyn crate::search::DocSearch> {
+        None
+    }
 }
 
 #[cfg(test)]

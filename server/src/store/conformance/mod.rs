@@ -9,6 +9,7 @@
 
 mod faults;
 mod rules;
+mod search;
 
 use std::sync::Arc;
 

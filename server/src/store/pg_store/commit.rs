@@ -16,15 +16,19 @@
 //! record a concurrent commit added under a `Require` of that owner: the
 //! owner's delete waited for that commit to end.
 //!
-//! In the same transaction: the notification of what changed ([`super::notify`]).
+//! In the same transaction: the search index of the docs written or deleted
+//! ([`super::search`]) and the notification of what changed ([`super::notify`]).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use deadpool_postgres::{ClientWrapper, Transaction};
 use uuid::Uuid;
 
+use std::collections::HashMap;
+
 use super::errors::{Fault, unique_violation};
 use super::rows::{Columns, kind_code, version_code};
+use super::search::{self, PreparedDoc};
 use super::{PKEY, UNIQUE_NAME, notify};
 use crate::store::{Change, Expect, Kind, Op, Record, StoreError};
 
@@ -34,6 +38,7 @@ pub(super) async fn run(
     c: &mut ClientWrapper,
     tenant: Uuid,
     ops: &[Op],
+    docs: &HashMap<Uuid, PreparedDoc>,
     committing: &AtomicBool,
 ) -> Result<(), Fault> {
     let tx = c.transaction().await?;
@@ -43,6 +48,9 @@ pub(super) async fn run(
         match op {
             Op::Put { record, expect } => {
                 put(&tx, tenant, record, *expect).await?;
+                if let Some(doc) = docs.get(&record.id).filter(|_| record.kind == Kind::Doc) {
+                    search::put_doc(&tx, tenant, record.id, record.scope, *expect, doc).await?;
+                }
                 changes.push(Change::Record {
                     tenant,
                     kind: record.kind,
@@ -52,6 +60,9 @@ pub(super) async fn run(
             }
             Op::Delete { kind, id, version } => {
                 let scope = delete(&tx, tenant, *kind, *id, *version).await?;
+                if *kind == Kind::Doc {
+                    search::delete_doc(&tx, tenant, *id).await?;
+                }
                 changes.push(Change::Record { tenant, kind: *kind, id: *id, scope });
             }
             Op::DeleteScope { kind, scope } => {
@@ -87,6 +98,9 @@ pub(super) async fn run(
         let st =
             tx.prepare_cached("DELETE FROM records WHERE tenant = $1 AND kind = $2 AND scope = $3").await?;
         tx.execute(&st, &[&tenant, &kind_code(kind), &scope]).await?;
+        if kind == Kind::Doc {
+            search::delete_owner(&tx, tenant, scope).await?;
+        }
         changes.push(Change::Scope { tenant, kind, scope });
     }
     let payloads = notify::payloads(tenant, &changes);

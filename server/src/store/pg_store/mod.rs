@@ -21,12 +21,14 @@ use uuid::Uuid;
 
 use super::{Kind, ListQuery, Op, Record, Store, StoreError, StoreResult};
 use crate::config::StoreConfig;
+use crate::search::{DocSearch, Hit, OwnerKey, Query, SearchError};
 
 mod commit;
 mod errors;
 mod notify;
 mod read;
 mod rows;
+mod search;
 
 use errors::Fault;
 
@@ -59,6 +61,10 @@ pub struct PgStore {
     created: bool,
     /// Hears every server's commits (see [`notify`]).
     listener: notify::Listener,
+    /// pgvector's version, when the database has it (see [`search`]).
+    pgvector: Option<String>,
+    /// How many documents written before search was in the database this start indexed.
+    indexed: u64,
 }
 
 /// `host:port/dbname` of a connection config, never its user or password.
@@ -125,12 +131,35 @@ impl PgStore {
         // failed on its tables and, run again, found it applied.
         let created = report.applied_migrations().iter().any(|m| m.version() == 1);
         let op_timeout = statement_timeout + connect_timeout;
-        Ok(PgStore { pool, target, op_timeout, created, listener })
+        let mut client =
+            pool.get().await.map_err(|e| anyhow::anyhow!("{}", errors::pool_error(&target, &e)))?;
+        let pgvector = search::pgvector(&client).await;
+        let indexed = search::backfill(&mut client).await.map_err(|f| {
+            let e = match f {
+                Fault::Store(e) => e,
+                Fault::Db(e) => errors::store_error(&target, &e),
+            };
+            anyhow::anyhow!("cannot index the documents written before search was in the database: {e}")
+        })?;
+        drop(client);
+        Ok(PgStore { pool, target, op_timeout, created, listener, pgvector, indexed })
     }
 
     /// Whether this start created the schema: the database held no store before.
     pub fn is_new(&self) -> bool {
         self.created
+    }
+
+    /// pgvector's version, when the database has the extension: vector
+    /// search is then computed by the database, else by the server.
+    pub fn pgvector(&self) -> Option<&str> {
+        self.pgvector.as_deref()
+    }
+
+    /// How many documents written before search was in the database
+    /// (an older schema) this start indexed.
+    pub fn indexed_at_start(&self) -> u64 {
+        self.indexed
     }
 
     /// `host:port/dbname`, without credentials.
@@ -189,11 +218,12 @@ impl PgStore {
     /// Runs a commit's transaction until it does not conflict with another,
     /// a bounded number of times, with a growing random pause between runs.
     async fn commit_retrying(&self, tenant: Uuid, ops: &[Op], committing: &AtomicBool) -> StoreResult<()> {
+        let docs = search::prepare(ops).await?;
         let (mut attempt, mut lost_once) = (0, false);
         loop {
             attempt += 1;
             let mut conn = self.conn().await?;
-            let outcome = commit::run(&mut conn, tenant, ops, committing).await;
+            let outcome = commit::run(&mut conn, tenant, ops, &docs, committing).await;
             self.finish(conn, &outcome);
             let e = match outcome {
                 Ok(()) => return Ok(()),
@@ -396,6 +426,32 @@ impl Store for PgStore {
 
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<super::Change>> {
         Some(self.listener.subscribe())
+    }
+
+    fn doc_search(&self) -> Option<&dyn DocSearch> {
+        Some(self)
+    }
+}
+
+#[async_trait]
+impl DocSearch for PgStore {
+    async fn search_owner(&self, owner: OwnerKey, q: &Query) -> StoreResult<Result<Vec<Hit>, SearchError>> {
+        if let Err(e) = q.validate() {
+            return Ok(Err(e));
+        }
+        if q.limit == 0 {
+            return Ok(Ok(Vec::new()));
+        }
+        let pgvector = self.pgvector.is_some();
+        read!(self, |c| search::search(c, owner, q, pgvector))
+    }
+
+    async fn owner_snippets(&self, owner: OwnerKey) -> StoreResult<usize> {
+        read!(self, |c| search::owner_snippets(c, owner))
+    }
+
+    async fn owner_dimension(&self, owner: OwnerKey) -> StoreResult<Option<usize>> {
+        read!(self, |c| search::owner_dimension(c, owner))
     }
 }
 
