@@ -50,10 +50,15 @@ const WORDS: &[&str] = &[
     "tide",
 ];
 
+/// A word, the first ones of [`WORDS`] far more often than the last ones
+/// (as in text: a few words are everywhere, most are rare).
+fn word(rng: &mut StdRng) -> &'static str {
+    WORDS[(WORDS.len() as f64 * rng.random_range(0.0f64..1.0).powi(3)) as usize]
+}
+
 fn snippet(rng: &mut StdRng) -> String {
     let n = rng.random_range(0..12);
-    let mut words: Vec<String> =
-        (0..n).map(|_| WORDS[rng.random_range(0..WORDS.len())].to_string()).collect();
+    let mut words: Vec<String> = (0..n).map(|_| word(rng).to_string()).collect();
     if rng.random_ratio(1, 15) {
         words.push("y".repeat(300));
     }
@@ -99,9 +104,9 @@ fn filters() -> Vec<Option<Map<String, Value>>> {
 
 fn queries(rng: &mut StdRng, dim: usize) -> Vec<Query> {
     let mut out = Vec::new();
-    for _ in 0..24 {
+    for _ in 0..40 {
         let text: String = (0..rng.random_range(1..4))
-            .map(|_| WORDS[rng.random_range(0..WORDS.len())])
+            .map(|_| if rng.random_bool(0.5) { word(rng) } else { WORDS[rng.random_range(0..WORDS.len())] })
             .collect::<Vec<_>>()
             .join(" ");
         let v = vector(rng, dim);
@@ -114,6 +119,9 @@ fn queries(rng: &mut StdRng, dim: usize) -> Vec<Query> {
             out.push(q);
         }
     }
+    // More distinct terms than the statement written out per term takes.
+    out.push(Query::text(WORDS.join(" ")).with_limit(100));
+    out.push(Query::text(WORDS.join(" ")).with_limit(3).with_filter(filters()[1].clone().unwrap()));
     out.push(Query::text("y".repeat(300)).with_limit(100));
     out.push(Query::text("o'neil don't").with_limit(100));
     out.push(Query::text("nothing matches this").with_limit(100));

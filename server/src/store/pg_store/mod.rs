@@ -110,7 +110,9 @@ impl PgStore {
         let connect_timeout = Duration::from_secs_f64(cfg.connect_timeout_s);
         pg.connect_timeout(connect_timeout);
         pg.application_name("agent-platform");
-        pg.options(format!("-c statement_timeout={}", statement_timeout.as_millis()));
+        // No JIT: it compiles for a statement the planner thinks costly (a
+        // search scoring many snippets) and takes longer than the statement.
+        pg.options(format!("-c statement_timeout={} -c jit=off", statement_timeout.as_millis()));
         let listener = notify::Listener::start(pg.clone(), target.clone());
         let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
         let manager = match pg.get_ssl_mode() {

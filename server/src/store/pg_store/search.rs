@@ -179,26 +179,67 @@ pub(super) async fn put_doc(
         )
         .await?;
     tx.execute(&st, &[&tenant, &owner, &(n as i64), &total_len, &added_vectors, &dim_len]).await?;
+    // Document frequencies, in term order (so that concurrent writers lock
+    // the rows they share in one order).
+    let mut counts: HashMap<&str, i64> = HashMap::new();
+    for term in &terms {
+        *counts.entry(term.as_str()).or_default() += 1;
+    }
+    let mut counts: Vec<(&str, i64)> = counts.into_iter().collect();
+    counts.sort_unstable();
+    let (names, dfs): (Vec<&str>, Vec<i64>) = counts.into_iter().unzip();
+    let st = tx
+        .prepare_cached(
+            "INSERT INTO search_terms AS t (tenant, owner, term, df) \
+             SELECT $1, $2, u.term, u.df FROM unnest($3::text[], $4::bigint[]) AS u(term, df) ORDER BY u.term \
+             ON CONFLICT (tenant, owner, term) DO UPDATE SET df = t.df + excluded.df",
+        )
+        .await?;
+    tx.execute(&st, &[&tenant, &owner, &names, &dfs]).await?;
     Ok(())
 }
 
 /// Unindexes a doc deleted by a commit.
 pub(super) async fn delete_doc(tx: &Transaction<'_>, tenant: Uuid, doc: Uuid) -> Result<(), Fault> {
+    // The owner's row first, then its terms': the order of a doc's put.
     let st = tx
         .prepare_cached(
             "WITH gone AS ( \
                DELETE FROM search_snippets WHERE tenant = $1 AND doc = $2 \
-               RETURNING owner, len, embedding IS NOT NULL AS has_vector \
+               RETURNING owner, len, terms, embedding IS NOT NULL AS has_vector \
              ), sums AS ( \
                SELECT owner, count(*) AS n, sum(len) AS len, count(*) FILTER (WHERE has_vector) AS v \
                FROM gone GROUP BY owner \
+             ), owners AS ( \
+               UPDATE search_owners o SET snippets = o.snippets - sums.n, total_len = o.total_len - sums.len, \
+                 vectors = o.vectors - sums.v, dim = CASE WHEN o.vectors - sums.v > 0 THEN o.dim END \
+               FROM sums WHERE o.tenant = $1 AND o.owner = sums.owner \
+               RETURNING o.owner \
              ) \
-             UPDATE search_owners o SET snippets = o.snippets - sums.n, total_len = o.total_len - sums.len, \
-               vectors = o.vectors - sums.v, dim = CASE WHEN o.vectors - sums.v > 0 THEN o.dim END \
-             FROM sums WHERE o.tenant = $1 AND o.owner = sums.owner",
+             SELECT owners.owner, t.term, count(*) AS n \
+             FROM owners, gone CROSS JOIN LATERAL unnest(gone.terms) AS t(term) \
+             GROUP BY owners.owner, t.term ORDER BY t.term",
         )
         .await?;
-    tx.execute(&st, &[&tenant, &doc]).await?;
+    let rows = tx.query(&st, &[&tenant, &doc]).await?;
+    let Some(owner) = rows.first().map(|r| r.get::<_, Uuid>(0)) else {
+        return Ok(());
+    };
+    let names: Vec<&str> = rows.iter().map(|r| r.get(1)).collect();
+    let counts: Vec<i64> = rows.iter().map(|r| r.get(2)).collect();
+    let st = tx
+        .prepare_cached(
+            "WITH lower AS ( \
+               UPDATE search_terms t SET df = t.df - u.n \
+               FROM unnest($3::text[], $4::bigint[]) AS u(term, n) \
+               WHERE t.tenant = $1 AND t.owner = $2 AND t.term = u.term \
+               RETURNING t.term, t.df \
+             ) \
+             DELETE FROM search_terms t USING lower \
+             WHERE t.tenant = $1 AND t.owner = $2 AND t.term = lower.term AND lower.df <= 0",
+        )
+        .await?;
+    tx.execute(&st, &[&tenant, &owner, &names, &counts]).await?;
     Ok(())
 }
 
@@ -207,6 +248,8 @@ pub(super) async fn delete_owner(tx: &Transaction<'_>, tenant: Uuid, owner: Uuid
     let st = tx.prepare_cached("DELETE FROM search_snippets WHERE tenant = $1 AND owner = $2").await?;
     tx.execute(&st, &[&tenant, &owner]).await?;
     let st = tx.prepare_cached("DELETE FROM search_owners WHERE tenant = $1 AND owner = $2").await?;
+    tx.execute(&st, &[&tenant, &owner]).await?;
+    let st = tx.prepare_cached("DELETE FROM search_terms WHERE tenant = $1 AND owner = $2").await?;
     tx.execute(&st, &[&tenant, &owner]).await?;
     Ok(())
 }
@@ -324,10 +367,11 @@ impl<'q> Filter<'q> {
 }
 
 /// The part of the candidates' statements that joins the record's metadata
-/// when there is a filter ($F: the narrowing filter or NULL).
-fn metadata_join(f: &str) -> String {
+/// (`r`) when there is a filter (`f`: the narrowing filter or NULL; `doc`:
+/// the candidate's doc column; $1 is the tenant).
+fn metadata_join(f: &str, doc: &str) -> String {
     format!(
-        "LEFT JOIN records r ON {f}::jsonb IS NOT NULL AND r.tenant = s.tenant AND r.kind = {} AND r.id = s.doc",
+        "LEFT JOIN records r ON {f}::jsonb IS NOT NULL AND r.tenant = $1 AND r.kind = {} AND r.id = {doc}",
         kind_code(Kind::Doc)
     )
 }
@@ -373,7 +417,67 @@ async fn candidates(
     }
 }
 
-/// The owner's snippets holding a query term, with their BM25 score.
+/// Queries with at most this many distinct terms are scored by a statement
+/// written out for their number of terms (a column per term); longer ones by
+/// one statement for all, with the terms in arrays (slower per snippet).
+const UNROLLED_TERMS: usize = 16;
+
+/// A top-k text search first scores only the snippets holding its rarest
+/// terms, as long as these hold at most this many snippets in all (see
+/// [`text_side`]). The unit tests' corpora are small: there it is small too,
+/// so that they go both ways.
+const PRUNED_CANDIDATES: i64 = if cfg!(test) { 12 } else { 5_000 };
+
+/// The statement scoring the snippets that hold any of a set of terms with
+/// the BM25 of all `k` terms of a query. Parameters: $1 tenant, $2 owner, $3
+/// the query's terms (sorted), $4 the tsquery of the set, $5 the terms' idf,
+/// $6 k1, $7 b, $8 the owner's average snippet length, $9 the narrowing
+/// filter (or NULL), $10 the limit (or NULL). The sum is in term order, as
+/// the in-memory index's.
+fn text_sql(k: usize) -> String {
+    let tf = |i: &str| format!("s.tfs[array_position(s.terms, ($3::text[])[{i}])]::float8");
+    let term = |i: &str, tf: &str| {
+        format!("coalesce(($5::float8[])[{i}] * ({tf} * ($6::float8 + 1)) / ({tf} + nm.norm), 0)")
+    };
+    let (tfs, sum) = if k <= UNROLLED_TERMS {
+        let tfs = (1..=k).map(|i| format!("{} AS tf{i}", tf(&i.to_string()))).collect::<Vec<_>>().join(", ");
+        let sum = (1..=k).map(|i| term(&i.to_string(), &format!("f.tf{i}"))).collect::<Vec<_>>().join(" + ");
+        (tfs, sum)
+    } else {
+        let tfs = format!(
+            "ARRAY(SELECT {} FROM generate_series(1, cardinality($3::text[])) AS i ORDER BY i) AS tf",
+            tf("i")
+        );
+        let sum = format!(
+            "(SELECT sum({}) FROM generate_series(1, cardinality($3::text[])) AS i)",
+            term("i", "f.tf[i]")
+        );
+        (tfs, sum)
+    };
+    format!(
+        "SELECT s.doc, s.idx, sc.score, r.metadata \
+         FROM search_snippets s \
+         CROSS JOIN LATERAL (SELECT $6::float8 * (1 - $7::float8 + $7::float8 * s.len / $8::float8) AS norm) nm \
+         CROSS JOIN LATERAL (SELECT {tfs}) f \
+         CROSS JOIN LATERAL (SELECT {sum} AS score) sc \
+         {join} \
+         WHERE s.tenant = $1 AND s.owner = $2 AND s.tsv @@ $4::text::tsquery AND {narrow} \
+         ORDER BY sc.score DESC, s.doc, s.idx \
+         LIMIT $10",
+        join = metadata_join("$9", "s.doc"),
+        narrow = metadata_narrowing("$9"),
+    )
+}
+
+/// The owner's snippets holding a query term, with their BM25 score: the
+/// best `limit` (or all).
+///
+/// BM25's statistics come from `search_owners` and `search_terms`. A top-k
+/// search whose rarest terms are held by few snippets scores those first
+/// (MaxScore): a snippet holding none of them scores less than the sum of
+/// the other terms' `idf * (k1 + 1)`, so when the k-th best of the first
+/// round beats that sum, the first round is the answer; else every snippet
+/// holding any term is scored. Either way the answer is exact.
 async fn text_side(
     c: &ClientWrapper,
     owner: OwnerKey,
@@ -386,40 +490,54 @@ async fn text_side(
         return Ok(Vec::new());
     }
     let lexemes: Vec<String> = terms.iter().map(|t| lexeme(t)).collect();
-    let queries: Vec<String> = terms.iter().map(|t| tsquery_literal(t)).collect();
-    let any = queries.join(" | ");
-    let sql = format!(
-        "WITH st AS ( \
-           SELECT snippets::float8 AS n, total_len::float8 / snippets AS avgdl \
-           FROM search_owners WHERE tenant = $1 AND owner = $2 AND snippets > 0 \
-         ), w AS ( \
-           SELECT t.term, t.ord, ln(1 + (st.n - d.df + 0.5) / (d.df + 0.5)) AS idf \
-           FROM st, unnest($3::text[], $4::text[]::tsquery[]) WITH ORDINALITY AS t(term, tq, ord) \
-           CROSS JOIN LATERAL ( \
-             SELECT count(*)::float8 AS df FROM search_snippets s \
-             WHERE s.tenant = $1 AND s.owner = $2 AND s.tsv @@ t.tq \
-           ) d \
-           WHERE d.df > 0 \
-         ) \
-         SELECT s.doc, s.idx, sc.score, r.metadata \
-         FROM st, search_snippets s \
-         CROSS JOIN LATERAL ( \
-           SELECT sum(w.idf * (f.tf * ($6::float8 + 1)) \
-                      / (f.tf + $6::float8 * (1 - $7::float8 + $7::float8 * s.len / st.avgdl)) ORDER BY w.ord) AS score \
-           FROM w CROSS JOIN LATERAL (SELECT s.tfs[array_position(s.terms, w.term)]::float8 AS tf) f \
-           WHERE f.tf IS NOT NULL \
-         ) sc \
-         {join} \
-         WHERE s.tenant = $1 AND s.owner = $2 AND s.tsv @@ $5::text::tsquery AND sc.score IS NOT NULL AND {narrow} \
-         ORDER BY sc.score DESC, s.doc, s.idx \
-         LIMIT $9",
-        join = metadata_join("$8"),
-        narrow = metadata_narrowing("$8"),
-    );
+    let st = c
+        .prepare_cached(
+            "SELECT o.snippets, o.total_len, ARRAY( \
+               SELECT coalesce(t.df, 0) FROM unnest($3::text[]) WITH ORDINALITY AS u(term, i) \
+               LEFT JOIN search_terms t ON t.tenant = $1 AND t.owner = $2 AND t.term = u.term ORDER BY u.i \
+             ) FROM search_owners o WHERE o.tenant = $1 AND o.owner = $2 AND o.snippets > 0",
+        )
+        .await?;
+    let Some(row) = c.query_opt(&st, &[&owner.tenant, &owner.owner, &lexemes]).await? else {
+        return Ok(Vec::new());
+    };
+    let (snippets, total_len, dfs): (i64, i64, Vec<i64>) = (row.get(0), row.get(1), row.get(2));
+    let n = usize::try_from(snippets).unwrap_or(0);
+    let idfs: Vec<f64> = dfs
+        .iter()
+        .map(|&df| if df > 0 { search::bm25_idf(n, u32::try_from(df).unwrap_or(u32::MAX)) } else { 0.0 })
+        .collect();
+    let avgdl = total_len as f64 / snippets as f64;
+    // The terms some snippet holds, rarest first.
+    let mut held: Vec<usize> = (0..terms.len()).filter(|&i| dfs[i] > 0).collect();
+    if held.is_empty() {
+        return Ok(Vec::new());
+    }
+    held.sort_by_key(|&i| (dfs[i], i));
+    let sql = text_sql(terms.len().min(UNROLLED_TERMS + 1));
     let (k1, b) = (search::BM25_K1, search::BM25_B);
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 8] =
-        [&owner.tenant, &owner.owner, &lexemes, &queries, &any, &k1, &b, &filter.narrowing];
-    candidates(c, &sql, &params, filter, limit, |row| row.get(2)).await
+    let score = async |holding: &[usize], limit: Option<usize>| {
+        let any = holding.iter().map(|&i| tsquery_literal(&terms[i])).collect::<Vec<_>>().join(" | ");
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 9] =
+            [&owner.tenant, &owner.owner, &lexemes, &any, &idfs, &k1, &b, &avgdl, &filter.narrowing];
+        candidates(c, &sql, &params, filter, limit, |row| row.get(2)).await
+    };
+    if let Some(limit) = limit {
+        let mut first = 0;
+        let mut held_by = 0;
+        while first < held.len() && held_by + dfs[held[first]] <= PRUNED_CANDIDATES {
+            held_by += dfs[held[first]];
+            first += 1;
+        }
+        if first > 0 && first < held.len() {
+            let others: f64 = held[first..].iter().map(|&i| idfs[i] * (k1 + 1.0)).sum();
+            let top = score(&held[..first], Some(limit)).await?;
+            if top.len() == limit && top.last().is_some_and(|&(_, _, s)| s > others) {
+                return Ok(top);
+            }
+        }
+    }
+    score(&held, limit).await
 }
 
 /// The owner's snippets with a vector, with their cosine similarity to `unit`
@@ -439,7 +557,7 @@ async fn vector_side(
     let rows = "FROM search_snippets s {join} \
                 WHERE s.tenant = $1 AND s.owner = $2 AND s.embedding IS NOT NULL \
                 AND array_length(s.embedding, 1) = $4 AND {narrow}"
-        .replace("{join}", &metadata_join("$5"))
+        .replace("{join}", &metadata_join("$5", "s.doc"))
         .replace("{narrow}", &metadata_narrowing("$5"));
     if pgvector {
         let sql = format!(

@@ -35,6 +35,16 @@ CREATE TABLE search_owners (
     PRIMARY KEY (tenant, owner)
 );
 
+-- Per owner and term, how many of its snippets hold the term (BM25's
+-- document frequency), kept by the same transactions as the snippets.
+CREATE TABLE search_terms (
+    tenant uuid   NOT NULL,
+    owner  uuid   NOT NULL,
+    term   text   NOT NULL,
+    df     bigint NOT NULL,
+    PRIMARY KEY (tenant, owner, term)
+);
+
 -- Documents written before this migration, indexed by the first server that
 -- starts on it (then removed from here).
 CREATE TABLE search_backfill (
