@@ -46,6 +46,8 @@ const RANK_BUCKETS: [(usize, usize); 5] =
 /// Targets of the issue.
 const TARGET_P50_MS: f64 = 5.0;
 const TARGET_INGEST: f64 = 2_000.0;
+/// The PostgreSQL issue's target for search in the database.
+const TARGET_PG_P50_MS: f64 = 10.0;
 
 /// SplitMix64: tiny, deterministic, good enough for synthetic data.
 struct Rng(u64);
@@ -369,7 +371,129 @@ fn main() {
         verdict(met),
         verdict(ours_rate >= TARGET_INGEST)
     );
+    let sled_hits: Vec<Vec<usize>> = single.iter().chain(&multi).map(|q| run_app(q)).collect();
     drop(app);
     store.close();
+    postgres(&rt, &shared, &single, &multi, &sled_hits);
     println!("total bench time {:.1} s", total.elapsed().as_secs_f64());
+}
+
+/// The same ingest and queries on PostgreSQL, where search runs in the
+/// database, when `AGENT_PLATFORM_BENCH_DATABASE_URL` names a server (a URL
+/// whose user may create databases; a cluster with fsync on, for durable figures).
+fn postgres(
+    rt: &tokio::runtime::Runtime,
+    docs: &Arc<Vec<Vec<String>>>,
+    single: &[Vec<String>],
+    multi: &[Vec<String>],
+    sled_hits: &[Vec<usize>],
+) {
+    let Ok(admin) = std::env::var("AGENT_PLATFORM_BENCH_DATABASE_URL") else {
+        println!(
+            "\npostgres: skipped (set AGENT_PLATFORM_BENCH_DATABASE_URL to a PostgreSQL URL whose user may \
+             create databases to measure search in the database)"
+        );
+        return;
+    };
+    use agent_platform::config::{StoreBackend, StoreConfig};
+    use agent_platform::store::pg_store::{self, PgStore};
+    let name = format!("bench_search_{}", Uuid::now_v7().simple());
+    let (app, store) = rt.block_on(async {
+        let url = pg_store::create_database(&admin, &name).await.expect("a bench database");
+        let cfg = StoreConfig {
+            backend: StoreBackend::Postgres,
+            url: Some(url),
+            pool_size: 2 * CREATORS,
+            statement_timeout_s: 60.0,
+            connect_timeout_s: 10.0,
+        };
+        let store = Arc::new(PgStore::connect(&cfg).await.expect("connect"));
+        (App::new(store.clone()).await.expect("the app opens"), store)
+    });
+    let (tenant, owner) = rt.block_on(async {
+        let key = app.key_create("bench").await.expect("a key").0;
+        let tenant: Tenant = app.authenticate(&key).await.expect("auth").expect("a tenant");
+        let req: CreateAgentRequest = serde_json::from_value(serde_json::json!({"name": "bench"})).unwrap();
+        let agent = app.agent_create(tenant, req).await.expect("an agent");
+        (tenant, DocOwner { id: agent.id, role: OwnerRole::Agent })
+    });
+    let next = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let doc_numbers: HashMap<Uuid, usize> = rt.block_on(async {
+        let creators: Vec<_> = (0..CREATORS)
+            .map(|_| {
+                let (app, next, docs) = (app.clone(), next.clone(), docs.clone());
+                tokio::spawn(async move {
+                    let mut created = Vec::new();
+                    loop {
+                        let n = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(content) = docs.get(n) else { break };
+                        let req = CreateDocRequest {
+                            title: format!("doc {n}"),
+                            content: DocContent::Many(content.clone()),
+                            metadata: None,
+                            embeddings: None,
+                        };
+                        let doc = app.doc_create(tenant, owner, req).await.expect("doc_create");
+                        created.push((doc.id, n));
+                    }
+                    created
+                })
+            })
+            .collect();
+        let mut all = HashMap::new();
+        for c in creators {
+            all.extend(c.await.expect("a creator"));
+        }
+        all
+    });
+    let ingest = start.elapsed();
+    assert_eq!(rt.block_on(app.searchable_snippets(tenant, owner.id)).expect("count"), SNIPPETS);
+    let run_app = |q: &[String]| -> Vec<usize> {
+        let params = TextSearchParams { text: q.join(" "), limit: LIMIT as i64, metadata_filter: None };
+        rt.block_on(app.doc_search(tenant, owner, params.into()))
+            .expect("search")
+            .docs
+            .into_iter()
+            .map(|d| doc_numbers[&d.id] * SNIPPETS_PER_DOC + d.snippet.index)
+            .collect()
+    };
+    println!();
+    println!(
+        "postgres: the same {} docs through App::doc_create ({CREATORS} creators) into a new database; \
+         search in the database (GIN + BM25 in SQL), through App::doc_search",
+        docs.len()
+    );
+    println!(
+        "  durable ingest {:.0} snippets/s ({:.2} s)",
+        SNIPPETS as f64 / ingest.as_secs_f64(),
+        ingest.as_secs_f64()
+    );
+    println!("{:<14} {:>10} {:>10} {:>16}", "kind", "p50", "p99", "overlap w/ sled");
+    let mut met = true;
+    let mut expected = sled_hits.iter();
+    for (kind, queries) in [("single-word", single), ("multi-word OR", multi)] {
+        let (t, hits) = time_queries(queries, run_app);
+        // Equal scores are ordered by doc id, and the ids differ between the
+        // two runs: at the cut, ties may keep other snippets.
+        let overlap = hits
+            .iter()
+            .map(|h| {
+                let sled = expected.next().expect("as many queries");
+                let denom = h.len().max(sled.len());
+                if denom == 0 {
+                    1.0
+                } else {
+                    h.iter().filter(|x| sled.contains(x)).count() as f64 / denom as f64
+                }
+            })
+            .sum::<f64>()
+            / queries.len() as f64;
+        met &= ms(t.p50) <= TARGET_PG_P50_MS;
+        println!("{:<14} {:>8.3}ms {:>8.3}ms {:>16.3}", kind, ms(t.p50), ms(t.p99), overlap);
+    }
+    println!("target: p50 ≤ {TARGET_PG_P50_MS} ms at {SNIPPETS} snippets: {}", verdict(met));
+    drop(app);
+    store.close();
+    let _ = rt.block_on(pg_store::drop_database(&admin, &name));
 }
