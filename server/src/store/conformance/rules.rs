@@ -172,6 +172,42 @@ async fn a_commit_that_fails_leaves_nothing() {
             assert_same(&s.get(t, Kind::Agent, a.id).await.unwrap().unwrap(), &a, 0);
             assert_eq!(s.lookup_unique(t, Kind::Agent, t, "fresh").await.unwrap(), None);
         }
+
+        // Commits of inserts and requires only (PostgreSQL sends their
+        // statements at once): each failure is the commit's, wherever it is.
+        let missing = Uuid::now_v7();
+        let cases = [
+            (Op::Require { kind: Kind::Agent, id: missing }, "not found"),
+            (Op::Put { record: named(Kind::Agent, t, "a"), expect: Expect::Absent }, "duplicate"),
+            (Op::Put { record: a.clone(), expect: Expect::Absent }, "id taken"),
+        ];
+        for (failing, want) in cases {
+            for at in 0..3 {
+                let mut ops = vec![
+                    Op::Require { kind: Kind::Agent, id: a.id },
+                    Op::Put { record: fresh.clone(), expect: Expect::Absent },
+                ];
+                ops.insert(at, failing.clone());
+                let got = s.commit(t, ops).await;
+                let matched = match (&got, want) {
+                    (Err(StoreError::NotFound { id, .. }), "not found") => *id == missing,
+                    (Err(StoreError::Duplicate { name, .. }), "duplicate") => name == "a",
+                    (Err(StoreError::IdTaken { id, .. }), "id taken") => *id == a.id,
+                    _ => false,
+                };
+                assert!(matched, "{want} at {at}: {got:?}");
+                assert!(s.get(t, Kind::Agent, fresh.id).await.unwrap().is_none());
+            }
+        }
+        let child = named(Kind::Tool, a.id, "child");
+        let ops = vec![
+            Op::Require { kind: Kind::Agent, id: a.id },
+            Op::Put { record: child.clone(), expect: Expect::Absent },
+            Op::Put { record: fresh.clone(), expect: Expect::Absent },
+        ];
+        s.commit(t, ops).await.unwrap();
+        assert_same(&s.get(t, Kind::Tool, child.id).await.unwrap().unwrap(), &child, 0);
+        assert_same(&s.get(t, Kind::Agent, fresh.id).await.unwrap().unwrap(), &fresh, 0);
     })
     .await;
 }

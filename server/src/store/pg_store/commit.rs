@@ -22,15 +22,20 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use deadpool_postgres::{ClientWrapper, Transaction};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use std::collections::HashMap;
 
-use super::errors::{Fault, unique_violation};
+use super::errors::{Fault, sqlstate, unique_violation};
 use super::rows::{Columns, kind_code, version_code};
 use super::search::{self, PreparedDoc};
 use super::{PKEY, UNIQUE_NAME, notify};
 use crate::store::{Change, Expect, Kind, Op, Record, StoreError};
+
+/// Sends the notifications of a commit, in its transaction.
+const NOTIFY: &str = "SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p";
 
 /// Runs `ops` as one transaction on `c`. `committing` is set once the
 /// `COMMIT` is sent: from then on a lost connection leaves the outcome unknown.
@@ -41,6 +46,9 @@ pub(super) async fn run(
     docs: &HashMap<Uuid, PreparedDoc>,
     committing: &AtomicBool,
 ) -> Result<(), Fault> {
+    if pipelinable(ops) {
+        return run_pipelined(c, tenant, ops, committing).await;
+    }
     let tx = c.transaction().await?;
     let mut changes = Vec::with_capacity(ops.len());
     let mut scopes: Vec<(Kind, Uuid)> = Vec::new();
@@ -105,7 +113,7 @@ pub(super) async fn run(
     }
     let payloads = notify::payloads(tenant, &changes);
     if !payloads.is_empty() {
-        let st = tx.prepare_cached("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p").await?;
+        let st = tx.prepare_cached(NOTIFY).await?;
         tx.execute(&st, &[&notify::CHANNEL, &payloads]).await?;
     }
     committing.store(true, Ordering::Release);
@@ -113,43 +121,60 @@ pub(super) async fn run(
     Ok(())
 }
 
-async fn put(tx: &Transaction<'_>, tenant: Uuid, r: &Record, expect: Expect) -> Result<(), Fault> {
-    let cols = Columns::of(r)?;
-    let kind = kind_code(r.kind);
-    let clash = |e: tokio_postgres::Error| -> Fault {
+/// A record's row, as the statements that write it bind it ($1 to $12).
+struct Row<'a> {
+    tenant: Uuid,
+    r: &'a Record,
+    kind: i16,
+    cols: Columns,
+}
+
+impl<'a> Row<'a> {
+    fn of(tenant: Uuid, r: &'a Record) -> Result<Row<'a>, Fault> {
+        Ok(Row { tenant, r, kind: kind_code(r.kind), cols: Columns::of(r)? })
+    }
+
+    fn params(&self) -> [&(dyn ToSql + Sync); 12] {
+        let (r, cols) = (self.r, &self.cols);
+        [
+            &self.tenant,
+            &self.kind,
+            &r.id,
+            &r.scope,
+            &r.created_at,
+            &r.updated_at,
+            &cols.unique_name,
+            &cols.unique_key,
+            &r.refs,
+            &cols.metadata,
+            &cols.data,
+            &cols.metadata_index,
+        ]
+    }
+
+    /// The error a failed write of this row means.
+    fn clash(&self, e: tokio_postgres::Error) -> Fault {
         match unique_violation(&e) {
-            Some(PKEY) => StoreError::IdTaken { kind: r.kind, id: r.id }.into(),
+            Some(PKEY) => StoreError::IdTaken { kind: self.r.kind, id: self.r.id }.into(),
             Some(UNIQUE_NAME) => {
-                StoreError::Duplicate { kind: r.kind, name: r.unique.clone().unwrap_or_default() }.into()
+                StoreError::Duplicate { kind: self.r.kind, name: self.r.unique.clone().unwrap_or_default() }
+                    .into()
             }
             _ => Fault::Db(e),
         }
-    };
-    // The row's columns, $1 to $12 of both statements.
-    let row: [&(dyn tokio_postgres::types::ToSql + Sync); 12] = [
-        &tenant,
-        &kind,
-        &r.id,
-        &r.scope,
-        &r.created_at,
-        &r.updated_at,
-        &cols.unique_name,
-        &cols.unique_key,
-        &r.refs,
-        &cols.metadata,
-        &cols.data,
-        &cols.metadata_index,
-    ];
+    }
+}
+
+const INSERT: &str = "INSERT INTO records (tenant, kind, id, scope, created_at, updated_at, version, \
+                      unique_name, unique_key, refs, metadata, data, metadata_index) \
+                      VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8, $9, $10, $11, $12)";
+
+async fn put(tx: &Transaction<'_>, tenant: Uuid, r: &Record, expect: Expect) -> Result<(), Fault> {
+    let row = Row::of(tenant, r)?;
     match expect {
         Expect::Absent => {
-            let st = tx
-                .prepare_cached(
-                    "INSERT INTO records (tenant, kind, id, scope, created_at, updated_at, version, \
-                     unique_name, unique_key, refs, metadata, data, metadata_index) \
-                     VALUES ($1, $2, $3, $4, $5, $6, 0, $7, $8, $9, $10, $11, $12)",
-                )
-                .await?;
-            tx.execute(&st, &row).await.map_err(clash)?;
+            let st = tx.prepare_cached(INSERT).await?;
+            tx.execute(&st, &row.params()).await.map_err(|e| row.clash(e))?;
         }
         Expect::Version(v) => {
             let st = tx
@@ -161,9 +186,9 @@ async fn put(tx: &Transaction<'_>, tenant: Uuid, r: &Record, expect: Expect) -> 
                 )
                 .await?;
             let version = version_code(v);
-            let mut with_version = row.to_vec();
+            let mut with_version = row.params().to_vec();
             with_version.push(&version);
-            let n = tx.execute(&st, &with_version).await.map_err(clash)?;
+            let n = tx.execute(&st, &with_version).await.map_err(|e| row.clash(e))?;
             if n == 0 {
                 return Err(missing_or_stale(tx, tenant, r.kind, r.id).await);
             }
@@ -172,6 +197,89 @@ async fn put(tx: &Transaction<'_>, tenant: Uuid, r: &Record, expect: Expect) -> 
     Ok(())
 }
 
+/// Whether every op of a commit says it failed by an error of its own
+/// statement, so that all of them can be sent at once ([`run_pipelined`]):
+/// inserts (but not of docs, which read the owner's search row) and `Require`s.
+fn pipelinable(ops: &[Op]) -> bool {
+    ops.iter().all(|op| match op {
+        Op::Put { record, expect: Expect::Absent } => record.kind != Kind::Doc,
+        Op::Require { .. } => true,
+        _ => false,
+    })
+}
+
+/// A `Require` that fails by itself: a division by zero when the row is missing.
+const REQUIRE_OR_FAIL: &str = "SELECT 1 / count(*) FROM ( \
+                                 SELECT 1 FROM records WHERE tenant = $1 AND kind = $2 AND id = $3 FOR KEY SHARE \
+                               ) AS held";
+
+/// Runs a [`pipelinable`] commit in one round trip: `BEGIN`, its statements,
+/// the notification and `COMMIT` sent together. A statement that fails
+/// aborts the transaction, so the statements after it fail too and the
+/// `COMMIT` rolls back; the first failure is the commit's. `committing` is
+/// set before anything is sent, since the `COMMIT` is on its way from then on.
+async fn run_pipelined(
+    c: &mut ClientWrapper,
+    tenant: Uuid,
+    ops: &[Op],
+    committing: &AtomicBool,
+) -> Result<(), Fault> {
+    let insert = c.prepare_cached(INSERT).await?;
+    let require = c.prepare_cached(REQUIRE_OR_FAIL).await?;
+    let notify_st = c.prepare_cached(NOTIFY).await?;
+    let mut rows = Vec::new();
+    let mut changes = Vec::new();
+    for op in ops {
+        if let Op::Put { record, .. } = op {
+            rows.push(Row::of(tenant, record)?);
+            changes.push(Change::Record { tenant, kind: record.kind, id: record.id, scope: record.scope });
+        }
+    }
+    let payloads = notify::payloads(tenant, &changes);
+    let codes: Vec<i16> = ops
+        .iter()
+        .map(|op| match op {
+            Op::Require { kind, .. } => kind_code(*kind),
+            _ => 0,
+        })
+        .collect();
+    committing.store(true, Ordering::Release);
+    let client: &ClientWrapper = c;
+    let mut rows_iter = rows.iter();
+    let (insert, require) = (&insert, &require);
+    let statements = ops.iter().zip(&codes).map(|(op, code)| {
+        let step: futures::future::BoxFuture<'_, Result<(), Fault>> = match op {
+            Op::Require { kind, id } => Box::pin(async move {
+                client.query_one(require, &[&tenant, code, id]).await.map(drop).map_err(|e| {
+                    if sqlstate(&e) == Some(&SqlState::DIVISION_BY_ZERO) {
+                        StoreError::NotFound { kind: *kind, id: *id }.into()
+                    } else {
+                        Fault::Db(e)
+                    }
+                })
+            }),
+            _ => {
+                let row = rows_iter.next().expect("a row per put");
+                Box::pin(async move {
+                    client.execute(insert, &row.params()).await.map(drop).map_err(|e| row.clash(e))
+                })
+            }
+        };
+        step
+    });
+    let mut all: Vec<futures::future::BoxFuture<'_, Result<(), Fault>>> =
+        vec![Box::pin(async { client.batch_execute("BEGIN").await.map_err(Fault::Db) })];
+    all.extend(statements);
+    if !payloads.is_empty() {
+        all.push(Box::pin(async {
+            client.execute(&notify_st, &[&notify::CHANNEL, &payloads]).await.map(drop).map_err(Fault::Db)
+        }));
+    }
+    all.push(Box::pin(async { client.batch_execute("COMMIT").await.map_err(Fault::Db) }));
+    // Polled in order, so sent in order; each answers in turn.
+    let outcomes = futures::future::join_all(all).await;
+    outcomes.into_iter().find(Result::is_err).unwrap_or(Ok(()))
+}
 /// Deletes a record (of this version, when given) and answers its scope.
 async fn delete(
     tx: &Transaction<'_>,
