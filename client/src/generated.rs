@@ -2049,7 +2049,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     ///The body of every error other than a validation failure.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ErrorResponse {
-        ///A stable machine-readable code: `unauthorized`, `not_found`, `method_not_allowed`, `conflict`, `payload_too_large`, `request_timeout`, `bad_request`, `unsupported_media_type`, `rate_limited`, `upstream_error`, `no_model_provider`, `upstream_timeout`, `insufficient_storage` (507: the disk holding the store is full; nothing was saved), `store_unavailable` (503: the store cannot write or read now; nothing was saved unless `detail` says the outcome is unknown), `internal`.
+        ///A stable machine-readable code: `unauthorized`, `not_found`, `method_not_allowed`, `conflict`, `payload_too_large`, `request_timeout`, `bad_request`, `unsupported_media_type`, `rate_limited`, `upstream_error`, `no_model_provider`, `upstream_timeout`, `insufficient_storage` (507: the disk holding the store is full; nothing was saved), `store_unavailable` (503: the store cannot write or read now; nothing was saved unless `detail` says the outcome is unknown), `search_warming` (503 with `Retry-After`: the search index is still being built after the server's start; nothing else waits for it), `internal`.
         pub code: ::std::string::String,
         ///What went wrong, for a human.
         pub detail: ::std::string::String,
@@ -2323,6 +2323,8 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     ///`GET /api/healthz`.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct Health {
+        ///Whether document search answers yet. Everything else is served as soon as the server listens; searches wait for this to be `ready`.
+        pub search: SearchStatus,
         ///`"ok"` (a store that cannot write answers 503 instead).
         pub status: ::std::string::String,
     }
@@ -3830,6 +3832,68 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 .map_err(|e: self::error::ConversionError| {
                     <D::Error as ::serde::de::Error>::custom(e.to_string())
                 })
+        }
+    }
+    ///Where document search stands on this server.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum SearchStatus {
+        ///Every stored document is searchable (always, on PostgreSQL).
+        #[serde(rename = "ready")]
+        Ready,
+        ///The embedded store's search index is being built after a start: searches (and chats with recall) answer 503 `search_warming` with `Retry-After` until it is ready.
+        #[serde(rename = "warming")]
+        Warming,
+        ///Building the index failed (the server's log says why): searches answer 503 `store_unavailable`.
+        #[serde(rename = "failed")]
+        Failed,
+    }
+    impl ::std::fmt::Display for SearchStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Ready => f.write_str("ready"),
+                Self::Warming => f.write_str("warming"),
+                Self::Failed => f.write_str("failed"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for SearchStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "ready" => Ok(Self::Ready),
+                "warming" => Ok(Self::Warming),
+                "failed" => Ok(Self::Failed),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SearchStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SearchStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
         }
     }
     ///A conversation between one or more agents and zero or more users.
@@ -9139,16 +9203,30 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
         #[derive(Clone, Debug)]
         pub struct Health {
+            search: ::std::result::Result<super::SearchStatus, ::std::string::String>,
             status: ::std::result::Result<::std::string::String, ::std::string::String>,
         }
         impl ::std::default::Default for Health {
             fn default() -> Self {
                 Self {
+                    search: Err("no value supplied for search".to_string()),
                     status: Err("no value supplied for status".to_string()),
                 }
             }
         }
         impl Health {
+            pub fn search<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::SearchStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.search = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for search: {e}")
+                    });
+                self
+            }
             pub fn status<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::string::String>,
@@ -9167,12 +9245,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             fn try_from(
                 value: Health,
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
-                Ok(Self { status: value.status? })
+                Ok(Self {
+                    search: value.search?,
+                    status: value.status?,
+                })
             }
         }
         impl ::std::convert::From<super::Health> for Health {
             fn from(value: super::Health) -> Self {
-                Self { status: Ok(value.status) }
+                Self {
+                    search: Ok(value.search),
+                    status: Ok(value.status),
+                }
             }
         }
         #[derive(Clone, Debug)]
@@ -13272,7 +13356,7 @@ let response = client.transition_get()
     }
     /**Health check (no API key needed)
 
-200 `{"status": "ok"}` while the store can write. 503 while it cannot, with `code` naming the cause: `insufficient_storage` (the disk holding the store is full) or `store_unavailable` (another disk failure, or a disk that does not answer); `detail` says what to do. The store recovers by itself: the answer is 200 again once its disk takes writes.
+200 `{"status": "ok", "search": "ready"}` while the store can write; `search` is `warming` while the embedded store's search index is built after a start (every other route is served meanwhile). 503 while the store cannot write, with `code` naming the cause: `insufficient_storage` (the disk holding the store is full) or `store_unavailable` (another disk failure, or a disk that does not answer); `detail` says what to do. The store recovers by itself: the answer is 200 again once its disk takes writes.
 
 Sends a `GET` request to `/api/healthz`
 

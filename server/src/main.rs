@@ -110,7 +110,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Keys { common, action } => {
             let cfg = load_config(&common)?;
-            let (store, app) = agent_platform::server::open_app(&cfg).await?;
+            let (store, app) =
+                agent_platform::server::open_app(&cfg, agent_platform::app::SearchStart::Never).await?;
             if let Backend::Sled(sled) = &store
                 && let Origin::AcceptedLoss(what) = &sled.opened().origin
             {

@@ -10,8 +10,8 @@ use dropshot::{
 
 use crate::api::agent_platform_api_mod;
 use crate::api::extract::read_body_timeout_from;
-use crate::app::App;
 use crate::app::keys::DEFAULT_TENANT;
+use crate::app::{App, SearchStart, SearchState};
 use crate::config::StoreBackend;
 use crate::config::{Config, LogFormat};
 use crate::http::{Ctx, Impl};
@@ -104,8 +104,9 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
     let models = Providers::from_config(&cfg.models, env).map_err(|e| anyhow::anyhow!("config: {e}"))?;
     // The tokenizer takes seconds to build; not inside the first chat.
     tokio::task::spawn_blocking(crate::models::tokens::warm_up);
-    let (store, app) = open_app(cfg).await?;
+    let (store, app) = open_app(cfg, SearchStart::Background).await?;
     let app = app.with_models(models);
+    log_search_readiness(&app, &log, &cfg.server.data_dir);
     let spec = match crate::api::openapi() {
         serde_json::Value::Object(m) => m,
         _ => unreachable!("an OpenAPI document is an object"),
@@ -149,33 +150,51 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
     Ok(Running { server, store, app, first_key, engine })
 }
 
+/// Says in the log when the search index of an embedded store is built, or why it could not be.
+fn log_search_readiness(app: &App, log: &slog::Logger, data_dir: &std::path::Path) {
+    if !matches!(app.search_state(), SearchState::Warming { .. }) {
+        return;
+    }
+    let (app, log, dir) = (app.clone(), log.clone(), data_dir.display().to_string());
+    let started = std::time::Instant::now();
+    tokio::spawn(async move {
+        match app.search_settled().await {
+            SearchState::Failed(why) => {
+                slog::error!(log, "search index could not be built: searches answer 503";
+                "error" => why, "hint" => format!("the store in {dir} may be corrupt: restore the data dir from a backup"))
+            }
+            _ => slog::info!(log, "search index ready"; "seconds" => started.elapsed().as_secs_f64()),
+        }
+    });
+}
+
 /// Opens the store of `cfg` and the application on it: what `serve` and the
 /// `keys` command share.
-pub async fn open_app(cfg: &Config) -> anyhow::Result<(Backend, App)> {
+pub async fn open_app(cfg: &Config, search: SearchStart) -> anyhow::Result<(Backend, App)> {
     match cfg.store.backend {
         StoreBackend::Sled => {
-            let (store, app) = open_sled_app(cfg).await?;
+            let (store, app) = open_sled_app(cfg, search).await?;
             Ok((Backend::Sled(store), app))
         }
         StoreBackend::Postgres => {
             let store = Arc::new(PgStore::connect(&cfg.store).await?);
-            let app = App::new(store.clone()).await.map_err(|e| anyhow::anyhow!("{e}"))?;
+            let app = App::open(store.clone(), search).await.map_err(|e| anyhow::anyhow!("{e}"))?;
             Ok((Backend::Postgres(store), app))
         }
     }
 }
 
 /// The sled store in the data directory and the application on it (which
-/// rebuilds the search index from every document). A record that cannot be
-/// read at start means a corrupt store, reported as one.
-async fn open_sled_app(cfg: &Config) -> anyhow::Result<(Arc<SledStore>, App)> {
+/// builds the search index from every document, as `search` says). A record
+/// that cannot be read at start means a corrupt store, reported as one.
+async fn open_sled_app(cfg: &Config, search: SearchStart) -> anyhow::Result<(Arc<SledStore>, App)> {
     let dir = &cfg.server.data_dir;
     let options =
         OpenOptions { durability: cfg.server.durability, accept_data_loss: cfg.server.accept_data_loss };
     let store = Arc::new(SledStore::open_with(dir, options)?.with_limits(cfg.server.store_limits()));
     let corrupt =
         |what| OpenError::Corrupt { dir: dir.clone(), what, accepting: cfg.server.accept_data_loss }.into();
-    let app = match quietly_async(App::new(store.clone())).await {
+    let app = match quietly_async(App::open(store.clone(), search)).await {
         Ok(Ok(app)) => app,
         Ok(Err(e)) => return Err(corrupt(e.to_string())),
         Err(panic) => return Err(corrupt(panic)),

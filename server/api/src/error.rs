@@ -53,7 +53,9 @@ pub struct ErrorResponse {
     /// `unsupported_media_type`, `rate_limited`, `upstream_error`, `no_model_provider`,
     /// `upstream_timeout`, `insufficient_storage` (507: the disk holding the store is full;
     /// nothing was saved), `store_unavailable` (503: the store cannot write or read now;
-    /// nothing was saved unless `detail` says the outcome is unknown), `internal`.
+    /// nothing was saved unless `detail` says the outcome is unknown), `search_warming`
+    /// (503 with `Retry-After`: the search index is still being built after the server's
+    /// start; nothing else waits for it), `internal`.
     pub code: String,
     /// The id of the request, also sent as the `x-request-id` header and logged.
     pub request_id: String,

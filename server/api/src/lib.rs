@@ -44,7 +44,9 @@ pub trait AgentPlatformApi {
 
     /// Health check (no API key needed).
     ///
-    /// 200 `{"status": "ok"}` while the store can write. 503 while it cannot,
+    /// 200 `{"status": "ok", "search": "ready"}` while the store can write;
+    /// `search` is `warming` while the embedded store's search index is built
+    /// after a start (every other route is served meanwhile). 503 while the store cannot write,
     /// with `code` naming the cause: `insufficient_storage` (the disk holding the
     /// store is full) or `store_unavailable` (another disk failure, or a disk that
     /// does not answer); `detail` says what to do. The store recovers by itself:

@@ -63,7 +63,10 @@ pub fn openapi() -> Value {
                         reopened, a server shutting down. Nothing was saved, unless `detail` says the \
                         outcome is unknown (the disk took the write but did not confirm it in time): \
                         then retry the same request with the same `Idempotency-Key`. Retry later; \
-                        `GET /api/healthz` says when the store is back.",
+                        `GET /api/healthz` says when the store is back. Searches (and chats with \
+                        recall) also answer 503 `search_warming`, with `Retry-After`, while the \
+                        embedded store's search index is built after a start (`GET /api/healthz` \
+                        says `\"search\": \"warming\"`).",
         "content": error_body,
     });
     let full_ref = json!({"$ref": "#/components/responses/InsufficientStorage"});

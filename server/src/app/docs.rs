@@ -2,7 +2,8 @@
 //!
 //! A document is a record of [`Kind::Doc`] whose scope is its owner (an agent
 //! or a user). The store is the truth; [`App::search`] is an in-memory
-//! [`SearchIndex`] rebuilt from it at start ([`rebuild_index`]) and updated
+//! [`SearchIndex`] rebuilt from it at start ([`fill_index`], in the background
+//! for a server: [`SearchState`]) and updated
 //! after each committed create or delete, before the request answers (read
 //! your writes).
 //!
@@ -40,7 +41,7 @@ use crate::api::types::{
 };
 use crate::api::validate::{Issues, Source};
 use crate::search::{self, DocEntry, DocSearch, OwnerKey, Query, SearchError, SearchIndex};
-use crate::store::{Expect, Kind, ListQuery, Op, Record, Store, new_id};
+use crate::store::{Expect, Kind, ListQuery, Op, Record, new_id};
 
 /// A document's stored fields (besides id, owner id = scope, created_at and metadata).
 #[derive(Serialize, Deserialize)]
@@ -98,18 +99,116 @@ impl OwnerLocks {
     }
 }
 
-/// Builds the search index of every document in the store (none for a
-/// shared store: see the module's docs).
-pub async fn rebuild_index(store: &dyn Store) -> Result<SearchIndex> {
-    let index = SearchIndex::new();
-    if store.shared() {
-        return Ok(index);
+/// Where this server's search index stands. A store that searches itself
+/// (PostgreSQL) is always [`SearchState::Ready`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SearchState {
+    /// Every committed document is in the index.
+    Ready,
+    /// Being built from the store after a start: `done` of `total` documents
+    /// (`total` is 0 while the store is still being read). Searches answer 503
+    /// `search_warming` meanwhile; everything else is served.
+    Warming { done: usize, total: usize },
+    /// Building it failed (a stored document could not be read): searches
+    /// answer 503 saying why.
+    Failed(String),
+}
+
+/// How [`App::open`] builds the search index of an embedded store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SearchStart {
+    /// Before `open` answers (tests, benchmarks).
+    Now,
+    /// In the background: the server answers at once, searches once it is built.
+    Background,
+    /// Not at all: a command that never searches (`keys`).
+    Never,
+}
+
+/// How long a start waits for the index before serving without it.
+const WARM_START_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// How long a search waits for an index being built before it answers 503.
+const WARMING_SEARCH_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Docs analysed per step of a rebuild, off the async workers.
+const REBUILD_BATCH: usize = 64;
+
+/// Fills `app.search` from every document in the store. Safe beside writers
+/// (see the module's docs): each doc goes in under its owner's lock, and a doc
+/// whose owner had a delete since the rebuild began is read again first, so a
+/// deleted doc never comes back; a doc created meanwhile was indexed by its
+/// create. Answers how many docs it indexed.
+pub(super) async fn fill_index(app: &App) -> Result<usize> {
+    let store = app.store.clone();
+    let handle = tokio::runtime::Handle::current();
+    // sled reads synchronously: not on an async worker.
+    let docs = tokio::task::spawn_blocking(move || handle.block_on(store.scan_kind(Kind::Doc)))
+        .await
+        .map_err(|e| Error::Internal(format!("reading the documents failed: {e}")))??;
+    let total = docs.len();
+    app.search_state.send_replace(SearchState::Warming { done: 0, total });
+    let mut docs = docs.into_iter();
+    let mut done = 0;
+    loop {
+        let batch: Vec<(Uuid, Record)> = docs.by_ref().take(REBUILD_BATCH).collect();
+        if batch.is_empty() {
+            return Ok(done);
+        }
+        let prepared = tokio::task::spawn_blocking(move || {
+            batch
+                .into_iter()
+                .map(|(tenant, rec)| {
+                    let key = OwnerKey { tenant, owner: rec.scope };
+                    let id = rec.id;
+                    Ok((key, id, SearchIndex::prepare(stored_entry(rec)?)))
+                })
+                .collect::<Result<Vec<_>>>()
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("indexing the documents failed: {e}")))??;
+        for (key, id, doc) in prepared {
+            let _guard = app.doc_locks.of(key).lock().await;
+            let touched = app.touched_while_warming.lock().contains(&key);
+            if touched && app.store.get(key.tenant, Kind::Doc, id).await?.is_none() {
+                continue;
+            }
+            // Lenient: cannot fail.
+            let _ = app.search.upsert_prepared(key, doc);
+            done += 1;
+        }
+        app.search_state.send_replace(SearchState::Warming { done, total });
     }
-    for (tenant, rec) in store.scan_kind(Kind::Doc).await? {
-        let owner = rec.scope;
-        index.upsert_doc(OwnerKey { tenant, owner }, stored_entry(rec)?);
+}
+
+/// Builds the index as `start` says; `app.search_state` follows it.
+pub(super) async fn start_index(app: &App, start: SearchStart) -> Result<()> {
+    if app.store.shared() {
+        return Ok(());
     }
-    Ok(index)
+    match start {
+        SearchStart::Never => {
+            app.search_state.send_replace(SearchState::Failed("search is not served by this command".into()));
+        }
+        SearchStart::Now => {
+            fill_index(app).await?;
+            app.search_ready();
+        }
+        SearchStart::Background => {
+            let builder = app.clone();
+            tokio::spawn(async move {
+                match fill_index(&builder).await {
+                    Ok(_) => builder.search_ready(),
+                    Err(e) => {
+                        builder.search_state.send_replace(SearchState::Failed(e.to_string()));
+                    }
+                }
+            });
+            // A small store's index is ready before the server listens.
+            let _ = tokio::time::timeout(WARM_START_WAIT, app.search_settled()).await;
+        }
+    }
+    Ok(())
 }
 
 /// What search knows of a stored doc.
@@ -202,7 +301,14 @@ impl App {
         let early = match dim {
             Some(got) => {
                 let guard = lock.lock().await;
-                if let Some(expected) = self.search.dimension(key).filter(|d| *d != got) {
+                // Until the index is built it may not know the owner's stored docs yet.
+                let expected = match self.search.dimension(key) {
+                    None if self.search_state() != SearchState::Ready => {
+                        self.stored_dimension(t, owner).await?
+                    }
+                    known => known,
+                };
+                if let Some(expected) = expected.filter(|d| *d != got) {
                     return Err(dimension_issue(owner, expected, got));
                 }
                 Some(guard)
@@ -265,6 +371,7 @@ impl App {
 
     /// How many snippets of `owner`'s documents a search ranks.
     pub async fn searchable_snippets(&self, t: Tenant, owner: Uuid) -> Result<usize> {
+        self.require_search().await?;
         Ok(self.searcher().owner_snippets(OwnerKey { tenant: t.0, owner }).await?)
     }
 
@@ -272,6 +379,81 @@ impl App {
     /// else this server's index.
     fn searcher(&self) -> &dyn DocSearch {
         self.store.doc_search().unwrap_or(self.search.as_ref())
+    }
+
+    /// Where the search index stands (always ready where the store searches).
+    pub fn search_state(&self) -> SearchState {
+        if self.store.shared() {
+            return SearchState::Ready;
+        }
+        self.search_state.borrow().clone()
+    }
+
+    /// Waits until the search index is built or failed, and answers which.
+    pub async fn search_settled(&self) -> SearchState {
+        let mut rx = self.search_state.subscribe();
+        let settled = rx.wait_for(|s| !matches!(s, SearchState::Warming { .. })).await;
+        settled.map(|s| s.clone()).unwrap_or_else(|_| self.search_state())
+    }
+
+    fn search_ready(&self) {
+        self.search_state.send_replace(SearchState::Ready);
+        self.touched_while_warming.lock().clear();
+    }
+
+    /// 503 unless search can answer: while the index is built after a start
+    /// (`search_warming`, retry in a second: a search first waits up to
+    /// [`WARMING_SEARCH_WAIT`] for it), or when building it failed.
+    async fn require_search(&self) -> Result<()> {
+        if matches!(self.search_state(), SearchState::Warming { .. }) {
+            let _ = tokio::time::timeout(WARMING_SEARCH_WAIT, self.search_settled()).await;
+        }
+        match self.search_state() {
+            SearchState::Ready => Ok(()),
+            SearchState::Warming { done, total } => Err(Error::SearchWarming(if total == 0 {
+                "the search index is being built after the server's start (reading the documents); \
+                 retry shortly"
+                    .into()
+            } else {
+                format!(
+                    "the search index is being built after the server's start ({done} of {total} \
+                     documents); retry shortly"
+                )
+            })),
+            SearchState::Failed(why) => Err(Error::StoreUnavailable(format!(
+                "search is unavailable: its index could not be built: {why}"
+            ))),
+        }
+    }
+
+    /// While the index is being built, notes that a delete touched `key`'s
+    /// documents (the rebuild then re-reads them before indexing). Called
+    /// under the owner's lock.
+    fn note_delete(&self, key: OwnerKey) {
+        if matches!(*self.search_state.borrow(), SearchState::Warming { .. }) {
+            self.touched_while_warming.lock().insert(key);
+        }
+    }
+
+    /// The dimension of the vectors of `owner`'s stored documents, read from
+    /// the store (while the index does not know them all yet).
+    async fn stored_dimension(&self, t: Tenant, owner: DocOwner) -> Result<Option<usize>> {
+        const PAGE: usize = 100;
+        let mut offset = 0;
+        loop {
+            let page =
+                self.store.list(t.0, Kind::Doc, owner.id, &ListQuery::oldest_first(offset, PAGE)).await?;
+            for rec in &page {
+                let entry = stored_entry(rec.clone())?;
+                if let Some(d) = entry.embeddings.as_ref().and_then(|e| e.first()).map(Vec::len) {
+                    return Ok(Some(d));
+                }
+            }
+            if page.len() < PAGE {
+                return Ok(None);
+            }
+            offset += PAGE;
+        }
     }
 
     pub async fn doc_delete(&self, t: Tenant, owner: DocOwner, id: Uuid) -> Result<()> {
@@ -282,6 +464,7 @@ impl App {
         }
         let key = owner_key(t, owner);
         let _guard = self.doc_locks.of(key).lock().await;
+        self.note_delete(key);
         self.search.remove_doc(key, id);
         Ok(())
     }
@@ -294,6 +477,7 @@ impl App {
         }
         let key = owner_key(t, owner);
         let _guard = self.doc_locks.of(key).lock().await;
+        self.note_delete(key);
         self.search.remove_owner(key);
     }
 
@@ -305,6 +489,7 @@ impl App {
     ) -> Result<DocSearchResponse> {
         let start = Instant::now();
         self.require_owner(t, owner).await?;
+        self.require_search().await?;
         let mode = match (req.mode, &req.text, &req.vector) {
             (Some(m), _, _) => m,
             (None, Some(_), Some(_)) => SearchMode::Hybrid,
@@ -410,9 +595,9 @@ mod tests {
 
     use super::*;
     use crate::api::types::DocContent;
-    use crate::store::StoreResult;
     use crate::store::intercepted::{CommitHook, Intercepted};
     use crate::store::sled_store::{Durability, SledStore};
+    use crate::store::{Store, StoreResult};
 
     struct Gate {
         committed: oneshot::Sender<Uuid>,
@@ -543,10 +728,81 @@ mod tests {
         let kept = app.doc_create(T, owner, request("kept words", Some(vec![vec![0.5, 0.5]]))).await.unwrap();
         let gone = app.doc_create(T, owner, request("gone words", Some(vec![vec![1.0, 0.0]]))).await.unwrap();
         app.doc_delete(T, owner, gone.id).await.unwrap();
-        let rebuilt = rebuild_index(app.store.as_ref()).await.unwrap();
+        let rebuilt = App::new(app.store.clone()).await.unwrap();
+        assert_eq!(rebuilt.search_state(), SearchState::Ready);
         let key = owner_key(T, owner);
-        let found = rebuilt.search(key, &Query::text("words")).unwrap();
+        let found = rebuilt.search.search(key, &Query::text("words")).unwrap();
         assert_eq!(found.iter().map(|h| h.doc_id).collect::<Vec<_>>(), vec![kept.id]);
-        assert_eq!(rebuilt.dimension(key), Some(2));
+        assert_eq!(rebuilt.search.dimension(key), Some(2));
+    }
+
+    /// Holds back the first `scan_kind` of docs, once armed, after it has read them.
+    #[derive(Default)]
+    struct ScanGate {
+        gate: parking_lot::Mutex<Option<(oneshot::Sender<()>, oneshot::Receiver<()>)>>,
+    }
+
+    #[async_trait]
+    impl CommitHook for ScanGate {
+        async fn commit(&self, inner: &SledStore, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()> {
+            inner.commit(tenant, ops).await
+        }
+        async fn scanned(&self, kind: Kind) {
+            let gate = if kind == Kind::Doc { self.gate.lock().take() } else { None };
+            if let Some((scanned, release)) = gate {
+                let _ = scanned.send(());
+                let _ = release.await;
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn while_the_index_is_built_searches_wait_and_writes_keep_it_exact() {
+        let dir = tempfile::tempdir().unwrap();
+        let inner = SledStore::open(dir.path(), Durability::Flush).unwrap();
+        let store = Arc::new(Intercepted { inner, hook: ScanGate::default() });
+        let first = App::new(store.clone()).await.unwrap();
+        let agent = first.agent_create(T, serde_json::from_value(serde_json::json!({"name": "A"})).unwrap());
+        let owner = DocOwner { id: agent.await.unwrap().id, role: OwnerRole::Agent };
+        let doomed = first.doc_create(T, owner, request("doomed harbour", None)).await.unwrap();
+        let kept =
+            first.doc_create(T, owner, request("kept harbour", Some(vec![vec![1.0, 0.0]]))).await.unwrap();
+        drop(first);
+
+        let (scanned, read) = oneshot::channel();
+        let (go, held) = oneshot::channel();
+        *store.hook.gate.lock() = Some((scanned, held));
+        let app = App::open(store.clone(), SearchStart::Background).await.unwrap();
+        read.await.unwrap();
+        // The docs are read; none is indexed yet.
+        assert!(matches!(app.search_state(), SearchState::Warming { .. }), "{:?}", app.search_state());
+        let search = |text: &str| SearchRequest {
+            text: Some(text.into()),
+            vector: None,
+            mode: None,
+            limit: 10,
+            alpha: 0.5,
+            metadata_filter: None,
+        };
+        let early = app.doc_search(T, owner, search("harbour")).await;
+        assert!(matches!(early, Err(Error::SearchWarming(_))), "{early:?}");
+        // Everything else is served: a delete of a doc the rebuild has read,
+        // a create, and the dimension check (from the store, as the index does
+        // not know the stored vectors yet).
+        app.doc_delete(T, owner, doomed.id).await.unwrap();
+        let new = app.doc_create(T, owner, request("new harbour", None)).await.unwrap();
+        let wrong = app.doc_create(T, owner, request("wrong", Some(vec![vec![1.0, 0.0, 0.0]]))).await;
+        assert!(matches!(wrong, Err(Error::Validation(_))), "{wrong:?}");
+
+        go.send(()).unwrap();
+        assert_eq!(app.search_settled().await, SearchState::Ready);
+        let mut found: Vec<Uuid> =
+            app.doc_search(T, owner, search("harbour")).await.unwrap().docs.iter().map(|d| d.id).collect();
+        found.sort();
+        let mut expected = vec![kept.id, new.id];
+        expected.sort();
+        assert_eq!(found, expected, "the deleted doc came back, or a doc is missing");
+        assert_eq!(app.search.doc_count(owner_key(T, owner)), 2, "a deleted doc is in the index");
+        assert_eq!(app.search.dimension(owner_key(T, owner)), Some(2));
     }
 }

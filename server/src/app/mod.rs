@@ -30,6 +30,7 @@ use std::sync::{Arc, RwLock};
 
 use uuid::Uuid;
 
+pub use self::docs::{SearchStart, SearchState};
 pub use self::embedding::Embedder;
 use crate::api::error::Issue;
 use crate::models::Providers;
@@ -69,6 +70,9 @@ pub enum Error {
     /// The store cannot write (or read) now: nothing was written unless the message says otherwise.
     #[error("{0}")]
     StoreUnavailable(String),
+    /// The search index is still being built after a start: retry shortly.
+    #[error("{0}")]
+    SearchWarming(String),
     #[error("{0}")]
     Internal(String),
 }
@@ -119,6 +123,10 @@ pub struct App {
     pub models: Arc<Providers>,
     /// One lock per session with a chat under way, so exchanges do not interleave.
     chat_locks: chat::ChatLocks,
+    /// Whether `search` holds every document yet (see [`docs::SearchState`]).
+    search_state: Arc<tokio::sync::watch::Sender<SearchState>>,
+    /// Owners whose documents a delete changed while the index was being built.
+    touched_while_warming: Arc<parking_lot::Mutex<std::collections::HashSet<crate::search::OwnerKey>>>,
     /// Recently chatted sessions' histories, kept exact by every message write
     /// (and, on a shared store, checked against the session's version).
     history: Arc<history::HistoryCache>,
@@ -133,11 +141,23 @@ pub struct App {
 }
 
 impl App {
-    /// Opens the application on a store, rebuilding the search index from it.
-    /// It has no model provider (chats answer 503) until [`App::with_models`].
+    /// Opens the application on a store, building the search index from it
+    /// before answering. It has no model provider (chats answer 503) until
+    /// [`App::with_models`].
     pub async fn new(store: Arc<dyn Store>) -> Result<Self> {
-        let search = Arc::new(docs::rebuild_index(store.as_ref()).await?);
+        Self::open(store, SearchStart::Now).await
+    }
+
+    /// Opens the application on a store, building the search index of an
+    /// embedded store as `start` says (see [`App::search_state`]).
+    pub async fn open(store: Arc<dyn Store>, start: SearchStart) -> Result<Self> {
+        let search = Arc::new(SearchIndex::new());
         let app = App {
+            search_state: Arc::new(tokio::sync::watch::Sender::new(SearchState::Warming {
+                done: 0,
+                total: 0,
+            })),
+            touched_while_warming: Default::default(),
             key_cache: Arc::new(RwLock::new(keys::KeyCache::for_store(store.as_ref()))),
             store,
             search,
@@ -151,6 +171,7 @@ impl App {
             engine: Default::default(),
         };
         changes::forget_on_changes(&app);
+        docs::start_index(&app, start).await?;
         Ok(app)
     }
 

@@ -21,6 +21,11 @@ pub fn api_error(err: DomainError, request_id: &str) -> ApiError {
             return ApiError::new(status, "rate_limited", err.to_string(), request_id)
                 .with_retry_after(retry_after);
         }
+        E::SearchWarming(_) => {
+            let status = ErrorStatusCode::SERVICE_UNAVAILABLE;
+            return ApiError::new(status, "search_warming", err.to_string(), request_id)
+                .with_retry_after(Some("1".into()));
+        }
         E::NotFound(_) => (ErrorStatusCode::NOT_FOUND, "not_found"),
         E::Conflict(_) => (ErrorStatusCode::CONFLICT, "conflict"),
         E::BadRequest(_) => (ErrorStatusCode::BAD_REQUEST, "bad_request"),

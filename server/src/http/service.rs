@@ -7,10 +7,18 @@ use super::context::Ctx;
 use super::error::unhealthy;
 use crate::api::types::*;
 use crate::api::{Ok200, Reply};
+use crate::app::SearchState;
 
 pub async fn healthz(rqctx: RequestContext<Ctx>) -> Ok200<Health> {
     match rqctx.context().app.store.health().await {
-        Ok(()) => Ok(Reply::Ok(HttpResponseOk(Health { status: "ok".into() }))),
+        Ok(()) => {
+            let search = match rqctx.context().app.search_state() {
+                SearchState::Ready => SearchStatus::Ready,
+                SearchState::Warming { .. } => SearchStatus::Warming,
+                SearchState::Failed(_) => SearchStatus::Failed,
+            };
+            Ok(Reply::Ok(HttpResponseOk(Health { status: "ok".into(), search })))
+        }
         Err(e) => Ok(Reply::Err(unhealthy(e, &rqctx.request_id))),
     }
 }

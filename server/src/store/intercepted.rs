@@ -1,5 +1,6 @@
 //! For the domain's unit tests: a sled store whose commits pass through a
-//! hook (to watch them, or to hold one back), every read going straight to sled.
+//! hook (to watch them, or to hold one back), every read going straight to sled
+//! (a scan tells the hook when it has read its records).
 
 use async_trait::async_trait;
 use uuid::Uuid;
@@ -11,6 +12,8 @@ use super::{Kind, ListQuery, Op, Record, Store, StoreResult};
 #[async_trait]
 pub trait CommitHook: Send + Sync + 'static {
     async fn commit(&self, inner: &SledStore, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()>;
+    /// Called once a `scan_kind` has read its records, before it answers.
+    async fn scanned(&self, _kind: Kind) {}
 }
 
 /// A sled store whose commits go through `hook`.
@@ -40,7 +43,9 @@ impl<H: CommitHook> Store for Intercepted<H> {
         self.inner.lookup_unique(tenant, kind, scope, name).await
     }
     async fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>> {
-        self.inner.scan_kind(kind).await
+        let records = self.inner.scan_kind(kind).await;
+        self.hook.scanned(kind).await;
+        records
     }
     async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()> {
         self.hook.commit(&self.inner, tenant, ops).await

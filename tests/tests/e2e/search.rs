@@ -468,3 +468,58 @@ async fn after_a_kill_the_rebuilt_index_agrees_with_the_store() {
     assert_eq!(c.agent_doc_list().id(a.id).send().await.unwrap().items.len(), 1);
     p.kill();
 }
+
+/// A restarted server answers at once; `healthz` says whether search is ready
+/// yet, and a search that comes while the index is being built is a 503
+/// `search_warming` with `Retry-After` (never a wrong answer). Once ready, the
+/// answers are those of before the restart.
+#[tokio::test]
+async fn a_restarted_server_says_when_search_is_ready() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = Process::serve(dir.path());
+    let key = p.key.clone().expect("a first key");
+    let c = Client::with_key(&p.base, &key).unwrap();
+    let health = c.healthz().send().await.unwrap().into_inner();
+    assert_eq!(health.search, types::SearchStatus::Ready, "an empty store's index is ready at once");
+    let a = c.agent_create().body(types::CreateAgentRequest::builder().name("Library")).send().await.unwrap();
+    for d in 0..40 {
+        let snippets: Vec<String> = (0..50)
+            .map(|i| format!("volume {d} page {i} of the harbour chronicles, word{}", (d * 50 + i) % 97))
+            .collect();
+        let snippets: Vec<&str> = snippets.iter().map(String::as_str).collect();
+        c.agent_doc_create().id(a.id).body(doc(&format!("volume {d}"), &snippets)).send().await.unwrap();
+    }
+    let before = keys(&c.agent_search_text().id(a.id).text("word13 harbour").send().await.unwrap().docs);
+    assert_eq!(before.len(), 10);
+    p.stop();
+
+    let p = Process::serve(dir.path());
+    let c = Client::with_key(&p.base, &key).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let health = c.healthz().send().await.unwrap().into_inner();
+        assert_eq!(health.status, "ok");
+        if health.search == types::SearchStatus::Ready {
+            break;
+        }
+        assert_eq!(health.search, types::SearchStatus::Warming);
+        let raw = reqwest::Client::new()
+            .get(format!("{}/api/agents/{}/search?text=harbour", p.base, a.id))
+            .bearer_auth(&key)
+            .send()
+            .await
+            .unwrap();
+        if raw.status() == 503 {
+            assert!(raw.headers().contains_key("retry-after"), "a warming 503 says when to retry");
+            let body: serde_json::Value = raw.json().await.unwrap();
+            assert_eq!(body["code"], "search_warming", "{body}");
+        } else {
+            assert_eq!(raw.status(), 200, "a search while warming waits, then answers 200 or 503");
+        }
+        assert!(std::time::Instant::now() < deadline, "search still warming after 60 s");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let after = keys(&c.agent_search_text().id(a.id).text("word13 harbour").send().await.unwrap().docs);
+    assert_eq!(after, before, "the rebuilt index answers as before the restart");
+    p.stop();
+}

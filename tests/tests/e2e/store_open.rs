@@ -308,12 +308,16 @@ fn accept_data_loss_serves_what_a_cut_store_holds() {
 }
 
 /// A record the start-up scans cannot decode (here a doc whose fields are not
-/// a doc's) makes the store corrupt, said as such, not an internal error.
+/// a doc's) makes the store corrupt, said as such, not an internal error:
+/// before the server answers when the index is built at once, and as a failed
+/// search index (searches 503, everything else served) when it is built in
+/// the background, as `serve` does.
 #[tokio::test]
 async fn a_record_that_cannot_be_read_at_start_is_reported_as_a_corrupt_store() {
     if agent_platform_tests::sled_only("what opening a data dir checks") {
         return;
     }
+    use agent_platform::app::{SearchStart, SearchState};
     use agent_platform::store::sled_store::{Durability, SledStore};
     use agent_platform::store::{Expect, Kind, Op, Record, Store};
     let dir = tempfile::tempdir().unwrap();
@@ -325,13 +329,23 @@ async fn a_record_that_cannot_be_read_at_start_is_reported_as_a_corrupt_store() 
     drop(store);
     let mut cfg = agent_platform::config::Config::default();
     cfg.server.data_dir = data.clone();
-    let err = agent_platform::server::open_app(&cfg)
+    let err = agent_platform::server::open_app(&cfg, SearchStart::Now)
         .await
         .err()
         .expect("a store with an unreadable doc is refused");
     let err = format!("{err:#}");
     assert!(err.starts_with(&format!("the store in {} is corrupt: stored doc", data.display())), "{err}");
     assert!(err.contains("Restore the data dir from a backup"), "{err}");
+
+    let (store, app) = agent_platform::server::open_app(&cfg, SearchStart::Background)
+        .await
+        .expect("with the index built in the background the store opens");
+    match app.search_settled().await {
+        SearchState::Failed(why) => assert!(why.starts_with("stored doc"), "{why}"),
+        other => panic!("the index of a store with an unreadable doc was built: {other:?}"),
+    }
+    drop(app);
+    store.close();
 }
 
 /// A new store whose first start failed after the store was made (here: the
