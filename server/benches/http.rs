@@ -14,6 +14,7 @@
 //! 0.5× sled's, writes at 32 clients ≥ 5,000/s, two servers ≥ 1.5× one's GETs.
 
 mod http_backends;
+mod process;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

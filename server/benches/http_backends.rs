@@ -10,10 +10,11 @@
 //! on (the default): one started with `fsync=off` gives figures of no use.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::process::binary;
 use super::{Figures, create_agent, load};
 
 const SECS: f64 = 4.0;
@@ -32,23 +33,6 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-/// Builds the release binary (the bench profile's target dir) and answers its path.
-fn binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("the bench binary's path");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
-    let target_dir = profile_dir.parent().expect("target/<profile>");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "--quiet", "--release", "-p", "agent-platform", "--bin", "agent-platform"])
-        .arg("--target-dir")
-        .arg(target_dir)
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "building the release binary failed");
-    target_dir.join("release").join("agent-platform")
 }
 
 /// Starts `bin serve` (on `cpu` when given) with `env`, and waits for its address.
