@@ -12,7 +12,8 @@
 //! `/api/healthz` answer and to search being ready; its RSS once ready and
 //! after the searches; the data dir's size; one-word and three-word search
 //! p50/p99 on the big and the 10,000-snippet agent; page 1 of a session's
-//! messages in the big tenant vs the almost empty one.
+//! messages in the big tenant vs the almost empty one. `SCALE_DATA_DIR=DIR`
+//! keeps the data dir in DIR (which must not exist yet).
 
 mod process;
 
@@ -347,8 +348,10 @@ fn main() {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    // SCALE_DATA_DIR keeps the data dir for a look afterwards (it must not exist yet).
     let dir = tempfile::tempdir().expect("a temp dir");
-    let data = dir.path().join("data");
+    let data = std::env::var_os("SCALE_DATA_DIR").map_or_else(|| dir.path().join("data"), Into::into);
+    assert!(!data.exists(), "{} exists already", data.display());
     let loaded = rt.block_on(load(&data, messages, snippets));
     rt.block_on(restart(&data, &loaded));
 }

@@ -27,6 +27,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
 use std::time::Instant;
 
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use uuid::Uuid;
@@ -149,24 +150,31 @@ pub(super) async fn fill_index(app: &App) -> Result<usize> {
     let total = docs.len();
     app.search_state.send_replace(SearchState::Warming { done: 0, total });
     let mut docs = docs.into_iter();
-    let mut done = 0;
-    loop {
+    let batches = std::iter::from_fn(move || {
         let batch: Vec<(Uuid, Record)> = docs.by_ref().take(REBUILD_BATCH).collect();
-        if batch.is_empty() {
-            return Ok(done);
-        }
-        let prepared = tokio::task::spawn_blocking(move || {
-            batch
-                .into_iter()
-                .map(|(tenant, rec)| {
-                    let key = OwnerKey { tenant, owner: rec.scope };
-                    let id = rec.id;
-                    Ok((key, id, SearchIndex::prepare(stored_entry(rec)?)))
-                })
-                .collect::<Result<Vec<_>>>()
+        (!batch.is_empty()).then_some(batch)
+    });
+    // Text analysis is most of the work: on every core, in order, while this
+    // task puts the analysed docs in.
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    let mut analysed = futures::stream::iter(batches)
+        .map(|batch| {
+            tokio::task::spawn_blocking(move || {
+                batch
+                    .into_iter()
+                    .map(|(tenant, rec)| {
+                        let key = OwnerKey { tenant, owner: rec.scope };
+                        let id = rec.id;
+                        Ok((key, id, SearchIndex::prepare(stored_entry(rec)?)))
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })
         })
-        .await
-        .map_err(|e| Error::Internal(format!("indexing the documents failed: {e}")))??;
+        .buffered(cores);
+    let mut done = 0;
+    while let Some(prepared) = analysed.next().await {
+        let prepared =
+            prepared.map_err(|e| Error::Internal(format!("indexing the documents failed: {e}")))??;
         for (key, id, doc) in prepared {
             let _guard = app.doc_locks.of(key).lock().await;
             let touched = app.touched_while_warming.lock().contains(&key);
@@ -179,6 +187,7 @@ pub(super) async fn fill_index(app: &App) -> Result<usize> {
         }
         app.search_state.send_replace(SearchState::Warming { done, total });
     }
+    Ok(done)
 }
 
 /// Builds the index as `start` says; `app.search_state` follows it.
