@@ -452,13 +452,14 @@ impl App {
         loop {
             let page =
                 self.store.list(t.0, Kind::Doc, owner.id, &ListQuery::oldest_first(offset, PAGE)).await?;
-            for rec in &page {
-                let entry = stored_entry(rec.clone())?;
+            let last = page.len() < PAGE;
+            for rec in page {
+                let entry = stored_entry(rec)?;
                 if let Some(d) = entry.embeddings.as_ref().and_then(|e| e.first()).map(Vec::len) {
                     return Ok(Some(d));
                 }
             }
-            if page.len() < PAGE {
+            if last {
                 return Ok(None);
             }
             offset += PAGE;
