@@ -11,73 +11,35 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::process::binary;
+use super::process::{self, binary};
 use super::{Figures, create_agent, load};
 
 const SECS: f64 = 4.0;
 
-/// A server process, killed when dropped.
+/// A server process on a data dir of its own, killed when dropped.
 struct Server {
-    child: Child,
-    base: String,
+    process: process::Server,
     /// The first key, printed by the server that created the store.
     key: Option<String>,
     _dir: tempfile::TempDir,
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// Starts `bin serve` (on `cpu` when given) with `env`, and waits for its address.
 fn spawn(bin: &Path, cpu: Option<usize>, env: &[(&str, String)]) -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = match cpu {
-        Some(c) => {
-            let mut cmd = Command::new("taskset");
-            cmd.arg("-c").arg(c.to_string()).arg(bin);
-            cmd
-        }
-        None => Command::new(bin),
-    };
-    cmd.args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.path().join("data"))
-        .env("AGENT_PLATFORM_LOG_LEVEL", "error")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().expect("the server starts");
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let mut base = None;
-    for line in stderr.lines() {
-        let line = line.unwrap_or_default();
-        if let Some(at) = line.split("listening on ").nth(1) {
-            base = Some(at.trim().to_string());
-            break;
-        }
-        assert!(Instant::now() < deadline, "the server did not say where it listens");
-    }
-    let base = base.expect("the server said where it listens (it exited?)");
+    let mut process = process::serve(bin, &dir.path().join("data"), cpu, env, Duration::from_secs(60));
     // The key comes on stdout after the banner, only from a new store; the
     // banner's last line precedes it, so a short read decides.
-    let stdout = child.stdout.take().unwrap();
+    let stdout = process.child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut lines = BufReader::new(stdout).lines();
         let _ = tx.send(lines.next().and_then(Result::ok));
     });
     let key = rx.recv_timeout(Duration::from_secs(2)).ok().flatten();
-    Server { child, base, key, _dir: dir }
+    Server { process, key, _dir: dir }
 }
 
 /// GET of one agent, each client on `bases[client % bases.len()]`.
@@ -154,7 +116,7 @@ pub async fn run() {
 
     let sled = spawn(&bin, pin(0), &[]);
     let sled_key = sled.key.clone().expect("a new sled store prints its first key");
-    let s = measure("sled", std::slice::from_ref(&sled.base), &sled_key).await;
+    let s = measure("sled", std::slice::from_ref(&sled.process.base), &sled_key).await;
     drop(sled);
 
     let name = format!("bench_{}", uuid::Uuid::now_v7().simple());
@@ -164,14 +126,14 @@ pub async fn run() {
         [("AGENT_PLATFORM_STORE_BACKEND", "postgres".to_string()), ("AGENT_PLATFORM_DATABASE_URL", url)];
     let one = spawn(&bin, pin(0), &env);
     let key = one.key.clone().expect("a new PostgreSQL store prints its first key");
-    let p1 = measure("postgres, 1 server", std::slice::from_ref(&one.base), &key).await;
+    let p1 = measure("postgres, 1 server", std::slice::from_ref(&one.process.base), &key).await;
     // The writes just measured filled a table that was empty: until its
     // statistics catch up, the planner may read an agent through a list
     // index rather than the primary key. Autovacuum analyzes such a table
     // within a minute; the bench does it at once.
     analyze(&env[1].1).await;
     let two = spawn(&bin, pin(1), &env);
-    let both = [one.base.clone(), two.base.clone()];
+    let both = [one.process.base.clone(), two.process.base.clone()];
     let p2 = measure("postgres, 2 servers", &both, &key).await;
     drop((one, two));
 

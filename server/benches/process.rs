@@ -1,7 +1,10 @@
-//! The release binary, for the benches that run the server as a process.
+//! The release binary, and server processes of it, for the benches that run
+//! the server as a process.
 
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
 /// Builds the release binary (the bench profile's target dir) and answers its path.
 pub fn binary() -> PathBuf {
@@ -18,4 +21,62 @@ pub fn binary() -> PathBuf {
         .expect("cargo runs");
     assert!(status.success(), "building the release binary failed");
     target_dir.join("release").join("agent-platform")
+}
+
+/// A server process, killed when dropped.
+pub struct Server {
+    pub child: Child,
+    /// Where it listens, e.g. `http://127.0.0.1:40123`.
+    pub base: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `bin serve` on `data_dir` (on core `cpu` when given) with `env`,
+/// logging errors only, and waits up to `wait` for its address. Its standard
+/// error is read to the end (so it never blocks the server); its standard
+/// output is piped for the caller (a new store's key comes there).
+pub fn serve(
+    bin: &Path,
+    data_dir: &Path,
+    cpu: Option<usize>,
+    env: &[(&str, String)],
+    wait: Duration,
+) -> Server {
+    let mut cmd = match cpu {
+        Some(c) => {
+            let mut cmd = Command::new("taskset");
+            cmd.arg("-c").arg(c.to_string()).arg(bin);
+            cmd
+        }
+        None => Command::new(bin),
+    };
+    cmd.args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+        .arg(data_dir)
+        .env("AGENT_PLATFORM_LOG_LEVEL", "error")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().expect("the server starts");
+    let stderr = BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if let Some(at) = line.split("listening on ").nth(1) {
+                let _ = tx.send(at.trim().to_string());
+            }
+        }
+    });
+    // Killed if it does not say where it listens.
+    let mut server = Server { child, base: String::new() };
+    server.base = rx.recv_timeout(wait).expect("the server did not say where it listens (it exited?)");
+    server
 }

@@ -17,9 +17,7 @@
 
 mod process;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -229,16 +227,6 @@ async fn load(data: &Path, messages: usize, snippets: usize) -> Loaded {
     Loaded { key, empty_key, big_agent, small_agent, big_session: ids[ids.len() / 2], empty_session }
 }
 
-/// The server process, killed when dropped.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
@@ -261,27 +249,8 @@ async fn latencies(http: &reqwest::Client, base: &str, key: &str, paths: &[Strin
 async fn restart(data: &Path, loaded: &Loaded) {
     let bin = process::binary();
     let started = Instant::now();
-    let mut child = Command::new(&bin)
-        .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
-        .arg(data)
-        .env("AGENT_PLATFORM_LOG_LEVEL", "error")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the server starts");
-    let stderr = BufReader::new(child.stderr.take().unwrap());
-    let pid = child.id();
-    let server = Server(child);
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in stderr.lines().map_while(Result::ok) {
-            if let Some(at) = line.split("listening on ").nth(1) {
-                let _ = tx.send(at.trim().to_string());
-            }
-        }
-    });
-    let base = rx.recv_timeout(Duration::from_secs(600)).expect("the server said where it listens");
+    let server = process::serve(&bin, data, None, &[], Duration::from_secs(600));
+    let (base, pid) = (server.base.clone(), server.child.id());
     let http = reqwest::Client::new();
     let health = || async {
         match http.get(format!("{base}/api/healthz")).send().await {
