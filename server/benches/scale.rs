@@ -26,7 +26,8 @@ use agent_platform::api::types::{
     CreateAgentRequest, CreateDocRequest, CreateMessageRequest, CreateSessionRequest, DocContent, DocOwner,
     Message, OwnerRole,
 };
-use agent_platform::app::{App, Tenant};
+use agent_platform::app::{App, SearchStart, Tenant};
+use agent_platform::server::SEARCH_INDEX_DIR;
 use agent_platform::store::sled_store::{Durability, SledStore};
 use serde_json::json;
 use uuid::Uuid;
@@ -158,7 +159,9 @@ async fn docs(app: &App, t: Tenant, owner: Uuid, snippets: usize, seed: u64) {
 
 async fn load(data: &Path, messages: usize, snippets: usize) -> Loaded {
     let store = Arc::new(SledStore::open(data, Durability::Fsync).expect("sled opens"));
-    let app = App::new(store.clone()).await.expect("the app opens");
+    // The index where the server keeps it, so that its start opens it.
+    let index = data.join(SEARCH_INDEX_DIR);
+    let app = App::open_in(store.clone(), SearchStart::Now, Some(&index)).await.expect("the app opens");
     let key = app.key_create("big").await.expect("a key").0;
     let empty_key = app.key_create("empty").await.expect("a key").0;
     let t = app.authenticate(&key).await.unwrap().expect("a tenant");

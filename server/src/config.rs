@@ -11,6 +11,7 @@
 //! durability = "fsync"        # or "flush"
 //! store_timeout_s = 10        # a write waits at most this for the disk, then 503
 //! store_min_free_mb = 16      # writes answer 507 while the disk has less free
+//! store_cache_mb = 64          # memory for the embedded store's page cache
 //!
 //! [store]
 //! backend = "sled"            # or "postgres": many servers on one database
@@ -200,6 +201,9 @@ pub struct ServerConfig {
     /// Writes answer 507 `insufficient_storage` while the store's disk has less
     /// than this many MiB free (0: only when the disk itself refuses a write).
     pub store_min_free_mb: u64,
+    /// The most memory, in MiB, the embedded store keeps as its page cache
+    /// (what is not cached is read from the disk, usually the OS's cache).
+    pub store_cache_mb: u64,
 }
 
 impl Default for ServerConfig {
@@ -216,6 +220,7 @@ impl Default for ServerConfig {
             accept_data_loss: false,
             store_timeout_s: crate::store::sled_store::DEFAULT_WRITE_TIMEOUT.as_secs_f64(),
             store_min_free_mb: crate::store::sled_store::DEFAULT_MIN_FREE_BYTES >> 20,
+            store_cache_mb: crate::store::sled_store::DEFAULT_CACHE_BYTES >> 20,
         }
     }
 }
@@ -396,6 +401,15 @@ impl Config {
         }
         if let Some(v) = env("AGENT_PLATFORM_STORE_MIN_FREE_MB") {
             self.server.store_min_free_mb = parse("AGENT_PLATFORM_STORE_MIN_FREE_MB", v)?;
+        }
+        if let Some(v) = env("AGENT_PLATFORM_STORE_CACHE_MB") {
+            self.server.store_cache_mb = parse("AGENT_PLATFORM_STORE_CACHE_MB", v)?;
+        }
+        if !(1..=1 << 20).contains(&self.server.store_cache_mb) {
+            anyhow::bail!(
+                "store_cache_mb = {}: expected MiB between 1 and 1048576",
+                self.server.store_cache_mb
+            );
         }
         if !(self.server.store_timeout_s > 0.0 && self.server.store_timeout_s <= 3600.0) {
             anyhow::bail!(

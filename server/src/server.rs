@@ -150,20 +150,41 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
     Ok(Running { server, store, app, first_key, engine })
 }
 
-/// Says in the log when the search index of an embedded store is built, or why it could not be.
+/// Says in the log how the search index of an embedded store started (opened
+/// from its directory, or new and why), when it is ready, and whenever it
+/// fails (searches then answer 503 until a restart mends it).
 fn log_search_readiness(app: &App, log: &slog::Logger, data_dir: &std::path::Path) {
-    if !matches!(app.search_state(), SearchState::Warming { .. }) {
+    if app.store.shared() {
         return;
     }
-    let (app, log, dir) = (app.clone(), log.clone(), data_dir.display().to_string());
+    match app.search.fresh() {
+        None => {
+            slog::info!(log, "search index opened"; "dir" => data_dir.join(SEARCH_INDEX_DIR).display().to_string())
+        }
+        Some(why) => slog::info!(log, "search index is new: every document is indexed"; "why" => why),
+    }
+    let (mut states, log, dir) = (app.watch_search(), log.clone(), data_dir.display().to_string());
     let started = std::time::Instant::now();
     tokio::spawn(async move {
-        match app.search_settled().await {
-            SearchState::Failed(why) => {
-                slog::error!(log, "search index could not be built: searches answer 503";
-                "error" => why, "hint" => format!("the store in {dir} may be corrupt: restore the data dir from a backup"))
+        let mut said_ready = false;
+        loop {
+            let state = states.borrow_and_update().clone();
+            match state {
+                SearchState::Failed(why) => {
+                    slog::error!(log, "search is unavailable: searches answer 503 until a restart";
+                    "error" => why, "hint" => format!("a restart brings the index in step with the store in {dir}; \
+                    if a stored document is unreadable, that store may be corrupt: restore it from a backup"));
+                    return;
+                }
+                SearchState::Ready if !said_ready => {
+                    said_ready = true;
+                    slog::info!(log, "search index ready"; "seconds" => started.elapsed().as_secs_f64());
+                }
+                _ => {}
             }
-            _ => slog::info!(log, "search index ready"; "seconds" => started.elapsed().as_secs_f64()),
+            if states.changed().await.is_err() {
+                return;
+            }
         }
     });
 }
@@ -187,14 +208,21 @@ pub async fn open_app(cfg: &Config, search: SearchStart) -> anyhow::Result<(Back
 /// The sled store in the data directory and the application on it (which
 /// builds the search index from every document, as `search` says). A record
 /// that cannot be read at start means a corrupt store, reported as one.
+/// Where, in the data directory, the search index is kept.
+pub const SEARCH_INDEX_DIR: &str = "search-index";
+
 async fn open_sled_app(cfg: &Config, search: SearchStart) -> anyhow::Result<(Arc<SledStore>, App)> {
     let dir = &cfg.server.data_dir;
-    let options =
-        OpenOptions { durability: cfg.server.durability, accept_data_loss: cfg.server.accept_data_loss };
+    let options = OpenOptions {
+        durability: cfg.server.durability,
+        accept_data_loss: cfg.server.accept_data_loss,
+        cache_bytes: cfg.server.store_cache_mb.saturating_mul(1 << 20),
+    };
     let store = Arc::new(SledStore::open_with(dir, options)?.with_limits(cfg.server.store_limits()));
     let corrupt =
         |what| OpenError::Corrupt { dir: dir.clone(), what, accepting: cfg.server.accept_data_loss }.into();
-    let app = match quietly_async(App::open(store.clone(), search)).await {
+    let index_dir = dir.join(SEARCH_INDEX_DIR);
+    let app = match quietly_async(App::open_in(store.clone(), search, Some(&index_dir))).await {
         Ok(Ok(app)) => app,
         Ok(Err(e)) => return Err(corrupt(e.to_string())),
         Err(panic) => return Err(corrupt(panic)),

@@ -41,7 +41,7 @@ use crate::api::types::{
     SearchRequest, Snippet,
 };
 use crate::api::validate::{Issues, Source};
-use crate::search::{self, DocEntry, DocSearch, OwnerKey, Query, SearchError, SearchIndex};
+use crate::search::{self, DocEntry, DocSearch, IndexChange, OwnerKey, Query, SearchError, SearchIndex};
 use crate::store::{Expect, Kind, ListQuery, Op, Record, new_id};
 
 /// A document's stored fields (besides id, owner id = scope, created_at and metadata).
@@ -95,8 +95,14 @@ impl Default for OwnerLocks {
 
 impl OwnerLocks {
     fn of(&self, key: OwnerKey) -> &tokio::sync::Mutex<()> {
+        &self.stripes[self.stripe(key)]
+    }
+
+    /// Which lock is the owner's: several owners' locks are taken in this
+    /// order (so two such takers cannot deadlock).
+    fn stripe(&self, key: OwnerKey) -> usize {
         let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
-        &self.stripes[(hash % self.stripes.len() as u64) as usize]
+        (hash % self.stripes.len() as u64) as usize
     }
 }
 
@@ -135,39 +141,62 @@ const WARMING_SEARCH_WAIT: std::time::Duration = std::time::Duration::from_secs(
 /// Docs analysed per step of a rebuild, off the async workers.
 const REBUILD_BATCH: usize = 64;
 
-/// Fills `app.search` from every document in the store. Safe beside writers
-/// (see the module's docs): each doc goes in under its owner's lock, and a doc
-/// whose owner had a delete since the rebuild began is read again first, so a
-/// deleted doc never comes back; a doc created meanwhile was indexed by its
-/// create. Answers how many docs it indexed.
+/// Brings `app.search` in step with the store: every stored document the
+/// index lacks is analysed and indexed, every indexed one the store no longer
+/// has is removed (documents never change, so their ids say what differs; an
+/// index opened from disk after a clean stop needs nothing). Safe beside
+/// writers (see the module's docs): each doc goes in under its owner's lock,
+/// and a doc whose owner had a delete since this began is read again first,
+/// so a deleted doc never comes back; a doc created meanwhile was indexed by
+/// its create. Answers how many docs it indexed.
 pub(super) async fn fill_index(app: &App) -> Result<usize> {
     let store = app.store.clone();
     let handle = tokio::runtime::Handle::current();
     // sled reads synchronously: not on an async worker.
-    let docs = tokio::task::spawn_blocking(move || handle.block_on(store.scan_kind(Kind::Doc)))
+    let stored = tokio::task::spawn_blocking(move || handle.block_on(store.scan_ids(Kind::Doc)))
         .await
         .map_err(|e| Error::Internal(format!("reading the documents failed: {e}")))??;
-    let total = docs.len();
+    let search = app.search.clone();
+    let mut indexed = tokio::task::spawn_blocking(move || search.doc_keys())
+        .await
+        .map_err(|e| Error::Internal(format!("reading the search index failed: {e}")))?
+        .map_err(index_failed)?;
+    let mut missing = Vec::new();
+    for (tenant, owner, id) in stored {
+        let key = OwnerKey { tenant, owner };
+        if !indexed.remove(&(key, id)) {
+            missing.push((key, id));
+        }
+    }
+    // What is left was deleted from the store after the index last saw it.
+    for (key, id) in indexed {
+        let _guard = app.doc_locks.of(key).lock().await;
+        if app.store.get(key.tenant, Kind::Doc, id).await?.is_none() {
+            app.index_blocking(move |search| search.remove_doc(key, id)).await?;
+        }
+    }
+    let total = missing.len();
     app.search_state.send_replace(SearchState::Warming { done: 0, total });
-    let mut docs = docs.into_iter();
+    let mut missing = missing.into_iter();
     let batches = std::iter::from_fn(move || {
-        let batch: Vec<(Uuid, Record)> = docs.by_ref().take(REBUILD_BATCH).collect();
+        let batch: Vec<(OwnerKey, Uuid)> = missing.by_ref().take(REBUILD_BATCH).collect();
         (!batch.is_empty()).then_some(batch)
     });
-    // Text analysis is most of the work: on every core, in order, while this
-    // task puts the analysed docs in.
+    // Reading and analysing the docs is most of the work: on every core, in
+    // order, while this task puts the analysed docs in.
     let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let mut analysed = futures::stream::iter(batches)
         .map(|batch| {
+            let store = app.store.clone();
+            let handle = tokio::runtime::Handle::current();
             tokio::task::spawn_blocking(move || {
-                batch
-                    .into_iter()
-                    .map(|(tenant, rec)| {
-                        let key = OwnerKey { tenant, owner: rec.scope };
-                        let id = rec.id;
-                        Ok((key, id, SearchIndex::prepare(stored_entry(rec)?)))
-                    })
-                    .collect::<Result<Vec<_>>>()
+                let mut out = Vec::with_capacity(batch.len());
+                for (key, id) in batch {
+                    // Gone since the scan: its delete has seen to the index.
+                    let Some(rec) = handle.block_on(store.get(key.tenant, Kind::Doc, id))? else { continue };
+                    out.push((key, id, SearchIndex::prepare(stored_entry(rec)?)));
+                }
+                Ok::<_, Error>(out)
             })
         })
         .buffered(cores);
@@ -175,19 +204,34 @@ pub(super) async fn fill_index(app: &App) -> Result<usize> {
     while let Some(prepared) = analysed.next().await {
         let prepared =
             prepared.map_err(|e| Error::Internal(format!("indexing the documents failed: {e}")))??;
+        // A batch goes in under the locks of its owners, in one commit.
+        let mut owners: Vec<OwnerKey> = prepared.iter().map(|(key, _, _)| *key).collect();
+        owners.sort_unstable_by_key(|key| app.doc_locks.stripe(*key));
+        owners.dedup_by_key(|key| app.doc_locks.stripe(*key));
+        let mut guards = Vec::with_capacity(owners.len());
+        for key in &owners {
+            guards.push(app.doc_locks.of(*key).lock().await);
+        }
+        let mut changes = Vec::with_capacity(prepared.len());
         for (key, id, doc) in prepared {
-            let _guard = app.doc_locks.of(key).lock().await;
             let touched = app.touched_while_warming.lock().contains(&key);
             if touched && app.store.get(key.tenant, Kind::Doc, id).await?.is_none() {
                 continue;
             }
-            // Lenient: cannot fail.
-            let _ = app.search.upsert_prepared(key, doc);
-            done += 1;
+            changes.push(IndexChange::Upsert(key, doc));
         }
+        done += changes.len();
+        // Lenient: fails only when the index cannot be written.
+        app.index_blocking(move |search| search.apply(changes).map(|_| ())).await?;
+        drop(guards);
         app.search_state.send_replace(SearchState::Warming { done, total });
     }
     Ok(done)
+}
+
+/// The index's own failure (its files), as an error of the server.
+fn index_failed(e: SearchError) -> Error {
+    Error::StoreUnavailable(format!("search is unavailable: {e}"))
 }
 
 /// Builds the index as `start` says; `app.search_state` follows it.
@@ -338,16 +382,29 @@ impl App {
         if self.store.get(t.0, Kind::Doc, id).await?.is_none() {
             return Ok(answer);
         }
-        if let Err(e) = self.search.upsert_prepared(key, prepared) {
-            // Unreachable while every index change of this owner holds its lock;
-            // if it happens, undo the create rather than keep an unsearchable doc.
-            self.store.commit(t.0, vec![Op::Delete { kind: Kind::Doc, id, version: None }]).await?;
-            return Err(match e {
-                SearchError::DimensionMismatch { expected, got } => dimension_issue(owner, expected, got),
-                e => embeddings_issue(e),
-            });
+        let indexed = self.search.clone();
+        let upserted = tokio::task::spawn_blocking(move || indexed.upsert_prepared(key, prepared))
+            .await
+            .map_err(|e| Error::Internal(format!("indexing a doc failed: {e}")))?;
+        match upserted {
+            Ok(()) => Ok(answer),
+            Err(e @ SearchError::Index(_)) => {
+                // The doc is stored (so the create answers): the next start
+                // indexes it. Until then search says it is unavailable rather
+                // than answer without it.
+                self.index_broken(e);
+                Ok(answer)
+            }
+            Err(e) => {
+                // Unreachable while every index change of this owner holds its lock;
+                // if it happens, undo the create rather than keep an unsearchable doc.
+                self.store.commit(t.0, vec![Op::Delete { kind: Kind::Doc, id, version: None }]).await?;
+                Err(match e {
+                    SearchError::DimensionMismatch { expected, got } => dimension_issue(owner, expected, got),
+                    e => embeddings_issue(e),
+                })
+            }
         }
-        Ok(answer)
     }
 
     async fn embed_snippets(&self, model: &dyn super::Embedder, content: &[String]) -> Result<Vec<Vec<f32>>> {
@@ -396,6 +453,11 @@ impl App {
             return SearchState::Ready;
         }
         self.search_state.borrow().clone()
+    }
+
+    /// Follows where the search index stands.
+    pub fn watch_search(&self) -> tokio::sync::watch::Receiver<SearchState> {
+        self.search_state.subscribe()
     }
 
     /// Waits until the search index is built or failed, and answers which.
@@ -475,7 +537,9 @@ impl App {
         let key = owner_key(t, owner);
         let _guard = self.doc_locks.of(key).lock().await;
         self.note_delete(key);
-        self.search.remove_doc(key, id);
+        // The delete is stored; a failure has marked search failed (and the
+        // next start mends the index).
+        let _ = self.index_blocking(move |search| search.remove_doc(key, id)).await;
         Ok(())
     }
 
@@ -488,7 +552,28 @@ impl App {
         let key = owner_key(t, owner);
         let _guard = self.doc_locks.of(key).lock().await;
         self.note_delete(key);
-        self.search.remove_owner(key);
+        // A failure has marked search failed (and the next start mends the index).
+        let _ = self.index_blocking(move |search| search.remove_owner(key)).await;
+    }
+
+    /// Runs a change of the index off the async workers (it commits to
+    /// disk). When the index cannot be written, search is marked failed:
+    /// the store has the change, the next start brings the index in step.
+    async fn index_blocking(
+        &self,
+        change: impl FnOnce(&SearchIndex) -> std::result::Result<(), SearchError> + Send + 'static,
+    ) -> Result<()> {
+        let search = self.search.clone();
+        let changed = tokio::task::spawn_blocking(move || change(&search))
+            .await
+            .map_err(|e| Error::Internal(format!("changing the search index failed: {e}")))?;
+        changed.map_err(|e| self.index_broken(e))
+    }
+
+    /// Search answers 503 from now on, saying why; the error to answer.
+    fn index_broken(&self, e: SearchError) -> Error {
+        self.search_state.send_replace(SearchState::Failed(e.to_string()));
+        index_failed(e)
     }
 
     pub async fn doc_search(

@@ -26,6 +26,7 @@ pub mod tasks;
 pub mod tools;
 pub mod users;
 
+use std::path::Path;
 use std::sync::{Arc, RwLock};
 
 use uuid::Uuid;
@@ -151,7 +152,29 @@ impl App {
     /// Opens the application on a store, building the search index of an
     /// embedded store as `start` says (see [`App::search_state`]).
     pub async fn open(store: Arc<dyn Store>, start: SearchStart) -> Result<Self> {
-        let search = Arc::new(SearchIndex::new());
+        Self::open_in(store, start, None).await
+    }
+
+    /// Like [`App::open`], with the search index of an embedded store kept
+    /// in `index_dir` (opened, and brought in step with the store, rather
+    /// than rebuilt) instead of in memory.
+    pub async fn open_in(
+        store: Arc<dyn Store>,
+        start: SearchStart,
+        index_dir: Option<&Path>,
+    ) -> Result<Self> {
+        let search = match index_dir {
+            Some(dir) if !store.shared() && start != SearchStart::Never => {
+                let search = SearchIndex::open(dir).map_err(|e| {
+                    Error::StoreUnavailable(format!(
+                        "the search index in {} cannot be opened: {e}",
+                        dir.display()
+                    ))
+                })?;
+                Arc::new(search)
+            }
+            _ => Arc::new(SearchIndex::new()),
+        };
         let app = App {
             search_state: Arc::new(tokio::sync::watch::Sender::new(SearchState::Warming {
                 done: 0,

@@ -1,24 +1,25 @@
-//! In-memory search over agent and user documents: full-text (BM25), vector
-//! (cosine) and hybrid, with metadata filtering.
+//! Search over agent and user documents: full-text (BM25), vector (cosine)
+//! and hybrid, with metadata filtering.
 //!
 //! This module owns:
 //! * text analysis — [`tokenize`]: Unicode word segmentation, lowercasing,
 //!   accent folding (NFKD minus combining marks), English Snowball stemming;
-//! * one inverted index per [`OwnerKey`] (postings lists with term
-//!   frequencies) with BM25 scoring (k1 = 1.2, b = 0.75) whose corpus
-//!   statistics (N, avgdl, df) are per owner, and top-k selection;
-//! * brute-force cosine similarity over snippet embeddings;
-//! * hybrid fusion (normalised weighted sum), and metadata filters applied
-//!   to the hits (what matches is defined once, in [`crate::store::filter`]).
+//! * the index ([`SearchIndex`]), on tantivy (`engine`): BM25 (k1 = 1.2,
+//!   b = 0.75) whose corpus statistics (N, avgdl, df) are per owner, vectors
+//!   compared by cosine similarity, on disk for a server (memory-mapped
+//!   segments, opened rather than rebuilt at start) or in memory;
+//! * hybrid fusion (normalised weighted sum), and metadata filters (what
+//!   matches is defined once, in [`crate::store::filter`]).
 //!
-//! It does not own persistence: the index is memory only, and the domain
-//! ([`crate::app::docs`]) rebuilds it from the store at start and keeps it in
-//! step with committed writes. Every operation is scoped to one owner of one
+//! The store stays the truth: the domain ([`crate::app::docs`]) changes the
+//! index after each committed create or delete, and at start brings an
+//! opened index in step with the store (only the documents that differ are
+//! indexed or removed). Every operation is scoped to one owner of one
 //! tenant; nothing crosses owners. [`SearchIndex`] is `Send + Sync` and meant
-//! to be shared in an `Arc`: owners are locked independently, searches only
-//! take read locks, and text analysis ([`SearchIndex::prepare`]) can happen
-//! before any lock is taken.
+//! to be shared in an `Arc`; text analysis ([`SearchIndex::prepare`]) can
+//! happen before any lock is taken.
 
+mod engine;
 mod index;
 mod rank;
 mod score;
@@ -26,17 +27,15 @@ mod score;
 mod tests;
 mod tokenize;
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::fmt;
-use std::sync::Arc;
+use std::path::Path;
 
 use async_trait::async_trait;
-use parking_lot::RwLock;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use self::index::OwnerIndex;
 use self::rank::{Ranked, TopK};
 pub use self::tokenize::tokenize;
 use crate::store::StoreResult;
@@ -176,9 +175,10 @@ pub enum SearchError {
     InvalidVector,
     #[error("doc has {snippets} snippets but {embeddings} embeddings")]
     EmbeddingCountMismatch { snippets: usize, embeddings: usize },
+    /// The index could not be read or written (its files): not the query's fault.
+    #[error("the search index failed: {0}")]
+    Index(String),
 }
-
-type SharedOwner = Arc<RwLock<OwnerIndex>>;
 
 /// A doc analysed by [`SearchIndex::prepare`] or [`SearchIndex::prepare_strict`],
 /// ready for [`SearchIndex::upsert_prepared`].
@@ -187,21 +187,56 @@ pub struct PreparedDoc {
     strict: bool,
 }
 
+/// One change of a [`SearchIndex::apply`] batch.
+pub enum IndexChange {
+    /// [`SearchIndex::upsert_prepared`].
+    Upsert(OwnerKey, PreparedDoc),
+    /// [`SearchIndex::remove_doc`].
+    Remove(OwnerKey, Uuid),
+    /// [`SearchIndex::remove_owner`].
+    RemoveOwner(OwnerKey),
+}
+
 /// The search index of all owners. See the module docs.
-#[derive(Default)]
 pub struct SearchIndex {
-    owners: RwLock<HashMap<OwnerKey, SharedOwner>>,
+    engine: engine::Engine,
+    /// Why the index was created empty when opened, if it was.
+    fresh: Option<String>,
 }
 
 impl fmt::Debug for SearchIndex {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SearchIndex").field("owners", &self.owners.read().len()).finish()
+        f.debug_struct("SearchIndex").finish_non_exhaustive()
+    }
+}
+
+impl Default for SearchIndex {
+    fn default() -> Self {
+        Self::new()
     }
 }
 
 impl SearchIndex {
+    /// An empty index in memory.
     pub fn new() -> Self {
-        Self::default()
+        Self::in_memory().expect("an index in memory opens")
+    }
+
+    fn in_memory() -> Result<Self, SearchError> {
+        Ok(Self { engine: engine::Engine::in_memory()?, fresh: Some("it is kept in memory".into()) })
+    }
+
+    /// The index kept in `dir` (created when missing). One that cannot be
+    /// read, or was written by another version, is replaced by an empty one
+    /// (see [`Self::fresh`]), which its owner fills from the store.
+    pub fn open(dir: &Path) -> Result<Self, SearchError> {
+        let (engine, fresh) = engine::Engine::open(dir)?;
+        Ok(Self { engine, fresh })
+    }
+
+    /// Why the index started empty (`None`: it was opened with its documents).
+    pub fn fresh(&self) -> Option<&str> {
+        self.fresh.as_deref()
     }
 
     /// Adds `doc`, replacing the owner's doc with the same id (if any).
@@ -210,9 +245,8 @@ impl SearchIndex {
     /// a dimension other than the owner's — are dropped (the snippet stays
     /// text-searchable); missing trailing embeddings mean "no embedding",
     /// extra ones are ignored. Use [`Self::try_upsert_doc`] to reject those.
-    pub fn upsert_doc(&self, owner: OwnerKey, doc: DocEntry) {
-        // Cannot fail when not strict.
-        let _ = self.upsert_prepared(owner, Self::prepare(doc));
+    pub fn upsert_doc(&self, owner: OwnerKey, doc: DocEntry) -> Result<(), SearchError> {
+        self.upsert_prepared(owner, Self::prepare(doc))
     }
 
     /// Like [`Self::upsert_doc`] but rejects, without changing anything, a
@@ -242,48 +276,64 @@ impl SearchIndex {
         Ok(PreparedDoc { doc: index::prepare(doc), strict: true })
     }
 
-    /// Adds a prepared doc, replacing the owner's doc with the same id.
-    /// A strict one is rejected, without any change, when its embeddings
-    /// are not of the owner's dimension.
+    /// Adds a prepared doc, replacing the owner's doc with the same id. A
+    /// strict one is rejected, without any change, when its embeddings are
+    /// not of the owner's dimension. Searchable once this returns.
     pub fn upsert_prepared(&self, owner: OwnerKey, doc: PreparedDoc) -> Result<(), SearchError> {
-        let PreparedDoc { doc, strict } = doc;
-        self.with_owner_mut(owner, |ix| ix.upsert(doc, strict))
+        self.one(IndexChange::Upsert(owner, doc))
     }
 
     /// Removes the doc; a no-op when it does not exist.
-    pub fn remove_doc(&self, owner: OwnerKey, doc_id: Uuid) {
-        let now_empty = {
-            let owners = self.owners.read();
-            let Some(ix) = owners.get(&owner) else {
-                return;
-            };
-            let mut ix = ix.write();
-            ix.remove(doc_id);
-            ix.is_empty()
-        };
-        if now_empty {
-            self.drop_owner_if_empty(owner);
-        }
+    pub fn remove_doc(&self, owner: OwnerKey, doc_id: Uuid) -> Result<(), SearchError> {
+        self.one(IndexChange::Remove(owner, doc_id))
     }
 
     /// Forgets everything indexed for this owner.
-    pub fn remove_owner(&self, owner: OwnerKey) {
-        self.owners.write().remove(&owner);
+    pub fn remove_owner(&self, owner: OwnerKey) -> Result<(), SearchError> {
+        self.one(IndexChange::RemoveOwner(owner))
+    }
+
+    fn one(&self, change: IndexChange) -> Result<(), SearchError> {
+        self.apply(vec![change])?.pop().unwrap_or(Ok(()))
+    }
+
+    /// Applies the changes in order, all searchable once this returns (one
+    /// commit of the index: much cheaper than one per change). The outer
+    /// error is the index's own (its files: nothing can be assumed applied);
+    /// the inner ones say which strict upserts were refused. A batch names
+    /// each doc at most once.
+    pub fn apply(&self, changes: Vec<IndexChange>) -> Result<Vec<Result<(), SearchError>>, SearchError> {
+        let changes = changes
+            .into_iter()
+            .map(|c| match c {
+                IndexChange::Upsert(owner, PreparedDoc { doc, strict }) => {
+                    engine::Change::Upsert { owner, doc, strict }
+                }
+                IndexChange::Remove(owner, doc) => engine::Change::Remove { owner, doc },
+                IndexChange::RemoveOwner(owner) => engine::Change::RemoveOwner(owner),
+            })
+            .collect();
+        self.engine.apply(changes)
     }
 
     /// Dimension of this owner's embeddings; `None` while it has none.
     pub fn dimension(&self, owner: OwnerKey) -> Option<usize> {
-        self.owner(owner).and_then(|ix| ix.read().dimension())
+        self.engine.stats(owner).dim
     }
 
     /// Number of indexed snippets of this owner.
     pub fn snippet_count(&self, owner: OwnerKey) -> usize {
-        self.owner(owner).map_or(0, |ix| ix.read().snippet_count())
+        self.engine.stats(owner).snippets as usize
     }
 
     /// Number of indexed docs of this owner.
     pub fn doc_count(&self, owner: OwnerKey) -> usize {
-        self.owner(owner).map_or(0, |ix| ix.read().doc_count())
+        self.engine.stats(owner).docs as usize
+    }
+
+    /// Every indexed doc, with its owner.
+    pub fn doc_keys(&self) -> Result<HashSet<(OwnerKey, Uuid)>, SearchError> {
+        self.engine.doc_keys()
     }
 
     /// Best hits first, at most `q.limit`; equal scores ordered by doc id,
@@ -295,41 +345,7 @@ impl SearchIndex {
         if q.limit == 0 {
             return Ok(Vec::new());
         }
-        match self.owner(owner) {
-            Some(ix) => ix.read().search(q),
-            None => Ok(Vec::new()),
-        }
-    }
-
-    fn owner(&self, owner: OwnerKey) -> Option<SharedOwner> {
-        self.owners.read().get(&owner).cloned()
-    }
-
-    /// Runs `f` on the owner's index, creating it if needed. The map lock is
-    /// held (shared) throughout, so a concurrent `remove_owner` cannot
-    /// silently discard the write.
-    fn with_owner_mut<R>(&self, owner: OwnerKey, f: impl FnOnce(&mut OwnerIndex) -> R) -> R {
-        {
-            let owners = self.owners.read();
-            if let Some(ix) = owners.get(&owner) {
-                return f(&mut ix.write());
-            }
-        }
-        let mut owners = self.owners.write();
-        let ix = owners.entry(owner).or_default().clone();
-        let mut guard = ix.write();
-        let result = f(&mut guard);
-        if guard.is_empty() {
-            owners.remove(&owner);
-        }
-        result
-    }
-
-    fn drop_owner_if_empty(&self, owner: OwnerKey) {
-        let mut owners = self.owners.write();
-        if owners.get(&owner).is_some_and(|ix| ix.read().is_empty()) {
-            owners.remove(&owner);
-        }
+        self.engine.search(owner, q)
     }
 }
 

@@ -12,7 +12,7 @@ use super::{Kind, ListQuery, Op, Record, Store, StoreResult};
 #[async_trait]
 pub trait CommitHook: Send + Sync + 'static {
     async fn commit(&self, inner: &SledStore, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()>;
-    /// Called once a `scan_kind` has read its records, before it answers.
+    /// Called once a `scan_kind` or `scan_ids` has read, before it answers.
     async fn scanned(&self, _kind: Kind) {}
 }
 
@@ -46,6 +46,11 @@ impl<H: CommitHook> Store for Intercepted<H> {
         let records = self.inner.scan_kind(kind).await;
         self.hook.scanned(kind).await;
         records
+    }
+    async fn scan_ids(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Uuid, Uuid)>> {
+        let ids = self.inner.scan_ids(kind).await;
+        self.hook.scanned(kind).await;
+        ids
     }
     async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()> {
         self.hook.commit(&self.inner, tenant, ops).await

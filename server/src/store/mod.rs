@@ -294,6 +294,13 @@ pub trait Store: Send + Sync + 'static {
     ) -> StoreResult<Option<Uuid>>;
     /// Every record of a kind, across tenants (for rebuilding in-memory indexes at start).
     async fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>>;
+
+    /// Every record of a kind, across tenants, named only: `(tenant, scope,
+    /// id)` (what an index kept beside the store compares itself with at
+    /// start, without reading every record).
+    async fn scan_ids(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Uuid, Uuid)>> {
+        Ok(self.scan_kind(kind).await?.into_iter().map(|(tenant, r)| (tenant, r.scope, r.id)).collect())
+    }
     /// Applies all ops atomically, or none; answers once the commit is durable.
     /// Answers [`StoreError::Full`] or [`StoreError::Unavailable`] (nothing
     /// applied) while the store cannot write, and within a bounded time.

@@ -131,11 +131,15 @@ impl Damage {
 
 /// Opens sled in `dir` after the checks above, and records the open in the
 /// manifest (not clean until the store closes).
-pub(super) fn open_checked(dir: &Path, accept_data_loss: bool) -> Result<(sled::Db, Opened), OpenError> {
+pub(super) fn open_checked(
+    dir: &Path,
+    accept_data_loss: bool,
+    cache_bytes: u64,
+) -> Result<(sled::Db, Opened), OpenError> {
     let manifest = match Manifest::read(dir) {
         Ok(m) => m,
         Err(what) if accept_data_loss => {
-            return finish(dir, open_sled(dir, true)?, None, 1, Origin::AcceptedLoss(what));
+            return finish(dir, open_sled(dir, true, cache_bytes)?, None, 1, Origin::AcceptedLoss(what));
         }
         Err(what) => return Err(OpenError::Corrupt { dir: dir.to_path_buf(), what, accepting: false }),
     };
@@ -148,7 +152,13 @@ pub(super) fn open_checked(dir: &Path, accept_data_loss: bool) -> Result<(sled::
 
     if manifest.is_none() && !holds_sled_files(dir).map_err(|e| OpenError::io(dir, e))? {
         std::fs::create_dir_all(dir).map_err(|e| OpenError::io(dir, e))?;
-        return finish(dir, open_sled(dir, false)?, None, manifest::FORMAT_VERSION, Origin::Created);
+        return finish(
+            dir,
+            open_sled(dir, false, cache_bytes)?,
+            None,
+            manifest::FORMAT_VERSION,
+            Origin::Created,
+        );
     }
 
     // Checks that need no sled: a refusal here changes nothing in the dir.
@@ -187,7 +197,7 @@ pub(super) fn open_checked(dir: &Path, accept_data_loss: bool) -> Result<(sled::
         d => d,
     };
 
-    let db = open_sled(dir, accept_data_loss)?;
+    let db = open_sled(dir, accept_data_loss, cache_bytes)?;
     let (sled_id, sled_seq, has_records) = quietly(|| {
         Ok::<_, sled::Error>((
             manifest::sled_store_id(&db)?,
@@ -292,9 +302,9 @@ pub(super) fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), Open
 /// snapshots are set aside (renamed `rejected-snap.*`) and it tries once more:
 /// without them sled rebuilds its page table from whatever log is left, which
 /// is what a cut or emptied `db` needs.
-fn open_sled(dir: &Path, accept_data_loss: bool) -> Result<sled::Db, OpenError> {
+fn open_sled(dir: &Path, accept_data_loss: bool, cache_bytes: u64) -> Result<sled::Db, OpenError> {
     let open = |accepting| {
-        quietly(|| sled::Config::new().path(dir).flush_every_ms(Some(500)).open())
+        quietly(|| sled::Config::new().path(dir).cache_capacity(cache_bytes).flush_every_ms(Some(500)).open())
             .map_err(|what| OpenError::Corrupt { dir: dir.to_path_buf(), what, accepting })?
             .map_err(|e| sled_error(dir, e, accepting))
     };

@@ -183,6 +183,8 @@ pub struct WriterStats {
 /// What the handle, the writer and the watchdog share.
 struct Shared {
     dir: PathBuf,
+    /// sled's page cache ([`OpenOptions::cache_bytes`]), for reopening.
+    cache_bytes: u64,
     /// The current sled handle; `None` while the writer reopens it.
     db: RwLock<Option<sled::Db>>,
     /// Set (with `failure`) while the store cannot write: the fast check.
@@ -354,6 +356,19 @@ pub struct OpenOptions {
     /// Open a store that lost data or is damaged (as far as sled can read it)
     /// and take what it holds as the new checkpoint. A one-time decision.
     pub accept_data_loss: bool,
+    /// The most memory sled's page cache takes ([`DEFAULT_CACHE_BYTES`]).
+    pub cache_bytes: u64,
+}
+
+/// sled's page cache, by default: a fraction of sled's own default (1 GiB),
+/// which lists and reads of recent records fit in; the rest is read from
+/// the OS's page cache.
+pub const DEFAULT_CACHE_BYTES: u64 = 64 << 20;
+
+impl OpenOptions {
+    pub fn new(durability: Durability) -> Self {
+        OpenOptions { durability, accept_data_loss: false, cache_bytes: DEFAULT_CACHE_BYTES }
+    }
 }
 
 fn io(e: impl std::fmt::Display) -> StoreError {
@@ -361,9 +376,10 @@ fn io(e: impl std::fmt::Display) -> StoreError {
 }
 
 /// Opens sled in `dir` (the store's open and the writer's reopen).
-fn open_db(dir: &Path) -> StoreResult<sled::Db> {
+fn open_db(dir: &Path, cache_bytes: u64) -> StoreResult<sled::Db> {
     sled::Config::new()
         .path(dir)
+        .cache_capacity(cache_bytes)
         .flush_every_ms(Some(500))
         .open()
         .map_err(|e| io(format!("cannot open the store in {}: {e}", dir.display())))
@@ -373,14 +389,14 @@ impl SledStore {
     /// Opens (or creates) the store in `dir`, refusing one that lost data (see
     /// [`SledStore::open_with`]).
     pub fn open(dir: &Path, durability: Durability) -> StoreResult<Self> {
-        Self::open_with(dir, OpenOptions { durability, accept_data_loss: false }).map_err(io)
+        Self::open_with(dir, OpenOptions::new(durability)).map_err(io)
     }
 
     /// Opens the store in `dir`: creates it when the dir holds nothing of ours,
     /// refuses it when it is in use, lost data or is corrupt (see [`super::open`]).
     pub fn open_with(dir: &Path, options: OpenOptions) -> Result<Self, OpenError> {
         let durability = options.durability;
-        let (db, opened) = open_checked(dir, options.accept_data_loss)?;
+        let (db, opened) = open_checked(dir, options.accept_data_loss, options.cache_bytes)?;
         upgrade::to_current(&db, dir, &opened, options.accept_data_loss)?;
         let fail = |e: std::io::Error| OpenError::Io { dir: dir.to_path_buf(), what: e.to_string() };
         let sequence = Sequence::starting_at(opened.sequence);
@@ -393,6 +409,7 @@ impl SledStore {
             purging.load(&db).map_err(|e| OpenError::Io { dir: dir.to_path_buf(), what: e.to_string() })?;
         let shared = Arc::new(Shared {
             dir: dir.to_path_buf(),
+            cache_bytes: options.cache_bytes,
             db: RwLock::new(Some(db.clone())),
             failing: AtomicBool::new(false),
             failure: Mutex::new(None),
@@ -649,6 +666,25 @@ impl Store for SledStore {
             })
             .filter(|r| !r.as_ref().is_ok_and(|(t, r)| self.shared.purging.hides(kind, *t, r.scope)))
             .collect()
+    }
+
+    async fn scan_ids(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Uuid, Uuid)>> {
+        // The creation-order keys name every record, and hold no value to read.
+        let created = sort_byte(SortBy::CreatedAt);
+        let mut ids = Vec::new();
+        for kv in self.shared.db()?.scan_prefix([b'o', kind as u8]) {
+            let (k, _) = kv.map_err(|e| self.shared.read_error(e))?;
+            // tag, kind, tenant, scope, sort, timestamp, id
+            if k.len() != 2 + 16 + 16 + 1 + 8 + 16 || k[34] != created {
+                continue;
+            }
+            let tenant = Uuid::from_slice(&k[2..18]).map_err(io)?;
+            let scope = Uuid::from_slice(&k[18..34]).map_err(io)?;
+            if !self.shared.purging.hides(kind, tenant, scope) {
+                ids.push((tenant, scope, id_suffix(&k)));
+            }
+        }
+        Ok(ids)
     }
 
     async fn commit(&self, tenant: Uuid, ops: Vec<Op>) -> StoreResult<()> {

@@ -472,7 +472,8 @@ async fn after_a_kill_the_rebuilt_index_agrees_with_the_store() {
 /// A restarted server answers at once; `healthz` says whether search is ready
 /// yet, and a search that comes while the index is being built is a 503
 /// `search_warming` with `Retry-After` (never a wrong answer). Once ready, the
-/// answers are those of before the restart.
+/// answers are those of before the restart: whether the index was opened from
+/// its directory, or rebuilt from the store because the directory was deleted.
 #[tokio::test]
 async fn a_restarted_server_says_when_search_is_ready() {
     let dir = tempfile::tempdir().unwrap();
@@ -492,20 +493,40 @@ async fn a_restarted_server_says_when_search_is_ready() {
     let before = keys(&c.agent_search_text().id(a.id).text("word13 harbour").send().await.unwrap().docs);
     assert_eq!(before.len(), 10);
     p.stop();
+    let index = dir.path().join("search-index");
+    assert!(index.is_dir(), "the index is kept in the data dir");
 
     let p = Process::serve(dir.path());
     let c = Client::with_key(&p.base, &key).unwrap();
+    wait_until_search_is_ready(&p, &key, a.id).await;
+    let after = keys(&c.agent_search_text().id(a.id).text("word13 harbour").send().await.unwrap().docs);
+    assert_eq!(after, before, "the opened index answers as before the restart");
+    p.stop();
+
+    std::fs::remove_dir_all(&index).unwrap();
+    let p = Process::serve(dir.path());
+    let c = Client::with_key(&p.base, &key).unwrap();
+    wait_until_search_is_ready(&p, &key, a.id).await;
+    let after = keys(&c.agent_search_text().id(a.id).text("word13 harbour").send().await.unwrap().docs);
+    assert_eq!(after, before, "the rebuilt index answers as before the restart");
+    p.stop();
+}
+
+/// Polls `healthz` until search is ready; meanwhile it says `warming`, and a
+/// search of `agent` answers 200, or 503 `search_warming` with `Retry-After`.
+async fn wait_until_search_is_ready(p: &Process, key: &str, agent: Uuid) {
+    let c = Client::with_key(&p.base, key).unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let health = c.healthz().send().await.unwrap().into_inner();
         assert_eq!(health.status, "ok");
         if health.search == types::SearchStatus::Ready {
-            break;
+            return;
         }
         assert_eq!(health.search, types::SearchStatus::Warming);
         let raw = reqwest::Client::new()
-            .get(format!("{}/api/agents/{}/search?text=harbour", p.base, a.id))
-            .bearer_auth(&key)
+            .get(format!("{}/api/agents/{agent}/search?text=harbour", p.base))
+            .bearer_auth(key)
             .send()
             .await
             .unwrap();
@@ -519,7 +540,4 @@ async fn a_restarted_server_says_when_search_is_ready() {
         assert!(std::time::Instant::now() < deadline, "search still warming after 60 s");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let after = keys(&c.agent_search_text().id(a.id).text("word13 harbour").send().await.unwrap().docs);
-    assert_eq!(after, before, "the rebuilt index answers as before the restart");
-    p.stop();
 }

@@ -282,7 +282,7 @@ impl Writer {
                     std::thread::park_timeout(Duration::from_millis(5));
                 }
             }
-            match open_db(&self.shared.dir) {
+            match open_db(&self.shared.dir, self.shared.cache_bytes) {
                 Ok(db) => {
                     *self.shared.db.write().expect("db lock") = Some(db.clone());
                     self.db = Some(db);

@@ -1,0 +1,871 @@
+//! The index itself, on tantivy: one tantivy document per snippet, on disk
+//! (memory-mapped segments) for a server, in memory for tests.
+//!
+//! Fields of a snippet: its owner (`owner`, tenant and owner id in hex: the
+//! term that removes an owner and that vector search walks), its doc
+//! (`doc`: owner and doc id, the term that replaces or removes a doc), the
+//! doc id and snippet index as fast fields (what a hit is named by), its
+//! length and vector dimension (fast, for the per-owner statistics), the unit
+//! vector (fast bytes), the doc's metadata as terms of key and hashed
+//! canonical value (`meta`, so a filter is part of the query) and as stored
+//! JSON (what the one definition of "metadata matches" checks), and its text.
+//!
+//! The text is analysed by [`super::tokenize`] and given to tantivy already
+//! tokenised, every term prefixed with its owner. Term statistics are so per
+//! owner, as BM25's are meant to be here: no owner's documents change another
+//! owner's scores. The document count and total length BM25 also needs are
+//! kept per owner beside the index ([`OwnerStats`], rebuilt from the fast
+//! fields when it opens) and given to tantivy's BM25 through
+//! [`Bm25StatisticsProvider`]; document frequencies count live snippets only.
+//!
+//! Writes: every change is committed (and the reader reloaded) before it
+//! returns, so a change is searchable once it answered. Concurrent writers
+//! share commits: each stages its change, then the first to take the commit
+//! lock commits for everyone staged so far.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use tantivy::collector::{Collector, DocSetCollector, SegmentCollector, TopDocs};
+use tantivy::directory::MmapDirectory;
+use tantivy::query::{
+    Bm25StatisticsProvider, BooleanQuery, ConstScoreQuery, Occur, Query as TQuery, TermQuery,
+};
+use tantivy::schema::{
+    FAST, Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value as _,
+};
+use tantivy::tokenizer::{PreTokenizedString, Token};
+use tantivy::{
+    DocAddress, DocId, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, Score, Searcher, SegmentReader,
+    TERMINATED, TantivyDocument, Term,
+};
+use uuid::Uuid;
+
+use super::index::PreparedDoc;
+use super::rank::{Ranked, TopK};
+use super::score::{canonical, dot, fuse, unit};
+use super::{Hit, Mode, OwnerKey, Query, SearchError, query_terms};
+use crate::store::filter::metadata_matches;
+
+/// Written beside an index on disk; an index without it (or with another)
+/// is rebuilt.
+const VERSION: &str = "agent-platform search index 1 (tantivy 0.27)";
+const VERSION_FILE: &str = "VERSION";
+/// The indexing arena of the one writer thread.
+const WRITER_MEMORY: usize = 24 << 20;
+
+#[derive(Clone, Copy)]
+struct Fields {
+    owner: Field,
+    doc: Field,
+    doc_hi: Field,
+    doc_lo: Field,
+    snip: Field,
+    len: Field,
+    dim: Field,
+    vec: Field,
+    meta: Field,
+    meta_json: Field,
+    text: Field,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default().set_tokenizer("raw").set_index_option(IndexRecordOption::WithFreqs),
+    );
+    let fields = Fields {
+        owner: b.add_text_field("owner", STRING | FAST),
+        doc: b.add_text_field("doc", STRING),
+        doc_hi: b.add_u64_field("doc_hi", FAST),
+        doc_lo: b.add_u64_field("doc_lo", FAST),
+        snip: b.add_u64_field("snip", FAST),
+        len: b.add_u64_field("len", FAST),
+        dim: b.add_u64_field("dim", FAST),
+        vec: b.add_bytes_field("vec", FAST),
+        meta: b.add_text_field("meta", STRING),
+        meta_json: b.add_bytes_field("meta_json", STORED),
+        text: b.add_text_field("text", text),
+    };
+    (b.build(), fields)
+}
+
+/// What BM25 and the API need of one owner, beside the index.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct OwnerStats {
+    pub(super) docs: u64,
+    pub(super) snippets: u64,
+    pub(super) tokens: u64,
+    pub(super) vectors: u64,
+    /// The dimension of the owner's vectors, while it has any.
+    pub(super) dim: Option<usize>,
+}
+
+/// One doc's share of its owner's statistics.
+#[derive(Default)]
+struct DocShare {
+    snippets: u64,
+    tokens: u64,
+    vectors: u64,
+}
+
+fn owner_text(owner: OwnerKey) -> String {
+    format!("{:032x}{:032x}", owner.tenant.as_u128(), owner.owner.as_u128())
+}
+
+fn parse_owner(text: &str) -> Option<OwnerKey> {
+    let tenant = u128::from_str_radix(text.get(..32)?, 16).ok()?;
+    let owner = u128::from_str_radix(text.get(32..64)?, 16).ok()?;
+    Some(OwnerKey { tenant: Uuid::from_u128(tenant), owner: Uuid::from_u128(owner) })
+}
+
+/// A metadata pair as an indexed term: the key and a hash of the value's
+/// canonical form (so values a filter finds equal share it).
+fn meta_term_text(key: &str, value: &Value) -> String {
+    let mut canonical = Vec::new();
+    crate::store::filter::canonical(value, &mut canonical);
+    let hash = Sha256::digest(&canonical);
+    let hex: String = hash[..12].iter().map(|b| format!("{b:02x}")).collect();
+    format!("{key}\u{0}{hex}")
+}
+
+fn index_error(e: impl std::fmt::Display) -> SearchError {
+    SearchError::Index(e.to_string())
+}
+
+struct Writing {
+    writer: IndexWriter,
+    stats: HashMap<OwnerKey, OwnerStats>,
+    /// Changes staged so far (committed ones included).
+    staged: u64,
+}
+
+/// The index of every owner. See the module's docs.
+pub(super) struct Engine {
+    fields: Fields,
+    reader: IndexReader,
+    writing: Mutex<Writing>,
+    /// Held by whoever commits.
+    committing: Mutex<()>,
+    /// Changes committed and visible to searches.
+    committed: AtomicU64,
+}
+
+impl Engine {
+    /// An index in memory.
+    pub(super) fn in_memory() -> Result<Self, SearchError> {
+        let (schema, _) = schema();
+        Self::on(Index::create_in_ram(schema))
+    }
+
+    /// The index in `dir`, created when there is none. One that cannot be
+    /// opened, is of another version or does not read back is replaced by
+    /// an empty one; the second value then says why (its owner fills it).
+    pub(super) fn open(dir: &Path) -> Result<(Self, Option<String>), SearchError> {
+        let (schema, _) = schema();
+        let version = std::fs::read_to_string(dir.join(VERSION_FILE));
+        let mut why = match &version {
+            Ok(v) if v.trim() == VERSION => String::new(),
+            Ok(v) => format!("it was written by another version ({})", v.trim()),
+            Err(_) => "there was none".to_string(),
+        };
+        if why.is_empty() {
+            let opened = MmapDirectory::open(dir)
+                .map_err(index_error)
+                .and_then(|d| Index::open(d).map_err(index_error))
+                .and_then(|index| {
+                    if index.schema() != schema {
+                        return Err(SearchError::Index("another schema".into()));
+                    }
+                    Self::on(index)
+                });
+            match opened {
+                Ok(engine) => return Ok((engine, None)),
+                Err(e) => why = format!("it could not be read ({e})"),
+            }
+        }
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(index_error(format!("cannot remove {}: {e}", dir.display()))),
+        }
+        std::fs::create_dir_all(dir)
+            .map_err(|e| index_error(format!("cannot create {}: {e}", dir.display())))?;
+        let directory = MmapDirectory::open(dir).map_err(index_error)?;
+        let engine = Self::on(Index::create(directory, schema, Default::default()).map_err(index_error)?)?;
+        std::fs::write(dir.join(VERSION_FILE), VERSION)
+            .map_err(|e| index_error(format!("cannot write in {}: {e}", dir.display())))?;
+        Ok((engine, Some(why)))
+    }
+
+    fn on(index: Index) -> Result<Self, SearchError> {
+        let (_, fields) = schema();
+        let writer = index.writer_with_num_threads(1, WRITER_MEMORY).map_err(index_error)?;
+        let reader =
+            index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(index_error)?;
+        let engine = Engine {
+            fields,
+            reader,
+            writing: Mutex::new(Writing { writer, stats: HashMap::new(), staged: 0 }),
+            committing: Mutex::new(()),
+            committed: AtomicU64::new(0),
+        };
+        let stats = engine.load_stats()?;
+        engine.writing.lock().stats = stats;
+        Ok(engine)
+    }
+
+    /// Every owner's statistics, from the fast fields of the live snippets.
+    fn load_stats(&self) -> Result<HashMap<OwnerKey, OwnerStats>, SearchError> {
+        let searcher = self.reader.searcher();
+        let mut all: HashMap<OwnerKey, OwnerStats> = HashMap::new();
+        for seg in searcher.segment_readers() {
+            let cols = Columns::open(seg)?;
+            let Some(owners) = seg.fast_fields().str("owner").map_err(index_error)? else { continue };
+            let mut by_ord: HashMap<u64, OwnerStats> = HashMap::new();
+            for doc in seg.doc_ids_alive() {
+                let Some(ord) = owners.term_ords(doc).next() else { continue };
+                let st = by_ord.entry(ord).or_default();
+                st.snippets += 1;
+                st.tokens += cols.len.first(doc).unwrap_or(0);
+                st.docs += u64::from(cols.snip.first(doc) == Some(0));
+                let dim = cols.dim.first(doc).unwrap_or(0);
+                if dim > 0 {
+                    st.vectors += 1;
+                    st.dim = Some(dim as usize);
+                }
+            }
+            let mut text = String::new();
+            for (ord, st) in by_ord {
+                text.clear();
+                owners.ord_to_str(ord, &mut text).map_err(index_error)?;
+                let key =
+                    parse_owner(&text).ok_or_else(|| index_error(format!("unreadable owner {text:?}")))?;
+                let all = all.entry(key).or_default();
+                all.docs += st.docs;
+                all.snippets += st.snippets;
+                all.tokens += st.tokens;
+                all.vectors += st.vectors;
+                all.dim = all.dim.or(st.dim);
+            }
+        }
+        Ok(all)
+    }
+
+    pub(super) fn stats(&self, owner: OwnerKey) -> OwnerStats {
+        self.writing.lock().stats.get(&owner).copied().unwrap_or_default()
+    }
+
+    /// Every indexed doc, by owner.
+    pub(super) fn doc_keys(&self) -> Result<HashSet<(OwnerKey, Uuid)>, SearchError> {
+        let searcher = self.reader.searcher();
+        let mut keys = HashSet::new();
+        for seg in searcher.segment_readers() {
+            let cols = Columns::open(seg)?;
+            let Some(owners) = seg.fast_fields().str("owner").map_err(index_error)? else { continue };
+            let mut names: HashMap<u64, OwnerKey> = HashMap::new();
+            let mut text = String::new();
+            for doc in seg.doc_ids_alive() {
+                if cols.snip.first(doc) != Some(0) {
+                    continue;
+                }
+                let Some(ord) = owners.term_ords(doc).next() else { continue };
+                let owner = match names.get(&ord) {
+                    Some(o) => *o,
+                    None => {
+                        text.clear();
+                        owners.ord_to_str(ord, &mut text).map_err(index_error)?;
+                        let o = parse_owner(&text)
+                            .ok_or_else(|| index_error(format!("unreadable owner {text:?}")))?;
+                        names.insert(ord, o);
+                        o
+                    }
+                };
+                keys.insert((owner, cols.doc_id(doc)));
+            }
+        }
+        Ok(keys)
+    }
+
+    /// Stages a change under the writer's lock, then commits it (sharing
+    /// the commit with whoever staged meanwhile). `f` answers whether it
+    /// changed anything; when it did not, nothing is committed.
+    fn write<R>(
+        &self,
+        f: impl FnOnce(&mut Writing, &Searcher, Fields) -> Result<(R, bool), SearchError>,
+    ) -> Result<R, SearchError> {
+        let (result, stamp) = {
+            let mut w = self.writing.lock();
+            let searcher = self.reader.searcher();
+            let (result, changed) = f(&mut w, &searcher, self.fields)?;
+            if !changed {
+                return Ok(result);
+            }
+            w.staged += 1;
+            (result, w.staged)
+        };
+        let _committing = self.committing.lock();
+        if self.committed.load(Ordering::Acquire) < stamp {
+            let upto = {
+                let mut w = self.writing.lock();
+                w.writer.commit().map_err(index_error)?;
+                w.staged
+            };
+            self.reader.reload().map_err(index_error)?;
+            self.committed.store(upto, Ordering::Release);
+        }
+        Ok(result)
+    }
+
+    /// Applies `changes` in order, in one commit; answers each one's
+    /// outcome (a strict upsert of the wrong dimension is refused, the rest
+    /// still apply). A batch names each doc at most once.
+    pub(super) fn apply(&self, changes: Vec<Change>) -> Result<Vec<Result<(), SearchError>>, SearchError> {
+        self.write(|w, searcher, f| {
+            let mut changed = false;
+            let mut outcomes = Vec::with_capacity(changes.len());
+            for change in changes {
+                let outcome = match change {
+                    Change::Upsert { owner, doc, strict } => stage_upsert(w, searcher, f, owner, doc, strict),
+                    Change::Remove { owner, doc } => stage_remove(w, searcher, f, owner, doc),
+                    Change::RemoveOwner(owner) => Ok(stage_remove_owner(w, f, owner)),
+                };
+                outcomes.push(outcome.map(|c| changed |= c));
+            }
+            let failed = outcomes.iter().find_map(|o| match o {
+                Err(SearchError::Index(e)) => Some(e.clone()),
+                _ => None,
+            });
+            if let Some(e) = failed {
+                return Err(SearchError::Index(e));
+            }
+            Ok((outcomes, changed))
+        })
+    }
+
+    /// Best hits first; the query is valid and its limit above zero.
+    pub(super) fn search(&self, owner: OwnerKey, q: &Query) -> Result<Vec<Hit>, SearchError> {
+        let st = self.stats(owner);
+        if st.snippets == 0 {
+            return Ok(Vec::new());
+        }
+        let unit_query = match (&q.vector, q.mode) {
+            (Some(v), Mode::Vector | Mode::Hybrid) => {
+                if let Some(expected) = st.dim
+                    && expected != v.len()
+                {
+                    return Err(SearchError::DimensionMismatch { expected, got: v.len() });
+                }
+                st.dim.map(|_| unit(v))
+            }
+            _ => None,
+        };
+        let searcher = self.reader.searcher();
+        let s = Search {
+            f: self.fields,
+            searcher: &searcher,
+            owner,
+            stats: st,
+            filter: q.metadata_filter.as_ref(),
+        };
+        let text = q.text.as_deref().unwrap_or("");
+        match q.mode {
+            Mode::Text => s.text(text, q.limit),
+            Mode::Vector => match unit_query {
+                Some(u) => s.vector(&u, q.limit),
+                None => Ok(Vec::new()),
+            },
+            Mode::Hybrid => s.hybrid(text, unit_query.as_deref(), q.alpha, q.limit),
+        }
+    }
+}
+
+/// One change of the index.
+pub(super) enum Change {
+    /// Add the doc, replacing the owner's doc of the same id.
+    Upsert { owner: OwnerKey, doc: PreparedDoc, strict: bool },
+    /// Remove the doc, if it is there.
+    Remove { owner: OwnerKey, doc: Uuid },
+    /// Remove every doc of the owner.
+    RemoveOwner(OwnerKey),
+}
+
+fn doc_term(f: Fields, prefix: &str, doc: Uuid) -> Term {
+    Term::from_field_text(f.doc, &format!("{prefix}{:032x}", doc.as_u128()))
+}
+
+/// Stages an upsert; answers whether it changed anything (it always does).
+fn stage_upsert(
+    w: &mut Writing,
+    searcher: &Searcher,
+    f: Fields,
+    owner: OwnerKey,
+    doc: PreparedDoc,
+    strict: bool,
+) -> Result<bool, SearchError> {
+    let prefix = owner_text(owner);
+    let term = doc_term(f, &prefix, doc.id);
+    let old = share_of(searcher, f, &term)?;
+    let mut st = w.stats.get(&owner).copied().unwrap_or_default();
+    let owner_dim = if st.vectors > old.vectors { st.dim } else { None };
+    let doc_dim = doc.snippets.iter().find_map(|s| s.vector.as_ref().map(|v| v.len()));
+    if strict
+        && let (Some(expected), Some(got)) = (owner_dim, doc_dim)
+        && expected != got
+    {
+        return Err(SearchError::DimensionMismatch { expected, got });
+    }
+    let dim = owner_dim.or(doc_dim);
+    let meta_terms: Vec<String> = doc.metadata.iter().flatten().map(|(k, v)| meta_term_text(k, v)).collect();
+    let meta_json = doc.metadata.as_ref().map(serde_json::to_vec).transpose().map_err(index_error)?;
+    w.writer.delete_term(term);
+    let id = doc.id.as_u128();
+    let doc_text = format!("{prefix}{id:032x}");
+    let mut new = DocShare::default();
+    for (i, snippet) in doc.snippets.into_iter().enumerate() {
+        let mut d = TantivyDocument::new();
+        d.add_text(f.owner, &prefix);
+        d.add_text(f.doc, &doc_text);
+        d.add_u64(f.doc_hi, (id >> 64) as u64);
+        d.add_u64(f.doc_lo, id as u64);
+        d.add_u64(f.snip, i as u64);
+        d.add_u64(f.len, u64::from(snippet.len));
+        let vector = snippet.vector.filter(|v| Some(v.len()) == dim);
+        d.add_u64(f.dim, vector.as_ref().map_or(0, |v| v.len() as u64));
+        if let Some(v) = &vector {
+            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            d.add_bytes(f.vec, &bytes);
+            new.vectors += 1;
+        }
+        for t in &meta_terms {
+            d.add_text(f.meta, t);
+        }
+        if let Some(json) = &meta_json {
+            d.add_bytes(f.meta_json, json);
+        }
+        let mut tokens = Vec::with_capacity(snippet.len as usize);
+        for (term, tf) in &snippet.terms {
+            for _ in 0..*tf {
+                let position = tokens.len();
+                tokens.push(Token {
+                    offset_from: 0,
+                    offset_to: 0,
+                    position,
+                    text: format!("{prefix}{term}"),
+                    position_length: 1,
+                });
+            }
+        }
+        d.add_pre_tokenized_text(f.text, PreTokenizedString { text: String::new(), tokens });
+        w.writer.add_document(d).map_err(index_error)?;
+        new.snippets += 1;
+        new.tokens += u64::from(snippet.len);
+    }
+    st.docs = st.docs - u64::from(old.snippets > 0) + u64::from(new.snippets > 0);
+    st.snippets = st.snippets - old.snippets + new.snippets;
+    st.tokens = st.tokens - old.tokens + new.tokens;
+    st.vectors = st.vectors - old.vectors + new.vectors;
+    st.dim = if st.vectors > 0 { dim } else { None };
+    set_stats(&mut w.stats, owner, st);
+    Ok(true)
+}
+
+/// Stages the removal of a doc; answers whether it was there.
+fn stage_remove(
+    w: &mut Writing,
+    searcher: &Searcher,
+    f: Fields,
+    owner: OwnerKey,
+    doc: Uuid,
+) -> Result<bool, SearchError> {
+    let term = doc_term(f, &owner_text(owner), doc);
+    let old = share_of(searcher, f, &term)?;
+    if old.snippets == 0 {
+        return Ok(false);
+    }
+    w.writer.delete_term(term);
+    let mut st = w.stats.get(&owner).copied().unwrap_or_default();
+    st.docs = st.docs.saturating_sub(1);
+    st.snippets = st.snippets.saturating_sub(old.snippets);
+    st.tokens = st.tokens.saturating_sub(old.tokens);
+    st.vectors = st.vectors.saturating_sub(old.vectors);
+    if st.vectors == 0 {
+        st.dim = None;
+    }
+    set_stats(&mut w.stats, owner, st);
+    Ok(true)
+}
+
+/// Stages the removal of every doc of the owner; answers whether it had any.
+fn stage_remove_owner(w: &mut Writing, f: Fields, owner: OwnerKey) -> bool {
+    if w.stats.remove(&owner).is_none() {
+        return false;
+    }
+    w.writer.delete_term(Term::from_field_text(f.owner, &owner_text(owner)));
+    true
+}
+
+fn set_stats(all: &mut HashMap<OwnerKey, OwnerStats>, owner: OwnerKey, st: OwnerStats) {
+    if st.snippets == 0 && st.docs == 0 {
+        all.remove(&owner);
+    } else {
+        all.insert(owner, st);
+    }
+}
+
+/// What the doc named by `doc_term` adds to its owner's statistics now.
+fn share_of(searcher: &Searcher, f: Fields, doc_term: &Term) -> Result<DocShare, SearchError> {
+    let mut share = DocShare::default();
+    for seg in searcher.segment_readers() {
+        let inverted = seg.inverted_index(f.doc).map_err(index_error)?;
+        let Some(mut postings) =
+            inverted.read_postings(doc_term, IndexRecordOption::Basic).map_err(index_error)?
+        else {
+            continue;
+        };
+        let cols = Columns::open(seg)?;
+        let alive = seg.alive_bitset();
+        let mut doc = postings.doc();
+        while doc != TERMINATED {
+            if alive.is_none_or(|a| a.is_alive(doc)) {
+                share.snippets += 1;
+                share.tokens += cols.len.first(doc).unwrap_or(0);
+                share.vectors += u64::from(cols.dim.first(doc).unwrap_or(0) > 0);
+            }
+            doc = postings.advance();
+        }
+    }
+    Ok(share)
+}
+
+/// The fast fields read per snippet.
+struct Columns {
+    doc_hi: tantivy::columnar::Column<u64>,
+    doc_lo: tantivy::columnar::Column<u64>,
+    snip: tantivy::columnar::Column<u64>,
+    len: tantivy::columnar::Column<u64>,
+    dim: tantivy::columnar::Column<u64>,
+}
+
+impl Columns {
+    fn open(seg: &SegmentReader) -> Result<Self, SearchError> {
+        let ff = seg.fast_fields();
+        let col = |name: &str| ff.u64(name).map_err(index_error);
+        Ok(Columns {
+            doc_hi: col("doc_hi")?,
+            doc_lo: col("doc_lo")?,
+            snip: col("snip")?,
+            len: col("len")?,
+            dim: col("dim")?,
+        })
+    }
+
+    fn doc_id(&self, doc: DocId) -> Uuid {
+        let hi = u128::from(self.doc_hi.first(doc).unwrap_or(0));
+        let lo = u128::from(self.doc_lo.first(doc).unwrap_or(0));
+        Uuid::from_u128(hi << 64 | lo)
+    }
+
+    fn key(&self, doc: DocId) -> (Uuid, usize) {
+        (self.doc_id(doc), self.snip.first(doc).unwrap_or(0) as usize)
+    }
+}
+
+/// BM25's statistics of one owner: its live snippets, their total length,
+/// and how many of them hold a term (the terms are the owner's own).
+struct OwnerBm25<'a> {
+    searcher: &'a Searcher,
+    stats: OwnerStats,
+}
+
+impl Bm25StatisticsProvider for OwnerBm25<'_> {
+    fn total_num_tokens(&self, _field: Field) -> tantivy::Result<u64> {
+        Ok(self.stats.tokens)
+    }
+
+    fn total_num_docs(&self) -> tantivy::Result<u64> {
+        Ok(self.stats.snippets)
+    }
+
+    fn doc_freq(&self, term: &Term) -> tantivy::Result<u64> {
+        let mut df = 0u64;
+        for seg in self.searcher.segment_readers() {
+            let inverted = seg.inverted_index(term.field())?;
+            let Some(info) = inverted.get_term_info(term)? else { continue };
+            match seg.alive_bitset() {
+                None => df += u64::from(info.doc_freq),
+                Some(alive) => {
+                    let mut postings =
+                        inverted.read_postings_from_terminfo(&info, IndexRecordOption::Basic)?;
+                    let mut doc = postings.doc();
+                    while doc != TERMINATED {
+                        df += u64::from(alive.is_alive(doc));
+                        doc = postings.advance();
+                    }
+                }
+            }
+        }
+        Ok(df.min(self.stats.snippets))
+    }
+}
+
+/// Every match with its score: (segment, doc, score).
+struct Every;
+
+struct EverySegment {
+    segment: u32,
+    hits: Vec<(u32, DocId, Score)>,
+}
+
+impl Collector for Every {
+    type Fruit = Vec<(u32, DocId, Score)>;
+    type Child = EverySegment;
+
+    fn for_segment(&self, segment: u32, _: &SegmentReader) -> tantivy::Result<EverySegment> {
+        Ok(EverySegment { segment, hits: Vec::new() })
+    }
+
+    fn requires_scoring(&self) -> bool {
+        true
+    }
+
+    fn merge_fruits(&self, fruits: Vec<Vec<(u32, DocId, Score)>>) -> tantivy::Result<Self::Fruit> {
+        Ok(fruits.concat())
+    }
+}
+
+impl SegmentCollector for EverySegment {
+    type Fruit = Vec<(u32, DocId, Score)>;
+
+    fn collect(&mut self, doc: DocId, score: Score) {
+        self.hits.push((self.segment, doc, score));
+    }
+
+    fn harvest(self) -> Self::Fruit {
+        self.hits
+    }
+}
+
+/// One search of one owner.
+struct Search<'a> {
+    f: Fields,
+    searcher: &'a Searcher,
+    owner: OwnerKey,
+    stats: OwnerStats,
+    filter: Option<&'a Map<String, Value>>,
+}
+
+impl Search<'_> {
+    fn owner_term(&self) -> Term {
+        Term::from_field_text(self.f.owner, &owner_text(self.owner))
+    }
+
+    /// The query's terms, as this owner's, as a query scoring any of them.
+    fn text_query(&self, text: &str) -> Option<Box<dyn TQuery>> {
+        let prefix = owner_text(self.owner);
+        let mut clauses: Vec<(Occur, Box<dyn TQuery>)> = query_terms(text)
+            .into_iter()
+            .map(|t| {
+                let term = Term::from_field_text(self.f.text, &format!("{prefix}{t}"));
+                (
+                    Occur::Should,
+                    Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)) as Box<dyn TQuery>,
+                )
+            })
+            .collect();
+        match clauses.len() {
+            0 => None,
+            1 => clauses.pop().map(|(_, q)| q),
+            _ => Some(Box::new(BooleanQuery::new(clauses))),
+        }
+    }
+
+    /// The filter as a query matching (with score 0) the owner's snippets
+    /// whose metadata has every pair; `None` without a filter.
+    fn filter_query(&self) -> Option<Box<dyn TQuery>> {
+        let filter = self.filter.filter(|m| !m.is_empty())?;
+        let mut clauses: Vec<(Occur, Box<dyn TQuery>)> =
+            vec![(Occur::Must, Box::new(TermQuery::new(self.owner_term(), IndexRecordOption::Basic)))];
+        for (k, v) in filter {
+            let term = Term::from_field_text(self.f.meta, &meta_term_text(k, v));
+            clauses.push((Occur::Must, Box::new(TermQuery::new(term, IndexRecordOption::Basic))));
+        }
+        Some(Box::new(ConstScoreQuery::new(Box::new(BooleanQuery::new(clauses)), 0.0)))
+    }
+
+    fn bm25(&self) -> OwnerBm25<'_> {
+        OwnerBm25 { searcher: self.searcher, stats: self.stats }
+    }
+
+    /// Whether the snippet's doc passes the filter, by the one definition of
+    /// a match (the indexed terms only narrow the candidates). Cached per doc.
+    fn passes(
+        &self,
+        addr: DocAddress,
+        id: Uuid,
+        cache: &mut HashMap<Uuid, bool>,
+    ) -> Result<bool, SearchError> {
+        let Some(filter) = self.filter.filter(|m| !m.is_empty()) else { return Ok(true) };
+        if let Some(v) = cache.get(&id) {
+            return Ok(*v);
+        }
+        let doc: TantivyDocument = self.searcher.doc(addr).map_err(index_error)?;
+        let metadata: Option<Map<String, Value>> =
+            match doc.get_first(self.f.meta_json).and_then(|v| v.as_bytes()) {
+                Some(json) => Some(serde_json::from_slice(json).map_err(index_error)?),
+                None => None,
+            };
+        let verdict = metadata_matches(filter, metadata.as_ref());
+        cache.insert(id, verdict);
+        Ok(verdict)
+    }
+
+    fn columns(&self, segment: u32) -> Result<Columns, SearchError> {
+        Columns::open(self.searcher.segment_reader(segment))
+    }
+
+    fn text(&self, text: &str, limit: usize) -> Result<Vec<Hit>, SearchError> {
+        let Some(query) = self.text_query(text) else { return Ok(Vec::new()) };
+        let query: Box<dyn TQuery> = match self.filter_query() {
+            Some(filter) => Box::new(BooleanQuery::new(vec![(Occur::Must, query), (Occur::Must, filter)])),
+            None => query,
+        };
+        // Some more than asked, so that equal scores at the cut are ordered as everywhere.
+        let fetch = limit.saturating_add(limit.max(16));
+        let top = self
+            .searcher
+            .search_with_statistics_provider(
+                &*query,
+                &TopDocs::with_limit(fetch).order_by_score(),
+                &self.bm25(),
+            )
+            .map_err(index_error)?;
+        let mut ranked = TopK::new(limit);
+        let mut cache = HashMap::new();
+        let mut columns: HashMap<u32, Columns> = HashMap::new();
+        for (score, addr) in top {
+            let cols = match columns.entry(addr.segment_ord) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => e.insert(self.columns(addr.segment_ord)?),
+            };
+            let (doc_id, snippet_index) = cols.key(addr.doc_id);
+            if !self.passes(addr, doc_id, &mut cache)? {
+                continue;
+            }
+            ranked.push(Ranked {
+                primary: canonical(f64::from(score)),
+                secondary: 0.0,
+                doc_id,
+                snippet_index,
+            });
+        }
+        Ok(ranked.into_hits())
+    }
+
+    /// The owner's snippets passing the filter, when there is one.
+    fn allowed(&self) -> Result<Option<HashSet<DocAddress>>, SearchError> {
+        let Some(filter) = self.filter_query() else { return Ok(None) };
+        let candidates = self.searcher.search(&*filter, &DocSetCollector).map_err(index_error)?;
+        let mut cache = HashMap::new();
+        let mut allowed = HashSet::with_capacity(candidates.len());
+        for addr in candidates {
+            let (id, _) = self.columns(addr.segment_ord)?.key(addr.doc_id);
+            if self.passes(addr, id, &mut cache)? {
+                allowed.insert(addr);
+            }
+        }
+        Ok(Some(allowed))
+    }
+
+    /// Cosine similarity of every vector of the owner (that passes the filter).
+    fn for_each_vector(
+        &self,
+        unit_query: &[f32],
+        allowed: Option<&HashSet<DocAddress>>,
+        mut each: impl FnMut((Uuid, usize), f64),
+    ) -> Result<(), SearchError> {
+        let owner_term = self.owner_term();
+        let mut bytes = Vec::new();
+        let mut vector: Vec<f32> = Vec::new();
+        for (ord, seg) in self.searcher.segment_readers().iter().enumerate() {
+            let inverted = seg.inverted_index(self.f.owner).map_err(index_error)?;
+            let Some(mut postings) =
+                inverted.read_postings(&owner_term, IndexRecordOption::Basic).map_err(index_error)?
+            else {
+                continue;
+            };
+            let cols = Columns::open(seg)?;
+            let Some(vectors) = seg.fast_fields().bytes("vec").map_err(index_error)? else { continue };
+            let alive = seg.alive_bitset();
+            let mut doc = postings.doc();
+            while doc != TERMINATED {
+                let addr = DocAddress::new(ord as u32, doc);
+                if alive.is_none_or(|a| a.is_alive(doc))
+                    && cols.dim.first(doc).unwrap_or(0) as usize == unit_query.len()
+                    && allowed.is_none_or(|a| a.contains(&addr))
+                    && let Some(vord) = vectors.term_ords(doc).next()
+                {
+                    bytes.clear();
+                    vectors.ord_to_bytes(vord, &mut bytes).map_err(index_error)?;
+                    vector.clear();
+                    vector
+                        .extend(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+                    each(cols.key(doc), canonical(dot(unit_query, &vector)));
+                }
+                doc = postings.advance();
+            }
+        }
+        Ok(())
+    }
+
+    fn vector(&self, unit_query: &[f32], limit: usize) -> Result<Vec<Hit>, SearchError> {
+        let allowed = self.allowed()?;
+        let mut top = TopK::new(limit);
+        self.for_each_vector(unit_query, allowed.as_ref(), |(doc_id, snippet_index), cosine| {
+            if top.admits(cosine) {
+                top.push(Ranked { primary: cosine, secondary: 0.0, doc_id, snippet_index });
+            }
+        })?;
+        Ok(top.into_hits())
+    }
+
+    /// Text and vector sides over every candidate, fused (see [`fuse`]).
+    fn hybrid(
+        &self,
+        text: &str,
+        unit_query: Option<&[f32]>,
+        alpha: f64,
+        limit: usize,
+    ) -> Result<Vec<Hit>, SearchError> {
+        let allowed = self.allowed()?;
+        let mut text_hits = Vec::new();
+        if let Some(query) = self.text_query(text) {
+            let every = self
+                .searcher
+                .search_with_statistics_provider(&*query, &Every, &self.bm25())
+                .map_err(index_error)?;
+            let mut columns: HashMap<u32, Columns> = HashMap::new();
+            for (segment, doc, score) in every {
+                if allowed.as_ref().is_some_and(|a| !a.contains(&DocAddress::new(segment, doc))) {
+                    continue;
+                }
+                let cols = match columns.entry(segment) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => e.insert(self.columns(segment)?),
+                };
+                text_hits.push((cols.key(doc), canonical(f64::from(score))));
+            }
+        }
+        let mut vector_hits = Vec::new();
+        if let Some(u) = unit_query {
+            self.for_each_vector(u, allowed.as_ref(), |key, cosine| vector_hits.push((key, cosine)))?;
+        }
+        text_hits.sort_unstable_by_key(|a| a.0);
+        vector_hits.sort_unstable_by_key(|a| a.0);
+        Ok(fuse(&text_hits, &vector_hits, alpha, limit, |key| key))
+    }
+}
