@@ -148,6 +148,35 @@ async fn writes(base: &str, key: &str, clients: usize) -> Figures {
 
 /// Durable agent creates through the domain API directly (no HTTP): what group
 /// commit gives on its own, for comparison with the HTTP figures.
+/// The store's own group commit: `tasks` writers, one small record per commit.
+async fn raw_commits(store: &Arc<agent_platform::store::sled_store::SledStore>, tasks: usize) -> Figures {
+    use agent_platform::store::{Expect, Kind, Op, Record, Store};
+    let deadline = Instant::now() + Duration::from_secs_f64(WRITE_SECS);
+    let start = Instant::now();
+    let tenant = uuid::Uuid::now_v7();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let store = store.clone();
+        handles.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            while Instant::now() < deadline {
+                let data = serde_json::json!({"name": format!("agent {t}"), "about": "benchmark agent"});
+                let record = Record::new(Kind::Agent, uuid::Uuid::now_v7(), tenant, data);
+                let t0 = Instant::now();
+                store.commit(tenant, vec![Op::Put { record, expect: Expect::Absent }]).await.unwrap();
+                lat.push(t0.elapsed());
+            }
+            lat
+        }));
+    }
+    let mut lat = Vec::new();
+    for h in handles {
+        lat.extend(h.await.unwrap());
+    }
+    lat.sort();
+    Figures { count: lat.len(), errors: 0, secs: start.elapsed().as_secs_f64(), lat }
+}
+
 async fn store_writes(
     app: &agent_platform::app::App,
     tenant: agent_platform::app::Tenant,
@@ -257,6 +286,14 @@ async fn main() {
             s32.line(&format!("{durability:?}, 32 tasks")),
             (after.1 - mid.1) as f64 / (after.0 - mid.0).max(1) as f64
         );
+        if durability == Durability::Fsync {
+            let raw = raw_commits(&store, 32).await;
+            println!("{}", raw.line("the store alone, 32 writers"));
+            println!(
+                "HTTP POST at 32 clients / the store's group commit at 32 writers: {:.2} (target >= 0.8)",
+                w32.rate() / raw.rate()
+            );
+        }
         store.close();
     }
 

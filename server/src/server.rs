@@ -50,6 +50,11 @@ impl Running {
         let drained = tokio::time::timeout(SHUTDOWN_GRACE, self.server.close()).await;
         // Executions under way stop here and go on from their last transition at the next start.
         self.engine.stop().await;
+        if let Err(e) = self.app.search.close() {
+            eprintln!(
+                "the search index was not closed cleanly ({e}): the next start checks it against the store"
+            );
+        }
         // Also answers the writes still waiting for the store (503).
         let closed = self.store.close();
         match drained {

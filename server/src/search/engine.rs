@@ -31,7 +31,6 @@ use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use tantivy::collector::{Collector, DocSetCollector, SegmentCollector, TopDocs};
-use tantivy::directory::MmapDirectory;
 use tantivy::query::{
     Bm25StatisticsProvider, BooleanQuery, ConstScoreQuery, Occur, Query as TQuery, TermQuery,
 };
@@ -45,6 +44,7 @@ use tantivy::{
 };
 use uuid::Uuid;
 
+use super::directory::{self, Unsynced};
 use super::index::PreparedDoc;
 use super::rank::{Ranked, TopK};
 use super::score::{canonical, dot, fuse, unit};
@@ -133,12 +133,17 @@ fn meta_term_text(key: &str, value: &Value) -> String {
     format!("{key}\u{0}{hex}")
 }
 
+fn closed() -> SearchError {
+    SearchError::Index("the index is closed".into())
+}
+
 fn index_error(e: impl std::fmt::Display) -> SearchError {
     SearchError::Index(e.to_string())
 }
 
 struct Writing {
-    writer: IndexWriter,
+    /// `None` once closed.
+    writer: Option<IndexWriter>,
     stats: HashMap<OwnerKey, OwnerStats>,
     /// Changes staged so far (committed ones included).
     staged: u64,
@@ -147,6 +152,8 @@ struct Writing {
 /// The index of every owner. See the module's docs.
 pub(super) struct Engine {
     fields: Fields,
+    /// Where its files are (`None`: in memory).
+    dir: Option<std::path::PathBuf>,
     reader: IndexReader,
     writing: Mutex<Writing>,
     /// Held by whoever commits.
@@ -159,7 +166,7 @@ impl Engine {
     /// An index in memory.
     pub(super) fn in_memory() -> Result<Self, SearchError> {
         let (schema, _) = schema();
-        Self::on(Index::create_in_ram(schema))
+        Self::on(Index::create_in_ram(schema), None)
     }
 
     /// The index in `dir`, created when there is none. One that cannot be
@@ -173,18 +180,26 @@ impl Engine {
             Ok(v) => format!("it was written by another version ({})", v.trim()),
             Err(_) => "there was none".to_string(),
         };
+        if why.is_empty()
+            && let Err(unsafe_state) = directory::check_state(dir)
+        {
+            why = unsafe_state;
+        }
         if why.is_empty() {
-            let opened = MmapDirectory::open(dir)
+            let opened = Unsynced::open(dir)
                 .map_err(index_error)
                 .and_then(|d| Index::open(d).map_err(index_error))
                 .and_then(|index| {
                     if index.schema() != schema {
                         return Err(SearchError::Index("another schema".into()));
                     }
-                    Self::on(index)
+                    Self::on(index, Some(dir))
                 });
             match opened {
-                Ok(engine) => return Ok((engine, None)),
+                Ok(engine) => {
+                    directory::mark_open(dir).map_err(index_error)?;
+                    return Ok((engine, None));
+                }
                 Err(e) => why = format!("it could not be read ({e})"),
             }
         }
@@ -195,22 +210,25 @@ impl Engine {
         }
         std::fs::create_dir_all(dir)
             .map_err(|e| index_error(format!("cannot create {}: {e}", dir.display())))?;
-        let directory = MmapDirectory::open(dir).map_err(index_error)?;
-        let engine = Self::on(Index::create(directory, schema, Default::default()).map_err(index_error)?)?;
+        let files = Unsynced::open(dir).map_err(index_error)?;
+        let engine =
+            Self::on(Index::create(files, schema, Default::default()).map_err(index_error)?, Some(dir))?;
         std::fs::write(dir.join(VERSION_FILE), VERSION)
             .map_err(|e| index_error(format!("cannot write in {}: {e}", dir.display())))?;
+        directory::mark_open(dir).map_err(index_error)?;
         Ok((engine, Some(why)))
     }
 
-    fn on(index: Index) -> Result<Self, SearchError> {
+    fn on(index: Index, dir: Option<&Path>) -> Result<Self, SearchError> {
         let (_, fields) = schema();
         let writer = index.writer_with_num_threads(1, WRITER_MEMORY).map_err(index_error)?;
         let reader =
             index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(index_error)?;
         let engine = Engine {
             fields,
+            dir: dir.map(Path::to_path_buf),
             reader,
-            writing: Mutex::new(Writing { writer, stats: HashMap::new(), staged: 0 }),
+            writing: Mutex::new(Writing { writer: Some(writer), stats: HashMap::new(), staged: 0 }),
             committing: Mutex::new(()),
             committed: AtomicU64::new(0),
         };
@@ -312,13 +330,26 @@ impl Engine {
         if self.committed.load(Ordering::Acquire) < stamp {
             let upto = {
                 let mut w = self.writing.lock();
-                w.writer.commit().map_err(index_error)?;
+                w.writer.as_mut().ok_or_else(closed)?.commit().map_err(index_error)?;
                 w.staged
             };
             self.reader.reload().map_err(index_error)?;
             self.committed.store(upto, Ordering::Release);
         }
         Ok(result)
+    }
+
+    /// Stops writing (merges under way finish) and, on disk, makes every
+    /// file durable and notes the index closed cleanly. Later changes fail.
+    pub(super) fn close(&self) -> Result<(), SearchError> {
+        let writer = self.writing.lock().writer.take();
+        if let Some(writer) = writer {
+            writer.wait_merging_threads().map_err(index_error)?;
+        }
+        match &self.dir {
+            Some(dir) => directory::close_state(dir).map_err(index_error),
+            None => Ok(()),
+        }
     }
 
     /// Applies `changes` in order, in one commit; answers each one's
@@ -332,7 +363,7 @@ impl Engine {
                 let outcome = match change {
                     Change::Upsert { owner, doc, strict } => stage_upsert(w, searcher, f, owner, doc, strict),
                     Change::Remove { owner, doc } => stage_remove(w, searcher, f, owner, doc),
-                    Change::RemoveOwner(owner) => Ok(stage_remove_owner(w, f, owner)),
+                    Change::RemoveOwner(owner) => stage_remove_owner(w, f, owner),
                 };
                 outcomes.push(outcome.map(|c| changed |= c));
             }
@@ -422,7 +453,7 @@ fn stage_upsert(
     let dim = owner_dim.or(doc_dim);
     let meta_terms: Vec<String> = doc.metadata.iter().flatten().map(|(k, v)| meta_term_text(k, v)).collect();
     let meta_json = doc.metadata.as_ref().map(serde_json::to_vec).transpose().map_err(index_error)?;
-    w.writer.delete_term(term);
+    w.writer.as_ref().ok_or_else(closed)?.delete_term(term);
     let id = doc.id.as_u128();
     let doc_text = format!("{prefix}{id:032x}");
     let mut new = DocShare::default();
@@ -461,7 +492,7 @@ fn stage_upsert(
             }
         }
         d.add_pre_tokenized_text(f.text, PreTokenizedString { text: String::new(), tokens });
-        w.writer.add_document(d).map_err(index_error)?;
+        w.writer.as_ref().ok_or_else(closed)?.add_document(d).map_err(index_error)?;
         new.snippets += 1;
         new.tokens += u64::from(snippet.len);
     }
@@ -487,7 +518,7 @@ fn stage_remove(
     if old.snippets == 0 {
         return Ok(false);
     }
-    w.writer.delete_term(term);
+    w.writer.as_ref().ok_or_else(closed)?.delete_term(term);
     let mut st = w.stats.get(&owner).copied().unwrap_or_default();
     st.docs = st.docs.saturating_sub(1);
     st.snippets = st.snippets.saturating_sub(old.snippets);
@@ -501,12 +532,13 @@ fn stage_remove(
 }
 
 /// Stages the removal of every doc of the owner; answers whether it had any.
-fn stage_remove_owner(w: &mut Writing, f: Fields, owner: OwnerKey) -> bool {
+fn stage_remove_owner(w: &mut Writing, f: Fields, owner: OwnerKey) -> Result<bool, SearchError> {
+    let writer = w.writer.as_ref().ok_or_else(closed)?;
     if w.stats.remove(&owner).is_none() {
-        return false;
+        return Ok(false);
     }
-    w.writer.delete_term(Term::from_field_text(f.owner, &owner_text(owner)));
-    true
+    writer.delete_term(Term::from_field_text(f.owner, &owner_text(owner)));
+    Ok(true)
 }
 
 fn set_stats(all: &mut HashMap<OwnerKey, OwnerStats>, owner: OwnerKey, st: OwnerStats) {

@@ -19,6 +19,7 @@
 //! to be shared in an `Arc`; text analysis ([`SearchIndex::prepare`]) can
 //! happen before any lock is taken.
 
+mod directory;
 mod engine;
 mod index;
 mod rank;
@@ -232,6 +233,12 @@ impl SearchIndex {
     pub fn open(dir: &Path) -> Result<Self, SearchError> {
         let (engine, fresh) = engine::Engine::open(dir)?;
         Ok(Self { engine, fresh })
+    }
+
+    /// Stops writing and, on disk, makes the index durable and notes it
+    /// closed cleanly (a later start trusts it even after a machine restart).
+    pub fn close(&self) -> Result<(), SearchError> {
+        self.engine.close()
     }
 
     /// Why the index started empty (`None`: it was opened with its documents).

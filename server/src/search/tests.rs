@@ -696,3 +696,49 @@ fn a_doc_prepared_ahead_is_indexed_as_an_upserted_one() {
     assert_eq!(prepared.upsert_prepared(owner(), lenient), Ok(()), "dropped, the text kept");
     assert_eq!(prepared.snippet_count(owner()), 4);
 }
+
+// ------------------------------------------------------------------ on disk
+
+#[test]
+fn an_index_on_disk_is_reopened_with_its_docs_unless_it_cannot_be_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    let q = Query::text("harbour");
+    let index = SearchIndex::open(&path).unwrap();
+    assert!(index.fresh().is_some(), "a new index says why it is empty");
+    index.upsert_doc(owner(), text_doc(1, &["the harbour at dawn"])).unwrap();
+    let before = search(&index, &q);
+    drop(index); // as a killed process: not closed
+
+    let index = SearchIndex::open(&path).unwrap();
+    assert_eq!(index.fresh(), None, "killed on this boot: every file the OS was given is there");
+    assert_eq!(search(&index, &q), before);
+    index.close().unwrap();
+    drop(index);
+
+    let index = SearchIndex::open(&path).unwrap();
+    assert_eq!(index.fresh(), None, "closed cleanly");
+    assert_eq!(search(&index, &q), before);
+    drop(index);
+
+    // Open under another boot: the machine stopped while it was open.
+    std::fs::write(path.join("STATE"), "open 00000000-another-boot").unwrap();
+    let index = SearchIndex::open(&path).unwrap();
+    assert!(index.fresh().unwrap().contains("machine"), "{:?}", index.fresh());
+    assert!(search(&index, &q).is_empty(), "rebuilt empty, for the store to fill");
+    index.upsert_doc(owner(), text_doc(1, &["the harbour at dawn"])).unwrap();
+    index.close().unwrap();
+    drop(index);
+
+    // Files that do not read back.
+    std::fs::write(path.join("meta.json"), b"{ not json").unwrap();
+    let index = SearchIndex::open(&path).unwrap();
+    assert!(index.fresh().unwrap().contains("could not be read"), "{:?}", index.fresh());
+    assert!(search(&index, &q).is_empty());
+    drop(index);
+
+    // Another version.
+    std::fs::write(path.join("VERSION"), "agent-platform search index 0").unwrap();
+    let index = SearchIndex::open(&path).unwrap();
+    assert!(index.fresh().unwrap().contains("another version"), "{:?}", index.fresh());
+}
