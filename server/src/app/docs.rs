@@ -41,7 +41,9 @@ use crate::api::types::{
     SearchRequest, Snippet,
 };
 use crate::api::validate::{Issues, Source};
-use crate::search::{self, DocEntry, DocSearch, IndexChange, OwnerKey, Query, SearchError, SearchIndex};
+use crate::search::{
+    self, DocEntry, DocSearch, IndexChange, OwnerKey, Query, SearchError, SearchIndex, Ticket,
+};
 use crate::store::{Expect, Kind, ListQuery, Op, Record, new_id};
 
 /// A document's stored fields (besides id, owner id = scope, created_at and metadata).
@@ -168,12 +170,22 @@ pub(super) async fn fill_index(app: &App) -> Result<usize> {
             missing.push((key, id));
         }
     }
-    // What is left was deleted from the store after the index last saw it.
+    // What is left was deleted from the store after the index last saw it
+    // (checked again under the owner's lock: a create may have raced the scan).
+    let mut gone = Vec::new();
     for (key, id) in indexed {
         let _guard = app.doc_locks.of(key).lock().await;
         if app.store.get(key.tenant, Kind::Doc, id).await?.is_none() {
-            app.index_blocking(move |search| search.remove_doc(key, id)).await?;
+            gone.push(IndexChange::Remove(key, id));
         }
+        if gone.len() == REBUILD_BATCH {
+            let (_, ticket) = app.index_stage(std::mem::take(&mut gone)).await?;
+            app.index_commit(ticket).await?;
+        }
+    }
+    if !gone.is_empty() {
+        let (_, ticket) = app.index_stage(gone).await?;
+        app.index_commit(ticket).await?;
     }
     let total = missing.len();
     app.search_state.send_replace(SearchState::Warming { done: 0, total });
@@ -222,8 +234,9 @@ pub(super) async fn fill_index(app: &App) -> Result<usize> {
         }
         done += changes.len();
         // Lenient: fails only when the index cannot be written.
-        app.index_blocking(move |search| search.apply(changes).map(|_| ())).await?;
+        let (_, ticket) = app.index_stage(changes).await?;
         drop(guards);
+        app.index_commit(ticket).await?;
         app.search_state.send_replace(SearchState::Warming { done, total });
     }
     Ok(done)
@@ -382,19 +395,25 @@ impl App {
         if self.store.get(t.0, Kind::Doc, id).await?.is_none() {
             return Ok(answer);
         }
-        let indexed = self.search.clone();
-        let upserted = tokio::task::spawn_blocking(move || indexed.upsert_prepared(key, prepared))
-            .await
-            .map_err(|e| Error::Internal(format!("indexing a doc failed: {e}")))?;
+        // Staged in order under the lock; committed after it (creates of
+        // one owner share commits), before the create answers.
+        let staged = match self.index_stage(vec![IndexChange::Upsert(key, prepared)]).await {
+            Ok((mut outcomes, ticket)) => outcomes.pop().map(|o| (o, ticket)),
+            // The doc is stored (so the create answers): the next start
+            // indexes it. Until then search says it is unavailable.
+            Err(_) => None,
+        };
+        drop(_guard);
+        let upserted = match staged {
+            Some((Ok(()), ticket)) => {
+                let _ = self.index_commit(ticket).await;
+                Ok(())
+            }
+            Some((Err(e), _)) => Err(e),
+            None => Ok(()),
+        };
         match upserted {
             Ok(()) => Ok(answer),
-            Err(e @ SearchError::Index(_)) => {
-                // The doc is stored (so the create answers): the next start
-                // indexes it. Until then search says it is unavailable rather
-                // than answer without it.
-                self.index_broken(e);
-                Ok(answer)
-            }
             Err(e) => {
                 // Unreachable while every index change of this owner holds its lock;
                 // if it happens, undo the create rather than keep an unsearchable doc.
@@ -539,7 +558,10 @@ impl App {
         self.note_delete(key);
         // The delete is stored; a failure has marked search failed (and the
         // next start mends the index).
-        let _ = self.index_blocking(move |search| search.remove_doc(key, id)).await;
+        if let Ok((_, ticket)) = self.index_stage(vec![IndexChange::Remove(key, id)]).await {
+            drop(_guard);
+            let _ = self.index_commit(ticket).await;
+        }
         Ok(())
     }
 
@@ -553,21 +575,35 @@ impl App {
         let _guard = self.doc_locks.of(key).lock().await;
         self.note_delete(key);
         // A failure has marked search failed (and the next start mends the index).
-        let _ = self.index_blocking(move |search| search.remove_owner(key)).await;
+        if let Ok((_, ticket)) = self.index_stage(vec![IndexChange::RemoveOwner(key)]).await {
+            drop(_guard);
+            let _ = self.index_commit(ticket).await;
+        }
     }
 
-    /// Runs a change of the index off the async workers (it commits to
-    /// disk). When the index cannot be written, search is marked failed:
-    /// the store has the change, the next start brings the index in step.
-    async fn index_blocking(
+    /// Stages changes of the index (under their owners' locks), off the
+    /// async workers; answers each one's outcome. When the index cannot be
+    /// written, search is marked failed: the store has the change, the next
+    /// start brings the index in step.
+    async fn index_stage(
         &self,
-        change: impl FnOnce(&SearchIndex) -> std::result::Result<(), SearchError> + Send + 'static,
-    ) -> Result<()> {
+        changes: Vec<IndexChange>,
+    ) -> Result<(Vec<std::result::Result<(), SearchError>>, Ticket)> {
         let search = self.search.clone();
-        let changed = tokio::task::spawn_blocking(move || change(&search))
+        let staged = tokio::task::spawn_blocking(move || search.stage(changes))
             .await
             .map_err(|e| Error::Internal(format!("changing the search index failed: {e}")))?;
-        changed.map_err(|e| self.index_broken(e))
+        staged.map_err(|e| self.index_broken(e))
+    }
+
+    /// Returns once staged changes are searchable (their commit, shared with
+    /// everyone who staged meanwhile: called after the owners' locks are let go).
+    async fn index_commit(&self, ticket: Ticket) -> Result<()> {
+        let search = self.search.clone();
+        let committed = tokio::task::spawn_blocking(move || search.commit_through(ticket))
+            .await
+            .map_err(|e| Error::Internal(format!("committing the search index failed: {e}")))?;
+        committed.map_err(|e| self.index_broken(e))
     }
 
     /// Search answers 503 from now on, saying why; the error to answer.

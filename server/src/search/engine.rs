@@ -106,7 +106,7 @@ pub(super) struct OwnerStats {
 }
 
 /// One doc's share of its owner's statistics.
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct DocShare {
     snippets: u64,
     tokens: u64,
@@ -147,7 +147,36 @@ struct Writing {
     stats: HashMap<OwnerKey, OwnerStats>,
     /// Changes staged so far (committed ones included).
     staged: u64,
+    /// What the changes staged since the last commit made of their docs
+    /// (an empty share: removed), which the searcher cannot see yet.
+    pending: HashMap<(OwnerKey, Uuid), DocShare>,
+    /// Owners removed since the last commit.
+    pending_removed: HashSet<OwnerKey>,
 }
+
+impl Writing {
+    /// What the doc adds to its owner's statistics now, staged changes included.
+    fn share(
+        &self,
+        searcher: &Searcher,
+        f: Fields,
+        owner: OwnerKey,
+        doc: Uuid,
+        term: &Term,
+    ) -> Result<DocShare, SearchError> {
+        if let Some(share) = self.pending.get(&(owner, doc)) {
+            return Ok(share.clone());
+        }
+        if self.pending_removed.contains(&owner) {
+            return Ok(DocShare::default());
+        }
+        share_of(searcher, f, term)
+    }
+}
+
+/// A staged change's place in line: committed once [`Engine::commit_through`] it returns.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Ticket(u64);
 
 /// The index of every owner. See the module's docs.
 pub(super) struct Engine {
@@ -228,7 +257,13 @@ impl Engine {
             fields,
             dir: dir.map(Path::to_path_buf),
             reader,
-            writing: Mutex::new(Writing { writer: Some(writer), stats: HashMap::new(), staged: 0 }),
+            writing: Mutex::new(Writing {
+                writer: Some(writer),
+                stats: HashMap::new(),
+                staged: 0,
+                pending: HashMap::new(),
+                pending_removed: HashSet::new(),
+            }),
             committing: Mutex::new(()),
             committed: AtomicU64::new(0),
         };
@@ -312,31 +347,36 @@ impl Engine {
     /// Stages a change under the writer's lock, then commits it (sharing
     /// the commit with whoever staged meanwhile). `f` answers whether it
     /// changed anything; when it did not, nothing is committed.
-    fn write<R>(
+    fn stage<R>(
         &self,
         f: impl FnOnce(&mut Writing, &Searcher, Fields) -> Result<(R, bool), SearchError>,
-    ) -> Result<R, SearchError> {
-        let (result, stamp) = {
-            let mut w = self.writing.lock();
-            let searcher = self.reader.searcher();
-            let (result, changed) = f(&mut w, &searcher, self.fields)?;
-            if !changed {
-                return Ok(result);
-            }
-            w.staged += 1;
-            (result, w.staged)
-        };
-        let _committing = self.committing.lock();
-        if self.committed.load(Ordering::Acquire) < stamp {
-            let upto = {
-                let mut w = self.writing.lock();
-                w.writer.as_mut().ok_or_else(closed)?.commit().map_err(index_error)?;
-                w.staged
-            };
-            self.reader.reload().map_err(index_error)?;
-            self.committed.store(upto, Ordering::Release);
+    ) -> Result<(R, Ticket), SearchError> {
+        let mut w = self.writing.lock();
+        let searcher = self.reader.searcher();
+        let (result, changed) = f(&mut w, &searcher, self.fields)?;
+        if !changed {
+            return Ok((result, Ticket(0)));
         }
-        Ok(result)
+        w.staged += 1;
+        Ok((result, Ticket(w.staged)))
+    }
+
+    /// Returns once the change of `ticket` is committed and searchable: the
+    /// first caller to get here commits for everyone staged so far.
+    pub(super) fn commit_through(&self, ticket: Ticket) -> Result<(), SearchError> {
+        if self.committed.load(Ordering::Acquire) >= ticket.0 {
+            return Ok(());
+        }
+        let _committing = self.committing.lock();
+        if self.committed.load(Ordering::Acquire) < ticket.0 {
+            let mut w = self.writing.lock();
+            w.writer.as_mut().ok_or_else(closed)?.commit().map_err(index_error)?;
+            self.reader.reload().map_err(index_error)?;
+            w.pending.clear();
+            w.pending_removed.clear();
+            self.committed.store(w.staged, Ordering::Release);
+        }
+        Ok(())
     }
 
     /// Stops writing (merges under way finish) and, on disk, makes every
@@ -352,11 +392,13 @@ impl Engine {
         }
     }
 
-    /// Applies `changes` in order, in one commit; answers each one's
-    /// outcome (a strict upsert of the wrong dimension is refused, the rest
-    /// still apply). A batch names each doc at most once.
-    pub(super) fn apply(&self, changes: Vec<Change>) -> Result<Vec<Result<(), SearchError>>, SearchError> {
-        self.write(|w, searcher, f| {
+    /// Stages `changes` in order, to be committed by [`Self::commit_through`]
+    /// their ticket (searches see them from then on).
+    pub(super) fn stage_changes(
+        &self,
+        changes: Vec<Change>,
+    ) -> Result<(Vec<Result<(), SearchError>>, Ticket), SearchError> {
+        self.stage(|w, searcher, f| {
             let mut changed = false;
             let mut outcomes = Vec::with_capacity(changes.len());
             for change in changes {
@@ -440,7 +482,7 @@ fn stage_upsert(
 ) -> Result<bool, SearchError> {
     let prefix = owner_text(owner);
     let term = doc_term(f, &prefix, doc.id);
-    let old = share_of(searcher, f, &term)?;
+    let old = w.share(searcher, f, owner, doc.id, &term)?;
     let mut st = w.stats.get(&owner).copied().unwrap_or_default();
     let owner_dim = if st.vectors > old.vectors { st.dim } else { None };
     let doc_dim = doc.snippets.iter().find_map(|s| s.vector.as_ref().map(|v| v.len()));
@@ -454,6 +496,7 @@ fn stage_upsert(
     let meta_terms: Vec<String> = doc.metadata.iter().flatten().map(|(k, v)| meta_term_text(k, v)).collect();
     let meta_json = doc.metadata.as_ref().map(serde_json::to_vec).transpose().map_err(index_error)?;
     w.writer.as_ref().ok_or_else(closed)?.delete_term(term);
+    let doc_id = doc.id;
     let id = doc.id.as_u128();
     let doc_text = format!("{prefix}{id:032x}");
     let mut new = DocShare::default();
@@ -502,6 +545,7 @@ fn stage_upsert(
     st.vectors = st.vectors - old.vectors + new.vectors;
     st.dim = if st.vectors > 0 { dim } else { None };
     set_stats(&mut w.stats, owner, st);
+    w.pending.insert((owner, doc_id), new);
     Ok(true)
 }
 
@@ -514,10 +558,11 @@ fn stage_remove(
     doc: Uuid,
 ) -> Result<bool, SearchError> {
     let term = doc_term(f, &owner_text(owner), doc);
-    let old = share_of(searcher, f, &term)?;
+    let old = w.share(searcher, f, owner, doc, &term)?;
     if old.snippets == 0 {
         return Ok(false);
     }
+    w.pending.insert((owner, doc), DocShare::default());
     w.writer.as_ref().ok_or_else(closed)?.delete_term(term);
     let mut st = w.stats.get(&owner).copied().unwrap_or_default();
     st.docs = st.docs.saturating_sub(1);
@@ -538,6 +583,8 @@ fn stage_remove_owner(w: &mut Writing, f: Fields, owner: OwnerKey) -> Result<boo
         return Ok(false);
     }
     writer.delete_term(Term::from_field_text(f.owner, &owner_text(owner)));
+    w.pending.retain(|(o, _), _| *o != owner);
+    w.pending_removed.insert(owner);
     Ok(true)
 }
 

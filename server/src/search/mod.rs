@@ -37,6 +37,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+pub use self::engine::Ticket;
 use self::rank::{Ranked, TopK};
 pub use self::tokenize::tokenize;
 use crate::store::StoreResult;
@@ -310,6 +311,19 @@ impl SearchIndex {
     /// the inner ones say which strict upserts were refused. A batch names
     /// each doc at most once.
     pub fn apply(&self, changes: Vec<IndexChange>) -> Result<Vec<Result<(), SearchError>>, SearchError> {
+        let (outcomes, ticket) = self.stage(changes)?;
+        self.commit_through(ticket)?;
+        Ok(outcomes)
+    }
+
+    /// The first half of [`Self::apply`]: the changes are in line, in order
+    /// (the next change of the same doc sees them), but not searchable until
+    /// [`Self::commit_through`] their ticket. Changes staged meanwhile by
+    /// others share that commit.
+    pub fn stage(
+        &self,
+        changes: Vec<IndexChange>,
+    ) -> Result<(Vec<Result<(), SearchError>>, Ticket), SearchError> {
         let changes = changes
             .into_iter()
             .map(|c| match c {
@@ -320,7 +334,12 @@ impl SearchIndex {
                 IndexChange::RemoveOwner(owner) => engine::Change::RemoveOwner(owner),
             })
             .collect();
-        self.engine.apply(changes)
+        self.engine.stage_changes(changes)
+    }
+
+    /// Returns once what was staged with `ticket` is committed and searchable.
+    pub fn commit_through(&self, ticket: Ticket) -> Result<(), SearchError> {
+        self.engine.commit_through(ticket)
     }
 
     /// Dimension of this owner's embeddings; `None` while it has none.

@@ -742,3 +742,25 @@ fn an_index_on_disk_is_reopened_with_its_docs_unless_it_cannot_be_trusted() {
     let index = SearchIndex::open(&path).unwrap();
     assert!(index.fresh().unwrap().contains("another version"), "{:?}", index.fresh());
 }
+
+#[test]
+fn staged_changes_see_each_other_before_their_commit() {
+    let index = index_of(vec![text_doc(1, &["old harbour"])]);
+    let stage = |changes| index.stage(changes).unwrap().1;
+    // Replaced, then removed, then re-added, all before one commit.
+    stage(vec![IndexChange::Upsert(owner(), SearchIndex::prepare(text_doc(1, &["new harbour", "quay"])))]);
+    assert_eq!(index.snippet_count(owner()), 2, "statistics follow what is staged");
+    stage(vec![IndexChange::Remove(owner(), id(1))]);
+    assert_eq!(index.doc_count(owner()), 0);
+    stage(vec![IndexChange::Upsert(owner(), SearchIndex::prepare(text_doc(2, &["harbour lights"])))]);
+    let other = OwnerKey { owner: Uuid::from_u128(77), ..owner() };
+    stage(vec![IndexChange::Upsert(other, SearchIndex::prepare(text_doc(3, &["harbour"])))]);
+    let last = stage(vec![IndexChange::RemoveOwner(other)]);
+    assert_eq!(index.doc_count(other), 0);
+    // Searches see the last commit until the next one.
+    assert_eq!(ids(&search(&index, &Query::text("harbour"))), vec![(id(1), 0)]);
+    index.commit_through(last).unwrap();
+    assert_eq!(ids(&search(&index, &Query::text("harbour"))), vec![(id(2), 0)]);
+    assert_eq!((index.doc_count(owner()), index.snippet_count(owner())), (1, 1));
+    assert!(index.search(other, &Query::text("harbour")).unwrap().is_empty());
+}
