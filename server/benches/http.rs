@@ -148,6 +148,16 @@ async fn writes(base: &str, key: &str, clients: usize) -> Figures {
 
 /// Durable agent creates through the domain API directly (no HTTP): what group
 /// commit gives on its own, for comparison with the HTTP figures.
+/// The latencies of every task, as figures since `start`.
+async fn gathered(handles: Vec<tokio::task::JoinHandle<Vec<Duration>>>, start: Instant) -> Figures {
+    let mut lat = Vec::new();
+    for h in handles {
+        lat.extend(h.await.unwrap());
+    }
+    lat.sort();
+    Figures { count: lat.len(), errors: 0, secs: start.elapsed().as_secs_f64(), lat }
+}
+
 /// The store's own group commit: `tasks` writers, one small record per commit.
 async fn raw_commits(store: &Arc<agent_platform::store::sled_store::SledStore>, tasks: usize) -> Figures {
     use agent_platform::store::{Expect, Kind, Op, Record, Store};
@@ -169,12 +179,7 @@ async fn raw_commits(store: &Arc<agent_platform::store::sled_store::SledStore>, 
             lat
         }));
     }
-    let mut lat = Vec::new();
-    for h in handles {
-        lat.extend(h.await.unwrap());
-    }
-    lat.sort();
-    Figures { count: lat.len(), errors: 0, secs: start.elapsed().as_secs_f64(), lat }
+    gathered(handles, start).await
 }
 
 async fn store_writes(
@@ -203,12 +208,7 @@ async fn store_writes(
             lat
         }));
     }
-    let mut lat = Vec::new();
-    for h in handles {
-        lat.extend(h.await.unwrap());
-    }
-    lat.sort();
-    Figures { count: lat.len(), errors: 0, secs: start.elapsed().as_secs_f64(), lat }
+    gathered(handles, start).await
 }
 
 #[tokio::main]
