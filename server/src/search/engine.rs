@@ -495,7 +495,11 @@ fn stage_upsert(
     let dim = owner_dim.or(doc_dim);
     let meta_terms: Vec<String> = doc.metadata.iter().flatten().map(|(k, v)| meta_term_text(k, v)).collect();
     let meta_json = doc.metadata.as_ref().map(serde_json::to_vec).transpose().map_err(index_error)?;
-    w.writer.as_ref().ok_or_else(closed)?.delete_term(term);
+    if old.snippets > 0 || w.pending.contains_key(&(owner, doc.id)) {
+        // Only a doc the index may hold is deleted first: a delete costs
+        // every commit a pass over every segment.
+        w.writer.as_ref().ok_or_else(closed)?.delete_term(term);
+    }
     let doc_id = doc.id;
     let id = doc.id.as_u128();
     let doc_text = format!("{prefix}{id:032x}");
