@@ -14,25 +14,38 @@
 //! tokenised, every term prefixed with its owner. Term statistics are so per
 //! owner, as BM25's are meant to be here: no owner's documents change another
 //! owner's scores. The document count and total length BM25 also needs are
-//! kept per owner beside the index ([`OwnerStats`], rebuilt from the fast
-//! fields when it opens) and given to tantivy's BM25 through
-//! [`Bm25StatisticsProvider`]; document frequencies count live snippets only.
+//! kept per owner beside the index ([`OwnerStats`], read from the fast
+//! fields by a background thread when it opens: whoever needs them waits)
+//! and given to tantivy's BM25 through [`Bm25StatisticsProvider`];
+//! document frequencies count live snippets only.
 //!
-//! Writes: every change is committed (and the reader reloaded) before it
-//! returns, so a change is searchable once it answered. Concurrent writers
-//! share commits: each stages its change, then the first to take the commit
-//! lock commits for everyone staged so far.
+//! Writes: a tantivy commit makes a segment and, in time, merges — far too
+//! dear per document. A doc added is so searched from memory (the *tail*:
+//! its analysed snippets, scored with tantivy's own BM25 weights over the
+//! same per-owner statistics) until a commit takes it into the index: when
+//! the tail is [`COMMIT_AFTER`] old (a background thread), when it holds
+//! [`TAIL_MAX`] snippets (the writer that filled it commits), or when a
+//! change is not a plain add (a removal or a replacement is committed, and
+//! the reader reloaded, before it returns). Either way a change is
+//! searchable once it answered. Concurrent writers share commits: each
+//! stages its change, then the first to take the commit lock commits for
+//! everyone staged so far. A tail lost with its process is not lost to
+//! search: the store is the truth, and at start the index is brought in
+//! step with it (see [`super`]).
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use tantivy::collector::{Collector, DocSetCollector, SegmentCollector, TopDocs};
+use tantivy::fieldnorm::FieldNormReader;
 use tantivy::query::{
-    Bm25StatisticsProvider, BooleanQuery, ConstScoreQuery, Occur, Query as TQuery, TermQuery,
+    Bm25StatisticsProvider, Bm25Weight, BooleanQuery, ConstScoreQuery, Occur, Query as TQuery, TermQuery,
 };
 use tantivy::schema::{
     FAST, Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value as _,
@@ -57,6 +70,11 @@ const VERSION: &str = "agent-platform search index 1 (tantivy 0.27)";
 const VERSION_FILE: &str = "VERSION";
 /// The indexing arena of the one writer thread.
 const WRITER_MEMORY: usize = 24 << 20;
+/// How long an added doc may wait in the tail before a commit takes it.
+const COMMIT_AFTER: Duration = Duration::from_millis(500);
+/// A tail of this many snippets is committed by the writer that filled it
+/// (what a search reads from memory stays small).
+const TAIL_MAX: usize = 10_000;
 
 #[derive(Clone, Copy)]
 struct Fields {
@@ -133,6 +151,40 @@ fn meta_term_text(key: &str, value: &Value) -> String {
     format!("{key}\u{0}{hex}")
 }
 
+/// A doc added since the last commit, which the searcher cannot see yet:
+/// searched from memory.
+struct TailDoc {
+    id: Uuid,
+    metadata: Option<Map<String, Value>>,
+    snippets: Vec<TailSnippet>,
+}
+
+struct TailSnippet {
+    /// The snippet's length as tantivy keeps it (BM25's document length).
+    fieldnorm_id: u8,
+    /// Analysed terms (without the owner prefix) and their frequencies, sorted.
+    terms: Vec<(String, u32)>,
+    /// The unit vector, when it is indexed.
+    vector: Option<Box<[f32]>>,
+}
+
+impl TailSnippet {
+    fn tf(&self, term: &str) -> Option<u32> {
+        self.terms.binary_search_by(|(t, _)| t.as_str().cmp(term)).ok().map(|i| self.terms[i].1)
+    }
+}
+
+/// What staging a change asks of the commit.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Effect {
+    /// Nothing changed.
+    None,
+    /// A doc was added and is searched from the tail until a commit.
+    Tail,
+    /// Searches see the change only once committed: commit before answering.
+    Commit,
+}
+
 fn closed() -> SearchError {
     SearchError::Index("the index is closed".into())
 }
@@ -152,6 +204,19 @@ struct Writing {
     pending: HashMap<(OwnerKey, Uuid), DocShare>,
     /// Owners removed since the last commit.
     pending_removed: HashSet<OwnerKey>,
+    /// Docs added since the last commit, by owner.
+    tail: HashMap<OwnerKey, Vec<Arc<TailDoc>>>,
+    tail_snippets: usize,
+    /// When the oldest doc of the tail was added.
+    tail_since: Option<Instant>,
+    /// Why a background commit failed: later changes fail with it.
+    broken: Option<String>,
+    /// Set when the engine is dropped: the committer thread ends.
+    stopping: bool,
+    /// Whether `stats` were read from the index (by the committer thread,
+    /// first thing: a big index takes a while, and the server answers
+    /// everything but search meanwhile). Whoever needs them waits.
+    loaded: bool,
 }
 
 impl Writing {
@@ -172,6 +237,18 @@ impl Writing {
         }
         share_of(searcher, f, term)
     }
+
+    /// Takes the owner's doc (or every doc, `None`) out of the tail.
+    fn drop_from_tail(&mut self, owner: OwnerKey, doc: Option<Uuid>) {
+        let Some(docs) = self.tail.get_mut(&owner) else { return };
+        let before: usize = docs.iter().map(|d| d.snippets.len()).sum();
+        docs.retain(|d| doc.is_some_and(|id| id != d.id));
+        let after: usize = docs.iter().map(|d| d.snippets.len()).sum();
+        self.tail_snippets -= before - after;
+        if docs.is_empty() {
+            self.tail.remove(&owner);
+        }
+    }
 }
 
 /// A staged change's place in line: committed once [`Engine::commit_through`] it returns.
@@ -180,6 +257,31 @@ pub struct Ticket(u64);
 
 /// The index of every owner. See the module's docs.
 pub(super) struct Engine {
+    shared: Arc<Shared>,
+    /// Commits a tail that has waited [`COMMIT_AFTER`].
+    committer: Option<std::thread::JoinHandle<()>>,
+}
+
+impl std::ops::Deref for Engine {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.shared.writing.lock().stopping = true;
+        self.shared.wake.notify_all();
+        if let Some(thread) = self.committer.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The engine's state, shared with its committer thread.
+pub(super) struct Shared {
     fields: Fields,
     /// Where its files are (`None`: in memory).
     dir: Option<std::path::PathBuf>,
@@ -189,6 +291,8 @@ pub(super) struct Engine {
     committing: Mutex<()>,
     /// Changes committed and visible to searches.
     committed: AtomicU64,
+    /// Wakes the committer thread (a tail begun, or the engine dropped).
+    wake: Condvar,
 }
 
 impl Engine {
@@ -253,7 +357,7 @@ impl Engine {
         let writer = index.writer_with_num_threads(1, WRITER_MEMORY).map_err(index_error)?;
         let reader =
             index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(index_error)?;
-        let engine = Engine {
+        let shared = Arc::new(Shared {
             fields,
             dir: dir.map(Path::to_path_buf),
             reader,
@@ -263,13 +367,69 @@ impl Engine {
                 staged: 0,
                 pending: HashMap::new(),
                 pending_removed: HashSet::new(),
+                tail: HashMap::new(),
+                tail_snippets: 0,
+                tail_since: None,
+                broken: None,
+                stopping: false,
+                loaded: false,
             }),
             committing: Mutex::new(()),
             committed: AtomicU64::new(0),
+            wake: Condvar::new(),
+        });
+        let committer = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("search-commit".into())
+                .spawn(move || shared.commit_aged_tails())
+                .map_err(index_error)?
         };
-        let stats = engine.load_stats()?;
-        engine.writing.lock().stats = stats;
-        Ok(engine)
+        Ok(Engine { shared, committer: Some(committer) })
+    }
+}
+
+impl Shared {
+    /// The committer thread: commits the tail once it has waited
+    /// [`COMMIT_AFTER`], until the engine is dropped.
+    fn commit_aged_tails(&self) {
+        let stats = self.load_stats();
+        let mut w = self.writing.lock();
+        match stats {
+            Ok(stats) => w.stats = stats,
+            Err(e) => w.broken = Some(format!("its statistics could not be read: {e}")),
+        }
+        w.loaded = true;
+        self.wake.notify_all();
+        loop {
+            if w.stopping {
+                return;
+            }
+            let Some(since) = w.tail_since else {
+                self.wake.wait(&mut w);
+                continue;
+            };
+            let due = since + COMMIT_AFTER;
+            let now = Instant::now();
+            if now < due {
+                self.wake.wait_for(&mut w, due - now);
+                continue;
+            }
+            let through = Ticket(w.staged);
+            drop(w);
+            let outcome = self.commit_through(through);
+            w = self.writing.lock();
+            if let Err(e) = outcome {
+                // The next change fails with it (and its caller marks search failed and logs it).
+                if w.writer.is_some() {
+                    w.broken = Some(match e {
+                        SearchError::Index(why) => why,
+                        other => other.to_string(),
+                    });
+                }
+                w.tail_since = None;
+            }
+        }
     }
 
     /// Every owner's statistics, from the fast fields of the live snippets.
@@ -309,14 +469,27 @@ impl Engine {
         Ok(all)
     }
 
+    /// The writing state, once its statistics are loaded.
+    fn loaded(&self) -> parking_lot::MutexGuard<'_, Writing> {
+        let mut w = self.writing.lock();
+        while !w.loaded {
+            self.wake.wait(&mut w);
+        }
+        w
+    }
+
     pub(super) fn stats(&self, owner: OwnerKey) -> OwnerStats {
-        self.writing.lock().stats.get(&owner).copied().unwrap_or_default()
+        self.loaded().stats.get(&owner).copied().unwrap_or_default()
     }
 
     /// Every indexed doc, by owner.
     pub(super) fn doc_keys(&self) -> Result<HashSet<(OwnerKey, Uuid)>, SearchError> {
-        let searcher = self.reader.searcher();
-        let mut keys = HashSet::new();
+        let (searcher, mut keys) = {
+            let w = self.writing.lock();
+            let tail: HashSet<(OwnerKey, Uuid)> =
+                w.tail.iter().flat_map(|(owner, docs)| docs.iter().map(|d| (*owner, d.id))).collect();
+            (self.reader.searcher(), tail)
+        };
         for seg in searcher.segment_readers() {
             let cols = Columns::open(seg)?;
             let Some(owners) = seg.fast_fields().str("owner").map_err(index_error)? else { continue };
@@ -349,16 +522,24 @@ impl Engine {
     /// changed anything; when it did not, nothing is committed.
     fn stage<R>(
         &self,
-        f: impl FnOnce(&mut Writing, &Searcher, Fields) -> Result<(R, bool), SearchError>,
+        f: impl FnOnce(&mut Writing, &Searcher, Fields) -> Result<(R, Effect), SearchError>,
     ) -> Result<(R, Ticket), SearchError> {
-        let mut w = self.writing.lock();
+        let mut w = self.loaded();
+        if let Some(e) = &w.broken {
+            return Err(SearchError::Index(e.clone()));
+        }
         let searcher = self.reader.searcher();
-        let (result, changed) = f(&mut w, &searcher, self.fields)?;
-        if !changed {
+        let (result, effect) = f(&mut w, &searcher, self.fields)?;
+        if effect == Effect::None {
             return Ok((result, Ticket(0)));
         }
         w.staged += 1;
-        Ok((result, Ticket(w.staged)))
+        if !w.tail.is_empty() && w.tail_since.is_none() {
+            w.tail_since = Some(Instant::now());
+            self.wake.notify_all();
+        }
+        let wait = effect == Effect::Commit || w.tail_snippets >= TAIL_MAX;
+        Ok((result, Ticket(if wait { w.staged } else { 0 })))
     }
 
     /// Returns once the change of `ticket` is committed and searchable: the
@@ -374,6 +555,9 @@ impl Engine {
             self.reader.reload().map_err(index_error)?;
             w.pending.clear();
             w.pending_removed.clear();
+            w.tail.clear();
+            w.tail_snippets = 0;
+            w.tail_since = None;
             self.committed.store(w.staged, Ordering::Release);
         }
         Ok(())
@@ -381,7 +565,16 @@ impl Engine {
 
     /// Stops writing (merges under way finish) and, on disk, makes every
     /// file durable and notes the index closed cleanly. Later changes fail.
+    /// Commits everything staged so far.
+    pub(super) fn flush(&self) -> Result<(), SearchError> {
+        let staged = self.writing.lock().staged;
+        self.commit_through(Ticket(staged))
+    }
+
     pub(super) fn close(&self) -> Result<(), SearchError> {
+        if self.writing.lock().writer.is_some() {
+            self.flush()?;
+        }
         let writer = self.writing.lock().writer.take();
         if let Some(writer) = writer {
             writer.wait_merging_threads().map_err(index_error)?;
@@ -399,7 +592,7 @@ impl Engine {
         changes: Vec<Change>,
     ) -> Result<(Vec<Result<(), SearchError>>, Ticket), SearchError> {
         self.stage(|w, searcher, f| {
-            let mut changed = false;
+            let mut effect = Effect::None;
             let mut outcomes = Vec::with_capacity(changes.len());
             for change in changes {
                 let outcome = match change {
@@ -407,7 +600,7 @@ impl Engine {
                     Change::Remove { owner, doc } => stage_remove(w, searcher, f, owner, doc),
                     Change::RemoveOwner(owner) => stage_remove_owner(w, f, owner),
                 };
-                outcomes.push(outcome.map(|c| changed |= c));
+                outcomes.push(outcome.map(|e| effect = effect.max(e)));
             }
             let failed = outcomes.iter().find_map(|o| match o {
                 Err(SearchError::Index(e)) => Some(e.clone()),
@@ -416,13 +609,24 @@ impl Engine {
             if let Some(e) = failed {
                 return Err(SearchError::Index(e));
             }
-            Ok((outcomes, changed))
+            Ok((outcomes, effect))
         })
     }
 
     /// Best hits first; the query is valid and its limit above zero.
     pub(super) fn search(&self, owner: OwnerKey, q: &Query) -> Result<Vec<Hit>, SearchError> {
-        let st = self.stats(owner);
+        // What the searcher sees and the tail beside it, as of one moment.
+        let (st, searcher, tail) = {
+            let w = self.loaded();
+            if let Some(e) = &w.broken {
+                return Err(SearchError::Index(e.clone()));
+            }
+            (
+                w.stats.get(&owner).copied().unwrap_or_default(),
+                self.reader.searcher(),
+                w.tail.get(&owner).cloned().unwrap_or_default(),
+            )
+        };
         if st.snippets == 0 {
             return Ok(Vec::new());
         }
@@ -437,10 +641,10 @@ impl Engine {
             }
             _ => None,
         };
-        let searcher = self.reader.searcher();
         let s = Search {
             f: self.fields,
             searcher: &searcher,
+            tail: &tail,
             owner,
             stats: st,
             filter: q.metadata_filter.as_ref(),
@@ -471,7 +675,8 @@ fn doc_term(f: Fields, prefix: &str, doc: Uuid) -> Term {
     Term::from_field_text(f.doc, &format!("{prefix}{:032x}", doc.as_u128()))
 }
 
-/// Stages an upsert; answers whether it changed anything (it always does).
+/// Stages an upsert (it always changes something): a doc the index cannot
+/// hold yet goes to the tail; one it may hold is replaced at the next commit.
 fn stage_upsert(
     w: &mut Writing,
     searcher: &Searcher,
@@ -479,7 +684,7 @@ fn stage_upsert(
     owner: OwnerKey,
     doc: PreparedDoc,
     strict: bool,
-) -> Result<bool, SearchError> {
+) -> Result<Effect, SearchError> {
     let prefix = owner_text(owner);
     let term = doc_term(f, &prefix, doc.id);
     let old = w.share(searcher, f, owner, doc.id, &term)?;
@@ -495,15 +700,18 @@ fn stage_upsert(
     let dim = owner_dim.or(doc_dim);
     let meta_terms: Vec<String> = doc.metadata.iter().flatten().map(|(k, v)| meta_term_text(k, v)).collect();
     let meta_json = doc.metadata.as_ref().map(serde_json::to_vec).transpose().map_err(index_error)?;
-    if old.snippets > 0 || w.pending.contains_key(&(owner, doc.id)) {
+    let fresh = old.snippets == 0 && !w.pending.contains_key(&(owner, doc.id));
+    if !fresh {
         // Only a doc the index may hold is deleted first: a delete costs
         // every commit a pass over every segment.
         w.writer.as_ref().ok_or_else(closed)?.delete_term(term);
+        w.drop_from_tail(owner, Some(doc.id));
     }
     let doc_id = doc.id;
     let id = doc.id.as_u128();
     let doc_text = format!("{prefix}{id:032x}");
     let mut new = DocShare::default();
+    let mut tail = TailDoc { id: doc_id, metadata: doc.metadata, snippets: Vec::new() };
     for (i, snippet) in doc.snippets.into_iter().enumerate() {
         let mut d = TantivyDocument::new();
         d.add_text(f.owner, &prefix);
@@ -542,6 +750,11 @@ fn stage_upsert(
         w.writer.as_ref().ok_or_else(closed)?.add_document(d).map_err(index_error)?;
         new.snippets += 1;
         new.tokens += u64::from(snippet.len);
+        tail.snippets.push(TailSnippet {
+            fieldnorm_id: FieldNormReader::fieldnorm_to_id(snippet.len),
+            terms: snippet.terms,
+            vector,
+        });
     }
     st.docs = st.docs - u64::from(old.snippets > 0) + u64::from(new.snippets > 0);
     st.snippets = st.snippets - old.snippets + new.snippets;
@@ -550,7 +763,14 @@ fn stage_upsert(
     st.dim = if st.vectors > 0 { dim } else { None };
     set_stats(&mut w.stats, owner, st);
     w.pending.insert((owner, doc_id), new);
-    Ok(true)
+    if !fresh {
+        return Ok(Effect::Commit);
+    }
+    if !tail.snippets.is_empty() {
+        w.tail_snippets += tail.snippets.len();
+        w.tail.entry(owner).or_default().push(Arc::new(tail));
+    }
+    Ok(Effect::Tail)
 }
 
 /// Stages the removal of a doc; answers whether it was there.
@@ -560,14 +780,15 @@ fn stage_remove(
     f: Fields,
     owner: OwnerKey,
     doc: Uuid,
-) -> Result<bool, SearchError> {
+) -> Result<Effect, SearchError> {
     let term = doc_term(f, &owner_text(owner), doc);
     let old = w.share(searcher, f, owner, doc, &term)?;
     if old.snippets == 0 {
-        return Ok(false);
+        return Ok(Effect::None);
     }
     w.pending.insert((owner, doc), DocShare::default());
     w.writer.as_ref().ok_or_else(closed)?.delete_term(term);
+    w.drop_from_tail(owner, Some(doc));
     let mut st = w.stats.get(&owner).copied().unwrap_or_default();
     st.docs = st.docs.saturating_sub(1);
     st.snippets = st.snippets.saturating_sub(old.snippets);
@@ -577,19 +798,20 @@ fn stage_remove(
         st.dim = None;
     }
     set_stats(&mut w.stats, owner, st);
-    Ok(true)
+    Ok(Effect::Commit)
 }
 
-/// Stages the removal of every doc of the owner; answers whether it had any.
-fn stage_remove_owner(w: &mut Writing, f: Fields, owner: OwnerKey) -> Result<bool, SearchError> {
+/// Stages the removal of every doc of the owner.
+fn stage_remove_owner(w: &mut Writing, f: Fields, owner: OwnerKey) -> Result<Effect, SearchError> {
     let writer = w.writer.as_ref().ok_or_else(closed)?;
     if w.stats.remove(&owner).is_none() {
-        return Ok(false);
+        return Ok(Effect::None);
     }
     writer.delete_term(Term::from_field_text(f.owner, &owner_text(owner)));
     w.pending.retain(|(o, _), _| *o != owner);
     w.pending_removed.insert(owner);
-    Ok(true)
+    w.drop_from_tail(owner, None);
+    Ok(Effect::Commit)
 }
 
 fn set_stats(all: &mut HashMap<OwnerKey, OwnerStats>, owner: OwnerKey, st: OwnerStats) {
@@ -662,6 +884,7 @@ impl Columns {
 /// and how many of them hold a term (the terms are the owner's own).
 struct OwnerBm25<'a> {
     searcher: &'a Searcher,
+    tail: &'a [Arc<TailDoc>],
     stats: OwnerStats,
 }
 
@@ -690,6 +913,13 @@ impl Bm25StatisticsProvider for OwnerBm25<'_> {
                         doc = postings.advance();
                     }
                 }
+            }
+        }
+        if !self.tail.is_empty()
+            && let Some(t) = term.value().as_str().and_then(|text| text.get(64..))
+        {
+            for doc in self.tail {
+                df += doc.snippets.iter().filter(|s| s.tf(t).is_some()).count() as u64;
             }
         }
         Ok(df.min(self.stats.snippets))
@@ -737,6 +967,8 @@ impl SegmentCollector for EverySegment {
 struct Search<'a> {
     f: Fields,
     searcher: &'a Searcher,
+    /// The owner's docs added since the last commit.
+    tail: &'a [Arc<TailDoc>],
     owner: OwnerKey,
     stats: OwnerStats,
     filter: Option<&'a Map<String, Value>>,
@@ -781,7 +1013,45 @@ impl Search<'_> {
     }
 
     fn bm25(&self) -> OwnerBm25<'_> {
-        OwnerBm25 { searcher: self.searcher, stats: self.stats }
+        OwnerBm25 { searcher: self.searcher, tail: self.tail, stats: self.stats }
+    }
+
+    /// Whether a doc of the tail passes the filter.
+    fn tail_passes(&self, doc: &TailDoc) -> bool {
+        self.filter.filter(|m| !m.is_empty()).is_none_or(|f| metadata_matches(f, doc.metadata.as_ref()))
+    }
+
+    /// Every snippet of the tail (passing the filter) holding a term of the
+    /// query, scored as tantivy scores the committed ones: the same BM25
+    /// weights over the same statistics, summed over the terms.
+    fn tail_text(&self, text: &str, mut each: impl FnMut((Uuid, usize), Score)) -> Result<(), SearchError> {
+        if self.tail.is_empty() {
+            return Ok(());
+        }
+        let prefix = owner_text(self.owner);
+        let bm25 = self.bm25();
+        let weights = query_terms(text)
+            .into_iter()
+            .map(|t| {
+                let term = Term::from_field_text(self.f.text, &format!("{prefix}{t}"));
+                Bm25Weight::for_terms(&bm25, &[term]).map(|w| (t, w))
+            })
+            .collect::<tantivy::Result<Vec<_>>>()
+            .map_err(index_error)?;
+        for doc in self.tail.iter().filter(|d| self.tail_passes(d)) {
+            for (i, s) in doc.snippets.iter().enumerate() {
+                let mut score: Option<Score> = None;
+                for (t, w) in &weights {
+                    if let Some(tf) = s.tf(t) {
+                        *score.get_or_insert(0.0) += w.score(s.fieldnorm_id, tf);
+                    }
+                }
+                if let Some(score) = score {
+                    each((doc.id, i), score);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Whether the snippet's doc passes the filter, by the one definition of
@@ -846,6 +1116,14 @@ impl Search<'_> {
                 snippet_index,
             });
         }
+        self.tail_text(text, |(doc_id, snippet_index), score| {
+            ranked.push(Ranked {
+                primary: canonical(f64::from(score)),
+                secondary: 0.0,
+                doc_id,
+                snippet_index,
+            });
+        })?;
         Ok(ranked.into_hits())
     }
 
@@ -902,6 +1180,13 @@ impl Search<'_> {
                 doc = postings.advance();
             }
         }
+        for doc in self.tail.iter().filter(|d| self.tail_passes(d)) {
+            for (i, s) in doc.snippets.iter().enumerate() {
+                if let Some(v) = s.vector.as_deref().filter(|v| v.len() == unit_query.len()) {
+                    each((doc.id, i), canonical(dot(unit_query, v)));
+                }
+            }
+        }
         Ok(())
     }
 
@@ -942,6 +1227,7 @@ impl Search<'_> {
                 };
                 text_hits.push((cols.key(doc), canonical(f64::from(score))));
             }
+            self.tail_text(text, |key, score| text_hits.push((key, canonical(f64::from(score)))))?;
         }
         let mut vector_hits = Vec::new();
         if let Some(u) = unit_query {

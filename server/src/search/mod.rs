@@ -342,6 +342,13 @@ impl SearchIndex {
         self.engine.commit_through(ticket)
     }
 
+    /// Commits every change staged so far, the tail of added docs included
+    /// (which searches see before a commit too, from memory; a commit is
+    /// what a reopened index finds).
+    pub fn flush(&self) -> Result<(), SearchError> {
+        self.engine.flush()
+    }
+
     /// Dimension of this owner's embeddings; `None` while it has none.
     pub fn dimension(&self, owner: OwnerKey) -> Option<usize> {
         self.engine.stats(owner).dim

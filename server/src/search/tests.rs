@@ -32,6 +32,13 @@ fn with_metadata(mut doc: DocEntry, metadata: Value) -> DocEntry {
     doc
 }
 
+impl DocEntry {
+    fn with_snippets(mut self, snippets: Vec<String>) -> Self {
+        self.snippets = snippets;
+        self
+    }
+}
+
 fn object(value: Value) -> Map<String, Value> {
     match value {
         Value::Object(map) => map,
@@ -708,11 +715,15 @@ fn an_index_on_disk_is_reopened_with_its_docs_unless_it_cannot_be_trusted() {
     assert!(index.fresh().is_some(), "a new index says why it is empty");
     index.upsert_doc(owner(), text_doc(1, &["the harbour at dawn"])).unwrap();
     let before = search(&index, &q);
+    index.flush().unwrap();
+    index.upsert_doc(owner(), text_doc(2, &["a harbour not yet committed"])).unwrap();
+    assert_eq!(search(&index, &q).len(), 2, "the uncommitted tail is searched too");
     drop(index); // as a killed process: not closed
 
     let index = SearchIndex::open(&path).unwrap();
     assert_eq!(index.fresh(), None, "killed on this boot: every file the OS was given is there");
-    assert_eq!(search(&index, &q), before);
+    assert_eq!(search(&index, &q), before, "what was committed, not the tail (the store refills it)");
+    assert_eq!(index.doc_keys().unwrap(), [(owner(), id(1))].into_iter().collect());
     index.close().unwrap();
     drop(index);
 
@@ -746,6 +757,7 @@ fn an_index_on_disk_is_reopened_with_its_docs_unless_it_cannot_be_trusted() {
 #[test]
 fn staged_changes_see_each_other_before_their_commit() {
     let index = index_of(vec![text_doc(1, &["old harbour"])]);
+    index.flush().unwrap();
     let stage = |changes| index.stage(changes).unwrap().1;
     // Replaced, then removed, then re-added, all before one commit.
     stage(vec![IndexChange::Upsert(owner(), SearchIndex::prepare(text_doc(1, &["new harbour", "quay"])))]);
@@ -757,10 +769,58 @@ fn staged_changes_see_each_other_before_their_commit() {
     stage(vec![IndexChange::Upsert(other, SearchIndex::prepare(text_doc(3, &["harbour"])))]);
     let last = stage(vec![IndexChange::RemoveOwner(other)]);
     assert_eq!(index.doc_count(other), 0);
-    // Searches see the last commit until the next one.
-    assert_eq!(ids(&search(&index, &Query::text("harbour"))), vec![(id(1), 0)]);
+    // Searches see the last commit until the next one, and the docs added
+    // since (doc 1's replacement and removal wait for the commit).
+    let mut seen = ids(&search(&index, &Query::text("harbour")));
+    seen.sort();
+    assert_eq!(seen, vec![(id(1), 0), (id(2), 0)]);
     index.commit_through(last).unwrap();
     assert_eq!(ids(&search(&index, &Query::text("harbour"))), vec![(id(2), 0)]);
     assert_eq!((index.doc_count(owner()), index.snippet_count(owner())), (1, 1));
     assert!(index.search(other, &Query::text("harbour")).unwrap().is_empty());
+}
+
+#[test]
+fn docs_searched_from_the_uncommitted_tail_rank_as_once_committed() {
+    let mut rng = Lcg(11);
+    let words = ["ant", "bee", "cat", "dog", "eel", "fox", "gnu"];
+    let docs: Vec<DocEntry> = (0..120)
+        .map(|n| {
+            let snippets: Vec<String> = (0..1 + rng.below(3))
+                .map(|_| {
+                    (0..1 + rng.below(9)).map(|_| words[rng.below(words.len())]).collect::<Vec<_>>().join(" ")
+                })
+                .collect();
+            let embeddings = (rng.below(3) > 0).then(|| {
+                snippets.iter().map(|_| vec![rng.below(4) as f32, 1.0, rng.below(3) as f32]).collect()
+            });
+            let colour = ["red", "blue"][rng.below(2)];
+            with_metadata(DocEntry { embeddings, ..text_doc(n, &[]) }, json!({ "colour": colour }))
+                .with_snippets(snippets)
+        })
+        .collect();
+    // The first half committed, the second half in the tail (and a removal
+    // committed in between, so the committed part has deletes).
+    let index = index_of(docs[..60].to_vec());
+    index.remove_doc(owner(), docs[3].id).unwrap();
+    let changes =
+        docs[60..].iter().map(|d| IndexChange::Upsert(owner(), SearchIndex::prepare(d.clone()))).collect();
+    assert!(index.apply(changes).unwrap().iter().all(Result::is_ok));
+    let queries = [
+        Query::text("ant"),
+        Query::text("bee cat gnu").with_limit(25),
+        Query::text("dog").with_filter(object(json!({ "colour": "red" }))).with_limit(40),
+        Query::vector(vec![1.0, 1.0, 0.0]).with_limit(30),
+        Query::vector(vec![0.0, 1.0, 2.0]).with_filter(object(json!({ "colour": "blue" }))),
+        Query::hybrid("eel fox", vec![2.0, 1.0, 1.0], 0.4).with_limit(50),
+    ];
+    let before: Vec<Vec<Hit>> = queries.iter().map(|q| search(&index, q)).collect();
+    assert!(
+        before.iter().flatten().any(|h| h.doc_id >= docs[60].id),
+        "the tail's docs are found before a commit"
+    );
+    index.flush().unwrap();
+    for (q, before) in queries.iter().zip(&before) {
+        assert_alike(before, &search(&index, q), &format!("{q:?}"));
+    }
 }
