@@ -10,8 +10,9 @@
 //! canonical value (`meta`, so a filter is part of the query) and as stored
 //! JSON (what the one definition of "metadata matches" checks), and its text.
 //!
-//! The text is analysed by [`super::tokenize`] and given to tantivy already
-//! tokenised, every term prefixed with its owner. Term statistics are so per
+//! The text is analysed by [`super::tokenize`] and given to tantivy as its
+//! terms separated by spaces (which tantivy's whitespace tokenizer splits
+//! again), every term prefixed with its owner. Term statistics are so per
 //! owner, as BM25's are meant to be here: no owner's documents change another
 //! owner's scores. The document count and total length BM25 also needs are
 //! kept per owner beside the index ([`OwnerStats`], read from the fast
@@ -50,7 +51,6 @@ use tantivy::query::{
 use tantivy::schema::{
     FAST, Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value as _,
 };
-use tantivy::tokenizer::{PreTokenizedString, Token};
 use tantivy::{
     DocAddress, DocId, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, Score, Searcher, SegmentReader,
     TERMINATED, TantivyDocument, Term,
@@ -66,7 +66,7 @@ use crate::store::filter::metadata_matches;
 
 /// Written beside an index on disk; an index without it (or with another)
 /// is rebuilt.
-const VERSION: &str = "agent-platform search index 1 (tantivy 0.27)";
+const VERSION: &str = "agent-platform search index 2 (tantivy 0.27)";
 const VERSION_FILE: &str = "VERSION";
 /// The indexing arena of the one writer thread.
 const WRITER_MEMORY: usize = 24 << 20;
@@ -94,7 +94,10 @@ struct Fields {
 fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
     let text = TextOptions::default().set_indexing_options(
-        TextFieldIndexing::default().set_tokenizer("raw").set_index_option(IndexRecordOption::WithFreqs),
+        // The text arrives analysed, as its terms separated by spaces (see `stage_upsert`).
+        TextFieldIndexing::default()
+            .set_tokenizer("whitespace")
+            .set_index_option(IndexRecordOption::WithFreqs),
     );
     let fields = Fields {
         owner: b.add_text_field("owner", STRING | FAST),
@@ -434,38 +437,18 @@ impl Shared {
 
     /// Every owner's statistics, from the fast fields of the live snippets.
     fn load_stats(&self) -> Result<HashMap<OwnerKey, OwnerStats>, SearchError> {
-        let searcher = self.reader.searcher();
         let mut all: HashMap<OwnerKey, OwnerStats> = HashMap::new();
-        for seg in searcher.segment_readers() {
-            let cols = Columns::open(seg)?;
-            let Some(owners) = seg.fast_fields().str("owner").map_err(index_error)? else { continue };
-            let mut by_ord: HashMap<u64, OwnerStats> = HashMap::new();
-            for doc in seg.doc_ids_alive() {
-                let Some(ord) = owners.term_ords(doc).next() else { continue };
-                let st = by_ord.entry(ord).or_default();
-                st.snippets += 1;
-                st.tokens += cols.len.first(doc).unwrap_or(0);
-                st.docs += u64::from(cols.snip.first(doc) == Some(0));
-                let dim = cols.dim.first(doc).unwrap_or(0);
-                if dim > 0 {
-                    st.vectors += 1;
-                    st.dim = Some(dim as usize);
-                }
+        each_live_snippet(&self.reader.searcher(), |owner, cols, doc| {
+            let st = all.entry(owner).or_default();
+            st.snippets += 1;
+            st.tokens += cols.len.first(doc).unwrap_or(0);
+            st.docs += u64::from(cols.snip.first(doc) == Some(0));
+            let dim = cols.dim.first(doc).unwrap_or(0);
+            if dim > 0 {
+                st.vectors += 1;
+                st.dim = Some(dim as usize);
             }
-            let mut text = String::new();
-            for (ord, st) in by_ord {
-                text.clear();
-                owners.ord_to_str(ord, &mut text).map_err(index_error)?;
-                let key =
-                    parse_owner(&text).ok_or_else(|| index_error(format!("unreadable owner {text:?}")))?;
-                let all = all.entry(key).or_default();
-                all.docs += st.docs;
-                all.snippets += st.snippets;
-                all.tokens += st.tokens;
-                all.vectors += st.vectors;
-                all.dim = all.dim.or(st.dim);
-            }
-        }
+        })?;
         Ok(all)
     }
 
@@ -490,30 +473,11 @@ impl Shared {
                 w.tail.iter().flat_map(|(owner, docs)| docs.iter().map(|d| (*owner, d.id))).collect();
             (self.reader.searcher(), tail)
         };
-        for seg in searcher.segment_readers() {
-            let cols = Columns::open(seg)?;
-            let Some(owners) = seg.fast_fields().str("owner").map_err(index_error)? else { continue };
-            let mut names: HashMap<u64, OwnerKey> = HashMap::new();
-            let mut text = String::new();
-            for doc in seg.doc_ids_alive() {
-                if cols.snip.first(doc) != Some(0) {
-                    continue;
-                }
-                let Some(ord) = owners.term_ords(doc).next() else { continue };
-                let owner = match names.get(&ord) {
-                    Some(o) => *o,
-                    None => {
-                        text.clear();
-                        owners.ord_to_str(ord, &mut text).map_err(index_error)?;
-                        let o = parse_owner(&text)
-                            .ok_or_else(|| index_error(format!("unreadable owner {text:?}")))?;
-                        names.insert(ord, o);
-                        o
-                    }
-                };
+        each_live_snippet(&searcher, |owner, cols, doc| {
+            if cols.snip.first(doc) == Some(0) {
                 keys.insert((owner, cols.doc_id(doc)));
             }
-        }
+        })?;
         Ok(keys)
     }
 
@@ -686,7 +650,9 @@ fn stage_upsert(
     strict: bool,
 ) -> Result<Effect, SearchError> {
     let prefix = owner_text(owner);
-    let term = doc_term(f, &prefix, doc.id);
+    let id = doc.id.as_u128();
+    let doc_text = format!("{prefix}{id:032x}");
+    let term = Term::from_field_text(f.doc, &doc_text);
     let old = w.share(searcher, f, owner, doc.id, &term)?;
     let mut st = w.stats.get(&owner).copied().unwrap_or_default();
     let owner_dim = if st.vectors > old.vectors { st.dim } else { None };
@@ -708,8 +674,6 @@ fn stage_upsert(
         w.drop_from_tail(owner, Some(doc.id));
     }
     let doc_id = doc.id;
-    let id = doc.id.as_u128();
-    let doc_text = format!("{prefix}{id:032x}");
     let mut new = DocShare::default();
     let mut tail = TailDoc { id: doc_id, metadata: doc.metadata, snippets: Vec::new() };
     for (i, snippet) in doc.snippets.into_iter().enumerate() {
@@ -733,20 +697,21 @@ fn stage_upsert(
         if let Some(json) = &meta_json {
             d.add_bytes(f.meta_json, json);
         }
-        let mut tokens = Vec::with_capacity(snippet.len as usize);
+        // Every occurrence of every term, owner-prefixed, separated by a
+        // space (no analysed term holds whitespace): tantivy's whitespace
+        // tokenizer gives back exactly these tokens. (A pre-tokenised text
+        // is kept in the document as JSON, and was most of an add's cost.)
+        let mut text = String::with_capacity(
+            snippet.terms.iter().map(|(t, tf)| (prefix.len() + t.len() + 1) * *tf as usize).sum(),
+        );
         for (term, tf) in &snippet.terms {
             for _ in 0..*tf {
-                let position = tokens.len();
-                tokens.push(Token {
-                    offset_from: 0,
-                    offset_to: 0,
-                    position,
-                    text: format!("{prefix}{term}"),
-                    position_length: 1,
-                });
+                text.push_str(&prefix);
+                text.push_str(term);
+                text.push(' ');
             }
         }
-        d.add_pre_tokenized_text(f.text, PreTokenizedString { text: String::new(), tokens });
+        d.add_text(f.text, &text);
         w.writer.as_ref().ok_or_else(closed)?.add_document(d).map_err(index_error)?;
         new.snippets += 1;
         new.tokens += u64::from(snippet.len);
@@ -820,6 +785,36 @@ fn set_stats(all: &mut HashMap<OwnerKey, OwnerStats>, owner: OwnerKey, st: Owner
     } else {
         all.insert(owner, st);
     }
+}
+
+/// Calls `each` with every live snippet of the searcher, its owner and its
+/// segment's columns.
+fn each_live_snippet(
+    searcher: &Searcher,
+    mut each: impl FnMut(OwnerKey, &Columns, DocId),
+) -> Result<(), SearchError> {
+    for seg in searcher.segment_readers() {
+        let cols = Columns::open(seg)?;
+        let Some(owners) = seg.fast_fields().str("owner").map_err(index_error)? else { continue };
+        let mut names: HashMap<u64, OwnerKey> = HashMap::new();
+        let mut text = String::new();
+        for doc in seg.doc_ids_alive() {
+            let Some(ord) = owners.term_ords(doc).next() else { continue };
+            let owner = match names.get(&ord) {
+                Some(o) => *o,
+                None => {
+                    text.clear();
+                    owners.ord_to_str(ord, &mut text).map_err(index_error)?;
+                    let o = parse_owner(&text)
+                        .ok_or_else(|| index_error(format!("unreadable owner {text:?}")))?;
+                    names.insert(ord, o);
+                    o
+                }
+            };
+            each(owner, &cols, doc);
+        }
+    }
+    Ok(())
 }
 
 /// What the doc named by `doc_term` adds to its owner's statistics now.
@@ -1077,8 +1072,18 @@ impl Search<'_> {
         Ok(verdict)
     }
 
-    fn columns(&self, segment: u32) -> Result<Columns, SearchError> {
-        Columns::open(self.searcher.segment_reader(segment))
+    /// The columns of `segment`, opened once per search.
+    fn columns<'c>(
+        &self,
+        cache: &'c mut HashMap<u32, Columns>,
+        segment: u32,
+    ) -> Result<&'c Columns, SearchError> {
+        Ok(match cache.entry(segment) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(Columns::open(self.searcher.segment_reader(segment))?)
+            }
+        })
     }
 
     fn text(&self, text: &str, limit: usize) -> Result<Vec<Hit>, SearchError> {
@@ -1101,11 +1106,7 @@ impl Search<'_> {
         let mut cache = HashMap::new();
         let mut columns: HashMap<u32, Columns> = HashMap::new();
         for (score, addr) in top {
-            let cols = match columns.entry(addr.segment_ord) {
-                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                std::collections::hash_map::Entry::Vacant(e) => e.insert(self.columns(addr.segment_ord)?),
-            };
-            let (doc_id, snippet_index) = cols.key(addr.doc_id);
+            let (doc_id, snippet_index) = self.columns(&mut columns, addr.segment_ord)?.key(addr.doc_id);
             if !self.passes(addr, doc_id, &mut cache)? {
                 continue;
             }
@@ -1132,9 +1133,10 @@ impl Search<'_> {
         let Some(filter) = self.filter_query() else { return Ok(None) };
         let candidates = self.searcher.search(&*filter, &DocSetCollector).map_err(index_error)?;
         let mut cache = HashMap::new();
+        let mut columns = HashMap::new();
         let mut allowed = HashSet::with_capacity(candidates.len());
         for addr in candidates {
-            let (id, _) = self.columns(addr.segment_ord)?.key(addr.doc_id);
+            let (id, _) = self.columns(&mut columns, addr.segment_ord)?.key(addr.doc_id);
             if self.passes(addr, id, &mut cache)? {
                 allowed.insert(addr);
             }
@@ -1221,11 +1223,7 @@ impl Search<'_> {
                 if allowed.as_ref().is_some_and(|a| !a.contains(&DocAddress::new(segment, doc))) {
                     continue;
                 }
-                let cols = match columns.entry(segment) {
-                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-                    std::collections::hash_map::Entry::Vacant(e) => e.insert(self.columns(segment)?),
-                };
-                text_hits.push((cols.key(doc), canonical(f64::from(score))));
+                text_hits.push((self.columns(&mut columns, segment)?.key(doc), canonical(f64::from(score))));
             }
             self.tail_text(text, |key, score| text_hits.push((key, canonical(f64::from(score)))))?;
         }
