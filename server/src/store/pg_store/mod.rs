@@ -127,11 +127,10 @@ impl PgStore {
             .recycle_timeout(Some(statement_timeout))
             .build()
             .map_err(|e| anyhow::anyhow!("cannot set up the connection pool: {e}"))?;
-        let report = migrate(&pool, &target).await?;
         // Of servers starting together on an empty database, only the one
-        // whose migration created the schema sees V1 applied: the others'
-        // failed on its tables and, run again, found it applied.
-        let created = report.applied_migrations().iter().any(|m| m.version() == 1);
+        // whose migration created the schema applied V1: the others' failed
+        // on its tables and, run again, found it applied.
+        let created = migrate(&pool, &target).await?;
         let op_timeout = statement_timeout + connect_timeout;
         let mut client =
             pool.get().await.map_err(|e| anyhow::anyhow!("{}", errors::pool_error(&target, &e)))?;
@@ -259,14 +258,21 @@ impl PgStore {
 }
 
 /// Runs the migrations, again when a concurrent start made them fail.
-async fn migrate(pool: &Pool, target: &str) -> anyhow::Result<refinery::Report> {
+/// Answers whether this start applied the first one (created the schema),
+/// in any attempt: one that applied it may fail on a later migration that a
+/// concurrent start applied meanwhile.
+async fn migrate(pool: &Pool, target: &str) -> anyhow::Result<bool> {
+    let created_by = |report: Option<&refinery::Report>| {
+        report.is_some_and(|r| r.applied_migrations().iter().any(|m| m.version() == 1))
+    };
+    let mut created = false;
     let mut attempt = 0;
     loop {
         attempt += 1;
         let mut client =
             pool.get().await.map_err(|e| anyhow::anyhow!("{}", errors::pool_error(target, &e)))?;
         match embedded::migrations::runner().set_abort_missing(true).run_async(&mut **client).await {
-            Ok(report) => return Ok(report),
+            Ok(report) => return Ok(created || created_by(Some(&report))),
             // A statement failed: most likely another server creating the
             // same tables at the same moment (its transaction won; ours, run
             // again, finds the migration applied).
@@ -274,6 +280,7 @@ async fn migrate(pool: &Pool, target: &str) -> anyhow::Result<refinery::Report> 
                 if attempt < MIGRATE_ATTEMPTS
                     && matches!(e.kind(), refinery::error::Kind::Connection(..)) =>
             {
+                created |= created_by(e.report());
                 drop(client);
                 tokio::time::sleep(Duration::from_millis(rand::random_range(20..=200))).await;
             }
