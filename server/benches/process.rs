@@ -6,21 +6,27 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// Builds the release binary (the bench profile's target dir) and answers its path.
+/// Builds the server binary in the profile this bench was built in and
+/// answers its path: the release binary under `cargo bench`; under `cargo
+/// test` (CI runs the scale bench small that way) the dev one, built as
+/// `cargo test --workspace` builds it (every bin of the workspace, so that
+/// nothing is compiled again).
 pub fn binary() -> PathBuf {
     let exe = std::env::current_exe().expect("the bench binary's path");
     let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
     let target_dir = profile_dir.parent().expect("target/<profile>");
+    let release = profile_dir.file_name().is_some_and(|n| n == "release");
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "--quiet", "--release", "-p", "agent-platform", "--bin", "agent-platform"])
-        .arg("--target-dir")
-        .arg(target_dir)
-        .status()
-        .expect("cargo runs");
-    assert!(status.success(), "building the release binary failed");
-    target_dir.join("release").join("agent-platform")
+    let mut build = Command::new(cargo);
+    build.current_dir(env!("CARGO_MANIFEST_DIR")).arg("build").arg("--quiet");
+    if release {
+        build.args(["--release", "-p", "agent-platform", "--bin", "agent-platform"]);
+    } else {
+        build.args(["--workspace", "--bins"]);
+    }
+    let status = build.arg("--target-dir").arg(target_dir).status().expect("cargo runs");
+    assert!(status.success(), "building the server binary failed");
+    profile_dir.join("agent-platform")
 }
 
 /// A server process, killed when dropped.
