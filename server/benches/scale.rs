@@ -263,12 +263,6 @@ async fn restart(data: &Path, loaded: &Loaded) {
     let server = process::serve(&bin, data, None, &[], Duration::from_secs(600));
     let (base, pid) = (server.base.clone(), server.child.id());
     let http = reqwest::Client::new();
-    let health = || async {
-        match http.get(format!("{base}/api/healthz")).send().await {
-            Ok(r) if r.status().is_success() => r.json::<serde_json::Value>().await.ok(),
-            _ => None,
-        }
-    };
     let first = first_health(&http, &base, started).await;
     println!(
         "restart: first /api/healthz answer {:.3} s after the process started (search: {})",
@@ -279,7 +273,7 @@ async fn restart(data: &Path, loaded: &Loaded) {
     let (p50, _) = latencies(&http, &base, &loaded.key, std::slice::from_ref(&page)).await;
     println!("restart: page 1 of messages answers while search warms, p50 {p50:.2} ms");
     let ready = loop {
-        if health().await.is_some_and(|h| h["search"] == "ready") {
+        if healthz(&http, &base).await.is_some_and(|h| h["search"] == "ready") {
             break started.elapsed();
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -326,13 +320,18 @@ async fn restart(data: &Path, loaded: &Loaded) {
     );
 }
 
+/// `/api/healthz`'s body, when it answers 2xx.
+async fn healthz(http: &reqwest::Client, base: &str) -> Option<serde_json::Value> {
+    match http.get(format!("{base}/api/healthz")).send().await {
+        Ok(r) if r.status().is_success() => r.json().await.ok(),
+        _ => None,
+    }
+}
+
 /// Polls `/api/healthz` until it answers 2xx: when (since `started`), and its body.
 async fn first_health(http: &reqwest::Client, base: &str, started: Instant) -> (Duration, serde_json::Value) {
     loop {
-        if let Ok(r) = http.get(format!("{base}/api/healthz")).send().await
-            && r.status().is_success()
-            && let Ok(body) = r.json::<serde_json::Value>().await
-        {
+        if let Some(body) = healthz(http, base).await {
             return (started.elapsed(), body);
         }
         tokio::time::sleep(Duration::from_millis(2)).await;

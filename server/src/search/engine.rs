@@ -134,13 +134,17 @@ struct DocShare {
     vectors: u64,
 }
 
+/// The length of [`owner_text`]: tenant and owner, 32 hex digits each.
+const OWNER_TEXT_LEN: usize = 64;
+
+/// The owner as indexed text, and the prefix of every term of its snippets.
 fn owner_text(owner: OwnerKey) -> String {
     format!("{:032x}{:032x}", owner.tenant.as_u128(), owner.owner.as_u128())
 }
 
 fn parse_owner(text: &str) -> Option<OwnerKey> {
     let tenant = u128::from_str_radix(text.get(..32)?, 16).ok()?;
-    let owner = u128::from_str_radix(text.get(32..64)?, 16).ok()?;
+    let owner = u128::from_str_radix(text.get(32..OWNER_TEXT_LEN)?, 16).ok()?;
     Some(OwnerKey { tenant: Uuid::from_u128(tenant), owner: Uuid::from_u128(owner) })
 }
 
@@ -527,14 +531,15 @@ impl Shared {
         Ok(())
     }
 
-    /// Stops writing (merges under way finish) and, on disk, makes every
-    /// file durable and notes the index closed cleanly. Later changes fail.
     /// Commits everything staged so far.
     pub(super) fn flush(&self) -> Result<(), SearchError> {
         let staged = self.writing.lock().staged;
         self.commit_through(Ticket(staged))
     }
 
+    /// Commits what is staged, stops writing (merges under way finish) and,
+    /// on disk, makes every file durable and notes the index closed cleanly.
+    /// Later changes fail.
     pub(super) fn close(&self) -> Result<(), SearchError> {
         if self.writing.lock().writer.is_some() {
             self.flush()?;
@@ -911,7 +916,7 @@ impl Bm25StatisticsProvider for OwnerBm25<'_> {
             }
         }
         if !self.tail.is_empty()
-            && let Some(t) = term.value().as_str().and_then(|text| text.get(64..))
+            && let Some(t) = term.value().as_str().and_then(|text| text.get(OWNER_TEXT_LEN..))
         {
             for doc in self.tail {
                 df += doc.snippets.iter().filter(|s| s.tf(t).is_some()).count() as u64;
