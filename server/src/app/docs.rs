@@ -29,7 +29,6 @@ use std::time::Instant;
 
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use uuid::Uuid;
 
 use super::records::{Resource, decode, encode};
@@ -685,29 +684,32 @@ impl App {
         })?;
 
         // The index knows ids and positions; titles, snippets and metadata come
-        // from the store. A doc deleted since the index was read is skipped.
-        let mut records: HashMap<Uuid, Option<Record>> = HashMap::new();
+        // from the store, each doc read once. A doc deleted since the index was
+        // read is skipped.
+        let mut wanted: HashMap<Uuid, Vec<usize>> = HashMap::new();
+        for hit in &hits {
+            wanted.entry(hit.doc_id).or_default().push(hit.snippet_index);
+        }
+        let mut found = HashMap::with_capacity(wanted.len());
+        for (id, indexes) in wanted {
+            if let Some(parts) = self.store.doc_parts(t.0, id, &indexes).await? {
+                found.insert(id, (indexes, parts));
+            }
+        }
         let mut docs = Vec::with_capacity(hits.len());
         for hit in hits {
-            let rec = match records.get(&hit.doc_id) {
-                Some(r) => r,
-                None => {
-                    let r = self.store.get(t.0, Kind::Doc, hit.doc_id).await?;
-                    records.entry(hit.doc_id).or_insert(r)
-                }
-            };
-            let Some(rec) = rec else { continue };
-            let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            let Some((indexes, parts)) = found.get_mut(&hit.doc_id) else { continue };
+            let at = indexes.iter().position(|&i| i == hit.snippet_index).unwrap_or_default();
             docs.push(DocReference {
-                id: rec.id,
-                title: text(&rec.data["title"]),
+                id: hit.doc_id,
+                title: parts.title.clone(),
                 owner,
                 snippet: Snippet {
                     index: hit.snippet_index,
-                    content: text(&rec.data["content"][hit.snippet_index]),
+                    content: std::mem::take(&mut parts.snippets[at]),
                 },
                 score: hit.score,
-                metadata: rec.metadata.clone().map(Metadata),
+                metadata: parts.metadata.clone().map(Metadata),
             });
         }
         Ok(DocSearchResponse { docs, time: start.elapsed().as_secs_f64() })

@@ -276,6 +276,11 @@ impl Checkpointer {
         })
     }
 
+    /// The data dir.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Stops the thread (idempotent).
     pub fn stop(&mut self) {
         self.stop.take();

@@ -273,6 +273,28 @@ pub enum Change {
     Unknown,
 }
 
+/// What a search answers of a doc.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DocParts {
+    pub title: String,
+    pub metadata: Option<Metadata>,
+    /// The snippets at the indexes asked for, in their order (empty past the
+    /// doc's end).
+    pub snippets: Vec<String>,
+}
+
+impl DocParts {
+    /// The parts of a whole doc record.
+    pub fn of(rec: &Record, indexes: &[usize]) -> Self {
+        let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        DocParts {
+            title: text(&rec.data["title"]),
+            metadata: rec.metadata.clone(),
+            snippets: indexes.iter().map(|&i| text(&rec.data["content"][i])).collect(),
+        }
+    }
+}
+
 /// The storage backend.
 ///
 /// Reads are async too, so that a backend over the network (PostgreSQL) can
@@ -319,6 +341,13 @@ pub trait Store: Send + Sync + 'static {
     /// [`Change::Unknown`] says some were missed). `None` when no other process writes.
     fn changes(&self) -> Option<tokio::sync::broadcast::Receiver<Change>> {
         None
+    }
+
+    /// A doc's title, metadata and its snippets at `indexes` (what a search
+    /// answers of it), or `None` when there is no such doc. Backends that can
+    /// read these without decoding the whole doc do (sled does).
+    async fn doc_parts(&self, tenant: Uuid, id: Uuid, indexes: &[usize]) -> StoreResult<Option<DocParts>> {
+        Ok(self.get(tenant, Kind::Doc, id).await?.map(|rec| DocParts::of(&rec, indexes)))
     }
 
     /// Search over the documents, when the store indexes them itself (the

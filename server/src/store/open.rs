@@ -197,6 +197,11 @@ pub(super) fn open_checked(
         d => d,
     };
 
+    // A db file cut or changed since its clean stop no longer holds what the
+    // snapshot of that stop points into: sled rebuilds from what log is left.
+    if damage.is_some() {
+        set_aside_snapshots(dir).map_err(|e| OpenError::io(dir, e))?;
+    }
     let db = open_sled(dir, accept_data_loss, cache_bytes)?;
     let (sled_id, sled_seq, has_records) = quietly(|| {
         Ok::<_, sled::Error>((
