@@ -139,6 +139,9 @@ pub(super) fn open_checked(
     let manifest = match Manifest::read(dir) {
         Ok(m) => m,
         Err(what) if accept_data_loss => {
+            // Nothing says what the db held: sled rebuilds its page table from
+            // the log rather than trust a snapshot (see below).
+            set_aside_snapshots(dir).map_err(|e| OpenError::io(dir, e))?;
             return finish(dir, open_sled(dir, true, cache_bytes)?, None, 1, Origin::AcceptedLoss(what));
         }
         Err(what) => return Err(OpenError::Corrupt { dir: dir.to_path_buf(), what, accepting: false }),
