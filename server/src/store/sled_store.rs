@@ -355,11 +355,25 @@ impl Drop for CleanStop {
 /// sled writes the snapshot of its page table only when it opens, so an open
 /// replays all the log written since the previous open (over a second after a
 /// million writes). Opening the closed store once more moves that work to the
-/// clean stop, and the next start reads a fresh snapshot. Does nothing when
-/// someone still holds the db (sled's file lock) or it cannot be opened: the
-/// next start replays the log, as it would have.
+/// clean stop, and the next start reads a fresh snapshot. Threads that held
+/// the store (its watchdog, sled's own) may keep sled's file lock a moment
+/// after the store is dropped: it tries for up to a second. Does nothing when
+/// the db still cannot be opened: the next start replays the log, as it would.
 fn refresh_snapshot(dir: &Path) {
-    let _ = quietly(|| open_db(dir, 8 << 20));
+    let deadline = Instant::now() + Duration::from_secs(1);
+    loop {
+        let opened = quietly(|| sled::Config::new().path(dir).cache_capacity(8 << 20).open());
+        match opened {
+            Ok(Err(sled::Error::Io(e)))
+                if (e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.to_string().contains("could not acquire lock"))
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            _ => return,
+        }
+    }
 }
 
 /// How to open the store.
