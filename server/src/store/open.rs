@@ -336,16 +336,17 @@ fn set_aside_snapshots(dir: &Path) -> std::io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Whether sled could not open the store because a handle holds its file lock
+/// (sled 0.34 reports it as an `Other` io error naming it).
+pub(super) fn held_by_another(e: &sled::Error) -> bool {
+    matches!(e, sled::Error::Io(io) if io.kind() == std::io::ErrorKind::WouldBlock
+        || io.to_string().contains("could not acquire lock"))
+}
+
 /// sled's errors, in words (its own Display of a corruption carries a backtrace).
 pub(super) fn sled_error(dir: &Path, e: sled::Error, accepting: bool) -> OpenError {
     match e {
-        // sled 0.34 reports a held lock as an `Other` io error naming it.
-        sled::Error::Io(io)
-            if io.kind() == std::io::ErrorKind::WouldBlock
-                || io.to_string().contains("could not acquire lock") =>
-        {
-            OpenError::InUse { dir: dir.to_path_buf() }
-        }
+        e if held_by_another(&e) => OpenError::InUse { dir: dir.to_path_buf() },
         sled::Error::Io(io) => OpenError::io(dir, io),
         sled::Error::Corruption { at, .. } => OpenError::Corrupt {
             dir: dir.to_path_buf(),

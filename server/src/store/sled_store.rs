@@ -84,7 +84,7 @@ use uuid::Uuid;
 
 use super::filter::{canonical, metadata_matches};
 use super::manifest::{Checkpointer, Sequence};
-use super::open::{OpenError, Opened, open_checked, quietly};
+use super::open::{OpenError, Opened, held_by_another, open_checked, quietly};
 use super::{
     Direction, DocParts, Expect, Kind, ListQuery, Op, Record, SortBy, Store, StoreError, StoreResult,
 };
@@ -364,11 +364,7 @@ fn refresh_snapshot(dir: &Path) {
     loop {
         let opened = quietly(|| sled::Config::new().path(dir).cache_capacity(8 << 20).open());
         match opened {
-            Ok(Err(sled::Error::Io(e)))
-                if (e.kind() == std::io::ErrorKind::WouldBlock
-                    || e.to_string().contains("could not acquire lock"))
-                    && Instant::now() < deadline =>
-            {
+            Ok(Err(e)) if held_by_another(&e) && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(10));
             }
             _ => return,
