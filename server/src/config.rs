@@ -12,6 +12,8 @@
 //! store_timeout_s = 10        # a write waits at most this for the disk, then 503
 //! store_min_free_mb = 16      # writes answer 507 while the disk has less free
 //! store_cache_mb = 64          # memory for the embedded store's page cache
+//! vector_graph_min = 20000    # an owner with this many vectors is searched through an
+//!                             # approximate-nearest-neighbour graph on disk (fewer: exactly)
 //!
 //! [store]
 //! backend = "sled"            # or "postgres": many servers on one database
@@ -204,6 +206,12 @@ pub struct ServerConfig {
     /// The most memory, in MiB, the embedded store keeps as its page cache
     /// (what is not cached is read from the disk, usually the OS's cache).
     pub store_cache_mb: u64,
+    /// Owners (agents, users) with at least this many document vectors are
+    /// searched through an approximate-nearest-neighbour graph (HNSW), built in
+    /// the background and kept on disk beside the search index; owners with
+    /// fewer, and filtered or hybrid searches, score every vector exactly.
+    /// Embedded store only.
+    pub vector_graph_min: u64,
 }
 
 impl Default for ServerConfig {
@@ -221,6 +229,7 @@ impl Default for ServerConfig {
             store_timeout_s: crate::store::sled_store::DEFAULT_WRITE_TIMEOUT.as_secs_f64(),
             store_min_free_mb: crate::store::sled_store::DEFAULT_MIN_FREE_BYTES >> 20,
             store_cache_mb: crate::store::sled_store::DEFAULT_CACHE_BYTES >> 20,
+            vector_graph_min: crate::search::DEFAULT_VECTOR_GRAPH_MIN,
         }
     }
 }
@@ -404,6 +413,12 @@ impl Config {
         }
         if let Some(v) = env("AGENT_PLATFORM_STORE_CACHE_MB") {
             self.server.store_cache_mb = parse("AGENT_PLATFORM_STORE_CACHE_MB", v)?;
+        }
+        if let Some(v) = env("AGENT_PLATFORM_VECTOR_GRAPH_MIN") {
+            self.server.vector_graph_min = parse("AGENT_PLATFORM_VECTOR_GRAPH_MIN", v)?;
+        }
+        if self.server.vector_graph_min == 0 {
+            anyhow::bail!("vector_graph_min = 0: expected at least 1 (a large number turns the graphs off)");
         }
         if !(1..=1 << 20).contains(&self.server.store_cache_mb) {
             anyhow::bail!(

@@ -16,6 +16,7 @@ use crate::config::StoreBackend;
 use crate::config::{Config, LogFormat};
 use crate::http::{Ctx, Impl};
 use crate::models::Providers;
+use crate::search::GraphEvent;
 use crate::store::backend::Backend;
 use crate::store::open::{OpenError, quietly_async};
 use crate::store::pg_store::PgStore;
@@ -168,6 +169,13 @@ fn log_search_readiness(app: &App, log: &slog::Logger, data_dir: &std::path::Pat
         }
         Some(why) => slog::info!(log, "search index is new: every document is indexed"; "why" => why),
     }
+    let graphs = log.clone();
+    app.search.on_vector_graph(move |event| match event {
+        GraphEvent::Built { owner, vectors, seconds } => slog::info!(graphs, "vector graph built: this owner's vector searches use it";
+            "tenant" => owner.tenant.to_string(), "owner" => owner.owner.to_string(), "vectors" => vectors, "seconds" => seconds),
+        GraphEvent::Failed { owner, error } => slog::warn!(graphs, "vector graph not built: this owner's vector searches stay exact (slower)";
+            "tenant" => owner.tenant.to_string(), "owner" => owner.owner.to_string(), "error" => error),
+    });
     let (mut states, log, dir) = (app.watch_search(), log.clone(), data_dir.display().to_string());
     let started = std::time::Instant::now();
     tokio::spawn(async move {
@@ -232,5 +240,6 @@ async fn open_sled_app(cfg: &Config, search: SearchStart) -> anyhow::Result<(Arc
         Ok(Err(e)) => return Err(corrupt(e.to_string())),
         Err(panic) => return Err(corrupt(panic)),
     };
+    app.search.set_vector_graph_min(cfg.server.vector_graph_min);
     Ok((store, app))
 }

@@ -57,6 +57,7 @@ use tantivy::{
 };
 use uuid::Uuid;
 
+use super::ann::{self, Graph};
 use super::directory::{self, Unsynced};
 use super::index::PreparedDoc;
 use super::rank::{Ranked, TopK};
@@ -66,7 +67,7 @@ use crate::store::filter::metadata_matches;
 
 /// Written beside an index on disk; an index without it (or with another)
 /// is rebuilt.
-const VERSION: &str = "agent-platform search index 2 (tantivy 0.27)";
+const VERSION: &str = "agent-platform search index 3 (tantivy 0.27)";
 const VERSION_FILE: &str = "VERSION";
 /// The indexing arena of the one writer thread.
 const WRITER_MEMORY: usize = 24 << 20;
@@ -89,6 +90,11 @@ struct Fields {
     meta: Field,
     meta_json: Field,
     text: Field,
+    /// The snippet's sequence number (see [`super::ann`]).
+    seq: Field,
+    /// Owner and sequence number (16 hex digits): looks a snippet up by its
+    /// number, and walks an owner's snippets staged after a number.
+    oseq: Field,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -111,6 +117,8 @@ fn schema() -> (Schema, Fields) {
         meta: b.add_text_field("meta", STRING),
         meta_json: b.add_bytes_field("meta_json", STORED),
         text: b.add_text_field("text", text),
+        seq: b.add_u64_field("seq", FAST),
+        oseq: b.add_text_field("oseq", STRING),
     };
     (b.build(), fields)
 }
@@ -220,6 +228,8 @@ struct Writing {
     broken: Option<String>,
     /// Set when the engine is dropped: the committer thread ends.
     stopping: bool,
+    /// The sequence number of the next snippet staged.
+    next_seq: u64,
     /// Whether `stats` were read from the index (by the committer thread,
     /// first thing: a big index takes a while, and the server answers
     /// everything but search meanwhile). Whoever needs them waits.
@@ -267,6 +277,8 @@ pub(super) struct Engine {
     shared: Arc<Shared>,
     /// Commits a tail that has waited [`COMMIT_AFTER`].
     committer: Option<std::thread::JoinHandle<()>>,
+    /// Builds the vector graphs asked for.
+    builder: Option<std::thread::JoinHandle<()>>,
 }
 
 impl std::ops::Deref for Engine {
@@ -281,7 +293,8 @@ impl Drop for Engine {
     fn drop(&mut self) {
         self.shared.writing.lock().stopping = true;
         self.shared.wake.notify_all();
-        if let Some(thread) = self.committer.take() {
+        self.shared.graphs.stop();
+        for thread in [self.committer.take(), self.builder.take()].into_iter().flatten() {
             let _ = thread.join();
         }
     }
@@ -300,6 +313,8 @@ pub(super) struct Shared {
     committed: AtomicU64,
     /// Wakes the committer thread (a tail begun, or the engine dropped).
     wake: Condvar,
+    /// The vector graphs of owners with many vectors.
+    graphs: ann::Graphs,
 }
 
 impl Engine {
@@ -361,6 +376,7 @@ impl Engine {
 
     fn on(index: Index, dir: Option<&Path>) -> Result<Self, SearchError> {
         let (_, fields) = schema();
+        let graphs = ann::Graphs::open(dir)?;
         let writer = index.writer_with_num_threads(1, WRITER_MEMORY).map_err(index_error)?;
         let reader =
             index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(index_error)?;
@@ -380,10 +396,12 @@ impl Engine {
                 broken: None,
                 stopping: false,
                 loaded: false,
+                next_seq: graphs.max_watermark + 1,
             }),
             committing: Mutex::new(()),
             committed: AtomicU64::new(0),
             wake: Condvar::new(),
+            graphs,
         });
         let committer = {
             let shared = Arc::clone(&shared);
@@ -392,7 +410,14 @@ impl Engine {
                 .spawn(move || shared.commit_aged_tails())
                 .map_err(index_error)?
         };
-        Ok(Engine { shared, committer: Some(committer) })
+        let builder = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("search-graphs".into())
+                .spawn(move || shared.build_graphs())
+                .map_err(index_error)?
+        };
+        Ok(Engine { shared, committer: Some(committer), builder: Some(builder) })
     }
 }
 
@@ -403,7 +428,10 @@ impl Shared {
         let stats = self.load_stats();
         let mut w = self.writing.lock();
         match stats {
-            Ok(stats) => w.stats = stats,
+            Ok((stats, max_seq)) => {
+                w.stats = stats;
+                w.next_seq = w.next_seq.max(max_seq + 1);
+            }
             Err(e) => w.broken = Some(format!("its statistics could not be read: {e}")),
         }
         w.loaded = true;
@@ -439,10 +467,69 @@ impl Shared {
         }
     }
 
-    /// Every owner's statistics, from the fast fields of the live snippets.
-    fn load_stats(&self) -> Result<HashMap<OwnerKey, OwnerStats>, SearchError> {
+    /// The graph builder thread: builds the graphs asked for, one at a
+    /// time, until the engine is dropped.
+    fn build_graphs(&self) {
+        while let Some(owner) = self.graphs.next_job() {
+            // A failure is kept by `graphs` (searches stay exact); nothing else to do.
+            let _ = self.build_graph(owner);
+        }
+    }
+
+    /// Builds the owner's graph from the committed index.
+    pub(super) fn build_graph(&self, owner: OwnerKey) -> Result<(), SearchError> {
+        // What is staged goes in too (else a graph asked for right after a load holds little).
+        self.flush()?;
+        let (st, searcher) = {
+            let w = self.loaded();
+            (w.stats.get(&owner).copied().unwrap_or_default(), self.reader.searcher())
+        };
+        let dim = st.dim.unwrap_or(0);
+        let owner_term = Term::from_field_text(self.fields.owner, &owner_text(owner));
+        self.graphs.build(owner, dim, st.vectors, |add| {
+            let mut bytes = Vec::new();
+            let mut vector = Vec::new();
+            for seg in searcher.segment_readers() {
+                let inverted = seg.inverted_index(self.fields.owner).map_err(index_error)?;
+                let Some(mut postings) =
+                    inverted.read_postings(&owner_term, IndexRecordOption::Basic).map_err(index_error)?
+                else {
+                    continue;
+                };
+                let Some(vectors) = seg.fast_fields().bytes("vec").map_err(index_error)? else { continue };
+                let cols = Columns::open(seg)?;
+                let alive = seg.alive_bitset();
+                let mut doc = postings.doc();
+                while doc != TERMINATED {
+                    if alive.is_none_or(|a| a.is_alive(doc))
+                        && cols.dim.first(doc).unwrap_or(0) as usize == dim
+                        && let Some(vord) = vectors.term_ords(doc).next()
+                    {
+                        read_vector(&vectors, vord, &mut bytes, &mut vector)?;
+                        if !add(cols.seq.first(doc).unwrap_or(0), &vector)? {
+                            return Ok(());
+                        }
+                    }
+                    doc = postings.advance();
+                }
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    /// Every owner's statistics, from the fast fields of the live snippets,
+    /// and the highest sequence number of any snippet (removed ones too).
+    fn load_stats(&self) -> Result<(HashMap<OwnerKey, OwnerStats>, u64), SearchError> {
         let mut all: HashMap<OwnerKey, OwnerStats> = HashMap::new();
-        each_live_snippet(&self.reader.searcher(), |owner, cols, doc| {
+        let searcher = self.reader.searcher();
+        let mut max_seq = 0;
+        for seg in searcher.segment_readers() {
+            if seg.max_doc() > 0 {
+                max_seq = max_seq.max(Columns::open(seg)?.seq.max_value());
+            }
+        }
+        each_live_snippet(&searcher, |owner, cols, doc| {
             let st = all.entry(owner).or_default();
             st.snippets += 1;
             st.tokens += cols.len.first(doc).unwrap_or(0);
@@ -453,7 +540,7 @@ impl Shared {
                 st.dim = Some(dim as usize);
             }
         })?;
-        Ok(all)
+        Ok((all, max_seq))
     }
 
     /// The writing state, once its statistics are loaded.
@@ -463,6 +550,21 @@ impl Shared {
             self.wake.wait(&mut w);
         }
         w
+    }
+
+    /// The owner's vector graph: how many vectors it holds and how many
+    /// searches it answered, if it has one.
+    pub(super) fn graph_of(&self, owner: OwnerKey) -> Option<(u64, u64)> {
+        self.graphs.current(owner).map(|g| (g.size, g.searches.load(Ordering::Relaxed)))
+    }
+
+    pub(super) fn on_graph_event(&self, report: Arc<dyn Fn(&ann::GraphEvent) + Send + Sync>) {
+        self.graphs.on_event(report);
+    }
+
+    /// Owners with at least `n` vectors get a graph (see [`ann`]).
+    pub(super) fn set_graph_min_vectors(&self, n: u64) {
+        self.graphs.set_min_vectors(n);
     }
 
     pub(super) fn stats(&self, owner: OwnerKey) -> OwnerStats {
@@ -567,7 +669,7 @@ impl Shared {
                 let outcome = match change {
                     Change::Upsert { owner, doc, strict } => stage_upsert(w, searcher, f, owner, doc, strict),
                     Change::Remove { owner, doc } => stage_remove(w, searcher, f, owner, doc),
-                    Change::RemoveOwner(owner) => stage_remove_owner(w, f, owner),
+                    Change::RemoveOwner(owner) => stage_remove_owner(w, f, &self.graphs, owner),
                 };
                 outcomes.push(outcome.map(|e| effect = effect.max(e)));
             }
@@ -622,7 +724,17 @@ impl Shared {
         match q.mode {
             Mode::Text => s.text(text, q.limit),
             Mode::Vector => match unit_query {
-                Some(u) => s.vector(&u, q.limit),
+                Some(u) => match self.graphs.graph(owner, st.vectors, u.len()).filter(|_| s.filter.is_none())
+                {
+                    Some(graph) => {
+                        let (hits, stale) = s.vector_graph(&graph, &u, q.limit)?;
+                        if stale {
+                            self.graphs.rebuild(owner);
+                        }
+                        Ok(hits)
+                    }
+                    None => s.vector(&u, q.limit),
+                },
                 None => Ok(Vec::new()),
             },
             Mode::Hybrid => s.hybrid(text, unit_query.as_deref(), q.alpha, q.limit),
@@ -638,6 +750,11 @@ pub(super) enum Change {
     Remove { owner: OwnerKey, doc: Uuid },
     /// Remove every doc of the owner.
     RemoveOwner(OwnerKey),
+}
+
+/// The `oseq` text of the owner's (`prefix`) snippet `seq`.
+fn oseq_text(prefix: &str, seq: u64) -> String {
+    format!("{prefix}{seq:016x}")
 }
 
 fn doc_term(f: Fields, prefix: &str, doc: Uuid) -> Term {
@@ -688,6 +805,10 @@ fn stage_upsert(
         d.add_u64(f.doc_hi, (id >> 64) as u64);
         d.add_u64(f.doc_lo, id as u64);
         d.add_u64(f.snip, i as u64);
+        let seq = w.next_seq;
+        w.next_seq += 1;
+        d.add_u64(f.seq, seq);
+        d.add_text(f.oseq, oseq_text(&prefix, seq));
         d.add_u64(f.len, u64::from(snippet.len));
         let vector = snippet.vector.filter(|v| Some(v.len()) == dim);
         d.add_u64(f.dim, vector.as_ref().map_or(0, |v| v.len() as u64));
@@ -772,7 +893,12 @@ fn stage_remove(
 }
 
 /// Stages the removal of every doc of the owner.
-fn stage_remove_owner(w: &mut Writing, f: Fields, owner: OwnerKey) -> Result<Effect, SearchError> {
+fn stage_remove_owner(
+    w: &mut Writing,
+    f: Fields,
+    graphs: &ann::Graphs,
+    owner: OwnerKey,
+) -> Result<Effect, SearchError> {
     let writer = w.writer.as_ref().ok_or_else(closed)?;
     if w.stats.remove(&owner).is_none() {
         return Ok(Effect::None);
@@ -781,6 +907,7 @@ fn stage_remove_owner(w: &mut Writing, f: Fields, owner: OwnerKey) -> Result<Eff
     w.pending.retain(|(o, _), _| *o != owner);
     w.pending_removed.insert(owner);
     w.drop_from_tail(owner, None);
+    graphs.remove_owner(owner);
     Ok(Effect::Commit)
 }
 
@@ -847,6 +974,20 @@ fn share_of(searcher: &Searcher, f: Fields, doc_term: &Term) -> Result<DocShare,
     Ok(share)
 }
 
+/// Reads the vector of ord `vord` into `vector` (`bytes`: scratch).
+fn read_vector(
+    vectors: &tantivy::columnar::BytesColumn,
+    vord: u64,
+    bytes: &mut Vec<u8>,
+    vector: &mut Vec<f32>,
+) -> Result<(), SearchError> {
+    bytes.clear();
+    vectors.ord_to_bytes(vord, bytes).map_err(index_error)?;
+    vector.clear();
+    vector.extend(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+    Ok(())
+}
+
 /// The fast fields read per snippet.
 struct Columns {
     doc_hi: tantivy::columnar::Column<u64>,
@@ -854,6 +995,7 @@ struct Columns {
     snip: tantivy::columnar::Column<u64>,
     len: tantivy::columnar::Column<u64>,
     dim: tantivy::columnar::Column<u64>,
+    seq: tantivy::columnar::Column<u64>,
 }
 
 impl Columns {
@@ -866,6 +1008,7 @@ impl Columns {
             snip: col("snip")?,
             len: col("len")?,
             dim: col("dim")?,
+            seq: col("seq")?,
         })
     }
 
@@ -1157,8 +1300,9 @@ impl Search<'_> {
         mut each: impl FnMut((Uuid, usize), f64),
     ) -> Result<(), SearchError> {
         let owner_term = self.owner_term();
-        let mut bytes = Vec::new();
         let mut vector: Vec<f32> = Vec::new();
+        let mut found: Vec<(u64, DocId)> = Vec::new();
+        let mut ords: Vec<u64> = Vec::new();
         for (ord, seg) in self.searcher.segment_readers().iter().enumerate() {
             let inverted = seg.inverted_index(self.f.owner).map_err(index_error)?;
             let Some(mut postings) =
@@ -1169,6 +1313,9 @@ impl Search<'_> {
             let cols = Columns::open(seg)?;
             let Some(vectors) = seg.fast_fields().bytes("vec").map_err(index_error)? else { continue };
             let alive = seg.alive_bitset();
+            // The vectors' ords first, then their bytes in ord order: one pass
+            // over the column's dictionary instead of a lookup per vector.
+            found.clear();
             let mut doc = postings.doc();
             while doc != TERMINATED {
                 let addr = DocAddress::new(ord as u32, doc);
@@ -1177,15 +1324,25 @@ impl Search<'_> {
                     && allowed.is_none_or(|a| a.contains(&addr))
                     && let Some(vord) = vectors.term_ords(doc).next()
                 {
-                    bytes.clear();
-                    vectors.ord_to_bytes(vord, &mut bytes).map_err(index_error)?;
-                    vector.clear();
-                    vector
-                        .extend(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
-                    each(cols.key(doc), canonical(dot(unit_query, &vector)));
+                    found.push((vord, doc));
                 }
                 doc = postings.advance();
             }
+            found.sort_unstable();
+            ords.clear();
+            ords.extend(found.iter().map(|(vord, _)| *vord));
+            let mut docs = found.iter().map(|(_, doc)| *doc);
+            vectors
+                .dictionary()
+                .sorted_ords_to_term_cb(&ords, |bytes| {
+                    vector.clear();
+                    vector
+                        .extend(bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+                    if let Some(doc) = docs.next() {
+                        each(cols.key(doc), canonical(dot(unit_query, &vector)));
+                    }
+                })
+                .map_err(index_error)?;
         }
         for doc in self.tail.iter().filter(|d| self.tail_passes(d)) {
             for (i, s) in doc.snippets.iter().enumerate() {
@@ -1195,6 +1352,101 @@ impl Search<'_> {
             }
         }
         Ok(())
+    }
+
+    /// Vector search with the owner's graph (see [`ann`]): its candidates
+    /// still in the index and every vector staged after it, scored exactly.
+    /// The second value says the graph is due to be built again (a quarter
+    /// of its candidates were gone, or its tail outgrew a quarter of it).
+    fn vector_graph(
+        &self,
+        graph: &Graph,
+        unit_query: &[f32],
+        limit: usize,
+    ) -> Result<(Vec<Hit>, bool), SearchError> {
+        let asked = ann::candidates(limit).min(graph.size as usize);
+        let keys = graph.nearest(unit_query, asked)?;
+        let prefix = owner_text(self.owner);
+        let mut top = TopK::new(limit);
+        let mut bytes = Vec::new();
+        let mut vector: Vec<f32> = Vec::new();
+        let mut found = 0usize;
+        let mut tail = 0u64;
+        let mut score = |cols: &Columns, vectors: &tantivy::columnar::BytesColumn, doc: DocId| {
+            let Some(vord) = vectors.term_ords(doc).next() else { return Ok::<_, SearchError>(()) };
+            if cols.dim.first(doc).unwrap_or(0) as usize != unit_query.len() {
+                return Ok(());
+            }
+            read_vector(vectors, vord, &mut bytes, &mut vector)?;
+            let cosine = canonical(dot(unit_query, &vector));
+            if top.admits(cosine) {
+                let (doc_id, snippet_index) = cols.key(doc);
+                top.push(Ranked { primary: cosine, secondary: 0.0, doc_id, snippet_index });
+            }
+            Ok(())
+        };
+        let first_after = oseq_text(&prefix, graph.watermark.saturating_add(1));
+        let past_owner = oseq_text(&prefix, u64::MAX);
+        for seg in self.searcher.segment_readers() {
+            let Some(vectors) = seg.fast_fields().bytes("vec").map_err(index_error)? else { continue };
+            let cols = Columns::open(seg)?;
+            let alive = seg.alive_bitset();
+            let inverted = seg.inverted_index(self.f.oseq).map_err(index_error)?;
+            let live = |postings: &mut tantivy::postings::SegmentPostings,
+                        each: &mut dyn FnMut(DocId) -> Result<(), SearchError>| {
+                let mut doc = postings.doc();
+                while doc != TERMINATED {
+                    if alive.is_none_or(|a| a.is_alive(doc)) {
+                        each(doc)?;
+                    }
+                    doc = postings.advance();
+                }
+                Ok::<_, SearchError>(())
+            };
+            // The graph's candidates still here.
+            for &key in &keys {
+                let term = Term::from_field_text(self.f.oseq, &oseq_text(&prefix, key));
+                if let Some(mut postings) =
+                    inverted.read_postings(&term, IndexRecordOption::Basic).map_err(index_error)?
+                {
+                    live(&mut postings, &mut |doc| {
+                        found += 1;
+                        score(&cols, &vectors, doc)
+                    })?;
+                }
+            }
+            // Everything staged after the graph.
+            let mut range = inverted
+                .terms()
+                .range()
+                .ge(first_after.as_bytes())
+                .le(past_owner.as_bytes())
+                .into_stream()
+                .map_err(index_error)?;
+            while range.advance() {
+                let mut postings = inverted
+                    .read_postings_from_terminfo(range.value(), IndexRecordOption::Basic)
+                    .map_err(index_error)?;
+                live(&mut postings, &mut |doc| {
+                    tail += 1;
+                    score(&cols, &vectors, doc)
+                })?;
+            }
+        }
+        for doc in self.tail.iter() {
+            for (i, s) in doc.snippets.iter().enumerate() {
+                if let Some(v) = s.vector.as_deref().filter(|v| v.len() == unit_query.len()) {
+                    top.push(Ranked {
+                        primary: canonical(dot(unit_query, v)),
+                        secondary: 0.0,
+                        doc_id: doc.id,
+                        snippet_index: i,
+                    });
+                }
+            }
+        }
+        let stale = found * 4 < keys.len() * 3 || tail * 4 > graph.size;
+        Ok((top.into_hits(), stale))
     }
 
     fn vector(&self, unit_query: &[f32], limit: usize) -> Result<Vec<Hit>, SearchError> {

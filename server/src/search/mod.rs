@@ -19,6 +19,7 @@
 //! to be shared in an `Arc`; text analysis ([`SearchIndex::prepare`]) can
 //! happen before any lock is taken.
 
+mod ann;
 mod directory;
 mod engine;
 mod index;
@@ -37,7 +38,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+pub use self::ann::GraphEvent;
 pub use self::engine::Ticket;
+
+/// Owners with at least this many vectors get a vector graph by default
+/// (see [`SearchIndex::set_vector_graph_min`]).
+pub const DEFAULT_VECTOR_GRAPH_MIN: u64 = ann::DEFAULT_MIN_VECTORS;
 use self::rank::{Ranked, TopK};
 pub use self::tokenize::tokenize;
 use crate::store::StoreResult;
@@ -240,6 +246,27 @@ impl SearchIndex {
     /// closed cleanly (a later start trusts it even after a machine restart).
     pub fn close(&self) -> Result<(), SearchError> {
         self.engine.close()
+    }
+
+    /// Owners with at least `n` vectors (default 20,000) are searched
+    /// through an approximate-nearest-neighbour graph kept on disk, built
+    /// in the background; others, and an index in memory, exactly.
+    pub fn set_vector_graph_min(&self, n: u64) {
+        self.engine.set_graph_min_vectors(n);
+    }
+
+    /// Calls `report` whenever a vector graph is built or fails to build.
+    pub fn on_vector_graph(&self, report: impl Fn(&GraphEvent) + Send + Sync + 'static) {
+        self.engine.on_graph_event(std::sync::Arc::new(report));
+    }
+
+    /// Builds the owner's vector graph now from what is committed (the
+    /// background builder does so by itself when a search needs one; a
+    /// bench or an operator can use this to wait for it). Answers how many
+    /// vectors it holds (0: none was built — no vectors, or an index in memory).
+    pub fn build_vector_graph(&self, owner: OwnerKey) -> Result<u64, SearchError> {
+        self.engine.build_graph(owner)?;
+        Ok(self.engine.graph_of(owner).map_or(0, |(size, _)| size))
     }
 
     /// Why the index started empty (`None`: it was opened with its documents).

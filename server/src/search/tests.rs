@@ -824,3 +824,108 @@ fn docs_searched_from_the_uncommitted_tail_rank_as_once_committed() {
         assert_alike(before, &search(&index, q), &format!("{q:?}"));
     }
 }
+
+// ------------------------------------------------------------- vector graphs
+
+/// Unit vectors around `centres` (so that near neighbours mean something).
+fn clustered(rng: &mut rand::rngs::StdRng, centres: &[Vec<f32>], n: usize) -> Vec<Vec<f32>> {
+    use rand::Rng;
+    (0..n)
+        .map(|i| centres[i % centres.len()].iter().map(|c| c + rng.random_range(-0.35f32..0.35)).collect())
+        .collect()
+}
+
+#[test]
+fn an_owner_with_many_vectors_is_searched_through_its_graph_as_if_exactly() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let dim = 24;
+    let centres: Vec<Vec<f32>> =
+        (0..40).map(|_| (0..dim).map(|_| rng.random_range(-1.0f32..1.0)).collect()).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index");
+    let index = SearchIndex::open(&path).unwrap();
+    let n = 4_000u128;
+    let vectors = clustered(&mut rng, &centres, n as usize);
+    let changes = vectors
+        .iter()
+        .enumerate()
+        .map(|(i, v)| IndexChange::Upsert(owner(), SearchIndex::prepare(vec_doc(i as u128, "x", v.clone()))))
+        .collect();
+    assert!(index.apply(changes).unwrap().iter().all(Result::is_ok));
+    index.flush().unwrap();
+    let queries: Vec<Query> = clustered(&mut rng, &centres, 60).into_iter().map(Query::vector).collect();
+    let exact: Vec<Vec<Hit>> = queries.iter().map(|q| search(&index, q)).collect();
+    assert_eq!(index.engine.graph_of(owner()), None, "below the threshold: exact, no graph asked for");
+
+    // Built as the background thread would (the threshold is still above the owner here).
+    index.engine.build_graph(owner()).unwrap();
+    index.set_vector_graph_min(1_000);
+    assert_eq!(index.engine.graph_of(owner()), Some((n as u64, 0)));
+    let files: Vec<_> =
+        std::fs::read_dir(path.join("ann")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(files.len(), 1, "one file per owner: {files:?}");
+
+    let check = |index: &SearchIndex, exact: &[Vec<Hit>]| {
+        let mut same = 0;
+        let mut total = 0;
+        for (q, want) in queries.iter().zip(exact) {
+            let got = search(index, q);
+            assert_eq!(got.len(), want.len());
+            for h in &got {
+                // Every hit is scored exactly: a hit the exact search also found has its score.
+                if let Some(w) =
+                    want.iter().find(|w| (w.doc_id, w.snippet_index) == (h.doc_id, h.snippet_index))
+                {
+                    assert!((w.score - h.score).abs() < 1e-6, "{w:?} vs {h:?}");
+                    same += 1;
+                }
+            }
+            total += want.len();
+        }
+        same as f64 / total as f64
+    };
+    let recall = check(&index, &exact);
+    assert!(recall >= 0.95, "recall@10 {recall}");
+    let (_, searches) = index.engine.graph_of(owner()).unwrap();
+    assert_eq!(searches, queries.len() as u64, "every search asked the graph");
+
+    // Added after the graph: found at once (in memory), and once committed (after its watermark).
+    let probe = queries[0].vector.clone().unwrap();
+    index.upsert_doc(owner(), vec_doc(n, "new", probe.clone())).unwrap();
+    assert_eq!(ids(&search(&index, &queries[0]))[0], (id(n), 0), "the tail in memory");
+    index.flush().unwrap();
+    assert_eq!(ids(&search(&index, &queries[0]))[0], (id(n), 0), "committed, after the watermark");
+
+    // Removed or replaced after the graph: gone, though the graph still holds them.
+    let top = search(&index, &queries[1])[0].doc_id;
+    index.remove_doc(owner(), top).unwrap();
+    assert!(!ids(&search(&index, &queries[1])).iter().any(|(d, _)| *d == top), "removed");
+    let second = search(&index, &queries[1])[0].doc_id;
+    let far: Vec<f32> = probe.iter().map(|x| -x).collect();
+    index.upsert_doc(owner(), DocEntry { id: second, ..vec_doc(0, "moved", far) }).unwrap();
+    assert!(!ids(&search(&index, &queries[1])).iter().any(|(d, _)| *d == second), "replaced far away");
+
+    // Reopened: the graph is read from its file, not built again, and answers the same.
+    let now: Vec<Vec<Hit>> = queries.iter().map(|q| search(&index, q)).collect();
+    index.close().unwrap();
+    drop(index);
+    let index = SearchIndex::open(&path).unwrap();
+    assert_eq!(index.fresh(), None);
+    index.set_vector_graph_min(1_000);
+    assert_eq!(index.engine.graph_of(owner()), Some((n as u64, 0)), "opened from its file");
+    assert_eq!(queries.iter().map(|q| search(&index, q)).collect::<Vec<_>>(), now);
+    let added = vec_doc(n + 1, "after reopening", probe.clone());
+    index.upsert_doc(owner(), added).unwrap();
+    index.flush().unwrap();
+    assert_eq!(
+        ids(&search(&index, &queries[0]))[..2],
+        [(id(n), 0), (id(n + 1), 0)],
+        "numbers go on after the graph's"
+    );
+
+    // Every doc of the owner removed: so is its graph.
+    index.remove_owner(owner()).unwrap();
+    assert_eq!(index.engine.graph_of(owner()), None);
+    assert_eq!(std::fs::read_dir(path.join("ann")).unwrap().count(), 0);
+}

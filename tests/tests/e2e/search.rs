@@ -545,3 +545,92 @@ async fn wait_until_search_is_ready(p: &Process, key: &str, agent: Uuid) {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// An owner with more vectors than `vector_graph_min` is searched through an
+/// approximate-nearest-neighbour graph the server builds in the background and
+/// keeps on disk: the answers are those of the exact search before it, a doc
+/// added or deleted afterwards counts at once, and a restarted server opens
+/// the graph (the log says when one is built). PostgreSQL searches in the
+/// database: the same answers, no graph.
+#[tokio::test]
+async fn an_agent_with_many_vectors_is_searched_through_a_graph_kept_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = [("AGENT_PLATFORM_VECTOR_GRAPH_MIN", "300")];
+    let p = Process::serve_with_env(dir.path(), &env);
+    let key = p.key.clone().expect("a first key");
+    let c = Client::with_key(&p.base, &key).unwrap();
+    let a = c.agent_create().body(types::CreateAgentRequest::builder().name("Atlas")).send().await.unwrap();
+    // 400 vectors on a circle in 4 dimensions (the 4th tells docs apart): neighbours are known.
+    let at = |i: usize| {
+        let t = i as f32 * std::f32::consts::TAU / 400.0;
+        vec![t.cos(), t.sin(), 0.1 * (i % 7) as f32, 0.0]
+    };
+    for d in 0..40 {
+        let snippets: Vec<String> = (0..10).map(|k| format!("point {}", d * 10 + k)).collect();
+        let snippets: Vec<&str> = snippets.iter().map(String::as_str).collect();
+        let embeddings = (0..10).map(|k| at(d * 10 + k)).collect();
+        c.agent_doc_create()
+            .id(a.id)
+            .body(doc(&format!("arc {d}"), &snippets).embeddings(Some(embeddings)))
+            .send()
+            .await
+            .unwrap();
+    }
+    let search = |c: &Client, v: Vec<f32>| {
+        let (c, id) = (c.clone(), a.id);
+        async move {
+            let body =
+                types::SearchRequest::builder().vector(Some(v)).limit(std::num::NonZeroU64::new(10).unwrap());
+            c.agent_search().id(id).body(body).send().await.unwrap().into_inner().docs
+        }
+    };
+    let queries: Vec<Vec<f32>> = (0..20).map(|i| at(i * 20 + 3)).collect();
+    let mut exact = Vec::new();
+    for q in &queries {
+        exact.push(keys(&search(&c, q.clone()).await));
+    }
+    let on_sled = agent_platform_tests::backend::postgres().is_none();
+    let graphs = dir.path().join("search-index").join("ann");
+    // The graph files: name (owner and the last snippet it holds) and when written.
+    let files = || -> Vec<(std::ffi::OsString, std::time::SystemTime)> {
+        let Ok(dir) = std::fs::read_dir(&graphs) else { return Vec::new() };
+        dir.flatten().map(|e| (e.file_name(), e.metadata().unwrap().modified().unwrap())).collect()
+    };
+    if on_sled {
+        // The first searches asked for the graph; it is built in the background.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while files().is_empty() {
+            assert!(std::time::Instant::now() < deadline, "no graph built within 30 s");
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+    for (q, want) in queries.iter().zip(&exact) {
+        assert_eq!(&keys(&search(&c, q.clone()).await), want, "the graph's answers are the exact ones");
+    }
+    // Added and deleted after the graph: counted at once.
+    let probe = vec![0.3, -0.2, 5.0, 1.0];
+    let added = c
+        .agent_doc_create()
+        .id(a.id)
+        .body(doc("added", &["late point"]).embeddings(Some(vec![probe.clone()])))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(search(&c, probe.clone()).await[0].id, added.id, "added after the graph");
+    let first = search(&c, queries[0].clone()).await[0].id;
+    c.agent_doc_delete().id(a.id).doc_id(first).send().await.unwrap();
+    assert!(search(&c, queries[0].clone()).await.iter().all(|h| h.id != first), "deleted after the graph");
+    let now = keys(&search(&c, queries[5].clone()).await);
+    p.stop();
+    let built = files();
+    assert_eq!(built.len(), usize::from(on_sled), "one graph: {built:?}");
+
+    let p = Process::serve_with_env(dir.path(), &env);
+    let c = Client::with_key(&p.base, &key).unwrap();
+    wait_until_search_is_ready(&p, &key, a.id).await;
+    assert_eq!(keys(&search(&c, queries[5].clone()).await), now, "the same after a restart");
+    assert_eq!(search(&c, probe).await[0].id, added.id);
+    assert!(search(&c, queries[0].clone()).await.iter().all(|h| h.id != first));
+    p.stop();
+    assert_eq!(files(), built, "the graph was opened, not built again");
+}
