@@ -910,8 +910,14 @@ fn an_owner_with_many_vectors_is_searched_through_its_graph_as_if_exactly() {
     let now: Vec<Vec<Hit>> = queries.iter().map(|q| search(&index, q)).collect();
     index.close().unwrap();
     drop(index);
+    // What a build killed midway leaves, and a graph file that does not read: removed at open.
+    let ann = path.join("ann");
+    let other = format!("{:064x}-{:016x}.usearch", 7, 5);
+    std::fs::write(ann.join(&other), b"not a graph").unwrap();
+    std::fs::write(ann.join(format!("{other}.123.tmp")), b"half a graph").unwrap();
     let index = SearchIndex::open(&path).unwrap();
     assert_eq!(index.fresh(), None);
+    assert_eq!(std::fs::read_dir(&ann).unwrap().count(), 1, "only the owner's graph is left");
     index.set_vector_graph_min(1_000);
     assert_eq!(index.engine.graph_of(owner()), Some((n as u64, 0)), "opened from its file");
     assert_eq!(queries.iter().map(|q| search(&index, q)).collect::<Vec<_>>(), now);
