@@ -49,27 +49,8 @@ const TARGET_INGEST: f64 = 2_000.0;
 /// The PostgreSQL issue's target for search in the database.
 const TARGET_PG_P50_MS: f64 = 10.0;
 
-/// SplitMix64: tiny, deterministic, good enough for synthetic data.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-    fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-    fn range(&mut self, lo: usize, hi: usize) -> usize {
-        lo + self.below(hi - lo + 1)
-    }
-}
+mod splitmix;
+use splitmix::Rng;
 
 fn vocabulary(rng: &mut Rng) -> Vec<String> {
     const ONSETS: &[&str] = &[

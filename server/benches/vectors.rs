@@ -23,23 +23,8 @@ const PER_DOC: usize = 10;
 const SEED: u64 = 0x7EC7_0125;
 const TARGET_RECALL: f64 = 0.95;
 
-/// SplitMix64: tiny and deterministic.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [-1, 1).
-    fn signed(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-}
+mod splitmix;
+use splitmix::Rng;
 
 fn args() -> (usize, usize) {
     let numbers: Vec<usize> =

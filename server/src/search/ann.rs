@@ -43,6 +43,8 @@ pub(super) const DEFAULT_MIN_VECTORS: u64 = 20_000;
 /// Where the graphs are, inside the index's directory.
 const ANN_DIR: &str = "ann";
 const SUFFIX: &str = ".usearch";
+/// How long after a failed build a rebuild may be tried again.
+const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// The candidates asked of a graph for `limit` hits.
 pub(super) fn candidates(limit: usize) -> usize {
@@ -79,8 +81,10 @@ struct Slot {
     graph: Option<Arc<Graph>>,
     /// Queued or being built.
     building: bool,
-    /// Why the last build failed (not retried until the owner changes size).
-    failed: Option<(u64, String)>,
+    /// The last build failed (the log says why): with how many vectors, and when. A
+    /// first build is tried again once the owner has grown by a quarter, a
+    /// rebuild after [`RETRY_AFTER`].
+    failed: Option<(u64, std::time::Instant)>,
 }
 
 /// What the builder reports (for the server's log).
@@ -238,7 +242,7 @@ impl Graphs {
     pub(super) fn rebuild(&self, owner: OwnerKey) {
         let mut slots = self.slots.lock();
         let slot = slots.entry(owner).or_default();
-        if slot.building {
+        if slot.building || slot.failed.as_ref().is_some_and(|(_, when)| when.elapsed() < RETRY_AFTER) {
             return;
         }
         slot.building = true;
@@ -294,7 +298,49 @@ impl Graphs {
         fill: impl FnOnce(&mut dyn FnMut(u64, &[f32]) -> Result<bool, SearchError>) -> Result<(), SearchError>,
     ) -> Result<Option<Arc<Graph>>, SearchError> {
         let started = std::time::Instant::now();
-        let outcome = self.build_inner(owner, dim, expected, fill);
+        let outcome = (|| -> Result<Option<Arc<Graph>>, SearchError> {
+            let Some(dir) = &self.dir else { return Ok(None) };
+            if dim == 0 {
+                return Ok(None);
+            }
+            let index = Index::new(&options(dim)).map_err(graph_error)?;
+            index.reserve_capacity_and_threads(expected.max(16) as usize, 1).map_err(graph_error)?;
+            let mut watermark = 0;
+            let mut size = 0u64;
+            let mut stopped = false;
+            fill(&mut |seq, vector| {
+                if size.is_multiple_of(1024) && self.stopping() {
+                    stopped = true;
+                    return Ok(false);
+                }
+                if index.size() == index.capacity() {
+                    index.reserve(index.capacity() * 2).map_err(graph_error)?;
+                }
+                index.add(seq, vector).map_err(graph_error)?;
+                watermark = watermark.max(seq);
+                size += 1;
+                Ok(true)
+            })?;
+            if stopped || size == 0 {
+                return Ok(None);
+            }
+            let path = dir.join(file_name(owner, watermark));
+            // Unique: a build asked for directly may run beside the builder thread's.
+            let nonce =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            let tmp = dir.join(format!("{}.{}.tmp", file_name(owner, watermark), nonce.as_nanos()));
+            let tmp_text = tmp.to_str().ok_or_else(|| io_error("not UTF-8:", &tmp, ""))?;
+            index.save(tmp_text).map_err(graph_error)?;
+            drop(index);
+            std::fs::File::open(&tmp)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| io_error("cannot sync", &tmp, e))?;
+            std::fs::rename(&tmp, &path).map_err(|e| io_error("cannot rename", &tmp, e))?;
+            std::fs::File::open(dir)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| io_error("cannot sync", dir, e))?;
+            Ok(Some(Arc::new(view(&path, watermark)?)))
+        })();
         let event = match &outcome {
             Ok(Some(graph)) => Some(GraphEvent::Built {
                 owner,
@@ -321,54 +367,9 @@ impl Graphs {
                 }
             }
             Ok(None) => {}
-            Err(e) => slot.failed = Some((expected, e.to_string())),
+            Err(_) => slot.failed = Some((expected, std::time::Instant::now())),
         }
         outcome
-    }
-
-    fn build_inner(
-        &self,
-        owner: OwnerKey,
-        dim: usize,
-        expected: u64,
-        fill: impl FnOnce(&mut dyn FnMut(u64, &[f32]) -> Result<bool, SearchError>) -> Result<(), SearchError>,
-    ) -> Result<Option<Arc<Graph>>, SearchError> {
-        let Some(dir) = &self.dir else { return Ok(None) };
-        if dim == 0 {
-            return Ok(None);
-        }
-        let index = Index::new(&options(dim)).map_err(graph_error)?;
-        index.reserve_capacity_and_threads(expected.max(16) as usize, 1).map_err(graph_error)?;
-        let mut watermark = 0;
-        let mut size = 0u64;
-        let mut stopped = false;
-        fill(&mut |seq, vector| {
-            if size.is_multiple_of(1024) && self.stopping() {
-                stopped = true;
-                return Ok(false);
-            }
-            if index.size() == index.capacity() {
-                index.reserve(index.capacity() * 2).map_err(graph_error)?;
-            }
-            index.add(seq, vector).map_err(graph_error)?;
-            watermark = watermark.max(seq);
-            size += 1;
-            Ok(true)
-        })?;
-        if stopped || size == 0 {
-            return Ok(None);
-        }
-        let path = dir.join(file_name(owner, watermark));
-        // Unique: a build asked for directly may run beside the builder thread's.
-        let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        let tmp = dir.join(format!("{}.{}.tmp", file_name(owner, watermark), nonce.as_nanos()));
-        let tmp_text = tmp.to_str().ok_or_else(|| io_error("not UTF-8:", &tmp, ""))?;
-        index.save(tmp_text).map_err(graph_error)?;
-        drop(index);
-        std::fs::File::open(&tmp).and_then(|f| f.sync_all()).map_err(|e| io_error("cannot sync", &tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| io_error("cannot rename", &tmp, e))?;
-        std::fs::File::open(dir).and_then(|f| f.sync_all()).map_err(|e| io_error("cannot sync", dir, e))?;
-        Ok(Some(Arc::new(view(&path, watermark)?)))
     }
 }
 
