@@ -451,6 +451,213 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Default::default()
         }
     }
+    ///The answer of `POST /v1/chat/completions` (OpenAI's `chat.completion`).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ChatCompletion {
+        pub choices: ::std::vec::Vec<CompletionChoice>,
+        ///Unix seconds.
+        pub created: i64,
+        pub id: ::std::string::String,
+        ///The model that answered.
+        pub model: ::std::string::String,
+        ///Always `chat.completion`.
+        pub object: ::std::string::String,
+        pub usage: ChatUsage,
+    }
+    impl ChatCompletion {
+        pub fn builder() -> builder::ChatCompletion {
+            Default::default()
+        }
+    }
+    ///One event of a streamed chat completion (`data: <chunk>`, OpenAI's `chat.completion.chunk`).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ChatCompletionChunk {
+        pub choices: ::std::vec::Vec<ChatChunkChoice>,
+        ///Unix seconds.
+        pub created: i64,
+        pub id: ::std::string::String,
+        pub model: ::std::string::String,
+        ///Always `chat.completion.chunk`.
+        pub object: ::std::string::String,
+        ///On the last chunk (no choices) when `stream_options.include_usage`; else absent.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub usage: ::std::option::Option<ChatUsage>,
+    }
+    impl ChatCompletionChunk {
+        pub fn builder() -> builder::ChatCompletionChunk {
+            Default::default()
+        }
+    }
+    ///Body of `POST /v1/chat/completions` (OpenAI's request; unknown fields are ignored).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ChatCompletionRequest {
+        ///-2 to 2.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub frequency_penalty: ::std::option::Option<f64>,
+        ///The most tokens the answer may have; wins over `max_tokens`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub max_completion_tokens: ::std::option::Option<::std::num::NonZeroU64>,
+        ///The most tokens the answer may have (OpenAI's older name of `max_completion_tokens`).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub max_tokens: ::std::option::Option<::std::num::NonZeroU64>,
+        ///The conversation so far (1 to 10,000 messages): the whole history, as nothing is kept between requests.
+        pub messages: ::std::vec::Vec<CompletionMessage>,
+        ///An agent's id (that agent answers), or a model name its provider serves.
+        pub model: ChatCompletionRequestModel,
+        ///How many answers: only 1 is supported (another value answers 400).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub n: ::std::option::Option<i64>,
+        ///Passed to the provider as sent.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub parallel_tool_calls: ::std::option::Option<bool>,
+        ///-2 to 2.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub presence_penalty: ::std::option::Option<f64>,
+        ///Passed to the provider as sent (`{"type": "json_object"}`, `json_schema`, ...).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub response_format: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub seed: ::std::option::Option<i64>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub stop: ::std::option::Option<StopSequences>,
+        ///Answer `text/event-stream`: `chat.completion.chunk` events, then `data: [DONE]`.
+        #[serde(default)]
+        pub stream: bool,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub stream_options: ::std::option::Option<CompletionStreamOptions>,
+        ///Sampling temperature, 0 to 2.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub temperature: ::std::option::Option<f64>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tool_choice: ::std::option::Option<ChatToolChoice>,
+        ///Function tools the model may call (besides the agent's, when `model` is an agent).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tools: ::std::option::Option<::std::vec::Vec<ChatTool>>,
+        ///Nucleus sampling, 0 to 1.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub top_p: ::std::option::Option<f64>,
+        ///An end-user id, for the provider's abuse monitoring: passed on as sent.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub user: ::std::option::Option<ChatCompletionRequestUser>,
+    }
+    impl ChatCompletionRequest {
+        pub fn builder() -> builder::ChatCompletionRequest {
+            Default::default()
+        }
+    }
+    ///An agent's id (that agent answers), or a model name its provider serves.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ChatCompletionRequestModel(::std::string::String);
+    impl ::std::ops::Deref for ChatCompletionRequestModel {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ChatCompletionRequestModel> for ::std::string::String {
+        fn from(value: ChatCompletionRequestModel) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ChatCompletionRequestModel {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatCompletionRequestModel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatCompletionRequestModel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ChatCompletionRequestModel {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///An end-user id, for the provider's abuse monitoring: passed on as sent.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ChatCompletionRequestUser(::std::string::String);
+    impl ::std::ops::Deref for ChatCompletionRequestUser {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ChatCompletionRequestUser> for ::std::string::String {
+        fn from(value: ChatCompletionRequestUser) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ChatCompletionRequestUser {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatCompletionRequestUser {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ChatCompletionRequestUser {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ChatCompletionRequestUser {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///The new part of the streamed answer.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
     pub struct ChatDelta {
@@ -854,6 +1061,340 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Default::default()
         }
     }
+    ///The assistant's message in a [`ChatCompletion`].
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct CompletionAnswerMessage {
+        ///The text; null when the answer only calls tools.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub content: ::std::option::Option<::std::string::String>,
+        ///Always null: refusals come as text.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub refusal: ::std::option::Option<::std::string::String>,
+        ///Always `assistant`.
+        pub role: ::std::string::String,
+        ///The tools the model calls; send their results back as `tool` messages.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tool_calls: ::std::option::Option<::std::vec::Vec<ToolCall>>,
+    }
+    impl CompletionAnswerMessage {
+        pub fn builder() -> builder::CompletionAnswerMessage {
+            Default::default()
+        }
+    }
+    ///One answer of a [`ChatCompletion`].
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct CompletionChoice {
+        ///`stop`, `length`, `tool_calls`, ... as the model said.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub finish_reason: ::std::option::Option<::std::string::String>,
+        pub index: i64,
+        ///Always null.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub logprobs: ::std::option::Option<::serde_json::Value>,
+        pub message: CompletionAnswerMessage,
+    }
+    impl CompletionChoice {
+        pub fn builder() -> builder::CompletionChoice {
+            Default::default()
+        }
+    }
+    ///A message's content: text, or a list of parts (at most 1,000).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(untagged)]
+    pub enum CompletionContent {
+        String(::std::string::String),
+        Array(::std::vec::Vec<ContentPart>),
+    }
+    impl ::std::convert::From<::std::vec::Vec<ContentPart>> for CompletionContent {
+        fn from(value: ::std::vec::Vec<ContentPart>) -> Self {
+            Self::Array(value)
+        }
+    }
+    ///One message of a chat completion request.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct CompletionMessage {
+        ///Null or absent for an assistant message that only calls tools.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub content: ::std::option::Option<CompletionContent>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub name: ::std::option::Option<CompletionMessageName>,
+        pub role: CompletionRole,
+        ///Required for `tool` messages: the call it answers.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tool_call_id: ::std::option::Option<CompletionMessageToolCallId>,
+        ///Only for `assistant` messages: the tools it called.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tool_calls: ::std::option::Option<::std::vec::Vec<ToolCall>>,
+    }
+    impl CompletionMessage {
+        pub fn builder() -> builder::CompletionMessage {
+            Default::default()
+        }
+    }
+    ///`CompletionMessageName`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CompletionMessageName(::std::string::String);
+    impl ::std::ops::Deref for CompletionMessageName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CompletionMessageName> for ::std::string::String {
+        fn from(value: CompletionMessageName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CompletionMessageName {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CompletionMessageName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CompletionMessageName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CompletionMessageName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Required for `tool` messages: the call it answers.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CompletionMessageToolCallId(::std::string::String);
+    impl ::std::ops::Deref for CompletionMessageToolCallId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CompletionMessageToolCallId> for ::std::string::String {
+        fn from(value: CompletionMessageToolCallId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CompletionMessageToolCallId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CompletionMessageToolCallId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CompletionMessageToolCallId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CompletionMessageToolCallId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Who wrote a message of a chat completion request.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum CompletionRole {
+        #[serde(rename = "system")]
+        System,
+        #[serde(rename = "user")]
+        User,
+        #[serde(rename = "assistant")]
+        Assistant,
+        #[serde(rename = "tool")]
+        Tool,
+        ///OpenAI's newer name for `system` messages; sent to the provider as `system`.
+        #[serde(rename = "developer")]
+        Developer,
+    }
+    impl ::std::fmt::Display for CompletionRole {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::System => f.write_str("system"),
+                Self::User => f.write_str("user"),
+                Self::Assistant => f.write_str("assistant"),
+                Self::Tool => f.write_str("tool"),
+                Self::Developer => f.write_str("developer"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for CompletionRole {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "system" => Ok(Self::System),
+                "user" => Ok(Self::User),
+                "assistant" => Ok(Self::Assistant),
+                "tool" => Ok(Self::Tool),
+                "developer" => Ok(Self::Developer),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CompletionRole {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CompletionRole {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///What a streamed answer includes.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    pub struct CompletionStreamOptions {
+        ///Send a last chunk, before `data: [DONE]`, with no choices and the `usage`.
+        #[serde(default)]
+        pub include_usage: bool,
+    }
+    impl CompletionStreamOptions {
+        pub fn builder() -> builder::CompletionStreamOptions {
+            Default::default()
+        }
+    }
+    ///A part of a message's content. Only `text` parts are supported: other kinds (images, audio, files) answer 400 naming the part.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ContentPart {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub text: ::std::option::Option<::std::string::String>,
+        #[serde(rename = "type")]
+        pub type_: ContentPartType,
+    }
+    impl ContentPart {
+        pub fn builder() -> builder::ContentPart {
+            Default::default()
+        }
+    }
+    ///`ContentPartType`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ContentPartType(::std::string::String);
+    impl ::std::ops::Deref for ContentPartType {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ContentPartType> for ::std::string::String {
+        fn from(value: ContentPartType) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ContentPartType {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ContentPartType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ContentPartType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ContentPartType {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///What to do when a chat's prompt is over the session's `token_budget`.
     #[derive(
         ::serde::Deserialize,
@@ -910,6 +1451,69 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
             value.parse()
         }
+    }
+    ///A conversation (OpenAI's `conversation`), which is a session of the service: `GET /api/sessions/{id}` shows it too, its items are the session's messages.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct Conversation {
+        ///Unix seconds.
+        pub created_at: i64,
+        pub id: ::uuid::Uuid,
+        ///The session's metadata (`{}` when it has none).
+        pub metadata: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        ///Always `conversation`.
+        pub object: ::std::string::String,
+    }
+    impl Conversation {
+        pub fn builder() -> builder::Conversation {
+            Default::default()
+        }
+    }
+    ///The answer of `DELETE /v1/conversations/{conversation_id}`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ConversationDeleted {
+        pub deleted: bool,
+        pub id: ::uuid::Uuid,
+        ///Always `conversation.deleted`.
+        pub object: ::std::string::String,
+    }
+    impl ConversationDeleted {
+        pub fn builder() -> builder::ConversationDeleted {
+            Default::default()
+        }
+    }
+    ///An item of a conversation: a view of one of its session's messages (an assistant message that calls tools is one `function_call` item per call, after its `message` item if it has text).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(tag = "type")]
+    pub enum ConversationItem {
+        #[serde(rename = "message")]
+        Message {
+            content: ::std::vec::Vec<ItemContent>,
+            ///The message's id.
+            id: ::std::string::String,
+            ///`user`, `assistant` or `system`.
+            role: ::std::string::String,
+            ///Always `completed`.
+            status: ::std::string::String,
+        },
+        #[serde(rename = "function_call")]
+        FunctionCall {
+            arguments: ::std::string::String,
+            call_id: ::std::string::String,
+            ///`fc_<message id without dashes>_<index of the call>`.
+            id: ::std::string::String,
+            name: ::std::string::String,
+            ///Always `completed`.
+            status: ::std::string::String,
+        },
+        #[serde(rename = "function_call_output")]
+        FunctionCallOutput {
+            call_id: ::std::string::String,
+            ///The `tool` message's id.
+            id: ::std::string::String,
+            output: ::std::string::String,
+            ///Always `completed`.
+            status: ::std::string::String,
+        },
     }
     ///Body of `POST /api/agents` and `PUT /api/agents/{id}` (PUT overwrites: omitted fields take their defaults).
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -1123,6 +1727,23 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
                 })
         }
     }
+    ///Body of `POST /v1/conversations`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    pub struct CreateConversationRequest {
+        ///Items to start with (at most 256), saved in one write.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub items: ::std::option::Option<::std::vec::Vec<InputItem>>,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+    }
+    impl CreateConversationRequest {
+        pub fn builder() -> builder::CreateConversationRequest {
+            Default::default()
+        }
+    }
     ///Body of `POST /api/agents/{id}/docs` and `POST /api/users/{user_id}/docs`.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct CreateDocRequest {
@@ -1214,6 +1835,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     }
     impl CreateExecutionRequest {
         pub fn builder() -> builder::CreateExecutionRequest {
+            Default::default()
+        }
+    }
+    ///Body of `POST /v1/conversations/{conversation_id}/items`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct CreateItemsRequest {
+        ///The items to append (1 to 256), in one write.
+        pub items: ::std::vec::Vec<InputItem>,
+    }
+    impl CreateItemsRequest {
+        pub fn builder() -> builder::CreateItemsRequest {
             Default::default()
         }
     }
@@ -2418,6 +3050,271 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Default::default()
         }
     }
+    ///An item sent to a conversation (or as a response's input): a `message` (the default `type`: `role` and `content`), a `function_call` the model made (`call_id`, `name`, `arguments`), or a `function_call_output` (`call_id`, `output`). Other item types answer 400 naming the item's `type`; content parts other than text (`input_text`, `output_text`, `text`) too.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    pub struct InputItem {
+        ///A function call's arguments, as JSON text.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub arguments: ::std::option::Option<::std::string::String>,
+        ///A function call's id, named again by its output.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub call_id: ::std::option::Option<InputItemCallId>,
+        ///A message's text, or its parts.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub content: ::std::option::Option<CompletionContent>,
+        ///A function call's function.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub name: ::std::option::Option<InputItemName>,
+        ///A function call's result: text, or text parts.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub output: ::std::option::Option<CompletionContent>,
+        ///A message's author.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub role: ::std::option::Option<InputRole>,
+        ///`message` (default), `function_call` or `function_call_output`.
+        #[serde(rename = "type", skip_serializing_if = "::std::option::Option::is_none")]
+        pub type_: ::std::option::Option<InputItemType>,
+    }
+    impl InputItem {
+        pub fn builder() -> builder::InputItem {
+            Default::default()
+        }
+    }
+    ///A function call's id, named again by its output.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct InputItemCallId(::std::string::String);
+    impl ::std::ops::Deref for InputItemCallId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<InputItemCallId> for ::std::string::String {
+        fn from(value: InputItemCallId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for InputItemCallId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InputItemCallId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InputItemCallId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for InputItemCallId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///A function call's function.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct InputItemName(::std::string::String);
+    impl ::std::ops::Deref for InputItemName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<InputItemName> for ::std::string::String {
+        fn from(value: InputItemName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for InputItemName {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InputItemName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InputItemName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for InputItemName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`message` (default), `function_call` or `function_call_output`.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct InputItemType(::std::string::String);
+    impl ::std::ops::Deref for InputItemType {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<InputItemType> for ::std::string::String {
+        fn from(value: InputItemType) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for InputItemType {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InputItemType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InputItemType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for InputItemType {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Who wrote an input message item.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum InputRole {
+        #[serde(rename = "user")]
+        User,
+        #[serde(rename = "assistant")]
+        Assistant,
+        #[serde(rename = "system")]
+        System,
+        ///Kept as `system`.
+        #[serde(rename = "developer")]
+        Developer,
+    }
+    impl ::std::fmt::Display for InputRole {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::User => f.write_str("user"),
+                Self::Assistant => f.write_str("assistant"),
+                Self::System => f.write_str("system"),
+                Self::Developer => f.write_str("developer"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for InputRole {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "user" => Ok(Self::User),
+                "assistant" => Ok(Self::Assistant),
+                "system" => Ok(Self::System),
+                "developer" => Ok(Self::Developer),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InputRole {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InputRole {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     ///One instruction, or a list of them (at most 100).
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     #[serde(untagged)]
@@ -2428,6 +3325,95 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     impl ::std::convert::From<::std::vec::Vec<::std::string::String>> for Instructions {
         fn from(value: ::std::vec::Vec<::std::string::String>) -> Self {
             Self::Array(value)
+        }
+    }
+    ///A part of a message item's content.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(tag = "type")]
+    pub enum ItemContent {
+        ///Text of a user or system message.
+        #[serde(rename = "input_text")]
+        InputText { text: ::std::string::String },
+        ///Text of an assistant message.
+        #[serde(rename = "output_text")]
+        OutputText {
+            annotations: ::std::vec::Vec<::serde_json::Value>,
+            text: ::std::string::String,
+        },
+    }
+    ///A page of items (OpenAI's cursor list).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ItemList {
+        pub data: ::std::vec::Vec<ConversationItem>,
+        ///The first item's id, null when `data` is empty.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub first_id: ::std::option::Option<::std::string::String>,
+        ///Whether more items follow this page.
+        pub has_more: bool,
+        ///The last item's id (send it as `after` for the next page), null when `data` is empty.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub last_id: ::std::option::Option<::std::string::String>,
+        ///Always `list`.
+        pub object: ::std::string::String,
+    }
+    impl ItemList {
+        pub fn builder() -> builder::ItemList {
+            Default::default()
+        }
+    }
+    ///Oldest first (`asc`) or newest first (`desc`).
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum ItemOrder {
+        #[serde(rename = "asc")]
+        Asc,
+        #[serde(rename = "desc")]
+        Desc,
+    }
+    impl ::std::fmt::Display for ItemOrder {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Asc => f.write_str("asc"),
+                Self::Desc => f.write_str("desc"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ItemOrder {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "asc" => Ok(Self::Asc),
+                "desc" => Ok(Self::Desc),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ItemOrder {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ItemOrder {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
         }
     }
     ///`KeyCreateIdempotencyKey`
@@ -2704,6 +3690,34 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
                 })
         }
     }
+    ///A model: one of the tenant's agents (its id), or a model name a configured provider serves.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct Model {
+        ///When it was created (an agent), or 0 (a provider's model), in Unix seconds.
+        pub created: i64,
+        pub id: ::std::string::String,
+        ///Always `model`.
+        pub object: ::std::string::String,
+        ///`agent-platform` for an agent; the provider's name for a provider's model.
+        pub owned_by: ::std::string::String,
+    }
+    impl Model {
+        pub fn builder() -> builder::Model {
+            Default::default()
+        }
+    }
+    ///`GET /v1/models`: the models a client can name.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ModelList {
+        pub data: ::std::vec::Vec<Model>,
+        ///Always `list`.
+        pub object: ::std::string::String,
+    }
+    impl ModelList {
+        pub fn builder() -> builder::ModelList {
+            Default::default()
+        }
+    }
     ///The function the model must call.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct NamedFunction {
@@ -2724,6 +3738,207 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     impl NamedToolChoice {
         pub fn builder() -> builder::NamedToolChoice {
             Default::default()
+        }
+    }
+    ///What went wrong, in OpenAI's terms.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct OpenAiError {
+        ///The same machine-readable code as on `/api` (`not_found`, `unauthorized`, `upstream_error`, ...); for a validation failure, the first violation's kind (`missing`, `string_too_long`, ...).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub code: ::std::option::Option<::std::string::String>,
+        ///What went wrong, for a human (a validation failure lists every violation).
+        pub message: ::std::string::String,
+        ///The request field at fault, as a path (`messages[0].content`), when one is.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub param: ::std::option::Option<::std::string::String>,
+        ///`invalid_request_error` (4xx but 401, 403 and 429), `authentication_error` (401), `permission_error` (403), `rate_limit_error` (429), `server_error` (5xx).
+        #[serde(rename = "type")]
+        pub type_: ::std::string::String,
+    }
+    impl OpenAiError {
+        pub fn builder() -> builder::OpenAiError {
+            Default::default()
+        }
+    }
+    ///The body of every error on the OpenAI-compatible routes (`/v1`), in OpenAI's shape, which its SDKs read.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct OpenAiErrorResponse {
+        pub error: OpenAiError,
+    }
+    impl OpenAiErrorResponse {
+        pub fn builder() -> builder::OpenAiErrorResponse {
+            Default::default()
+        }
+    }
+    ///`OpenaiItemDeleteItemId`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct OpenaiItemDeleteItemId(::std::string::String);
+    impl ::std::ops::Deref for OpenaiItemDeleteItemId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OpenaiItemDeleteItemId> for ::std::string::String {
+        fn from(value: OpenaiItemDeleteItemId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OpenaiItemDeleteItemId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OpenaiItemDeleteItemId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for OpenaiItemDeleteItemId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OpenaiItemDeleteItemId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`OpenaiItemGetItemId`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct OpenaiItemGetItemId(::std::string::String);
+    impl ::std::ops::Deref for OpenaiItemGetItemId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OpenaiItemGetItemId> for ::std::string::String {
+        fn from(value: OpenaiItemGetItemId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OpenaiItemGetItemId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OpenaiItemGetItemId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for OpenaiItemGetItemId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OpenaiItemGetItemId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`OpenaiItemListAfter`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct OpenaiItemListAfter(::std::string::String);
+    impl ::std::ops::Deref for OpenaiItemListAfter {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OpenaiItemListAfter> for ::std::string::String {
+        fn from(value: OpenaiItemListAfter) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OpenaiItemListAfter {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OpenaiItemListAfter {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for OpenaiItemListAfter {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OpenaiItemListAfter {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///Whether a document belongs to an agent or to a user.
@@ -3899,7 +5114,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
     ///A conversation between one or more agents and zero or more users.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct Session {
-        ///The agents taking part (at least one); the first answers chats by default.
+        ///The agents taking part (at least one, but none for a conversation made through `POST /v1/conversations`); the first answers chats by default.
         pub agents: ::std::vec::Vec<::uuid::Uuid>,
         ///What a chat does when its prompt is over `token_budget`; null answers 400.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -4120,6 +5335,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             value: ::std::string::String,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
             value.parse()
+        }
+    }
+    ///Stop sequences: one, or a list of up to 4.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(untagged)]
+    pub enum StopSequences {
+        String(::std::string::String),
+        Array(::std::vec::Vec<::std::string::String>),
+    }
+    impl ::std::convert::From<::std::vec::Vec<::std::string::String>> for StopSequences {
+        fn from(value: ::std::vec::Vec<::std::string::String>) -> Self {
+            Self::Array(value)
         }
     }
     ///A task: a named workflow of steps that an agent runs.
@@ -4818,6 +6045,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             value: ::std::string::String,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
             value.parse()
+        }
+    }
+    ///Body of `POST /v1/conversations/{conversation_id}`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct UpdateConversationRequest {
+        ///The conversation's new metadata: it replaces the old.
+        pub metadata: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+    }
+    impl UpdateConversationRequest {
+        pub fn builder() -> builder::UpdateConversationRequest {
+            Default::default()
         }
     }
     ///Body of `PUT /api/executions/{id}`.
@@ -6206,6 +7444,646 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ChatCompletion {
+            choices: ::std::result::Result<
+                ::std::vec::Vec<super::CompletionChoice>,
+                ::std::string::String,
+            >,
+            created: ::std::result::Result<i64, ::std::string::String>,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            model: ::std::result::Result<::std::string::String, ::std::string::String>,
+            object: ::std::result::Result<::std::string::String, ::std::string::String>,
+            usage: ::std::result::Result<super::ChatUsage, ::std::string::String>,
+        }
+        impl ::std::default::Default for ChatCompletion {
+            fn default() -> Self {
+                Self {
+                    choices: Err("no value supplied for choices".to_string()),
+                    created: Err("no value supplied for created".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    object: Err("no value supplied for object".to_string()),
+                    usage: Err("no value supplied for usage".to_string()),
+                }
+            }
+        }
+        impl ChatCompletion {
+            pub fn choices<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::CompletionChoice>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.choices = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for choices: {e}")
+                    });
+                self
+            }
+            pub fn created<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for model: {e}")
+                    });
+                self
+            }
+            pub fn object<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.object = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for object: {e}")
+                    });
+                self
+            }
+            pub fn usage<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatUsage>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.usage = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for usage: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatCompletion> for super::ChatCompletion {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatCompletion,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    choices: value.choices?,
+                    created: value.created?,
+                    id: value.id?,
+                    model: value.model?,
+                    object: value.object?,
+                    usage: value.usage?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatCompletion> for ChatCompletion {
+            fn from(value: super::ChatCompletion) -> Self {
+                Self {
+                    choices: Ok(value.choices),
+                    created: Ok(value.created),
+                    id: Ok(value.id),
+                    model: Ok(value.model),
+                    object: Ok(value.object),
+                    usage: Ok(value.usage),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatCompletionChunk {
+            choices: ::std::result::Result<
+                ::std::vec::Vec<super::ChatChunkChoice>,
+                ::std::string::String,
+            >,
+            created: ::std::result::Result<i64, ::std::string::String>,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            model: ::std::result::Result<::std::string::String, ::std::string::String>,
+            object: ::std::result::Result<::std::string::String, ::std::string::String>,
+            usage: ::std::result::Result<
+                ::std::option::Option<super::ChatUsage>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ChatCompletionChunk {
+            fn default() -> Self {
+                Self {
+                    choices: Err("no value supplied for choices".to_string()),
+                    created: Err("no value supplied for created".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    object: Err("no value supplied for object".to_string()),
+                    usage: Ok(Default::default()),
+                }
+            }
+        }
+        impl ChatCompletionChunk {
+            pub fn choices<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ChatChunkChoice>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.choices = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for choices: {e}")
+                    });
+                self
+            }
+            pub fn created<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for model: {e}")
+                    });
+                self
+            }
+            pub fn object<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.object = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for object: {e}")
+                    });
+                self
+            }
+            pub fn usage<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ChatUsage>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.usage = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for usage: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatCompletionChunk>
+        for super::ChatCompletionChunk {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatCompletionChunk,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    choices: value.choices?,
+                    created: value.created?,
+                    id: value.id?,
+                    model: value.model?,
+                    object: value.object?,
+                    usage: value.usage?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatCompletionChunk> for ChatCompletionChunk {
+            fn from(value: super::ChatCompletionChunk) -> Self {
+                Self {
+                    choices: Ok(value.choices),
+                    created: Ok(value.created),
+                    id: Ok(value.id),
+                    model: Ok(value.model),
+                    object: Ok(value.object),
+                    usage: Ok(value.usage),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ChatCompletionRequest {
+            frequency_penalty: ::std::result::Result<
+                ::std::option::Option<f64>,
+                ::std::string::String,
+            >,
+            max_completion_tokens: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU64>,
+                ::std::string::String,
+            >,
+            max_tokens: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU64>,
+                ::std::string::String,
+            >,
+            messages: ::std::result::Result<
+                ::std::vec::Vec<super::CompletionMessage>,
+                ::std::string::String,
+            >,
+            model: ::std::result::Result<
+                super::ChatCompletionRequestModel,
+                ::std::string::String,
+            >,
+            n: ::std::result::Result<::std::option::Option<i64>, ::std::string::String>,
+            parallel_tool_calls: ::std::result::Result<
+                ::std::option::Option<bool>,
+                ::std::string::String,
+            >,
+            presence_penalty: ::std::result::Result<
+                ::std::option::Option<f64>,
+                ::std::string::String,
+            >,
+            response_format: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            seed: ::std::result::Result<
+                ::std::option::Option<i64>,
+                ::std::string::String,
+            >,
+            stop: ::std::result::Result<
+                ::std::option::Option<super::StopSequences>,
+                ::std::string::String,
+            >,
+            stream: ::std::result::Result<bool, ::std::string::String>,
+            stream_options: ::std::result::Result<
+                ::std::option::Option<super::CompletionStreamOptions>,
+                ::std::string::String,
+            >,
+            temperature: ::std::result::Result<
+                ::std::option::Option<f64>,
+                ::std::string::String,
+            >,
+            tool_choice: ::std::result::Result<
+                ::std::option::Option<super::ChatToolChoice>,
+                ::std::string::String,
+            >,
+            tools: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::ChatTool>>,
+                ::std::string::String,
+            >,
+            top_p: ::std::result::Result<
+                ::std::option::Option<f64>,
+                ::std::string::String,
+            >,
+            user: ::std::result::Result<
+                ::std::option::Option<super::ChatCompletionRequestUser>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ChatCompletionRequest {
+            fn default() -> Self {
+                Self {
+                    frequency_penalty: Ok(Default::default()),
+                    max_completion_tokens: Ok(Default::default()),
+                    max_tokens: Ok(Default::default()),
+                    messages: Err("no value supplied for messages".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    n: Ok(Default::default()),
+                    parallel_tool_calls: Ok(Default::default()),
+                    presence_penalty: Ok(Default::default()),
+                    response_format: Ok(Default::default()),
+                    seed: Ok(Default::default()),
+                    stop: Ok(Default::default()),
+                    stream: Ok(Default::default()),
+                    stream_options: Ok(Default::default()),
+                    temperature: Ok(Default::default()),
+                    tool_choice: Ok(Default::default()),
+                    tools: Ok(Default::default()),
+                    top_p: Ok(Default::default()),
+                    user: Ok(Default::default()),
+                }
+            }
+        }
+        impl ChatCompletionRequest {
+            pub fn frequency_penalty<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.frequency_penalty = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for frequency_penalty: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn max_completion_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::num::NonZeroU64>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.max_completion_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for max_completion_tokens: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn max_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::num::NonZeroU64>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.max_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for max_tokens: {e}")
+                    });
+                self
+            }
+            pub fn messages<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::CompletionMessage>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.messages = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for messages: {e}")
+                    });
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatCompletionRequestModel>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for model: {e}")
+                    });
+                self
+            }
+            pub fn n<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<i64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.n = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for n: {e}"));
+                self
+            }
+            pub fn parallel_tool_calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.parallel_tool_calls = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for parallel_tool_calls: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn presence_penalty<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.presence_penalty = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for presence_penalty: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn response_format<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.response_format = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for response_format: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn seed<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<i64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.seed = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for seed: {e}")
+                    });
+                self
+            }
+            pub fn stop<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::StopSequences>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.stop = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for stop: {e}")
+                    });
+                self
+            }
+            pub fn stream<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.stream = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for stream: {e}")
+                    });
+                self
+            }
+            pub fn stream_options<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::CompletionStreamOptions>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.stream_options = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for stream_options: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn temperature<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.temperature = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for temperature: {e}")
+                    });
+                self
+            }
+            pub fn tool_choice<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ChatToolChoice>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_choice = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tool_choice: {e}")
+                    });
+                self
+            }
+            pub fn tools<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<super::ChatTool>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tools = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tools: {e}")
+                    });
+                self
+            }
+            pub fn top_p<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.top_p = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for top_p: {e}")
+                    });
+                self
+            }
+            pub fn user<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ChatCompletionRequestUser>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for user: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ChatCompletionRequest>
+        for super::ChatCompletionRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ChatCompletionRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    frequency_penalty: value.frequency_penalty?,
+                    max_completion_tokens: value.max_completion_tokens?,
+                    max_tokens: value.max_tokens?,
+                    messages: value.messages?,
+                    model: value.model?,
+                    n: value.n?,
+                    parallel_tool_calls: value.parallel_tool_calls?,
+                    presence_penalty: value.presence_penalty?,
+                    response_format: value.response_format?,
+                    seed: value.seed?,
+                    stop: value.stop?,
+                    stream: value.stream?,
+                    stream_options: value.stream_options?,
+                    temperature: value.temperature?,
+                    tool_choice: value.tool_choice?,
+                    tools: value.tools?,
+                    top_p: value.top_p?,
+                    user: value.user?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ChatCompletionRequest>
+        for ChatCompletionRequest {
+            fn from(value: super::ChatCompletionRequest) -> Self {
+                Self {
+                    frequency_penalty: Ok(value.frequency_penalty),
+                    max_completion_tokens: Ok(value.max_completion_tokens),
+                    max_tokens: Ok(value.max_tokens),
+                    messages: Ok(value.messages),
+                    model: Ok(value.model),
+                    n: Ok(value.n),
+                    parallel_tool_calls: Ok(value.parallel_tool_calls),
+                    presence_penalty: Ok(value.presence_penalty),
+                    response_format: Ok(value.response_format),
+                    seed: Ok(value.seed),
+                    stop: Ok(value.stop),
+                    stream: Ok(value.stream),
+                    stream_options: Ok(value.stream_options),
+                    temperature: Ok(value.temperature),
+                    tool_choice: Ok(value.tool_choice),
+                    tools: Ok(value.tools),
+                    top_p: Ok(value.top_p),
+                    user: Ok(value.user),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ChatDelta {
             content: ::std::result::Result<
                 ::std::option::Option<::std::string::String>,
@@ -7433,6 +9311,605 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct CompletionAnswerMessage {
+            content: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            refusal: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            role: ::std::result::Result<::std::string::String, ::std::string::String>,
+            tool_calls: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::ToolCall>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for CompletionAnswerMessage {
+            fn default() -> Self {
+                Self {
+                    content: Ok(Default::default()),
+                    refusal: Ok(Default::default()),
+                    role: Err("no value supplied for role".to_string()),
+                    tool_calls: Ok(Default::default()),
+                }
+            }
+        }
+        impl CompletionAnswerMessage {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for content: {e}")
+                    });
+                self
+            }
+            pub fn refusal<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.refusal = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for refusal: {e}")
+                    });
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for role: {e}")
+                    });
+                self
+            }
+            pub fn tool_calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<super::ToolCall>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_calls = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tool_calls: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CompletionAnswerMessage>
+        for super::CompletionAnswerMessage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CompletionAnswerMessage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    refusal: value.refusal?,
+                    role: value.role?,
+                    tool_calls: value.tool_calls?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CompletionAnswerMessage>
+        for CompletionAnswerMessage {
+            fn from(value: super::CompletionAnswerMessage) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    refusal: Ok(value.refusal),
+                    role: Ok(value.role),
+                    tool_calls: Ok(value.tool_calls),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CompletionChoice {
+            finish_reason: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            index: ::std::result::Result<i64, ::std::string::String>,
+            logprobs: ::std::result::Result<
+                ::std::option::Option<::serde_json::Value>,
+                ::std::string::String,
+            >,
+            message: ::std::result::Result<
+                super::CompletionAnswerMessage,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for CompletionChoice {
+            fn default() -> Self {
+                Self {
+                    finish_reason: Ok(Default::default()),
+                    index: Err("no value supplied for index".to_string()),
+                    logprobs: Ok(Default::default()),
+                    message: Err("no value supplied for message".to_string()),
+                }
+            }
+        }
+        impl CompletionChoice {
+            pub fn finish_reason<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.finish_reason = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for finish_reason: {e}")
+                    });
+                self
+            }
+            pub fn index<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.index = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for index: {e}")
+                    });
+                self
+            }
+            pub fn logprobs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::serde_json::Value>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.logprobs = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for logprobs: {e}")
+                    });
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::CompletionAnswerMessage>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for message: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CompletionChoice> for super::CompletionChoice {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CompletionChoice,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    finish_reason: value.finish_reason?,
+                    index: value.index?,
+                    logprobs: value.logprobs?,
+                    message: value.message?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CompletionChoice> for CompletionChoice {
+            fn from(value: super::CompletionChoice) -> Self {
+                Self {
+                    finish_reason: Ok(value.finish_reason),
+                    index: Ok(value.index),
+                    logprobs: Ok(value.logprobs),
+                    message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CompletionMessage {
+            content: ::std::result::Result<
+                ::std::option::Option<super::CompletionContent>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<
+                ::std::option::Option<super::CompletionMessageName>,
+                ::std::string::String,
+            >,
+            role: ::std::result::Result<super::CompletionRole, ::std::string::String>,
+            tool_call_id: ::std::result::Result<
+                ::std::option::Option<super::CompletionMessageToolCallId>,
+                ::std::string::String,
+            >,
+            tool_calls: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::ToolCall>>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for CompletionMessage {
+            fn default() -> Self {
+                Self {
+                    content: Ok(Default::default()),
+                    name: Ok(Default::default()),
+                    role: Err("no value supplied for role".to_string()),
+                    tool_call_id: Ok(Default::default()),
+                    tool_calls: Ok(Default::default()),
+                }
+            }
+        }
+        impl CompletionMessage {
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::CompletionContent>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for content: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::CompletionMessageName>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::CompletionRole>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for role: {e}")
+                    });
+                self
+            }
+            pub fn tool_call_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::CompletionMessageToolCallId>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_call_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tool_call_id: {e}")
+                    });
+                self
+            }
+            pub fn tool_calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<super::ToolCall>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_calls = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tool_calls: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CompletionMessage> for super::CompletionMessage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CompletionMessage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    content: value.content?,
+                    name: value.name?,
+                    role: value.role?,
+                    tool_call_id: value.tool_call_id?,
+                    tool_calls: value.tool_calls?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CompletionMessage> for CompletionMessage {
+            fn from(value: super::CompletionMessage) -> Self {
+                Self {
+                    content: Ok(value.content),
+                    name: Ok(value.name),
+                    role: Ok(value.role),
+                    tool_call_id: Ok(value.tool_call_id),
+                    tool_calls: Ok(value.tool_calls),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CompletionStreamOptions {
+            include_usage: ::std::result::Result<bool, ::std::string::String>,
+        }
+        impl ::std::default::Default for CompletionStreamOptions {
+            fn default() -> Self {
+                Self {
+                    include_usage: Ok(Default::default()),
+                }
+            }
+        }
+        impl CompletionStreamOptions {
+            pub fn include_usage<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.include_usage = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for include_usage: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CompletionStreamOptions>
+        for super::CompletionStreamOptions {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CompletionStreamOptions,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    include_usage: value.include_usage?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CompletionStreamOptions>
+        for CompletionStreamOptions {
+            fn from(value: super::CompletionStreamOptions) -> Self {
+                Self {
+                    include_usage: Ok(value.include_usage),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ContentPart {
+            text: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            type_: ::std::result::Result<super::ContentPartType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ContentPart {
+            fn default() -> Self {
+                Self {
+                    text: Ok(Default::default()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ContentPart {
+            pub fn text<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.text = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for text: {e}")
+                    });
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ContentPartType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ContentPart> for super::ContentPart {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ContentPart,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    text: value.text?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ContentPart> for ContentPart {
+            fn from(value: super::ContentPart) -> Self {
+                Self {
+                    text: Ok(value.text),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct Conversation {
+            created_at: ::std::result::Result<i64, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            metadata: ::std::result::Result<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                ::std::string::String,
+            >,
+            object: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for Conversation {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    metadata: Err("no value supplied for metadata".to_string()),
+                    object: Err("no value supplied for object".to_string()),
+                }
+            }
+        }
+        impl Conversation {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created_at: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn object<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.object = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for object: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Conversation> for super::Conversation {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Conversation,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    metadata: value.metadata?,
+                    object: value.object?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Conversation> for Conversation {
+            fn from(value: super::Conversation) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    metadata: Ok(value.metadata),
+                    object: Ok(value.object),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ConversationDeleted {
+            deleted: ::std::result::Result<bool, ::std::string::String>,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            object: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ConversationDeleted {
+            fn default() -> Self {
+                Self {
+                    deleted: Err("no value supplied for deleted".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    object: Err("no value supplied for object".to_string()),
+                }
+            }
+        }
+        impl ConversationDeleted {
+            pub fn deleted<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.deleted = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for deleted: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn object<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.object = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for object: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConversationDeleted>
+        for super::ConversationDeleted {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConversationDeleted,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    deleted: value.deleted?,
+                    id: value.id?,
+                    object: value.object?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ConversationDeleted> for ConversationDeleted {
+            fn from(value: super::ConversationDeleted) -> Self {
+                Self {
+                    deleted: Ok(value.deleted),
+                    id: Ok(value.id),
+                    object: Ok(value.object),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct CreateAgentRequest {
             about: ::std::result::Result<
                 super::CreateAgentRequestAbout,
@@ -7577,6 +10054,80 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     metadata: Ok(value.metadata),
                     model: Ok(value.model),
                     name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CreateConversationRequest {
+            items: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::InputItem>>,
+                ::std::string::String,
+            >,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for CreateConversationRequest {
+            fn default() -> Self {
+                Self {
+                    items: Ok(Default::default()),
+                    metadata: Ok(Default::default()),
+                }
+            }
+        }
+        impl CreateConversationRequest {
+            pub fn items<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<super::InputItem>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.items = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for items: {e}")
+                    });
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CreateConversationRequest>
+        for super::CreateConversationRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CreateConversationRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    items: value.items?,
+                    metadata: value.metadata?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CreateConversationRequest>
+        for CreateConversationRequest {
+            fn from(value: super::CreateConversationRequest) -> Self {
+                Self {
+                    items: Ok(value.items),
+                    metadata: Ok(value.metadata),
                 }
             }
         }
@@ -7759,6 +10310,47 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     input: Ok(value.input),
                     metadata: Ok(value.metadata),
                 }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CreateItemsRequest {
+            items: ::std::result::Result<
+                ::std::vec::Vec<super::InputItem>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for CreateItemsRequest {
+            fn default() -> Self {
+                Self {
+                    items: Err("no value supplied for items".to_string()),
+                }
+            }
+        }
+        impl CreateItemsRequest {
+            pub fn items<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::InputItem>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.items = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for items: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CreateItemsRequest> for super::CreateItemsRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CreateItemsRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { items: value.items? })
+            }
+        }
+        impl ::std::convert::From<super::CreateItemsRequest> for CreateItemsRequest {
+            fn from(value: super::CreateItemsRequest) -> Self {
+                Self { items: Ok(value.items) }
             }
         }
         #[derive(Clone, Debug)]
@@ -9302,6 +11894,286 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct InputItem {
+            arguments: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            call_id: ::std::result::Result<
+                ::std::option::Option<super::InputItemCallId>,
+                ::std::string::String,
+            >,
+            content: ::std::result::Result<
+                ::std::option::Option<super::CompletionContent>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<
+                ::std::option::Option<super::InputItemName>,
+                ::std::string::String,
+            >,
+            output: ::std::result::Result<
+                ::std::option::Option<super::CompletionContent>,
+                ::std::string::String,
+            >,
+            role: ::std::result::Result<
+                ::std::option::Option<super::InputRole>,
+                ::std::string::String,
+            >,
+            type_: ::std::result::Result<
+                ::std::option::Option<super::InputItemType>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for InputItem {
+            fn default() -> Self {
+                Self {
+                    arguments: Ok(Default::default()),
+                    call_id: Ok(Default::default()),
+                    content: Ok(Default::default()),
+                    name: Ok(Default::default()),
+                    output: Ok(Default::default()),
+                    role: Ok(Default::default()),
+                    type_: Ok(Default::default()),
+                }
+            }
+        }
+        impl InputItem {
+            pub fn arguments<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.arguments = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for arguments: {e}")
+                    });
+                self
+            }
+            pub fn call_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::InputItemCallId>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.call_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for call_id: {e}")
+                    });
+                self
+            }
+            pub fn content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::CompletionContent>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for content: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::InputItemName>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+            pub fn output<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::CompletionContent>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for output: {e}")
+                    });
+                self
+            }
+            pub fn role<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::InputRole>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.role = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for role: {e}")
+                    });
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::InputItemType>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<InputItem> for super::InputItem {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: InputItem,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    arguments: value.arguments?,
+                    call_id: value.call_id?,
+                    content: value.content?,
+                    name: value.name?,
+                    output: value.output?,
+                    role: value.role?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::InputItem> for InputItem {
+            fn from(value: super::InputItem) -> Self {
+                Self {
+                    arguments: Ok(value.arguments),
+                    call_id: Ok(value.call_id),
+                    content: Ok(value.content),
+                    name: Ok(value.name),
+                    output: Ok(value.output),
+                    role: Ok(value.role),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ItemList {
+            data: ::std::result::Result<
+                ::std::vec::Vec<super::ConversationItem>,
+                ::std::string::String,
+            >,
+            first_id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            has_more: ::std::result::Result<bool, ::std::string::String>,
+            last_id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            object: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ItemList {
+            fn default() -> Self {
+                Self {
+                    data: Err("no value supplied for data".to_string()),
+                    first_id: Ok(Default::default()),
+                    has_more: Err("no value supplied for has_more".to_string()),
+                    last_id: Ok(Default::default()),
+                    object: Err("no value supplied for object".to_string()),
+                }
+            }
+        }
+        impl ItemList {
+            pub fn data<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ConversationItem>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.data = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for data: {e}")
+                    });
+                self
+            }
+            pub fn first_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.first_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for first_id: {e}")
+                    });
+                self
+            }
+            pub fn has_more<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.has_more = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for has_more: {e}")
+                    });
+                self
+            }
+            pub fn last_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.last_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for last_id: {e}")
+                    });
+                self
+            }
+            pub fn object<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.object = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for object: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ItemList> for super::ItemList {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ItemList,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    data: value.data?,
+                    first_id: value.first_id?,
+                    has_more: value.has_more?,
+                    last_id: value.last_id?,
+                    object: value.object?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ItemList> for ItemList {
+            fn from(value: super::ItemList) -> Self {
+                Self {
+                    data: Ok(value.data),
+                    first_id: Ok(value.first_id),
+                    has_more: Ok(value.has_more),
+                    last_id: Ok(value.last_id),
+                    object: Ok(value.object),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ListResponseForAgent {
             items: ::std::result::Result<
                 ::std::vec::Vec<super::Agent>,
@@ -9933,6 +12805,158 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct Model {
+            created: ::std::result::Result<i64, ::std::string::String>,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            object: ::std::result::Result<::std::string::String, ::std::string::String>,
+            owned_by: ::std::result::Result<
+                ::std::string::String,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for Model {
+            fn default() -> Self {
+                Self {
+                    created: Err("no value supplied for created".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    object: Err("no value supplied for object".to_string()),
+                    owned_by: Err("no value supplied for owned_by".to_string()),
+                }
+            }
+        }
+        impl Model {
+            pub fn created<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn object<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.object = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for object: {e}")
+                    });
+                self
+            }
+            pub fn owned_by<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.owned_by = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for owned_by: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Model> for super::Model {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Model,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created: value.created?,
+                    id: value.id?,
+                    object: value.object?,
+                    owned_by: value.owned_by?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Model> for Model {
+            fn from(value: super::Model) -> Self {
+                Self {
+                    created: Ok(value.created),
+                    id: Ok(value.id),
+                    object: Ok(value.object),
+                    owned_by: Ok(value.owned_by),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ModelList {
+            data: ::std::result::Result<
+                ::std::vec::Vec<super::Model>,
+                ::std::string::String,
+            >,
+            object: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ModelList {
+            fn default() -> Self {
+                Self {
+                    data: Err("no value supplied for data".to_string()),
+                    object: Err("no value supplied for object".to_string()),
+                }
+            }
+        }
+        impl ModelList {
+            pub fn data<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Model>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.data = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for data: {e}")
+                    });
+                self
+            }
+            pub fn object<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.object = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for object: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ModelList> for super::ModelList {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ModelList,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    data: value.data?,
+                    object: value.object?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ModelList> for ModelList {
+            fn from(value: super::ModelList) -> Self {
+                Self {
+                    data: Ok(value.data),
+                    object: Ok(value.object),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct NamedFunction {
             name: ::std::result::Result<::std::string::String, ::std::string::String>,
         }
@@ -10026,6 +13050,141 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     function: Ok(value.function),
                     type_: Ok(value.type_),
                 }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct OpenAiError {
+            code: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+            param: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            type_: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for OpenAiError {
+            fn default() -> Self {
+                Self {
+                    code: Ok(Default::default()),
+                    message: Err("no value supplied for message".to_string()),
+                    param: Ok(Default::default()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl OpenAiError {
+            pub fn code<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.code = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for code: {e}")
+                    });
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for message: {e}")
+                    });
+                self
+            }
+            pub fn param<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.param = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for param: {e}")
+                    });
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<OpenAiError> for super::OpenAiError {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: OpenAiError,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    code: value.code?,
+                    message: value.message?,
+                    param: value.param?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::OpenAiError> for OpenAiError {
+            fn from(value: super::OpenAiError) -> Self {
+                Self {
+                    code: Ok(value.code),
+                    message: Ok(value.message),
+                    param: Ok(value.param),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct OpenAiErrorResponse {
+            error: ::std::result::Result<super::OpenAiError, ::std::string::String>,
+        }
+        impl ::std::default::Default for OpenAiErrorResponse {
+            fn default() -> Self {
+                Self {
+                    error: Err("no value supplied for error".to_string()),
+                }
+            }
+        }
+        impl OpenAiErrorResponse {
+            pub fn error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::OpenAiError>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for error: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<OpenAiErrorResponse>
+        for super::OpenAiErrorResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: OpenAiErrorResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { error: value.error? })
+            }
+        }
+        impl ::std::convert::From<super::OpenAiErrorResponse> for OpenAiErrorResponse {
+            fn from(value: super::OpenAiErrorResponse) -> Self {
+                Self { error: Ok(value.error) }
             }
         }
         #[derive(Clone, Debug)]
@@ -12057,6 +15216,53 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct UpdateConversationRequest {
+            metadata: ::std::result::Result<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for UpdateConversationRequest {
+            fn default() -> Self {
+                Self {
+                    metadata: Err("no value supplied for metadata".to_string()),
+                }
+            }
+        }
+        impl UpdateConversationRequest {
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<UpdateConversationRequest>
+        for super::UpdateConversationRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: UpdateConversationRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { metadata: value.metadata? })
+            }
+        }
+        impl ::std::convert::From<super::UpdateConversationRequest>
+        for UpdateConversationRequest {
+            fn from(value: super::UpdateConversationRequest) -> Self {
+                Self {
+                    metadata: Ok(value.metadata),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct UpdateExecutionRequest {
             input: ::std::result::Result<
                 ::std::option::Option<::serde_json::Value>,
@@ -12755,7 +15961,9 @@ Errors: a validation failure is a 422 whose `detail` lists every violation as `{
 
 Connections: a request body must arrive in full within the server's `request_body_timeout_s` (default 30 s; 408 `request_timeout` otherwise), and a connection that brings no complete request head within `idle_timeout_s` (default 30 s: silent, slow headers, or idle between requests) is closed.
 
-Retries are safe: every POST takes an `Idempotency-Key` header; a repeat with the same key within 24 hours answers the first answer without doing it again.
+Retries are safe: every POST under `/api` takes an `Idempotency-Key` header; a repeat with the same key within 24 hours answers the first answer without doing it again.
+
+OpenAI-compatible routes (tag `openai`, under `/v1`): the same keys, tenants and records, in OpenAI's request and answer shapes, so that OpenAI's SDKs and the tools built on them work with a changed base URL; their errors are in OpenAI's shape, `{"error": {message, type, param, code}}`, with the same statuses and codes.
 
 Version: 0.4.0*/
 pub struct Client {
@@ -13920,6 +17128,181 @@ let response = client.user_search()
 ```*/
     pub fn user_search(&self) -> builder::UserSearch<'_> {
         builder::UserSearch::new(self)
+    }
+    /**A chat completion (OpenAI's `POST /v1/chat/completions`), streamed or not
+
+`model` = one of the tenant's agents' ids: that agent answers, as in a session chat but with no session (nothing is saved; the history is the request's `messages`): its system message (the default system template rendered with the agent, its tools and the recalled docs) comes first, its function tools are added to the request's, its documents are searched with the last user message (the best 5 snippets go in the system message), its `default_settings` apply under the request's, and its `model` (or the server's default) is called. Any other `model` goes to the provider that serves it, as sent.
+
+`stream: true` answers `text/event-stream`: one `data: <chat.completion.chunk>` per delta, with `stream_options.include_usage` a last chunk with no choices and the `usage`, then `data: [DONE]`. A failure after the stream started is a last `data: {"error": {message, type, param, code}}` event.
+
+Unsupported (400, naming the `param`): `n` other than 1, content parts other than text. Errors as on `/api/sessions/{id}/chat`: 503 `no_model_provider`, 502 `upstream_error`, 504 `upstream_timeout`, 429 `rate_limited`; a uuid `model` that is no agent of the tenant (and no provider's model) is a 404.
+
+Sends a `POST` request to `/v1/chat/completions`
+
+```ignore
+let response = client.openai_chat_completion()
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn openai_chat_completion(&self) -> builder::OpenaiChatCompletion<'_> {
+        builder::OpenaiChatCompletion::new(self)
+    }
+    /**Create a conversation (OpenAI's `POST /v1/conversations`): a session with
+
+no agent and no user, its `items` appended in one write.
+
+It is a session like any other: `GET /api/sessions/{id}` shows it and its messages are its items. A session with no agent lives until it is deleted (no participant's deletion takes it along); `POST /api/sessions/{id}/chat` on it is a 400 (no agent answers there).
+
+Sends a `POST` request to `/v1/conversations`
+
+```ignore
+let response = client.openai_conversation_create()
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn openai_conversation_create(&self) -> builder::OpenaiConversationCreate<'_> {
+        builder::OpenaiConversationCreate::new(self)
+    }
+    /**A conversation: any session of the tenant, whichever API made it
+
+Sends a `GET` request to `/v1/conversations/{conversation_id}`
+
+Arguments:
+- `conversation_id`: The conversation's id: its session's id.
+```ignore
+let response = client.openai_conversation_get()
+    .conversation_id(conversation_id)
+    .send()
+    .await;
+```*/
+    pub fn openai_conversation_get(&self) -> builder::OpenaiConversationGet<'_> {
+        builder::OpenaiConversationGet::new(self)
+    }
+    /**Replace a conversation's metadata
+
+Sends a `POST` request to `/v1/conversations/{conversation_id}`
+
+Arguments:
+- `conversation_id`: The conversation's id: its session's id.
+- `body`
+```ignore
+let response = client.openai_conversation_update()
+    .conversation_id(conversation_id)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn openai_conversation_update(&self) -> builder::OpenaiConversationUpdate<'_> {
+        builder::OpenaiConversationUpdate::new(self)
+    }
+    /**Delete a conversation: its session and its messages, as `DELETE /api/sessions/{id}`
+
+Sends a `DELETE` request to `/v1/conversations/{conversation_id}`
+
+Arguments:
+- `conversation_id`: The conversation's id: its session's id.
+```ignore
+let response = client.openai_conversation_delete()
+    .conversation_id(conversation_id)
+    .send()
+    .await;
+```*/
+    pub fn openai_conversation_delete(&self) -> builder::OpenaiConversationDelete<'_> {
+        builder::OpenaiConversationDelete::new(self)
+    }
+    /**The items of a conversation: its session's messages in OpenAI's item shapes
+
+Paged by cursor: `after` (an item id), `limit` (1 to 100, default 20), `order` (`desc` by default). Finding `after` reads the messages before it in order, as an offset would; an `after` that is no item of the conversation is a 404.
+
+Sends a `GET` request to `/v1/conversations/{conversation_id}/items`
+
+Arguments:
+- `conversation_id`: The conversation's id: its session's id.
+- `after`: Answer the items after this one (an item id of an earlier page's `last_id`).
+- `limit`: How many items at most, 1 to 100 (default 20).
+- `order`: `desc` (newest first, the default) or `asc`.
+```ignore
+let response = client.openai_item_list()
+    .conversation_id(conversation_id)
+    .after(after)
+    .limit(limit)
+    .order(order)
+    .send()
+    .await;
+```*/
+    pub fn openai_item_list(&self) -> builder::OpenaiItemList<'_> {
+        builder::OpenaiItemList::new(self)
+    }
+    /**Append items to a conversation, in one write: each `message` a message of
+
+the session, consecutive `function_call`s one assistant message calling those tools, each `function_call_output` a `tool` message.
+
+Sends a `POST` request to `/v1/conversations/{conversation_id}/items`
+
+Arguments:
+- `conversation_id`: The conversation's id: its session's id.
+- `body`
+```ignore
+let response = client.openai_item_create()
+    .conversation_id(conversation_id)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn openai_item_create(&self) -> builder::OpenaiItemCreate<'_> {
+        builder::OpenaiItemCreate::new(self)
+    }
+    /**An item of a conversation
+
+Sends a `GET` request to `/v1/conversations/{conversation_id}/items/{item_id}`
+
+Arguments:
+- `conversation_id`
+- `item_id`: The item's id, as the item lists show it.
+```ignore
+let response = client.openai_item_get()
+    .conversation_id(conversation_id)
+    .item_id(item_id)
+    .send()
+    .await;
+```*/
+    pub fn openai_item_get(&self) -> builder::OpenaiItemGet<'_> {
+        builder::OpenaiItemGet::new(self)
+    }
+    /**Delete an item of a conversation: its message (an assistant message's
+
+`function_call` items go with it, all of them); answers the conversation.
+
+Sends a `DELETE` request to `/v1/conversations/{conversation_id}/items/{item_id}`
+
+Arguments:
+- `conversation_id`
+- `item_id`: The item's id, as the item lists show it.
+```ignore
+let response = client.openai_item_delete()
+    .conversation_id(conversation_id)
+    .item_id(item_id)
+    .send()
+    .await;
+```*/
+    pub fn openai_item_delete(&self) -> builder::OpenaiItemDelete<'_> {
+        builder::OpenaiItemDelete::new(self)
+    }
+    /**The models a client can name (OpenAI's `GET /v1/models`)
+
+The tenant's agents first, oldest first (`id` = the agent's id, `owned_by` = `agent-platform`; at most 10,000), then the model names the configured providers list (`owned_by` = the provider's name). A provider configured only by `OPENAI_BASE_URL` serves every name and lists none. Errors on `/v1` are in OpenAI's shape: `{"error": {message, type, param, code}}`.
+
+Sends a `GET` request to `/v1/models`
+
+```ignore
+let response = client.openai_model_list()
+    .send()
+    .await;
+```*/
+    pub fn openai_model_list(&self) -> builder::OpenaiModelList<'_> {
+        builder::OpenaiModelList::new(self)
     }
 }
 /// Types for composing operation parameters.
@@ -22017,6 +25400,1292 @@ pub mod builder {
                     )
                 }
                 429u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::openai_chat_completion`]
+
+[`Client::openai_chat_completion`]: super::Client::openai_chat_completion*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiChatCompletion<'a> {
+        client: &'a super::Client,
+        body: Result<types::builder::ChatCompletionRequest, String>,
+    }
+    impl<'a> OpenaiChatCompletion<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ChatCompletionRequest>,
+            <V as std::convert::TryInto<
+                types::ChatCompletionRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!(
+                        "conversion to `ChatCompletionRequest` for body failed: {}", s
+                    )
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::ChatCompletionRequest,
+            ) -> types::builder::ChatCompletionRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/v1/chat/completions`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<types::ChatCompletion>,
+            Error<types::OpenAiErrorResponse>,
+        > {
+            let Self { client, body } = self;
+            let body = body
+                .and_then(|v| {
+                    types::ChatCompletionRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/v1/chat/completions", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_chat_completion",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                429u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::openai_conversation_create`]
+
+[`Client::openai_conversation_create`]: super::Client::openai_conversation_create*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiConversationCreate<'a> {
+        client: &'a super::Client,
+        body: Result<types::builder::CreateConversationRequest, String>,
+    }
+    impl<'a> OpenaiConversationCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CreateConversationRequest>,
+            <V as std::convert::TryInto<
+                types::CreateConversationRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!(
+                        "conversion to `CreateConversationRequest` for body failed: {}",
+                        s
+                    )
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::CreateConversationRequest,
+            ) -> types::builder::CreateConversationRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/v1/conversations`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<types::Conversation>,
+            Error<types::OpenAiErrorResponse>,
+        > {
+            let Self { client, body } = self;
+            let body = body
+                .and_then(|v| {
+                    types::CreateConversationRequest::try_from(v)
+                        .map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/v1/conversations", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_conversation_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::openai_conversation_get`]
+
+[`Client::openai_conversation_get`]: super::Client::openai_conversation_get*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiConversationGet<'a> {
+        client: &'a super::Client,
+        conversation_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OpenaiConversationGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                conversation_id: Err("conversation_id was not initialized".to_string()),
+            }
+        }
+        pub fn conversation_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.conversation_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for conversation_id failed"
+                        .to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/v1/conversations/{conversation_id}`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<types::Conversation>,
+            Error<types::OpenAiErrorResponse>,
+        > {
+            let Self { client, conversation_id } = self;
+            let conversation_id = conversation_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/conversations/{}", client.baseurl, encode_path(& conversation_id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_conversation_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::openai_conversation_update`]
+
+[`Client::openai_conversation_update`]: super::Client::openai_conversation_update*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiConversationUpdate<'a> {
+        client: &'a super::Client,
+        conversation_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::UpdateConversationRequest, String>,
+    }
+    impl<'a> OpenaiConversationUpdate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                conversation_id: Err("conversation_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn conversation_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.conversation_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for conversation_id failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::UpdateConversationRequest>,
+            <V as std::convert::TryInto<
+                types::UpdateConversationRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!(
+                        "conversion to `UpdateConversationRequest` for body failed: {}",
+                        s
+                    )
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::UpdateConversationRequest,
+            ) -> types::builder::UpdateConversationRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/v1/conversations/{conversation_id}`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<types::Conversation>,
+            Error<types::OpenAiErrorResponse>,
+        > {
+            let Self { client, conversation_id, body } = self;
+            let conversation_id = conversation_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::UpdateConversationRequest::try_from(v)
+                        .map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/conversations/{}", client.baseurl, encode_path(& conversation_id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_conversation_update",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::openai_conversation_delete`]
+
+[`Client::openai_conversation_delete`]: super::Client::openai_conversation_delete*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiConversationDelete<'a> {
+        client: &'a super::Client,
+        conversation_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> OpenaiConversationDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                conversation_id: Err("conversation_id was not initialized".to_string()),
+            }
+        }
+        pub fn conversation_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.conversation_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for conversation_id failed"
+                        .to_string()
+                });
+            self
+        }
+        ///Sends a `DELETE` request to `/v1/conversations/{conversation_id}`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<types::ConversationDeleted>,
+            Error<types::OpenAiErrorResponse>,
+        > {
+            let Self { client, conversation_id } = self;
+            let conversation_id = conversation_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/conversations/{}", client.baseurl, encode_path(& conversation_id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_conversation_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::openai_item_list`]
+
+[`Client::openai_item_list`]: super::Client::openai_item_list*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiItemList<'a> {
+        client: &'a super::Client,
+        conversation_id: Result<::uuid::Uuid, String>,
+        after: Result<Option<types::OpenaiItemListAfter>, String>,
+        limit: Result<Option<::std::num::NonZeroU64>, String>,
+        order: Result<Option<types::ItemOrder>, String>,
+    }
+    impl<'a> OpenaiItemList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                conversation_id: Err("conversation_id was not initialized".to_string()),
+                after: Ok(None),
+                limit: Ok(None),
+                order: Ok(None),
+            }
+        }
+        pub fn conversation_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.conversation_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for conversation_id failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn after<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OpenaiItemListAfter>,
+        {
+            self.after = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `OpenaiItemListAfter` for after failed".to_string()
+                });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: num :: NonZeroU64` for limit failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn order<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ItemOrder>,
+        {
+            self.order = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `ItemOrder` for order failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/v1/conversations/{conversation_id}/items`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ItemList>, Error<types::OpenAiErrorResponse>> {
+            let Self { client, conversation_id, after, limit, order } = self;
+            let conversation_id = conversation_id.map_err(Error::InvalidRequest)?;
+            let after = after.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let order = order.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/conversations/{}/items", client.baseurl, encode_path(&
+                conversation_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("after", &after))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("order", &order))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_item_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::openai_item_create`]
+
+[`Client::openai_item_create`]: super::Client::openai_item_create*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiItemCreate<'a> {
+        client: &'a super::Client,
+        conversation_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::CreateItemsRequest, String>,
+    }
+    impl<'a> OpenaiItemCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                conversation_id: Err("conversation_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn conversation_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.conversation_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for conversation_id failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CreateItemsRequest>,
+            <V as std::convert::TryInto<
+                types::CreateItemsRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `CreateItemsRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::CreateItemsRequest,
+            ) -> types::builder::CreateItemsRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/v1/conversations/{conversation_id}/items`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ItemList>, Error<types::OpenAiErrorResponse>> {
+            let Self { client, conversation_id, body } = self;
+            let conversation_id = conversation_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::CreateItemsRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/conversations/{}/items", client.baseurl, encode_path(&
+                conversation_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_item_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::openai_item_get`]
+
+[`Client::openai_item_get`]: super::Client::openai_item_get*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiItemGet<'a> {
+        client: &'a super::Client,
+        conversation_id: Result<::uuid::Uuid, String>,
+        item_id: Result<types::OpenaiItemGetItemId, String>,
+    }
+    impl<'a> OpenaiItemGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                conversation_id: Err("conversation_id was not initialized".to_string()),
+                item_id: Err("item_id was not initialized".to_string()),
+            }
+        }
+        pub fn conversation_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.conversation_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for conversation_id failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn item_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OpenaiItemGetItemId>,
+        {
+            self.item_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `OpenaiItemGetItemId` for item_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/v1/conversations/{conversation_id}/items/{item_id}`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<types::ConversationItem>,
+            Error<types::OpenAiErrorResponse>,
+        > {
+            let Self { client, conversation_id, item_id } = self;
+            let conversation_id = conversation_id.map_err(Error::InvalidRequest)?;
+            let item_id = item_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/conversations/{}/items/{}", client.baseurl, encode_path(&
+                conversation_id.to_string()), encode_path(& item_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_item_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::openai_item_delete`]
+
+[`Client::openai_item_delete`]: super::Client::openai_item_delete*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiItemDelete<'a> {
+        client: &'a super::Client,
+        conversation_id: Result<::uuid::Uuid, String>,
+        item_id: Result<types::OpenaiItemDeleteItemId, String>,
+    }
+    impl<'a> OpenaiItemDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                conversation_id: Err("conversation_id was not initialized".to_string()),
+                item_id: Err("item_id was not initialized".to_string()),
+            }
+        }
+        pub fn conversation_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.conversation_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for conversation_id failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn item_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OpenaiItemDeleteItemId>,
+        {
+            self.item_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `OpenaiItemDeleteItemId` for item_id failed"
+                        .to_string()
+                });
+            self
+        }
+        ///Sends a `DELETE` request to `/v1/conversations/{conversation_id}/items/{item_id}`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<types::Conversation>,
+            Error<types::OpenAiErrorResponse>,
+        > {
+            let Self { client, conversation_id, item_id } = self;
+            let conversation_id = conversation_id.map_err(Error::InvalidRequest)?;
+            let item_id = item_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/conversations/{}/items/{}", client.baseurl, encode_path(&
+                conversation_id.to_string()), encode_path(& item_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_item_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::openai_model_list`]
+
+[`Client::openai_model_list`]: super::Client::openai_model_list*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiModelList<'a> {
+        client: &'a super::Client,
+    }
+    impl<'a> OpenaiModelList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self { client: client }
+        }
+        ///Sends a `GET` request to `/v1/models`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ModelList>, Error<types::OpenAiErrorResponse>> {
+            let Self { client } = self;
+            let url = format!("{}/v1/models", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_model_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,

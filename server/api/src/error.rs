@@ -141,8 +141,8 @@ impl ApiError {
 /// The answer to an error of dropshot's router, which no handler sees: no such
 /// route (404), a route that does not take this method (405, with dropshot's
 /// `Allow` headers), a path that is not valid percent-encoding (400). In the
-/// contract's shape, like every other error.
-pub fn router_error_response(e: HttpError, request_id: &str) -> http::Response<dropshot::Body> {
+/// contract's shape, like every other error (OpenAI's under `/v1`).
+pub fn router_error_response(e: HttpError, request_id: &str, path: &str) -> http::Response<dropshot::Body> {
     let status = e.status_code;
     let allowed: Vec<&str> = e
         .headers
@@ -158,7 +158,12 @@ pub fn router_error_response(e: HttpError, request_id: &str) -> http::Response<d
         ),
         _ => ("bad_request", e.external_message.clone()),
     };
-    let body = ApiError::new(status, code, detail, request_id).body_json();
+    let error = ApiError::new(status, code, detail, request_id);
+    let body = if path == "/v1" || path.starts_with("/v1/") {
+        ErrorAnswer::body_json(&OpenAiError::from(error))
+    } else {
+        error.body_json()
+    };
     let mut response = http::Response::new(dropshot::Body::from(body));
     *response.status_mut() = status.as_status();
     let headers = response.headers_mut();
@@ -254,5 +259,174 @@ impl JsonSchema for ApiError {
 impl dropshot::HttpResponseError for ApiError {
     fn status_code(&self) -> ErrorStatusCode {
         self.status()
+    }
+}
+
+// ---------------------------------------------------------------- OpenAI's shape
+
+/// The body of every error on the OpenAI-compatible routes (`/v1`), in
+/// OpenAI's shape, which its SDKs read.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "OpenAIErrorResponse")]
+pub struct OpenAiErrorBody {
+    pub error: OpenAiErrorDetail,
+}
+
+/// What went wrong, in OpenAI's terms.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "OpenAIError")]
+pub struct OpenAiErrorDetail {
+    /// What went wrong, for a human (a validation failure lists every violation).
+    pub message: String,
+    /// `invalid_request_error` (4xx but 401, 403 and 429), `authentication_error` (401),
+    /// `permission_error` (403), `rate_limit_error` (429), `server_error` (5xx).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The request field at fault, as a path (`messages[0].content`), when one is.
+    pub param: Option<String>,
+    /// The same machine-readable code as on `/api` (`not_found`, `unauthorized`,
+    /// `upstream_error`, ...); for a validation failure, the first violation's kind
+    /// (`missing`, `string_too_long`, ...).
+    pub code: Option<String>,
+}
+
+/// An error of a `/v1` route: an [`ApiError`] answered in OpenAI's shape,
+/// with the same status (and `Retry-After`), plus the `param` at fault.
+#[derive(Debug)]
+pub struct OpenAiError {
+    pub error: ApiError,
+    /// The field at fault, for an error that is not a validation failure
+    /// (which names its own).
+    pub param: Option<String>,
+}
+
+impl OpenAiError {
+    /// A 400 for a feature the service does not support, naming the field.
+    pub fn unsupported(param: String, message: String, request_id: &str) -> Self {
+        OpenAiError {
+            error: ApiError::new(ErrorStatusCode::BAD_REQUEST, "unsupported", message, request_id),
+            param: Some(param),
+        }
+    }
+
+    pub fn body(&self) -> OpenAiErrorBody {
+        let status = self.error.status().as_u16();
+        let kind = match status {
+            401 => "authentication_error",
+            403 => "permission_error",
+            429 => "rate_limit_error",
+            s if s >= 500 => "server_error",
+            _ => "invalid_request_error",
+        };
+        let detail = match &self.error {
+            ApiError::Validation(issues) => {
+                let first = issues.first();
+                OpenAiErrorDetail {
+                    message: self.error.to_string(),
+                    kind: kind.into(),
+                    param: first.map(|i| param_path(&i.loc)),
+                    code: first.map(|i| i.kind.clone()),
+                }
+            }
+            ApiError::Other { body, .. } => OpenAiErrorDetail {
+                message: body.detail.clone(),
+                kind: kind.into(),
+                param: self.param.clone(),
+                code: Some(body.code.clone()),
+            },
+        };
+        OpenAiErrorBody { error: detail }
+    }
+}
+
+/// `["body", "messages", 0, "content"]` as `messages[0].content`: the request
+/// field a `loc` names (the query's or path's parameter, for those).
+fn param_path(loc: &[LocPart]) -> String {
+    let mut out = String::new();
+    for part in loc.iter().skip(1) {
+        match part {
+            LocPart::Index(i) => out.push_str(&format!("[{i}]")),
+            LocPart::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+        }
+    }
+    out
+}
+
+impl From<ApiError> for OpenAiError {
+    fn from(error: ApiError) -> Self {
+        OpenAiError { error, param: None }
+    }
+}
+
+impl From<HttpError> for OpenAiError {
+    fn from(e: HttpError) -> Self {
+        ApiError::from(e).into()
+    }
+}
+
+impl std::fmt::Display for OpenAiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl Serialize for OpenAiError {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.body().serialize(s)
+    }
+}
+
+impl JsonSchema for OpenAiError {
+    fn schema_name() -> String {
+        "OpenAIErrorResponse".to_string()
+    }
+
+    fn json_schema(g: &mut SchemaGenerator) -> Schema {
+        OpenAiErrorBody::json_schema(g)
+    }
+}
+
+impl dropshot::HttpResponseError for OpenAiError {
+    fn status_code(&self) -> ErrorStatusCode {
+        self.error.status()
+    }
+}
+
+/// What [`crate::Reply`] needs of an error to answer it: the two shapes above.
+pub trait ErrorAnswer {
+    fn status(&self) -> ErrorStatusCode;
+    fn body_json(&self) -> String;
+    fn retry_after(&self) -> Option<&str>;
+}
+
+impl ErrorAnswer for ApiError {
+    fn status(&self) -> ErrorStatusCode {
+        ApiError::status(self)
+    }
+    fn body_json(&self) -> String {
+        ApiError::body_json(self)
+    }
+    fn retry_after(&self) -> Option<&str> {
+        match self {
+            ApiError::Other { retry_after, .. } => retry_after.as_deref(),
+            ApiError::Validation(_) => None,
+        }
+    }
+}
+
+impl ErrorAnswer for OpenAiError {
+    fn status(&self) -> ErrorStatusCode {
+        self.error.status()
+    }
+    fn body_json(&self) -> String {
+        serde_json::to_string(&self.body()).expect("error bodies serialise")
+    }
+    fn retry_after(&self) -> Option<&str> {
+        self.error.retry_after()
     }
 }

@@ -23,7 +23,7 @@ pub mod validate;
 use dropshot::{HttpResponseCreated, HttpResponseDeleted, HttpResponseOk, RequestContext};
 use serde_json::Value;
 
-pub use error::ApiError;
+pub use error::{ApiError, OpenAiError};
 pub use extract::{BodyReadTimeout, IdempotencyKey, JsonBody, LastEventId, PathParams, QueryParams};
 pub use openapi::{EXAMPLE_NAME, LINKS, PUBLIC_PATHS, openapi};
 pub use reply::{ChatAnswer, EventStream, Reply};
@@ -35,6 +35,8 @@ pub const API_VERSION: &str = "0.4.0";
 pub type Ok200<T> = Result<Reply<HttpResponseOk<T>>, ApiError>;
 pub type Created<T> = Result<Reply<HttpResponseCreated<T>>, ApiError>;
 pub type Deleted = Result<Reply<HttpResponseDeleted>, ApiError>;
+/// The answer of a `/v1` route: errors in OpenAI's shape.
+pub type V1<R> = Result<Reply<R, OpenAiError>, OpenAiError>;
 
 #[dropshot::api_description]
 pub trait AgentPlatformApi {
@@ -667,4 +669,116 @@ pub trait AgentPlatformApi {
         idempotency: IdempotencyKey,
         body: JsonBody<SearchRequest>,
     ) -> Ok200<DocSearchResponse>;
+
+    // ------------------------------------------------------------ OpenAI-compatible (/v1)
+
+    /// The models a client can name (OpenAI's `GET /v1/models`).
+    ///
+    /// The tenant's agents first, oldest first (`id` = the agent's id,
+    /// `owned_by` = `agent-platform`; at most 10,000), then the model names the
+    /// configured providers list (`owned_by` = the provider's name). A provider
+    /// configured only by `OPENAI_BASE_URL` serves every name and lists none.
+    /// Errors on `/v1` are in OpenAI's shape: `{"error": {message, type, param, code}}`.
+    #[endpoint { method = GET, path = "/v1/models", tags = ["openai"] }]
+    async fn openai_model_list(rqctx: RequestContext<Self::Context>) -> V1<HttpResponseOk<ModelList>>;
+
+    /// A chat completion (OpenAI's `POST /v1/chat/completions`), streamed or not.
+    ///
+    /// `model` = one of the tenant's agents' ids: that agent answers, as in a
+    /// session chat but with no session (nothing is saved; the history is the
+    /// request's `messages`): its system message (the default system template
+    /// rendered with the agent, its tools and the recalled docs) comes first, its
+    /// function tools are added to the request's, its documents are searched with
+    /// the last user message (the best 5 snippets go in the system message), its
+    /// `default_settings` apply under the request's, and its `model` (or the
+    /// server's default) is called. Any other `model` goes to the provider that
+    /// serves it, as sent.
+    ///
+    /// `stream: true` answers `text/event-stream`: one `data: <chat.completion.chunk>`
+    /// per delta, with `stream_options.include_usage` a last chunk with no choices
+    /// and the `usage`, then `data: [DONE]`. A failure after the stream started is
+    /// a last `data: {"error": {message, type, param, code}}` event.
+    ///
+    /// Unsupported (400, naming the `param`): `n` other than 1, content parts other
+    /// than text. Errors as on `/api/sessions/{id}/chat`: 503 `no_model_provider`,
+    /// 502 `upstream_error`, 504 `upstream_timeout`, 429 `rate_limited`; a uuid
+    /// `model` that is no agent of the tenant (and no provider's model) is a 404.
+    #[endpoint { method = POST, path = "/v1/chat/completions", tags = ["openai"] }]
+    async fn openai_chat_completion(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<ChatCompletionRequest>,
+    ) -> V1<ChatAnswer<ChatCompletion>>;
+
+    /// Create a conversation (OpenAI's `POST /v1/conversations`): a session with
+    /// no agent and no user, its `items` appended in one write.
+    ///
+    /// It is a session like any other: `GET /api/sessions/{id}` shows it and its
+    /// messages are its items. A session with no agent lives until it is deleted
+    /// (no participant's deletion takes it along); `POST /api/sessions/{id}/chat`
+    /// on it is a 400 (no agent answers there).
+    #[endpoint { method = POST, path = "/v1/conversations", tags = ["openai"] }]
+    async fn openai_conversation_create(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<CreateConversationRequest>,
+    ) -> V1<HttpResponseOk<Conversation>>;
+
+    /// A conversation: any session of the tenant, whichever API made it.
+    #[endpoint { method = GET, path = "/v1/conversations/{conversation_id}", tags = ["openai"] }]
+    async fn openai_conversation_get(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<ConversationPath>,
+    ) -> V1<HttpResponseOk<Conversation>>;
+
+    /// Replace a conversation's metadata.
+    #[endpoint { method = POST, path = "/v1/conversations/{conversation_id}", tags = ["openai"] }]
+    async fn openai_conversation_update(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<ConversationPath>,
+        body: JsonBody<UpdateConversationRequest>,
+    ) -> V1<HttpResponseOk<Conversation>>;
+
+    /// Delete a conversation: its session and its messages, as `DELETE /api/sessions/{id}`.
+    #[endpoint { method = DELETE, path = "/v1/conversations/{conversation_id}", tags = ["openai"] }]
+    async fn openai_conversation_delete(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<ConversationPath>,
+    ) -> V1<HttpResponseOk<ConversationDeleted>>;
+
+    /// The items of a conversation: its session's messages in OpenAI's item shapes.
+    ///
+    /// Paged by cursor: `after` (an item id), `limit` (1 to 100, default 20),
+    /// `order` (`desc` by default). Finding `after` reads the messages before it
+    /// in order, as an offset would; an `after` that is no item of the
+    /// conversation is a 404.
+    #[endpoint { method = GET, path = "/v1/conversations/{conversation_id}/items", tags = ["openai"] }]
+    async fn openai_item_list(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<ConversationPath>,
+        query: QueryParams<ItemListParams>,
+    ) -> V1<HttpResponseOk<ItemList>>;
+
+    /// Append items to a conversation, in one write: each `message` a message of
+    /// the session, consecutive `function_call`s one assistant message calling
+    /// those tools, each `function_call_output` a `tool` message.
+    #[endpoint { method = POST, path = "/v1/conversations/{conversation_id}/items", tags = ["openai"] }]
+    async fn openai_item_create(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<ConversationPath>,
+        body: JsonBody<CreateItemsRequest>,
+    ) -> V1<HttpResponseOk<ItemList>>;
+
+    /// An item of a conversation.
+    #[endpoint { method = GET, path = "/v1/conversations/{conversation_id}/items/{item_id}", tags = ["openai"] }]
+    async fn openai_item_get(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<ConversationItemPath>,
+    ) -> V1<HttpResponseOk<ConversationItem>>;
+
+    /// Delete an item of a conversation: its message (an assistant message's
+    /// `function_call` items go with it, all of them); answers the conversation.
+    #[endpoint { method = DELETE, path = "/v1/conversations/{conversation_id}/items/{item_id}", tags = ["openai"] }]
+    async fn openai_item_delete(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<ConversationItemPath>,
+    ) -> V1<HttpResponseOk<Conversation>>;
 }

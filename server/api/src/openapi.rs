@@ -34,8 +34,12 @@ pub fn openapi() -> Value {
          `request_body_timeout_s` (default 30 s; 408 `request_timeout` otherwise), and a \
          connection that brings no complete request head within `idle_timeout_s` (default \
          30 s: silent, slow headers, or idle between requests) is closed.\n\n\
-         Retries are safe: every POST takes an `Idempotency-Key` header; a repeat with the same \
-         key within 24 hours answers the first answer without doing it again.",
+         Retries are safe: every POST under `/api` takes an `Idempotency-Key` header; a repeat \
+         with the same key within 24 hours answers the first answer without doing it again.\n\n\
+         OpenAI-compatible routes (tag `openai`, under `/v1`): the same keys, tenants and \
+         records, in OpenAI's request and answer shapes, so that OpenAI's SDKs and the tools \
+         built on them work with a changed base URL; their errors are in OpenAI's shape, \
+         `{\"error\": {message, type, param, code}}`, with the same statuses and codes.",
     );
     let mut v = doc.json().expect("the OpenAPI document serialises");
     v["components"]["securitySchemes"] = json!({
@@ -79,9 +83,13 @@ pub fn openapi() -> Value {
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     });
     let err_ref = json!({"$ref": "#/components/responses/Error"});
+    let v1_err_ref = json!({"$ref": "#/components/responses/OpenAIErrorResponse"});
     if let Some(paths) = v["paths"].as_object_mut() {
         for (path, item) in paths.iter_mut() {
             let public = PUBLIC_PATHS.contains(&path.as_str());
+            // The OpenAI-compatible routes answer errors in OpenAI's shape, write
+            // nothing (no 507) and take no `Idempotency-Key` (no 409).
+            let v1 = path.starts_with("/v1/");
             let Some(item) = item.as_object_mut() else { continue };
             for (method, op) in item.iter_mut() {
                 let Some(op) = op.as_object_mut() else { continue };
@@ -91,23 +99,30 @@ pub fn openapi() -> Value {
                 let has_body = op.contains_key("requestBody");
                 if let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) {
                     responses.insert("414".into(), json!({"$ref": "#/components/responses/UriTooLong"}));
-                    if path != "/api/openapi.json" {
-                        responses.insert("503".into(), unavailable_ref.clone());
-                    }
-                    if method != "get" && !searches {
-                        responses.insert("507".into(), full_ref.clone());
-                    }
-                    if !public {
-                        responses.insert("401".into(), err_ref.clone());
-                        responses.insert("422".into(), err_ref.clone());
-                    }
-                    // Every POST takes an `Idempotency-Key`: its reuse for another
-                    // request, or while the first is in progress, is a 409.
-                    if method == "post" {
-                        responses.insert("409".into(), err_ref.clone());
-                    }
-                    if has_body {
-                        responses.insert("408".into(), json!({"$ref": "#/components/responses/BodyTimeout"}));
+                    if v1 {
+                        for status in ["401", "408", "422", "503"] {
+                            responses.insert(status.into(), v1_err_ref.clone());
+                        }
+                    } else {
+                        if path != "/api/openapi.json" {
+                            responses.insert("503".into(), unavailable_ref.clone());
+                        }
+                        if method != "get" && !searches {
+                            responses.insert("507".into(), full_ref.clone());
+                        }
+                        if !public {
+                            responses.insert("401".into(), err_ref.clone());
+                            responses.insert("422".into(), err_ref.clone());
+                        }
+                        // Every POST takes an `Idempotency-Key`: its reuse for another
+                        // request, or while the first is in progress, is a 409.
+                        if method == "post" {
+                            responses.insert("409".into(), err_ref.clone());
+                        }
+                        if has_body {
+                            responses
+                                .insert("408".into(), json!({"$ref": "#/components/responses/BodyTimeout"}));
+                        }
                     }
                 }
                 op.insert("security".into(), if public { json!([]) } else { json!([{"apiKey": []}]) });
@@ -137,6 +152,8 @@ pub fn openapi() -> Value {
     }));
     let chunk = generator.subschema_for::<types::ChatChunk>();
     let error_event = generator.subschema_for::<types::ChatErrorEvent>();
+    let completion_chunk = generator.subschema_for::<types::ChatCompletionChunk>();
+    let v1_error = generator.subschema_for::<crate::error::OpenAiErrorBody>();
     let schemas = v["components"]["schemas"].as_object_mut().expect("the spec has schemas");
     for (name, mut schema) in generator.take_definitions() {
         // OpenAPI 3.0 ignores a `$ref`'s siblings (`nullable`, `description`):
@@ -152,6 +169,17 @@ pub fn openapi() -> Value {
                             failure after the stream started is a `data: <ChatErrorEvent>` that ends it \
                             (see the operation's description).",
             "oneOf": [chunk, error_event],
+        }
+    });
+    let completion = operation_mut(&mut v, "openai_chat_completion").expect("the chat completion operation");
+    completion["responses"]["429"] = v1_err_ref.clone();
+    completion["responses"]["200"]["content"]["text/event-stream"] = json!({
+        "schema": {
+            "description": "With `stream: true`: server-sent events, one `data: <ChatCompletionChunk>` per \
+                            delta (with `stream_options.include_usage`, a last one with no choices and the \
+                            `usage`), then `data: [DONE]`; a failure after the stream started is a \
+                            `data: <OpenAIErrorResponse>` that ends it.",
+            "oneOf": [completion_chunk, v1_error],
         }
     });
     // A transitions stream answers server-sent events only (see `EventStream`).

@@ -9,12 +9,15 @@
 use dropshot::{ApiEndpointResponse, Body, HttpError, HttpResponse, HttpResponseOk};
 use http::StatusCode;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorAnswer};
 use crate::types::chat::ChatResponse;
 
-pub enum Reply<R> {
+///
+/// `E`, the error's shape: the contract's [`ApiError`], or on the
+/// OpenAI-compatible routes [`crate::error::OpenAiError`].
+pub enum Reply<R, E = ApiError> {
     Ok(R),
-    Err(ApiError),
+    Err(E),
     /// The remembered answer of an earlier request with the same
     /// `Idempotency-Key`: its status and JSON body, byte for byte.
     Replayed {
@@ -26,7 +29,7 @@ pub enum Reply<R> {
 /// The header that marks a [`Reply::Replayed`] answer.
 pub const IDEMPOTENT_REPLAYED: &str = "idempotent-replayed";
 
-impl<R: HttpResponse> HttpResponse for Reply<R> {
+impl<R: HttpResponse, E: ErrorAnswer + Send + Sync + 'static> HttpResponse for Reply<R, E> {
     fn to_result(self) -> Result<http::Response<Body>, HttpError> {
         match self {
             Reply::Ok(r) => r.to_result(),
@@ -38,7 +41,7 @@ impl<R: HttpResponse> HttpResponse for Reply<R> {
                 if status == StatusCode::UNAUTHORIZED {
                     builder = builder.header(http::header::WWW_AUTHENTICATE, "Bearer");
                 }
-                if let ApiError::Other { retry_after: Some(after), .. } = &e
+                if let Some(after) = e.retry_after()
                     && let Ok(value) = http::HeaderValue::from_str(after)
                 {
                     builder = builder.header(http::header::RETRY_AFTER, value);
@@ -73,12 +76,15 @@ impl<R: HttpResponse> HttpResponse for Reply<R> {
 /// [`ChatChunk`](crate::types::ChatChunk) and
 /// [`ChatErrorEvent`](crate::types::ChatErrorEvent) (the generated client keeps
 /// to the JSON answer; its `stream` module reads the events).
-pub enum ChatAnswer {
-    Json(ChatResponse),
+///
+/// `T`: the JSON answer: a session chat's [`ChatResponse`], or on `/v1` a
+/// [`ChatCompletion`](crate::types::ChatCompletion).
+pub enum ChatAnswer<T = ChatResponse> {
+    Json(T),
     Stream(Body),
 }
 
-impl HttpResponse for ChatAnswer {
+impl<T: serde::Serialize + schemars::JsonSchema + Send + Sync + 'static> HttpResponse for ChatAnswer<T> {
     fn to_result(self) -> Result<http::Response<Body>, HttpError> {
         match self {
             ChatAnswer::Json(r) => HttpResponseOk(r).to_result(),
@@ -91,7 +97,7 @@ impl HttpResponse for ChatAnswer {
     }
 
     fn response_metadata() -> ApiEndpointResponse {
-        HttpResponseOk::<ChatResponse>::response_metadata()
+        HttpResponseOk::<T>::response_metadata()
     }
 
     fn status_code(&self) -> StatusCode {
@@ -121,5 +127,16 @@ impl HttpResponse for EventStream {
 
     fn status_code(&self) -> StatusCode {
         StatusCode::OK
+    }
+}
+
+impl<R> Reply<R> {
+    /// This answer on a `/v1` route: its error in OpenAI's shape.
+    pub fn openai(self) -> Reply<R, crate::error::OpenAiError> {
+        match self {
+            Reply::Ok(r) => Reply::Ok(r),
+            Reply::Err(e) => Reply::Err(e.into()),
+            Reply::Replayed { status, body } => Reply::Replayed { status, body },
+        }
     }
 }

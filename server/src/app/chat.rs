@@ -113,7 +113,7 @@ fn to_wire_role(role: Role) -> wire::Role {
     }
 }
 
-fn to_wire_call(c: &ToolCall) -> wire::ToolCall {
+pub(super) fn to_wire_call(c: &ToolCall) -> wire::ToolCall {
     wire::ToolCall {
         id: c.id.clone(),
         kind: "function".into(),

@@ -51,7 +51,13 @@ impl App {
     /// Step 2: the snippets of the agent's and the users' documents that best
     /// match `text` (hybrid search when an embedding model is configured, else
     /// text), best first, at most [`RECALL_LIMIT`].
-    async fn recall(&self, t: Tenant, agent: Uuid, users: &[Uuid], text: &str) -> Result<Vec<DocReference>> {
+    pub(super) async fn recall(
+        &self,
+        t: Tenant,
+        agent: Uuid,
+        users: &[Uuid],
+        text: &str,
+    ) -> Result<Vec<DocReference>> {
         let text: String = text.chars().take(10_000).collect();
         let owners = std::iter::once(DocOwner { id: agent, role: OwnerRole::Agent })
             .chain(users.iter().map(|u| DocOwner { id: *u, role: OwnerRole::User }));
@@ -85,7 +91,12 @@ impl App {
                 return Err(Error::BadRequest(format!("agent {a} is not an agent of session {session_id}")));
             }
             Some(a) => a,
-            None => session.agents[0],
+            None => *session.agents.first().ok_or_else(|| {
+                Error::BadRequest(format!(
+                    "session {session_id} has no agent to answer (a conversation made through \
+                     POST /v1/conversations): chat in it with an agent's id as the model through /v1"
+                ))
+            })?,
         };
         let agent: Agent = self.agent_get(t, agent_id).await?;
         let mut users: Vec<User> = Vec::with_capacity(session.users.len());
@@ -104,7 +115,7 @@ impl App {
         };
         // 3. System message (and the new messages, rendered as templates when the session asks).
         let tools = tool_specs(&self.session_tools(t, session_id).await?, req.tools.as_deref());
-        let context = template_context(&agent, &users, &session, &tools, &docs);
+        let context = template_context(&agent, &users, Some(&session), &tools, &docs);
         let system = wire::ChatMessage::system(system_message(&session, &context)?);
         let new_messages = render_new_messages(&session, req.messages, &context)?;
         // 4. History within the token budget.
@@ -266,7 +277,7 @@ impl App {
 }
 
 /// The tools the model may call: the session's function tools, then the request's.
-fn tool_specs(session_tools: &[Tool], request_tools: Option<&[ChatTool]>) -> Vec<wire::ToolSpec> {
+pub(super) fn tool_specs(session_tools: &[Tool], request_tools: Option<&[ChatTool]>) -> Vec<wire::ToolSpec> {
     let no_parameters = || json!({"type": "object", "properties": {}});
     let mut tools: Vec<wire::ToolSpec> = session_tools
         .iter()
@@ -289,10 +300,10 @@ fn tool_specs(session_tools: &[Tool], request_tools: Option<&[ChatTool]>) -> Vec
 }
 
 /// What templates see: `agent`, `user`, `users`, `session`, `tools`, `docs`.
-fn template_context(
+pub(super) fn template_context(
     agent: &Agent,
     users: &[User],
-    session: &Session,
+    session: Option<&Session>,
     tools: &[wire::ToolSpec],
     docs: &[DocReference],
 ) -> Value {
@@ -343,7 +354,7 @@ fn render_new_messages(
 }
 
 /// The request to the provider: the messages, the tools, and the settings.
-fn completion_request(
+pub(super) fn completion_request(
     model: String,
     messages: Vec<wire::ChatMessage>,
     tools: Vec<wire::ToolSpec>,

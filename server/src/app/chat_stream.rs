@@ -104,7 +104,7 @@ impl Streaming {
 }
 
 /// The contract's chunk from the provider's.
-fn contract_chunk(chunk: wire::CompletionChunk) -> ChatChunk {
+pub(super) fn contract_chunk(chunk: wire::CompletionChunk) -> ChatChunk {
     let choices = chunk
         .choices
         .into_iter()

@@ -78,7 +78,51 @@ async fn count_tokens_of(
     .map_err(|e| Error::Internal(format!("counting tokens failed: {e}")))
 }
 
+/// The records of new messages of `session` (token counts included), and their puts.
+pub(super) async fn message_records(
+    session: Uuid,
+    messages: Vec<CreateMessageRequest>,
+) -> Result<(Vec<Message>, Vec<Op>)> {
+    let (messages, counts) = count_tokens_of(messages).await?;
+    let mut created = Vec::with_capacity(messages.len());
+    let mut ops = Vec::with_capacity(messages.len());
+    for (m, token_count) in messages.into_iter().zip(counts) {
+        let data = MessageData {
+            token_count,
+            role: m.role.into(),
+            content: m.content,
+            name: m.name,
+            tool_calls: m.tool_calls.map(|calls| calls.into_iter().map(StoredToolCall::from).collect()),
+            tool_call_id: m.tool_call_id,
+        };
+        let mut rec = Record::fresh(Kind::Message, session, encode(&data)?);
+        rec.metadata = m.metadata.map(Metadata::into_inner);
+        created.push(decode::<Message>(&rec)?);
+        ops.push(Op::Put { record: rec, expect: Expect::Absent });
+    }
+    Ok((created, ops))
+}
+
 impl App {
+    /// The op that a change of a session's messages commits with: where other
+    /// servers write too, it bumps the session's version, which their cached
+    /// histories are checked against (see `history`); else it requires the session.
+    pub(super) fn session_changes(&self, session: Uuid) -> Op {
+        if self.store.shared() {
+            Op::Touch { kind: Kind::Session, id: session }
+        } else {
+            Op::Require { kind: Kind::Session, id: session }
+        }
+    }
+
+    /// Deletes a message of a session.
+    pub async fn message_delete(&self, t: Tenant, session: Uuid, id: Uuid) -> Result<()> {
+        let ops = vec![self.session_changes(session), Op::Delete { kind: Kind::Message, id, version: None }];
+        let committed = self.commit_answering(t, ops, None::<&()>).await;
+        self.history.forget(t, session);
+        committed.map_err(Into::into)
+    }
+
     /// Appends messages to a session, in the order given, in one atomic commit.
     /// `answer` is what the request answers, remembered with its idempotency key
     /// (see [`App::commit_answering`]); `None` when that is the one message appended.
@@ -102,31 +146,10 @@ impl App {
         answer: Option<&impl Serialize>,
         extra: Vec<Op>,
     ) -> Result<Vec<Message>> {
-        let (messages, counts) = count_tokens_of(messages).await?;
-        // Where other servers append too, every append bumps the session's
-        // version: what their cached histories are checked against (see `history`).
-        let session_op = if self.store.shared() {
-            Op::Touch { kind: Kind::Session, id: session }
-        } else {
-            Op::Require { kind: Kind::Session, id: session }
-        };
-        let mut ops = vec![session_op];
+        let mut ops = vec![self.session_changes(session)];
         ops.extend(extra);
-        let mut created = Vec::with_capacity(messages.len());
-        for (m, token_count) in messages.into_iter().zip(counts) {
-            let data = MessageData {
-                token_count,
-                role: m.role.into(),
-                content: m.content,
-                name: m.name,
-                tool_calls: m.tool_calls.map(|calls| calls.into_iter().map(StoredToolCall::from).collect()),
-                tool_call_id: m.tool_call_id,
-            };
-            let mut rec = Record::fresh(Kind::Message, session, encode(&data)?);
-            rec.metadata = m.metadata.map(Metadata::into_inner);
-            created.push(decode::<Message>(&rec)?);
-            ops.push(Op::Put { record: rec, expect: Expect::Absent });
-        }
+        let (created, puts) = message_records(session, messages).await?;
+        ops.extend(puts);
         let committed = match (answer, created.as_slice()) {
             (Some(a), _) => self.commit_answering(t, ops, Some(a)).await,
             (None, [one]) => self.commit_answering(t, ops, Some(one)).await,

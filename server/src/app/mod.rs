@@ -9,6 +9,8 @@ pub mod chat;
 pub mod chat_lock;
 pub mod chat_prepare;
 pub mod chat_stream;
+pub mod completions;
+pub mod conversations;
 pub mod docs;
 pub mod embedding;
 pub mod executions;

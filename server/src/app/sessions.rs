@@ -61,29 +61,35 @@ fn participants(one: Option<Uuid>, many: Option<Vec<Uuid>>) -> Vec<Uuid> {
     out
 }
 
+/// A new session's record, and the ops that check and touch its participants
+/// (in the commit that inserts it).
+pub(super) fn session_record(req: CreateSessionRequest) -> Result<(Record, Vec<Op>)> {
+    let agents = participants(req.agent, req.agents);
+    let users = participants(req.user, req.users);
+    let data = SessionData {
+        agents: agents.clone(),
+        users: users.clone(),
+        situation: req.situation,
+        system_template: req.system_template,
+        render_templates: req.render_templates,
+        token_budget: req.token_budget,
+        context_overflow: req.context_overflow.map(StoredContextOverflow::from),
+    };
+    let mut rec = Record::fresh(Kind::Session, Uuid::nil(), encode(&data)?);
+    rec.metadata = req.metadata.map(Metadata::into_inner);
+    let mut ops = Vec::new();
+    let named = agents.iter().map(|id| (Kind::Agent, *id)).chain(users.iter().map(|id| (Kind::User, *id)));
+    for (kind, id) in named {
+        rec.refs.push(id);
+        ops.push(Op::Require { kind, id });
+        ops.push(Op::Touch { kind, id });
+    }
+    Ok((rec, ops))
+}
+
 impl App {
     pub async fn session_create(&self, t: Tenant, req: CreateSessionRequest) -> Result<Session> {
-        let agents = participants(req.agent, req.agents);
-        let users = participants(req.user, req.users);
-        let data = SessionData {
-            agents: agents.clone(),
-            users: users.clone(),
-            situation: req.situation,
-            system_template: req.system_template,
-            render_templates: req.render_templates,
-            token_budget: req.token_budget,
-            context_overflow: req.context_overflow.map(StoredContextOverflow::from),
-        };
-        let mut rec = Record::fresh(Kind::Session, Uuid::nil(), encode(&data)?);
-        rec.metadata = req.metadata.map(Metadata::into_inner);
-        let mut ops = Vec::new();
-        let named =
-            agents.iter().map(|id| (Kind::Agent, *id)).chain(users.iter().map(|id| (Kind::User, *id)));
-        for (kind, id) in named {
-            rec.refs.push(id);
-            ops.push(Op::Require { kind, id });
-            ops.push(Op::Touch { kind, id });
-        }
+        let (rec, ops) = session_record(req)?;
         self.insert_resource(t, rec, ops).await
     }
 

@@ -15,6 +15,7 @@ pub mod docs;
 pub mod error;
 pub mod executions;
 pub mod keys;
+pub mod openai;
 pub mod paging;
 pub mod run;
 pub mod service;
@@ -32,7 +33,7 @@ pub use context::Ctx;
 use crate::api::types::*;
 use crate::api::{
     AgentPlatformApi, ApiError, ChatAnswer, Created, Deleted, EventStream, IdempotencyKey, JsonBody,
-    LastEventId, Ok200, PathParams, QueryParams, Reply,
+    LastEventId, Ok200, PathParams, QueryParams, Reply, V1,
 };
 
 /// The implementation of the contract.
@@ -419,5 +420,75 @@ impl AgentPlatformApi for Impl {
         body: JsonBody<SearchRequest>,
     ) -> Ok200<DocSearchResponse> {
         docs::user_search(rqctx, path, key, body).await
+    }
+
+    async fn openai_model_list(rqctx: RequestContext<Ctx>) -> V1<dropshot::HttpResponseOk<ModelList>> {
+        openai::openai_model_list(rqctx).await
+    }
+
+    async fn openai_chat_completion(
+        rqctx: RequestContext<Ctx>,
+        body: JsonBody<ChatCompletionRequest>,
+    ) -> V1<ChatAnswer<ChatCompletion>> {
+        openai::openai_chat_completion(rqctx, body).await
+    }
+
+    async fn openai_conversation_create(
+        rqctx: RequestContext<Ctx>,
+        body: JsonBody<CreateConversationRequest>,
+    ) -> V1<dropshot::HttpResponseOk<Conversation>> {
+        openai::openai_conversation_create(rqctx, body).await
+    }
+
+    async fn openai_conversation_get(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<ConversationPath>,
+    ) -> V1<dropshot::HttpResponseOk<Conversation>> {
+        openai::openai_conversation_get(rqctx, path).await
+    }
+
+    async fn openai_conversation_update(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<ConversationPath>,
+        body: JsonBody<UpdateConversationRequest>,
+    ) -> V1<dropshot::HttpResponseOk<Conversation>> {
+        openai::openai_conversation_update(rqctx, path, body).await
+    }
+
+    async fn openai_conversation_delete(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<ConversationPath>,
+    ) -> V1<dropshot::HttpResponseOk<ConversationDeleted>> {
+        openai::openai_conversation_delete(rqctx, path).await
+    }
+
+    async fn openai_item_list(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<ConversationPath>,
+        query: QueryParams<ItemListParams>,
+    ) -> V1<dropshot::HttpResponseOk<ItemList>> {
+        openai::openai_item_list(rqctx, path, query).await
+    }
+
+    async fn openai_item_create(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<ConversationPath>,
+        body: JsonBody<CreateItemsRequest>,
+    ) -> V1<dropshot::HttpResponseOk<ItemList>> {
+        openai::openai_item_create(rqctx, path, body).await
+    }
+
+    async fn openai_item_get(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<ConversationItemPath>,
+    ) -> V1<dropshot::HttpResponseOk<ConversationItem>> {
+        openai::openai_item_get(rqctx, path).await
+    }
+
+    async fn openai_item_delete(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<ConversationItemPath>,
+    ) -> V1<dropshot::HttpResponseOk<Conversation>> {
+        openai::openai_item_delete(rqctx, path).await
     }
 }

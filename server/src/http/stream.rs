@@ -11,16 +11,18 @@
 
 use bytes::Bytes;
 use dropshot::Body;
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use http_body_util::StreamBody;
 use hyper::body::Frame;
+use serde::Serialize;
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::error::api_error;
 use crate::api::types::Transition;
-use crate::api::types_chat::{ChatChunk, ChatErrorDetail, ChatErrorEvent, ChatRequest};
-use crate::api::{ApiError, ChatAnswer, EventStream};
+use crate::api::types::{ChatCompletion, ChatCompletionRequest};
+use crate::api::types_chat::{ChatErrorDetail, ChatErrorEvent, ChatRequest};
+use crate::api::{ApiError, ChatAnswer, EventStream, OpenAiError};
 use crate::app::{self, App, Tenant};
 
 type Frames = Result<Frame<Bytes>, std::convert::Infallible>;
@@ -40,25 +42,47 @@ fn error_data(e: app::Error) -> String {
     serde_json::to_string(&event_data).expect("an error event serialises")
 }
 
-/// The event that ends a chat stream that failed.
-fn error_event(e: app::Error) -> Frames {
-    event(&error_data(e))
+/// The chat's answer as a stream of events (see [`json_events`]). A failure
+/// before the first chunk (the provider refusing at once, an answer over the
+/// size bound in one piece) is still an ordinary error answer.
+pub async fn chat_stream(app: App, t: Tenant, session: Uuid, req: ChatRequest) -> app::Result<ChatAnswer> {
+    let chunks = app.chat_stream(t, session, req).await?;
+    Ok(ChatAnswer::Stream(json_events(chunks, error_data).await?))
 }
 
-/// The chat's answer as a stream of events. A failure before the first chunk
-/// (the provider refusing at once, an answer over the size bound in one
-/// piece) is still an ordinary error answer.
+/// A `/v1` chat completion's answer as a stream of events: as [`chat_stream`],
+/// its failure event in OpenAI's error shape.
+pub async fn completion_stream(
+    app: App,
+    t: Tenant,
+    req: ChatCompletionRequest,
+) -> app::Result<ChatAnswer<ChatCompletion>> {
+    let chunks = app.completion_stream(t, req).await?;
+    Ok(ChatAnswer::Stream(json_events(chunks, openai_error_data).await?))
+}
+
+/// The data of the event that ends a `/v1` stream that failed.
+fn openai_error_data(e: app::Error) -> String {
+    let body = OpenAiError::from(api_error(e, "")).body();
+    serde_json::to_string(&body).expect("an error body serialises")
+}
+
+/// Items as `data: <JSON>` events, then `data: [DONE]`; a failure is one
+/// `data: <error_data(e)>` event that ends the stream. A failure before the
+/// first item is still an ordinary error answer.
 ///
 /// A task drives the domain's stream into a channel the body reads: the body
 /// must be `Sync`, the provider's stream is not. When the client goes away the
 /// body is dropped, the task sees the channel closed, and stops (dropping the
 /// stream: nothing is saved).
-pub async fn chat_stream(app: App, t: Tenant, session: Uuid, req: ChatRequest) -> app::Result<ChatAnswer> {
-    let mut chunks = app.chat_stream(t, session, req).await?;
-    let (tx, mut rx) = mpsc::channel::<app::Result<ChatChunk>>(16);
+async fn json_events<T: Serialize + Send + Sync + 'static>(
+    mut items: std::pin::Pin<Box<dyn Stream<Item = app::Result<T>> + Send>>,
+    error_data: fn(app::Error) -> String,
+) -> app::Result<Body> {
+    let (tx, mut rx) = mpsc::channel::<app::Result<T>>(16);
     tokio::spawn(async move {
         while !tx.is_closed() {
-            let Some(item) = chunks.next().await else { return };
+            let Some(item) = items.next().await else { return };
             if tx.send(item).await.is_err() {
                 return;
             }
@@ -73,22 +97,22 @@ pub async fn chat_stream(app: App, t: Tenant, session: Uuid, req: ChatRequest) -
         first => first,
     };
     // `pending`: the item already taken (the first), not yet framed.
-    let frames = futures::stream::unfold(Some((Some(first), rx)), |state| async move {
+    let frames = futures::stream::unfold(Some((Some(first), rx)), move |state| async move {
         let (pending, mut rx) = state?;
         let item = match pending {
             Some(item) => item,
             None => rx.recv().await,
         };
         Some(match item {
-            Some(Ok(chunk)) => {
-                (event(&serde_json::to_string(&chunk).expect("a chunk serialises")), Some((None, rx)))
+            Some(Ok(item)) => {
+                (event(&serde_json::to_string(&item).expect("an event serialises")), Some((None, rx)))
             }
-            Some(Err(e)) => (error_event(e), None),
-            // The domain's stream ends after its last chunk only when it went well.
+            Some(Err(e)) => (event(&error_data(e)), None),
+            // The domain's stream ends after its last item only when it went well.
             None => (event("[DONE]"), None),
         })
     });
-    Ok(ChatAnswer::Stream(Body::wrap(StreamBody::new(frames))))
+    Ok(Body::wrap(StreamBody::new(frames)))
 }
 
 /// How long a transitions stream stays silent before it sends a comment, so

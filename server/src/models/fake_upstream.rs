@@ -53,7 +53,9 @@ pub enum Behaviour {
     /// Send this many text chunks (not streamed: part of the JSON), then
     /// drop the connection without `[DONE]`.
     CutStream { chunks_before_cut: usize },
-    /// Answer the last user message's text.
+    /// Answer the last user message's text; a last message `call <tool>
+    /// <arguments>` naming one of the request's tools calls it; a last `tool`
+    /// message is answered `the tool answered: <result>`.
     Echo,
     /// Answer `summary of N messages`, N being the request's message count.
     Summary,

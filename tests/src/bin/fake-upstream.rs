@@ -2,8 +2,8 @@
 //!
 //! Listens on `127.0.0.1:0`, prints its base URL (`http://127.0.0.1:PORT/v1`)
 //! on stdout and serves until it is killed: every chat completion answers the
-//! last user message back (streamed or not), `/v1/embeddings` answers
-//! deterministic vectors. `.ci/fuzz` points the fuzzed server at it, so that
+//! last user message back (streamed or not; see `Behaviour::Echo` for tool
+//! calls), `/v1/embeddings` answers deterministic vectors. `.ci/fuzz` points the fuzzed server at it, so that
 //! chat and embeddings run end to end without a real model.
 
 use std::io::Write;

@@ -147,6 +147,9 @@ impl Records {
             ("agents", "agents") => self.agent,
             ("users", "users") => self.user,
             ("sessions", "sessions") => self.session,
+            // OpenAI's conversations are sessions, their items messages.
+            ("conversations", "conversations") => self.session,
+            ("conversations", "items") => self.message,
             ("agents", "docs") => self.agent_doc,
             ("users", "docs") => self.user_doc,
             ("agents", "tools") => self.tool,
@@ -182,6 +185,10 @@ fn normalised(r: &Raw) -> Value {
         if let Some(Value::String(d)) = o.get_mut("detail") {
             *d = mask_ids(d);
         }
+    }
+    // On `/v1`, OpenAI's shape: `{"error": {"message", ...}}`.
+    if let Some(Value::String(m)) = body.pointer_mut("/error/message") {
+        *m = mask_ids(m);
     }
     body
 }
@@ -244,7 +251,9 @@ async fn snapshot(s: &TestServer, r: &Records) -> Value {
 fn assert_same_404(what: &str, theirs: &Raw, unknown: &Raw) {
     assert_eq!(theirs.status, 404, "{what} with another tenant's ids: {}", theirs.body);
     assert_eq!(unknown.status, 404, "{what} with unknown ids: {}", unknown.body);
-    assert_eq!(theirs.body["code"], "not_found", "{what}: {}", theirs.body);
+    // `/api`'s error shape, or OpenAI's on `/v1`.
+    let code = theirs.body.get("code").unwrap_or(&theirs.body["error"]["code"]);
+    assert_eq!(code, "not_found", "{what}: {}", theirs.body);
     assert_eq!(
         normalised(theirs),
         normalised(unknown),
@@ -293,6 +302,19 @@ async fn sees_only_its_own(s: &TestServer, me: &Records, them: &Records) {
         }
         assert!(!text.contains(&format!("\"{}\"", them.tag)), "{what} shows metadata of {}", them.tag);
     };
+    // The OpenAI-compatible model list: the caller's agents, as models.
+    let r = call(s, &me.key, "GET", "/v1/models", None).await;
+    let agents: BTreeSet<Uuid> = r.body["data"]
+        .as_array()
+        .unwrap_or_else(|| panic!("GET /v1/models: {}", r.body))
+        .iter()
+        .filter(|m| m["owned_by"] == "agent-platform")
+        .map(|m| m["id"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(agents, BTreeSet::from([me.agent]), "GET /v1/models as tenant {}: {}", me.tag, r.body);
+    for id in them.all_ids() {
+        assert!(!r.body.to_string().contains(&id.to_string()), "GET /v1/models shows {id} of {}", them.tag);
+    }
     for (path, mine) in &lists {
         for q in queries {
             let r = call(s, &me.key, "GET", &format!("{path}?{q}"), None).await;
@@ -385,6 +407,13 @@ async fn another_tenants_ids_in_a_body_answer_as_unknown_ones() {
     let t = call(&s, &b.key, "POST", &path, Some(&chat(a.agent))).await;
     let u = call(&s, &b.key, "POST", &path, Some(&chat(Uuid::now_v7()))).await;
     assert_eq!((t.status, u.status), (400, 400), "{} / {}", t.body, u.body);
+    assert_eq!(normalised(&t), normalised(&u));
+    // An OpenAI chat completion whose model is A's agent: as a model no one has.
+    let completion = |model: Uuid| json!({"model": model, "messages": [{"role": "user", "content": "hi"}]});
+    let t = call(&s, &b.key, "POST", "/v1/chat/completions", Some(&completion(a.agent))).await;
+    let u = call(&s, &b.key, "POST", "/v1/chat/completions", Some(&completion(Uuid::now_v7()))).await;
+    assert_eq!((t.status, u.status), (404, 404), "{} / {}", t.body, u.body);
+    assert_eq!(t.body["error"]["code"], "not_found", "{}", t.body);
     assert_eq!(normalised(&t), normalised(&u));
     // A task PUT with A's task id: as with an id no one has, a new task of B's.
     let path = format!("/api/agents/{}/tasks", b.agent);

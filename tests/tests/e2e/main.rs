@@ -23,6 +23,7 @@ mod idempotency;
 mod isolation;
 mod keys;
 mod lists;
+mod openai;
 mod scale_out;
 mod search;
 mod sessions;

@@ -36,7 +36,8 @@ pub enum ContextOverflow {
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Session {
     pub id: Uuid,
-    /// The agents taking part (at least one); the first answers chats by default.
+    /// The agents taking part (at least one, but none for a conversation made through
+    /// `POST /v1/conversations`); the first answers chats by default.
     pub agents: Vec<Uuid>,
     /// The users taking part.
     pub users: Vec<Uuid>,

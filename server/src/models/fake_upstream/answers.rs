@@ -45,12 +45,39 @@ fn echo_text(body: &Value) -> String {
         .unwrap_or_default()
 }
 
+/// [`Behaviour::Echo`]'s answer: the last user message's text; but a last
+/// message `call <tool> <arguments>` naming one of the request's tools calls
+/// it, and a last `tool` message is answered `the tool answered: <result>`
+/// (so that a client can script a tool round trip through the default).
+fn echo(body: &Value) -> Answer {
+    let messages = messages_of(body);
+    let last = messages.last();
+    let content = last.and_then(|m| m.content.clone()).unwrap_or_default();
+    match last.map(|m| m.role) {
+        Some(Role::Tool) => {
+            return Answer::Text(words(&format!("the tool answered: {content}")), Duration::ZERO);
+        }
+        Some(Role::User) => {
+            if let Some((name, arguments)) = content.strip_prefix("call ").and_then(|c| c.split_once(' ')) {
+                let offered = body["tools"]
+                    .as_array()
+                    .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == name));
+                if offered {
+                    return Answer::ToolCall { name: name.to_owned(), arguments: arguments.to_owned() };
+                }
+            }
+        }
+        _ => {}
+    }
+    Answer::Text(words(&echo_text(body)), Duration::ZERO)
+}
+
 pub(super) async fn chat(shared: &Arc<Shared>, body: &Value) -> Response<Body> {
     let behaviour = lock(&shared.queue).pop_front().unwrap_or_else(|| lock(&shared.default).clone());
     let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
     let answer = match behaviour {
         Behaviour::Text(text) => Answer::Text(words(&text), Duration::ZERO),
-        Behaviour::Echo => Answer::Text(words(&echo_text(body)), Duration::ZERO),
+        Behaviour::Echo => echo(body),
         Behaviour::Summary => {
             Answer::Text(words(&format!("summary of {} messages", messages_of(body).len())), Duration::ZERO)
         }

@@ -116,8 +116,8 @@ pub struct ConnectionConfig {
 
 /// Builds the response for an error of the router itself (no route: 404; a
 /// route without this method: 405, its `Allow` headers in `HttpError::headers`;
-/// an undecodable path: 400), given the error and the request id.
-pub type RouterErrorResponse = fn(crate::HttpError, &str) -> Response<Body>;
+/// an undecodable path: 400), given the error, the request id and the request's path.
+pub type RouterErrorResponse = fn(crate::HttpError, &str, &str) -> Response<Body>;
 
 /// Stores static configuration associated with the server
 /// TODO-cleanup merge with ConfigDropshot
@@ -975,7 +975,7 @@ async fn http_request_handle<C: ServerContext>(
         .map_err(|error| match server.router_error_response {
             Some(respond) => HandlerError::Handler {
                 message: error.internal_message.clone(),
-                rsp: respond(error, request_id),
+                rsp: respond(error, request_id, uri.path()),
             },
             None => HandlerError::Dropshot(error),
         })?;

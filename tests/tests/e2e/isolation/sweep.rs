@@ -119,6 +119,15 @@ fn sweep_table() -> BTreeMap<&'static str, Vec<Call>> {
         ("user_search_text", text_search()),
         ("user_search", search()),
         ("key_delete", vec![plain()]),
+        // OpenAI's conversations: A's session, its items A's message.
+        ("openai_conversation_get", vec![plain()]),
+        ("openai_conversation_update", vec![body(json!({"metadata": {"x": "1"}}))]),
+        // The session is gone by then: `session_delete` ran first (see `rank`).
+        ("openai_conversation_delete", vec![Call { own: Some(404), ..plain() }]),
+        ("openai_item_list", vec![plain(), query("order=asc&limit=100")]),
+        ("openai_item_create", vec![body(json!({"items": [{"role": "user", "content": "more"}]}))]),
+        ("openai_item_get", vec![plain()]),
+        ("openai_item_delete", vec![plain()]),
     ])
 }
 
@@ -220,8 +229,10 @@ async fn every_id_route_answers_another_tenants_ids_as_unknown_ones() {
     // The same requests with A's key: the ids were real. Deletes last, children before parents.
     let rank = |o: &Op| {
         let depth = o.path.matches('{').count();
-        let root =
-            ["sessions", "users", "agents"].iter().position(|r| o.path.starts_with(&format!("/api/{r}")));
+        // `/v1/conversations` (sessions too) after `/api`'s roots.
+        let root = ["/api/sessions", "/api/users", "/api/agents", "/v1/conversations"]
+            .iter()
+            .position(|r| o.path.starts_with(r));
         (o.method == "DELETE", std::cmp::Reverse(depth), root)
     };
     let mut ordered: Vec<&Op> = ops.iter().collect();

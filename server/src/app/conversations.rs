@@ -1,0 +1,309 @@
+//! OpenAI's conversations (`/v1/conversations`) over sessions: a conversation
+//! is a session, its items are the session's messages seen through OpenAI's
+//! item shapes. Nothing is stored twice: a session made through `/api` is a
+//! conversation too, and a conversation made here is a session (with no
+//! agent and no user).
+
+use uuid::Uuid;
+
+use super::messages::message_records;
+use super::sessions::session_record;
+use super::{App, Error, Result, Tenant};
+use crate::api::types::{
+    CompletionContent, Conversation, ConversationDeleted, ConversationItem, CreateConversationRequest,
+    CreateItemsRequest, InputItem, InputRole, ItemContent, ItemList, ItemListParams, ItemOrder, Metadata,
+};
+use crate::api::types_sessions::{
+    CreateMessageRequest, CreateSessionRequest, FunctionCall, Message, Role, Session, ToolCall, ToolCallType,
+};
+use crate::store::{Direction, Kind, ListQuery, SortBy};
+
+/// How many messages an item list reads at a time.
+const PAGE: usize = 1000;
+
+impl App {
+    /// A new session with no participant, its items appended in the same commit.
+    pub async fn conversation_create(
+        &self,
+        t: Tenant,
+        req: CreateConversationRequest,
+    ) -> Result<Conversation> {
+        let (rec, mut ops) = session_record(CreateSessionRequest {
+            agent: None,
+            agents: None,
+            user: None,
+            users: None,
+            situation: None,
+            system_template: None,
+            // OpenAI's clients send text, not templates.
+            render_templates: false,
+            token_budget: None,
+            context_overflow: None,
+            metadata: req.metadata,
+        })?;
+        let session = rec.id;
+        let (_, puts) = message_records(session, messages_of_items(req.items.unwrap_or_default())).await?;
+        ops.extend(puts);
+        let created: Session = self.insert_resource(t, rec, ops).await?;
+        Ok(conversation(&created))
+    }
+
+    pub async fn conversation_get(&self, t: Tenant, id: Uuid) -> Result<Conversation> {
+        Ok(conversation(&self.session_get(t, id).await?))
+    }
+
+    /// Replaces the session's metadata.
+    pub async fn conversation_update(&self, t: Tenant, id: Uuid, metadata: Metadata) -> Result<Conversation> {
+        let session: Session = self
+            .update_resource(t, id, |rec| {
+                rec.metadata = Some(metadata.0.clone());
+                Ok(())
+            })
+            .await?;
+        Ok(conversation(&session))
+    }
+
+    pub async fn conversation_delete(&self, t: Tenant, id: Uuid) -> Result<ConversationDeleted> {
+        self.session_delete(t, id).await?;
+        Ok(ConversationDeleted { id, object: "conversation.deleted".into(), deleted: true })
+    }
+
+    /// Appends the items' messages in one commit; answers the items made.
+    pub async fn conversation_items_create(
+        &self,
+        t: Tenant,
+        id: Uuid,
+        req: CreateItemsRequest,
+    ) -> Result<ItemList> {
+        let messages = messages_of_items(req.items);
+        let created = self.append_messages(t, id, messages, None::<&()>).await?;
+        let data: Vec<ConversationItem> = created.iter().flat_map(items_of).collect();
+        Ok(item_list(data, false))
+    }
+
+    /// A page of the conversation's items (see the operation's description).
+    pub async fn conversation_items(&self, t: Tenant, id: Uuid, params: ItemListParams) -> Result<ItemList> {
+        self.load(t, Kind::Session, id).await?;
+        let limit = params.limit.unwrap_or(20).clamp(1, 100) as usize;
+        let direction = match params.order {
+            ItemOrder::Asc => Direction::Asc,
+            ItemOrder::Desc => Direction::Desc,
+        };
+        let after = params.after.as_deref();
+        let mut past_after = after.is_none();
+        let mut data = Vec::with_capacity(limit);
+        let mut offset = 0;
+        'pages: loop {
+            let q = ListQuery {
+                limit: PAGE,
+                offset,
+                sort_by: SortBy::CreatedAt,
+                direction,
+                ..ListQuery::default()
+            };
+            let page: Vec<Message> = self.list_resources(t, id, &q).await?;
+            offset += page.len();
+            for m in &page {
+                let mut items = items_of(m);
+                if direction == Direction::Desc {
+                    items.reverse();
+                }
+                for item in items {
+                    if !past_after {
+                        past_after = Some(item.id()) == after;
+                        continue;
+                    }
+                    if data.len() == limit {
+                        return Ok(item_list(data, true));
+                    }
+                    data.push(item);
+                }
+            }
+            if page.len() < PAGE {
+                break 'pages;
+            }
+        }
+        match after {
+            Some(after) if !past_after => {
+                Err(Error::NotFound(format!("after: no item {after} in conversation {id}")))
+            }
+            _ => Ok(item_list(data, false)),
+        }
+    }
+
+    /// One item of the conversation.
+    pub async fn conversation_item(&self, t: Tenant, id: Uuid, item_id: &str) -> Result<ConversationItem> {
+        let message = self.item_message(t, id, item_id).await?;
+        items_of(&message).into_iter().find(|i| i.id() == item_id).ok_or_else(|| no_item(id, item_id))
+    }
+
+    /// Deletes the item's message; answers the conversation.
+    pub async fn conversation_item_delete(&self, t: Tenant, id: Uuid, item_id: &str) -> Result<Conversation> {
+        let message = self.item_message(t, id, item_id).await?;
+        if !items_of(&message).iter().any(|i| i.id() == item_id) {
+            return Err(no_item(id, item_id));
+        }
+        self.message_delete(t, id, message.id).await?;
+        self.conversation_get(t, id).await
+    }
+
+    /// The message an item id names, in conversation `id`.
+    async fn item_message(&self, t: Tenant, id: Uuid, item_id: &str) -> Result<Message> {
+        self.load(t, Kind::Session, id).await?;
+        let message_id = message_id_of(item_id).ok_or_else(|| no_item(id, item_id))?;
+        let rec = match self.load_in(t, Kind::Message, id, message_id).await {
+            Err(Error::NotFound(_)) => return Err(no_item(id, item_id)),
+            other => other?,
+        };
+        super::records::decode(&rec)
+    }
+}
+
+fn no_item(conversation: Uuid, item: &str) -> Error {
+    Error::NotFound(format!("no item {item} in conversation {conversation}"))
+}
+
+fn conversation(s: &Session) -> Conversation {
+    Conversation {
+        id: s.id,
+        object: "conversation".into(),
+        created_at: s.created_at.timestamp(),
+        metadata: s.metadata.clone().map(Metadata::into_inner).unwrap_or_default(),
+    }
+}
+
+fn item_list(data: Vec<ConversationItem>, has_more: bool) -> ItemList {
+    ItemList {
+        object: "list".into(),
+        first_id: data.first().map(|i| i.id().to_owned()),
+        last_id: data.last().map(|i| i.id().to_owned()),
+        data,
+        has_more,
+    }
+}
+
+/// The id of the `i`-th tool call of message `id`, as a `function_call` item.
+fn call_item_id(id: Uuid, i: usize) -> String {
+    format!("fc_{}_{i}", id.simple())
+}
+
+/// The message an item id names: a message's own id, or `fc_<id>_<i>`.
+fn message_id_of(item_id: &str) -> Option<Uuid> {
+    match item_id.strip_prefix("fc_") {
+        Some(rest) => {
+            let (id, i) = rest.split_once('_')?;
+            i.parse::<usize>().ok()?;
+            Uuid::try_parse(id).ok()
+        }
+        None => Uuid::try_parse(item_id).ok(),
+    }
+}
+
+/// A message as OpenAI's items: a `message` (for text; for an assistant
+/// message only when it has text or no calls), then a `function_call` per tool
+/// call; a `tool` message is a `function_call_output`.
+pub fn items_of(m: &Message) -> Vec<ConversationItem> {
+    let completed = || "completed".to_owned();
+    match m.role {
+        Role::Tool => vec![ConversationItem::FunctionCallOutput {
+            id: m.id.to_string(),
+            call_id: m.tool_call_id.clone().unwrap_or_default(),
+            output: m.content.clone(),
+            status: completed(),
+        }],
+        Role::User | Role::System => vec![ConversationItem::Message {
+            id: m.id.to_string(),
+            status: completed(),
+            role: if m.role == Role::User { "user" } else { "system" }.into(),
+            content: vec![ItemContent::InputText { text: m.content.clone() }],
+        }],
+        Role::Assistant => {
+            let calls = m.tool_calls.as_deref().unwrap_or_default();
+            let mut items = Vec::with_capacity(1 + calls.len());
+            if !m.content.is_empty() || calls.is_empty() {
+                items.push(ConversationItem::Message {
+                    id: m.id.to_string(),
+                    status: completed(),
+                    role: "assistant".into(),
+                    content: vec![ItemContent::OutputText {
+                        text: m.content.clone(),
+                        annotations: Vec::new(),
+                    }],
+                });
+            }
+            items.extend(calls.iter().enumerate().map(|(i, c)| ConversationItem::FunctionCall {
+                id: call_item_id(m.id, i),
+                call_id: c.id.clone(),
+                name: c.function.name.clone(),
+                arguments: c.function.arguments.clone(),
+                status: completed(),
+            }));
+            items
+        }
+    }
+}
+
+/// The text of a content: itself, or its text parts joined by newlines.
+pub fn text_of(content: Option<&CompletionContent>) -> String {
+    match content {
+        None => String::new(),
+        Some(CompletionContent::Text(text)) => text.clone(),
+        Some(CompletionContent::Parts(parts)) => {
+            parts.iter().filter_map(|p| p.text.as_deref()).collect::<Vec<_>>().join("\n")
+        }
+    }
+}
+
+/// Items as the session's messages: each `message` a message (`developer`
+/// as `system`), consecutive `function_call`s one assistant message calling
+/// them, each `function_call_output` a `tool` message. Validation saw to the
+/// fields each type needs, and to the types.
+pub fn messages_of_items(items: Vec<InputItem>) -> Vec<CreateMessageRequest> {
+    let mut out: Vec<CreateMessageRequest> = Vec::with_capacity(items.len());
+    let mut calling = false; // whether the last message is one made of function_call items
+    for item in items {
+        let message = |role: Role, content: String| CreateMessageRequest {
+            role,
+            content,
+            name: None,
+            tool_calls: None,
+            tool_call_id: None,
+            metadata: None,
+        };
+        match item.kind() {
+            "function_call" => {
+                let call = ToolCall {
+                    id: item.call_id.clone().unwrap_or_default(),
+                    kind: ToolCallType::Function,
+                    function: FunctionCall {
+                        name: item.name.clone().unwrap_or_default(),
+                        arguments: item.arguments.clone().unwrap_or_default(),
+                    },
+                };
+                match out.last_mut() {
+                    Some(last) if calling => last.tool_calls.get_or_insert_with(Vec::new).push(call),
+                    _ => out.push(CreateMessageRequest {
+                        tool_calls: Some(vec![call]),
+                        ..message(Role::Assistant, String::new())
+                    }),
+                }
+                calling = true;
+                continue;
+            }
+            "function_call_output" => out.push(CreateMessageRequest {
+                tool_call_id: item.call_id.clone(),
+                ..message(Role::Tool, text_of(item.output.as_ref()))
+            }),
+            _ => {
+                let role = match item.role {
+                    Some(InputRole::Assistant) => Role::Assistant,
+                    Some(InputRole::System | InputRole::Developer) => Role::System,
+                    Some(InputRole::User) | None => Role::User,
+                };
+                out.push(message(role, text_of(item.content.as_ref())));
+            }
+        }
+        calling = false;
+    }
+    out
+}

@@ -1,0 +1,131 @@
+//! Handlers of the OpenAI-compatible routes (`/v1`): the same authentication
+//! and domain as `/api`, their errors in OpenAI's shape ([`Reply::openai`]).
+
+use dropshot::{HttpResponseOk, RequestContext};
+
+use super::context::Ctx;
+use super::run::run;
+use crate::api::types::*;
+use crate::api::{ChatAnswer, JsonBody, OpenAiError, PathParams, QueryParams, Reply, V1};
+
+pub async fn openai_model_list(rqctx: RequestContext<Ctx>) -> V1<HttpResponseOk<ModelList>> {
+    let reply = run(&rqctx, |app, t| async move { app.model_list(t).await.map(HttpResponseOk) }).await;
+    Ok(reply?.openai())
+}
+
+pub async fn openai_chat_completion(
+    rqctx: RequestContext<Ctx>,
+    body: JsonBody<ChatCompletionRequest>,
+) -> V1<ChatAnswer<ChatCompletion>> {
+    let body = body.into_inner();
+    if let Some((param, message)) = body.unsupported() {
+        return Ok(Reply::Err(OpenAiError::unsupported(param, message, &rqctx.request_id)));
+    }
+    let reply = if body.stream {
+        run(&rqctx, |app, t| async move { super::stream::completion_stream(app, t, body).await }).await
+    } else {
+        run(&rqctx, |app, t| async move { app.completion(t, body).await.map(ChatAnswer::Json) }).await
+    };
+    Ok(reply?.openai())
+}
+
+/// A 400 naming the first unsupported item of `items` (under `field`), if any.
+fn unsupported_items(rqctx: &RequestContext<Ctx>, field: &str, items: &[InputItem]) -> Option<OpenAiError> {
+    unsupported_item(field, items)
+        .map(|(param, message)| OpenAiError::unsupported(param, message, &rqctx.request_id))
+}
+
+pub async fn openai_conversation_create(
+    rqctx: RequestContext<Ctx>,
+    body: JsonBody<CreateConversationRequest>,
+) -> V1<HttpResponseOk<Conversation>> {
+    let body = body.into_inner();
+    if let Some(e) = unsupported_items(&rqctx, "items", body.items.as_deref().unwrap_or_default()) {
+        return Ok(Reply::Err(e));
+    }
+    let reply =
+        run(&rqctx, |app, t| async move { app.conversation_create(t, body).await.map(HttpResponseOk) });
+    Ok(reply.await?.openai())
+}
+
+pub async fn openai_conversation_get(
+    rqctx: RequestContext<Ctx>,
+    path: PathParams<ConversationPath>,
+) -> V1<HttpResponseOk<Conversation>> {
+    let id = path.into_inner().conversation_id;
+    let reply = run(&rqctx, |app, t| async move { app.conversation_get(t, id).await.map(HttpResponseOk) });
+    Ok(reply.await?.openai())
+}
+
+pub async fn openai_conversation_update(
+    rqctx: RequestContext<Ctx>,
+    path: PathParams<ConversationPath>,
+    body: JsonBody<UpdateConversationRequest>,
+) -> V1<HttpResponseOk<Conversation>> {
+    let (id, metadata) = (path.into_inner().conversation_id, body.into_inner().metadata);
+    let reply =
+        run(
+            &rqctx,
+            |app, t| async move { app.conversation_update(t, id, metadata).await.map(HttpResponseOk) },
+        );
+    Ok(reply.await?.openai())
+}
+
+pub async fn openai_conversation_delete(
+    rqctx: RequestContext<Ctx>,
+    path: PathParams<ConversationPath>,
+) -> V1<HttpResponseOk<ConversationDeleted>> {
+    let id = path.into_inner().conversation_id;
+    let reply = run(&rqctx, |app, t| async move { app.conversation_delete(t, id).await.map(HttpResponseOk) });
+    Ok(reply.await?.openai())
+}
+
+pub async fn openai_item_list(
+    rqctx: RequestContext<Ctx>,
+    path: PathParams<ConversationPath>,
+    query: QueryParams<ItemListParams>,
+) -> V1<HttpResponseOk<ItemList>> {
+    let (id, params) = (path.into_inner().conversation_id, query.into_inner());
+    let reply =
+        run(&rqctx, |app, t| async move { app.conversation_items(t, id, params).await.map(HttpResponseOk) });
+    Ok(reply.await?.openai())
+}
+
+pub async fn openai_item_create(
+    rqctx: RequestContext<Ctx>,
+    path: PathParams<ConversationPath>,
+    body: JsonBody<CreateItemsRequest>,
+) -> V1<HttpResponseOk<ItemList>> {
+    let (id, body) = (path.into_inner().conversation_id, body.into_inner());
+    if let Some(e) = unsupported_items(&rqctx, "items", &body.items) {
+        return Ok(Reply::Err(e));
+    }
+    let reply =
+        run(
+            &rqctx,
+            |app, t| async move { app.conversation_items_create(t, id, body).await.map(HttpResponseOk) },
+        );
+    Ok(reply.await?.openai())
+}
+
+pub async fn openai_item_get(
+    rqctx: RequestContext<Ctx>,
+    path: PathParams<ConversationItemPath>,
+) -> V1<HttpResponseOk<ConversationItem>> {
+    let ConversationItemPath { conversation_id, item_id } = path.into_inner();
+    let reply = run(&rqctx, |app, t| async move {
+        app.conversation_item(t, conversation_id, &item_id).await.map(HttpResponseOk)
+    });
+    Ok(reply.await?.openai())
+}
+
+pub async fn openai_item_delete(
+    rqctx: RequestContext<Ctx>,
+    path: PathParams<ConversationItemPath>,
+) -> V1<HttpResponseOk<Conversation>> {
+    let ConversationItemPath { conversation_id, item_id } = path.into_inner();
+    let reply = run(&rqctx, |app, t| async move {
+        app.conversation_item_delete(t, conversation_id, &item_id).await.map(HttpResponseOk)
+    });
+    Ok(reply.await?.openai())
+}

@@ -1,0 +1,170 @@
+"""OpenAI's own Python package (pinned in .ci/requirements.txt) against the
+service's OpenAI-compatible routes (`/v1`), the model provider being the tests'
+fake upstream (its default answer echoes the last user message; a last
+message `call <tool> <arguments>` calls that tool; a tool result is answered
+`the tool answered: <result>`).
+
+Checks the model list, chat completions with an agent as the model and with a
+provider's model name, streamed and not, a function-tool round trip,
+conversations and their items (read back through `/api` as sessions and
+messages), and that the package's typed errors come out of our error answers.
+
+Usage: python openai_client.py BASE_URL API_KEY
+(`bash .ci/openai-client` starts the fake and the server and runs this).
+"""
+
+import json
+import sys
+import urllib.request
+import uuid
+
+import openai
+from openai import OpenAI
+
+
+def api(base, key, method, path, body=None):
+    """A request to the service's own `/api` routes."""
+    req = urllib.request.Request(
+        base + path,
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read() or b"null")
+
+
+def expect(cond, what):
+    if not cond:
+        raise AssertionError(what)
+    print(f"ok: {what}")
+
+
+def main(base, key):
+    agent = api(base, key, "POST", "/api/agents", {"name": "Ada", "instructions": ["Be brief."]})
+    tool = {"name": "get_weather", "type": "function", "description": "The weather in a city",
+            "function": {"parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+    api(base, key, "POST", f"/api/agents/{agent['id']}/tools", tool)
+
+    # Three lines, as the README says.
+    client = OpenAI(base_url=base + "/v1", api_key=key, max_retries=0, timeout=30)
+
+    models = [m.id for m in client.models.list()]
+    expect(agent["id"] in models, f"GET /v1/models lists the agent ({len(models)} models)")
+
+    answer = client.chat.completions.create(
+        model=agent["id"], messages=[{"role": "user", "content": "hello from python"}]
+    )
+    expect(answer.object == "chat.completion", "a chat.completion")
+    expect(answer.choices[0].message.content == "hello from python", "the agent answered (echo)")
+    expect(answer.choices[0].finish_reason == "stop", "finish_reason stop")
+    expect(answer.usage.total_tokens > 0, f"usage {answer.usage.total_tokens} tokens")
+
+    proxied = client.chat.completions.create(
+        model="any-provider-model", messages=[{"role": "user", "content": "proxied text"}], temperature=0.2
+    )
+    expect(proxied.choices[0].message.content == "proxied text", "a provider's model name is proxied")
+
+    chunks = list(
+        client.chat.completions.create(
+            model=agent["id"],
+            messages=[{"role": "user", "content": "one two three"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    expect(text == "one two three", f"streamed text in {len(chunks)} chunks")
+    expect(chunks[-1].usage is not None and not chunks[-1].choices, "the last chunk carries the usage")
+
+    # A function tool round trip: the agent's tool, called, answered.
+    messages = [{"role": "user", "content": 'call get_weather {"city": "Paris"}'}]
+    called = client.chat.completions.create(model=agent["id"], messages=messages)
+    choice = called.choices[0]
+    expect(choice.finish_reason == "tool_calls", "the model calls the agent's tool")
+    call = choice.message.tool_calls[0]
+    expect(call.function.name == "get_weather" and json.loads(call.function.arguments) == {"city": "Paris"},
+           "the call names the tool with its arguments")
+    messages.append(choice.message.model_dump(exclude_none=True))
+    messages.append({"role": "tool", "tool_call_id": call.id, "content": "sunny"})
+    final = client.chat.completions.create(model=agent["id"], messages=messages)
+    expect(final.choices[0].message.content == "the tool answered: sunny", "the tool's result reached the model")
+
+    # Streamed tool calls are put together by the package.
+    with client.chat.completions.stream(
+        model=agent["id"], messages=[{"role": "user", "content": 'call get_weather {"city": "Oslo"}'}]
+    ) as stream:
+        done = stream.get_final_completion()
+    streamed_call = done.choices[0].message.tool_calls[0]
+    expect(streamed_call.function.name == "get_weather" and json.loads(streamed_call.function.arguments)
+           == {"city": "Oslo"}, "a streamed tool call, assembled by the package")
+
+    # Conversations are sessions; their items are the session's messages.
+    conv = client.conversations.create(
+        metadata={"topic": "trip"},
+        items=[
+            {"type": "message", "role": "developer", "content": "Be brief."},
+            {"type": "message", "role": "user", "content": "Plan a trip"},
+        ],
+    )
+    expect(conv.object == "conversation" and conv.metadata == {"topic": "trip"}, "a conversation created")
+    session = api(base, key, "GET", f"/api/sessions/{conv.id}")
+    expect(session["id"] == conv.id, "the conversation is a session at /api/sessions/{id}")
+    added = client.conversations.items.create(
+        conv.id,
+        items=[
+            {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city": "Lyon"}'},
+            {"type": "function_call_output", "call_id": "call_1", "output": "rainy"},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "Take an umbrella."}]},
+        ],
+    )
+    expect([i.type for i in added.data] == ["function_call", "function_call_output", "message"], "items appended")
+    # Paged by the package's cursor iterator, two at a time, oldest first.
+    items = list(client.conversations.items.list(conv.id, order="asc", limit=2))
+    expect([i.type for i in items] == ["message", "message", "function_call", "function_call_output", "message"],
+           f"{len(items)} items read back in pages of 2")
+    expect(items[4].content[0].text == "Take an umbrella.", "the assistant's text")
+    one = client.conversations.items.retrieve(items[2].id, conversation_id=conv.id)
+    expect(one.type == "function_call" and one.name == "get_weather", "one item by id")
+    messages = api(base, key, "GET", f"/api/sessions/{conv.id}/messages?direction=asc")["items"]
+    expect([m["role"] for m in messages] == ["system", "user", "assistant", "tool", "assistant"],
+           "the items are the session's messages")
+    client.conversations.items.delete(items[4].id, conversation_id=conv.id)
+    expect(len(list(client.conversations.items.list(conv.id))) == 4, "an item deleted")
+    updated = client.conversations.update(conv.id, metadata={"topic": "holiday"})
+    expect(updated.metadata == {"topic": "holiday"}, "metadata replaced")
+    expect(client.conversations.retrieve(conv.id).metadata == {"topic": "holiday"}, "and read back")
+    deleted = client.conversations.delete(conv.id)
+    expect(deleted.deleted and deleted.id == conv.id, "the conversation deleted")
+    try:
+        client.conversations.retrieve(conv.id)
+        raise AssertionError("a deleted conversation answered")
+    except openai.NotFoundError:
+        expect(True, "a deleted conversation: NotFoundError")
+
+    # Our errors, as the package's typed exceptions.
+    try:
+        client.chat.completions.create(model=str(uuid.uuid4()), messages=[{"role": "user", "content": "x"}])
+        raise AssertionError("an unknown agent id answered")
+    except openai.NotFoundError as e:
+        expect(e.code == "not_found", f"unknown agent id: NotFoundError ({e.message})")
+    try:
+        client.chat.completions.create(model=agent["id"], messages=[{"role": "user", "content": "x"}], n=3)
+        raise AssertionError("n=3 answered")
+    except openai.BadRequestError as e:
+        expect(e.param == "n", f"n=3: BadRequestError naming param n ({e.message})")
+    try:
+        client.chat.completions.create(model=agent["id"], messages=[{"role": "user", "content": "x"}], temperature=7)
+        raise AssertionError("temperature=7 answered")
+    except openai.UnprocessableEntityError as e:
+        expect(e.param == "temperature", f"temperature=7: UnprocessableEntityError naming param temperature")
+    try:
+        OpenAI(base_url=base + "/v1", api_key="ap_not_a_key", max_retries=0).models.list()
+        raise AssertionError("a wrong key answered")
+    except openai.AuthenticationError as e:
+        expect(e.code == "unauthorized", "a wrong key: AuthenticationError")
+    print("openai package: all checks passed")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1].rstrip("/"), sys.argv[2])

@@ -1,0 +1,554 @@
+//! The OpenAI-compatible routes (`/v1`) against a live server whose model
+//! provider is the scripted fake upstream: the model list, chat completions
+//! with an agent as the model and with a provider's model name (proxied),
+//! streamed and not, tool calls, and errors in OpenAI's shape.
+
+use agent_platform::models::fake_upstream::{Behaviour, FakeUpstream};
+use agent_platform::models::{ModelsConfig, ProviderConfig};
+use agent_platform_tests::{Raw, TestServer, doc, types};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+struct Setup {
+    s: TestServer,
+    fake: FakeUpstream,
+    agent: Uuid,
+}
+
+/// A server on the fake (serving every model name, default `fake-model`) and
+/// an agent with instructions, default settings, a function tool and a document.
+async fn setup() -> Setup {
+    let fake = FakeUpstream::start().await;
+    let s = TestServer::with_models(agent_platform_tests::fake_models(&fake, 5.0)).await;
+    let agent = agent_with_tool_and_doc(&s).await;
+    Setup { s, fake, agent }
+}
+
+async fn agent_with_tool_and_doc(s: &TestServer) -> Uuid {
+    let body = json!({"name": "Ada", "about": "a travel assistant", "instructions": ["Answer in one line."],
+                      "default_settings": {"temperature": 0.3, "max_tokens": 50}});
+    let r = s.raw("POST", "/api/agents", Some(&body.to_string())).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let agent: Uuid = r.body["id"].as_str().unwrap().parse().unwrap();
+    let tool = json!({"name": "get_weather", "type": "function", "description": "The weather",
+                      "function": {"parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}});
+    let r = s.raw("POST", &format!("/api/agents/{agent}/tools"), Some(&tool.to_string())).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    s.agent_doc(agent, doc("Lyon", &["Lyon is famous for its traditional bouchons."])).await;
+    agent
+}
+
+impl Setup {
+    async fn complete(&self, body: Value) -> Raw {
+        self.s.raw("POST", "/v1/chat/completions", Some(&body.to_string())).await
+    }
+
+    /// The body the fake received last.
+    fn upstream_body(&self) -> Value {
+        self.fake.last_request().expect("a request upstream").body
+    }
+}
+
+fn user(text: &str) -> Value {
+    json!({"role": "user", "content": text})
+}
+
+#[tokio::test]
+async fn models_are_the_tenants_agents_then_the_providers_listed_models() {
+    let fake = FakeUpstream::start().await;
+    let models = ModelsConfig {
+        providers: vec![ProviderConfig {
+            name: "local".into(),
+            base_url: fake.base_url(),
+            api_key_env: None,
+            models: vec!["small-model".into(), "large-model".into()],
+        }],
+        default_model: Some("small-model".into()),
+        ..ModelsConfig::default()
+    };
+    let s = TestServer::with_models(models).await;
+    let first = s.create_agent("First").await;
+    let second = s.create_agent("Second").await;
+    let list = s.client.openai_model_list().send().await.unwrap().into_inner();
+    assert_eq!(list.object, "list");
+    let got: Vec<(String, String, String)> =
+        list.data.iter().map(|m| (m.id.clone(), m.object.clone(), m.owned_by.clone())).collect();
+    let expected: Vec<(String, String, String)> = [
+        (first.id.to_string(), "agent-platform"),
+        (second.id.to_string(), "agent-platform"),
+        ("small-model".into(), "local"),
+        ("large-model".into(), "local"),
+    ]
+    .into_iter()
+    .map(|(id, owner)| (id, "model".to_owned(), owner.to_owned()))
+    .collect();
+    assert_eq!(got, expected);
+    assert_eq!(list.data[0].created, first.created_at.timestamp());
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn an_agent_as_the_model_answers_with_its_system_message_tools_docs_and_settings_and_saves_nothing() {
+    let t = setup().await;
+    t.fake.push(Behaviour::Text("Try a bouchon.".into()));
+    // Through the generated client, in its types.
+    let message = |role: types::CompletionRole, text: &str| types::CompletionMessage {
+        role,
+        content: Some(types::CompletionContent::String(text.into())),
+        name: None,
+        tool_calls: None,
+        tool_call_id: None,
+    };
+    let body = types::ChatCompletionRequest::builder()
+        .model(t.agent.to_string())
+        .messages(vec![
+            message(types::CompletionRole::Developer, "Be brief."),
+            message(types::CompletionRole::User, "Where should I eat in Lyon?"),
+        ])
+        .temperature(Some(0.9));
+    let answer = t.s.client.openai_chat_completion().body(body).send().await.unwrap().into_inner();
+    assert_eq!(answer.object, "chat.completion");
+    assert_eq!(answer.model, "fake-model");
+    assert_eq!(answer.choices.len(), 1);
+    assert_eq!(answer.choices[0].message.role, "assistant");
+    assert_eq!(answer.choices[0].message.content.as_deref(), Some("Try a bouchon."));
+    assert_eq!(answer.choices[0].finish_reason.as_deref(), Some("stop"));
+    assert!(answer.usage.total_tokens > 0);
+
+    let sent = t.upstream_body();
+    let messages = sent["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 3, "{sent}");
+    assert_eq!(messages[0]["role"], "system");
+    let system = messages[0]["content"].as_str().unwrap();
+    for part in ["Ada", "a travel assistant", "Answer in one line.", "bouchons"] {
+        assert!(system.contains(part), "{part:?} missing from the system message {system:?}");
+    }
+    assert_eq!(messages[1], json!({"role": "system", "content": "Be brief."}));
+    assert_eq!(messages[2], json!({"role": "user", "content": "Where should I eat in Lyon?"}));
+    assert_eq!(sent["model"], "fake-model");
+    assert_eq!(sent["tools"][0]["function"]["name"], "get_weather");
+    // The request's settings over the agent's.
+    assert!((sent["temperature"].as_f64().unwrap() - 0.9).abs() < 1e-6, "{sent}");
+    assert_eq!(sent["max_tokens"], 50);
+    // Stateless: no session, no message.
+    let sessions = t.s.raw("GET", "/api/sessions", None).await;
+    assert_eq!(sessions.body["items"], json!([]));
+    t.s.stop().await;
+}
+
+#[tokio::test]
+async fn any_other_model_name_goes_to_its_provider_as_sent() {
+    let t = setup().await;
+    t.fake.push(Behaviour::Text("proxied".into()));
+    let tool = json!({"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}});
+    let r = t
+        .complete(json!({
+            "model": "some-upstream-model",
+            "messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+            "tools": [tool],
+            "tool_choice": "auto",
+            "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}},
+            "parallel_tool_calls": false,
+            "user": "end-user-1",
+            "max_completion_tokens": 7,
+            "max_tokens": 99,
+            "stop": "END",
+            "seed": 3,
+            "logprobs": false,
+            "some_future_field": {"ignored": true},
+        }))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["choices"][0]["message"]["content"], "proxied");
+    assert_eq!(r.body["choices"][0]["logprobs"], Value::Null);
+    let sent = t.upstream_body();
+    assert_eq!(sent["model"], "some-upstream-model");
+    assert_eq!(
+        sent["messages"],
+        json!([{"role": "system", "content": "sys"}, {"role": "user", "content": "a\nb"}])
+    );
+    assert_eq!(
+        sent["tools"],
+        json!([{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}])
+    );
+    assert_eq!(sent["tool_choice"], "auto");
+    assert_eq!(sent["response_format"]["type"], "json_schema");
+    assert_eq!(sent["parallel_tool_calls"], false);
+    assert_eq!(sent["user"], "end-user-1");
+    assert_eq!(sent["max_tokens"], 7);
+    assert_eq!(sent["stop"], json!(["END"]));
+    assert_eq!(sent["seed"], 3);
+    assert!(sent.get("some_future_field").is_none(), "{sent}");
+    t.s.stop().await;
+}
+
+#[tokio::test]
+async fn tool_calls_come_back_and_their_results_go_to_the_model() {
+    let t = setup().await;
+    t.fake.push(Behaviour::ToolCall { name: "get_weather".into(), arguments: r#"{"city":"Lyon"}"#.into() });
+    let r = t.complete(json!({"model": t.agent, "messages": [user("Weather in Lyon?")]})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let choice = &r.body["choices"][0];
+    assert_eq!(choice["finish_reason"], "tool_calls");
+    assert_eq!(choice["message"]["content"], Value::Null);
+    let call = choice["message"]["tool_calls"][0].clone();
+    assert_eq!(call["function"]["name"], "get_weather");
+    assert_eq!(call["function"]["arguments"], r#"{"city":"Lyon"}"#);
+
+    t.fake.push(Behaviour::Text("Sunny in Lyon.".into()));
+    let r = t
+        .complete(json!({"model": t.agent, "messages": [
+            user("Weather in Lyon?"),
+            {"role": "assistant", "content": null, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": call["id"], "content": "sunny"},
+        ]}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["choices"][0]["message"]["content"], "Sunny in Lyon.");
+    let sent = t.upstream_body();
+    let messages = sent["messages"].as_array().unwrap();
+    let n = messages.len();
+    assert_eq!(messages[n - 2]["tool_calls"][0]["id"], call["id"]);
+    assert_eq!(messages[n - 2]["content"], Value::Null);
+    assert_eq!(messages[n - 1], json!({"role": "tool", "tool_call_id": call["id"], "content": "sunny"}));
+    t.s.stop().await;
+}
+
+/// The `data:` payloads of a streamed answer, and its status and content type.
+async fn stream(t: &Setup, body: Value) -> (u16, String, Vec<String>) {
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", t.s.base))
+        .header("authorization", format!("Bearer {}", t.s.key))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let content_type = resp.headers()["content-type"].to_str().unwrap().to_owned();
+    let text = resp.text().await.unwrap();
+    let events = text
+        .split("\n\n")
+        .filter_map(|block| block.trim().strip_prefix("data: ").map(str::to_owned))
+        .collect();
+    (status, content_type, events)
+}
+
+#[tokio::test]
+async fn streamed_completions_are_chunks_then_usage_when_asked_then_done() {
+    let t = setup().await;
+    t.fake.push(Behaviour::Text("one two three".into()));
+    let body = json!({"model": t.agent, "messages": [user("count")], "stream": true,
+                      "stream_options": {"include_usage": true}});
+    let (status, content_type, events) = stream(&t, body).await;
+    assert_eq!((status, content_type.as_str()), (200, "text/event-stream"));
+    assert_eq!(events.last().unwrap(), "[DONE]");
+    let chunks: Vec<Value> =
+        events[..events.len() - 1].iter().map(|d| serde_json::from_str(d).unwrap()).collect();
+    for c in &chunks {
+        assert_eq!(c["object"], "chat.completion.chunk", "{c}");
+        assert_eq!(c["id"], chunks[0]["id"]);
+        assert!(c["created"].as_i64().unwrap() > 0);
+    }
+    let text: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    assert_eq!(text, "one two three");
+    let last = chunks.last().unwrap();
+    assert_eq!(last["choices"], json!([]));
+    assert!(last["usage"]["total_tokens"].as_i64().unwrap() > 0, "{last}");
+    assert!(chunks.iter().any(|c| c["choices"][0]["finish_reason"] == "stop"));
+
+    // Without include_usage: no usage anywhere.
+    t.fake.push(Behaviour::Text("four five".into()));
+    let (status, _, events) =
+        stream(&t, json!({"model": "fake-model", "messages": [user("more")], "stream": true})).await;
+    assert_eq!(status, 200);
+    assert_eq!(events.last().unwrap(), "[DONE]");
+    for e in &events[..events.len() - 1] {
+        let c: Value = serde_json::from_str(e).unwrap();
+        assert!(c.get("usage").is_none(), "{c}");
+        assert_eq!(c["choices"].as_array().unwrap().len(), 1, "{c}");
+    }
+
+    // A stream cut by the provider ends with an error event in OpenAI's shape.
+    t.fake.push(Behaviour::CutStream { chunks_before_cut: 2 });
+    let (status, _, events) =
+        stream(&t, json!({"model": "fake-model", "messages": [user("cut")], "stream": true})).await;
+    assert_eq!(status, 200);
+    let last: Value = serde_json::from_str(events.last().unwrap()).unwrap();
+    assert_eq!(last["error"]["type"], "server_error", "{last}");
+    assert_eq!(last["error"]["code"], "upstream_error", "{last}");
+    t.s.stop().await;
+}
+
+#[tokio::test]
+async fn errors_on_v1_are_in_openais_shape_with_the_usual_statuses() {
+    let t = setup().await;
+    let error = |r: &Raw| r.body["error"].clone();
+    let shape = |r: &Raw| {
+        let keys: Vec<&String> =
+            r.body["error"].as_object().unwrap_or_else(|| panic!("{}", r.body)).keys().collect();
+        assert_eq!(keys, ["code", "message", "param", "type"], "{}", r.body);
+        assert_eq!(r.body.as_object().unwrap().len(), 1, "{}", r.body);
+    };
+    // No key.
+    let r = t.s.raw_with("GET", "/v1/models", None, None).await;
+    assert_eq!(r.status, 401);
+    shape(&r);
+    assert_eq!(error(&r)["type"], "authentication_error");
+    assert_eq!(error(&r)["code"], "unauthorized");
+    assert!(r.headers.contains_key("x-request-id"));
+    // A validation failure names the param.
+    let r = t.complete(json!({"model": "m"})).await;
+    assert_eq!(r.status, 422);
+    shape(&r);
+    assert_eq!(
+        (error(&r)["type"].clone(), error(&r)["param"].clone(), error(&r)["code"].clone()),
+        (json!("invalid_request_error"), json!("messages"), json!("missing"))
+    );
+    let r = t.complete(json!({"model": "m", "messages": [user("x")], "temperature": 3})).await;
+    assert_eq!((r.status, error(&r)["param"].clone()), (422, json!("temperature")), "{}", r.body);
+    let r = t.complete(json!({"model": "m", "messages": [{"role": "tool", "content": "x"}]})).await;
+    assert_eq!(
+        (r.status, error(&r)["param"].clone()),
+        (422, json!("messages[0].tool_call_id")),
+        "{}",
+        r.body
+    );
+    // Unsupported features: 400 naming the param.
+    let r = t.complete(json!({"model": "m", "messages": [user("x")], "n": 2})).await;
+    assert_eq!((r.status, error(&r)["param"].clone()), (400, json!("n")), "{}", r.body);
+    shape(&r);
+    let image = json!({"role": "user", "content": [{"type": "text", "text": "see"}, {"type": "image_url", "image_url": {"url": "http://x"}}]});
+    let r = t.complete(json!({"model": "m", "messages": [image]})).await;
+    assert_eq!(
+        (r.status, error(&r)["param"].clone()),
+        (400, json!("messages[0].content[1].type")),
+        "{}",
+        r.body
+    );
+    // An id that is no agent of the tenant.
+    let r = t.complete(json!({"model": Uuid::now_v7(), "messages": [user("x")]})).await;
+    assert_eq!((r.status, error(&r)["code"].clone()), (404, json!("not_found")), "{}", r.body);
+    // The provider failing: 502, nothing saved.
+    t.fake.push(Behaviour::Fail { status: 500, body: "boom".into() });
+    let r = t.complete(json!({"model": t.agent, "messages": [user("x")]})).await;
+    assert_eq!(
+        (r.status, error(&r)["type"].clone(), error(&r)["code"].clone()),
+        (502, json!("server_error"), json!("upstream_error")),
+        "{}",
+        r.body
+    );
+    t.fake.push(Behaviour::RateLimited { retry_after: Some("7".into()) });
+    let r = t.complete(json!({"model": "m", "messages": [user("x")]})).await;
+    assert_eq!((r.status, error(&r)["type"].clone()), (429, json!("rate_limit_error")), "{}", r.body);
+    assert_eq!(r.headers["retry-after"], "7");
+    // Router errors under /v1 too; /api keeps its own shape.
+    let r = t.s.raw("GET", "/v1/no-such-route", None).await;
+    assert_eq!((r.status, error(&r)["code"].clone()), (404, json!("not_found")), "{}", r.body);
+    shape(&r);
+    let r = t.s.raw("DELETE", "/v1/models", None).await;
+    assert_eq!((r.status, error(&r)["code"].clone()), (405, json!("method_not_allowed")), "{}", r.body);
+    let r = t.s.raw("GET", "/api/no-such-route", None).await;
+    assert_eq!((r.status, r.body["code"].clone()), (404, json!("not_found")), "{}", r.body);
+    t.s.stop().await;
+}
+
+// ---------------------------------------------------------------- conversations
+
+#[tokio::test]
+async fn a_conversation_is_a_session_and_its_items_are_the_sessions_messages() {
+    let s = TestServer::start().await;
+    // Created through /v1 with items: a session with those messages, in one write.
+    let r = s
+        .raw(
+            "POST",
+            "/v1/conversations",
+            Some(
+                &json!({"metadata": {"topic": "trip"}, "items": [
+                    {"type": "message", "role": "developer", "content": "Be brief."},
+                    {"role": "user", "content": [{"type": "input_text", "text": "Plan"}, {"type": "input_text", "text": "a trip"}]},
+                    {"type": "function_call", "call_id": "call_1", "name": "search", "arguments": "{\"q\":\"Lyon\"}"},
+                    {"type": "function_call", "call_id": "call_2", "name": "search", "arguments": "{\"q\":\"Nice\"}"},
+                    {"type": "function_call_output", "call_id": "call_1", "output": "rainy"},
+                    {"type": "function_call_output", "call_id": "call_2", "output": [{"type": "input_text", "text": "sunny"}]},
+                    {"role": "assistant", "content": [{"type": "output_text", "text": "Go to Nice."}]},
+                ]})
+                .to_string(),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["object"], "conversation");
+    assert_eq!(r.body["metadata"], json!({"topic": "trip"}));
+    let id: Uuid = r.body["id"].as_str().unwrap().parse().unwrap();
+    let session = s.raw("GET", &format!("/api/sessions/{id}"), None).await;
+    assert_eq!(session.status, 200, "{}", session.body);
+    assert_eq!((session.body["agents"].clone(), session.body["users"].clone()), (json!([]), json!([])));
+    let messages = s.raw("GET", &format!("/api/sessions/{id}/messages?direction=asc"), None).await;
+    let got: Vec<(String, String)> = messages.body["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap().to_owned(), m["content"].as_str().unwrap().to_owned()))
+        .collect();
+    let expected = [
+        ("system", "Be brief."),
+        ("user", "Plan\na trip"),
+        ("assistant", ""),
+        ("tool", "rainy"),
+        ("tool", "sunny"),
+        ("assistant", "Go to Nice."),
+    ];
+    assert_eq!(got, expected.map(|(r, c)| (r.to_owned(), c.to_owned())));
+    let calls = &messages.body["items"][2]["tool_calls"];
+    assert_eq!(calls.as_array().unwrap().len(), 2, "consecutive calls are one assistant message: {calls}");
+
+    // Its items, in OpenAI's shapes, oldest first.
+    let items = s.raw("GET", &format!("/v1/conversations/{id}/items?order=asc&limit=100"), None).await;
+    assert_eq!(items.status, 200, "{}", items.body);
+    let kinds: Vec<&str> =
+        items.body["data"].as_array().unwrap().iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "message",
+            "message",
+            "function_call",
+            "function_call",
+            "function_call_output",
+            "function_call_output",
+            "message"
+        ]
+    );
+    let data = items.body["data"].as_array().unwrap();
+    assert_eq!(data[0]["role"], "system");
+    assert_eq!(data[1]["content"], json!([{"type": "input_text", "text": "Plan\na trip"}]));
+    assert_eq!(data[3]["call_id"], "call_2");
+    assert_eq!(data[5]["output"], "sunny");
+    assert_eq!(
+        data[6]["content"],
+        json!([{"type": "output_text", "text": "Go to Nice.", "annotations": []}])
+    );
+    assert_eq!(items.body["has_more"], false);
+    assert_eq!(items.body["first_id"], data[0]["id"]);
+    assert_eq!(items.body["last_id"], data[6]["id"]);
+
+    // Cursor paging, both orders: the pages add up to the whole list.
+    for order in ["asc", "desc"] {
+        let mut seen = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let q = match &after {
+                Some(a) => format!("order={order}&limit=3&after={a}"),
+                None => format!("order={order}&limit=3"),
+            };
+            let page = s.raw("GET", &format!("/v1/conversations/{id}/items?{q}"), None).await;
+            assert_eq!(page.status, 200, "{}", page.body);
+            seen.extend(
+                page.body["data"].as_array().unwrap().iter().map(|i| i["id"].as_str().unwrap().to_owned()),
+            );
+            if page.body["has_more"] == false {
+                break;
+            }
+            after = Some(page.body["last_id"].as_str().unwrap().to_owned());
+        }
+        let mut all: Vec<String> = data.iter().map(|i| i["id"].as_str().unwrap().to_owned()).collect();
+        if order == "desc" {
+            all.reverse();
+        }
+        assert_eq!(seen, all, "order {order}");
+    }
+    let r = s.raw("GET", &format!("/v1/conversations/{id}/items?after={}", Uuid::now_v7()), None).await;
+    assert_eq!(r.status, 404, "{}", r.body);
+
+    // One item, by id; a function call's id too.
+    let call_id = data[2]["id"].as_str().unwrap();
+    let r = s.raw("GET", &format!("/v1/conversations/{id}/items/{call_id}"), None).await;
+    assert_eq!((r.status, r.body.clone()), (200, data[2].clone()));
+    let r = s.raw("GET", &format!("/v1/conversations/{id}/items/nonsense"), None).await;
+    assert_eq!((r.status, r.body["error"]["code"].clone()), (404, json!("not_found")), "{}", r.body);
+
+    // Appending items; deleting one (a call takes its whole message along).
+    let r = s
+        .raw(
+            "POST",
+            &format!("/v1/conversations/{id}/items"),
+            Some(&json!({"items": [{"role": "user", "content": "Thanks"}]}).to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["data"][0]["content"][0]["text"], "Thanks");
+    let r = s.raw("DELETE", &format!("/v1/conversations/{id}/items/{call_id}"), None).await;
+    assert_eq!((r.status, r.body["id"].clone()), (200, json!(id)), "{}", r.body);
+    let items = s.raw("GET", &format!("/v1/conversations/{id}/items?order=asc"), None).await;
+    let kinds: Vec<&str> =
+        items.body["data"].as_array().unwrap().iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["message", "message", "function_call_output", "function_call_output", "message", "message"]
+    );
+    let r = s.raw("DELETE", &format!("/v1/conversations/{id}/items/{call_id}"), None).await;
+    assert_eq!(r.status, 404, "{}", r.body);
+
+    // Metadata replaced; /api sees it.
+    let r = s
+        .raw("POST", &format!("/v1/conversations/{id}"), Some(&json!({"metadata": {"k": "v"}}).to_string()))
+        .await;
+    assert_eq!((r.status, r.body["metadata"].clone()), (200, json!({"k": "v"})), "{}", r.body);
+    let session = s.raw("GET", &format!("/api/sessions/{id}"), None).await;
+    assert_eq!(session.body["metadata"], json!({"k": "v"}));
+    // No agent answers a chat in it through /api: a 400 saying so.
+    let r = s
+        .raw(
+            "POST",
+            &format!("/api/sessions/{id}/chat"),
+            Some(&json!({"messages": [{"role": "user", "content": "hi"}]}).to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body["detail"].as_str().unwrap().contains("no agent"), "{}", r.body);
+
+    // A session made through /api is a conversation too.
+    let agent = s.create_agent("Ada").await;
+    let made = s.create_session(&[agent.id], &[]).await;
+    s.say(made.id, "hello").await;
+    let r = s.raw("GET", &format!("/v1/conversations/{}", made.id), None).await;
+    assert_eq!((r.status, r.body["id"].clone()), (200, json!(made.id)));
+    let r = s.raw("GET", &format!("/v1/conversations/{}/items", made.id), None).await;
+    assert_eq!(r.body["data"][0]["content"][0]["text"], "hello");
+
+    // Deleted: gone from both APIs.
+    let r = s.raw("DELETE", &format!("/v1/conversations/{id}"), None).await;
+    assert_eq!(r.body, json!({"id": id, "object": "conversation.deleted", "deleted": true}));
+    assert_eq!(s.raw("GET", &format!("/api/sessions/{id}"), None).await.status, 404);
+    let r = s.raw("GET", &format!("/v1/conversations/{id}"), None).await;
+    assert_eq!((r.status, r.body["error"]["code"].clone()), (404, json!("not_found")));
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn conversation_items_are_validated_and_a_refused_request_writes_nothing() {
+    let s = TestServer::start().await;
+    let before = s.raw("GET", "/api/sessions", None).await.body;
+    let post = |body: Value| {
+        let s = &s;
+        async move { s.raw("POST", "/v1/conversations", Some(&body.to_string())).await }
+    };
+    let r = post(json!({"items": [{"type": "message", "content": "x"}]})).await;
+    assert_eq!((r.status, r.body["error"]["param"].clone()), (422, json!("items[0].role")), "{}", r.body);
+    let r = post(json!({"items": [{"role": "user", "content": "ok"}, {"type": "function_call", "name": "f", "arguments": "{}"}]})).await;
+    assert_eq!((r.status, r.body["error"]["param"].clone()), (422, json!("items[1].call_id")), "{}", r.body);
+    let r = post(json!({"items": [{"type": "reasoning", "summary": []}]})).await;
+    assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!("items[0].type")), "{}", r.body);
+    let r = post(
+        json!({"items": [{"role": "user", "content": [{"type": "input_image", "image_url": "http://x"}]}]}),
+    )
+    .await;
+    assert_eq!(
+        (r.status, r.body["error"]["param"].clone()),
+        (400, json!("items[0].content[0].type")),
+        "{}",
+        r.body
+    );
+    assert_eq!(s.raw("GET", "/api/sessions", None).await.body, before, "nothing was created");
+    s.stop().await;
+}
