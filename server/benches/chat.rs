@@ -1,7 +1,9 @@
 //! Chat overhead: the same chat (a) through the service, on a session with
 //! 1,000 messages, and (b) sent directly to the fake upstream (zero latency),
 //! in one run. Prints p50/p99 of the latency the service adds, and of the
-//! time to the first streamed byte it adds.
+//! time to the first streamed byte it adds; then the same for OpenAI's
+//! `POST /v1/chat/completions` with the agent as the model and the history
+//! in the request.
 //!
 //! `cargo bench -p agent-platform-benches --bench chat`
 //!
@@ -187,8 +189,51 @@ async fn main() {
     report("streamed: first byte", &mut svc_first, &mut direct_first);
     report("streamed: whole answer", &mut svc_total, &mut direct_total);
     println!(
-        "({ROUNDS} rounds of one request each way, interleaved; prompt of {} messages; upstream requests seen: {})",
+        "({ROUNDS} rounds of one request each way, interleaved; prompt of {} messages)",
         upstream_body["messages"].as_array().unwrap().len(),
+    );
+
+    // The same work through OpenAI's chat completions, the agent as the model:
+    // stateless, so the client sends the session's history itself.
+    let history: Value = http
+        .get(format!("{base}/api/sessions/{sid}/messages?limit=1000&direction=asc"))
+        .header("authorization", &auth)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let mut messages: Vec<Value> = history["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| json!({"role": m["role"], "content": m["content"]}))
+        .collect();
+    messages.push(json!({"role": "user", "content": "What did we say about cells?"}));
+    let v1_url = format!("{base}/v1/chat/completions");
+    let completion = json!({"model": agent["id"], "messages": messages});
+    for _ in 0..5 {
+        measure_once(&http, &v1_url, &auth, &completion).await;
+    }
+    let mut upstream_body = fake.last_request().unwrap().body;
+    upstream_body["stream"] = json!(false);
+    upstream_body.as_object_mut().unwrap().remove("stream_options");
+    let ((mut svc, _), (mut direct, _)) =
+        measure(&http, (&v1_url, &auth, &completion), (&upstream_url, &upstream_body)).await;
+    report("/v1 agent: latency", &mut svc, &mut direct);
+    let mut completion_stream = completion.clone();
+    completion_stream["stream"] = json!(true);
+    upstream_body["stream"] = json!(true);
+    upstream_body["stream_options"] = json!({"include_usage": true});
+    let ((mut svc_total, mut svc_first), (mut direct_total, mut direct_first)) =
+        measure(&http, (&v1_url, &auth, &completion_stream), (&upstream_url, &upstream_body)).await;
+    report("/v1 agent streamed: first", &mut svc_first, &mut direct_first);
+    report("/v1 agent streamed: whole", &mut svc_total, &mut direct_total);
+    println!(
+        "(/v1/chat/completions with the agent's id as the model and the {} messages of history in the \
+         request, recall over the agent's docs; upstream requests seen: {})",
+        messages.len(),
         fake.requests().len()
     );
     running.shutdown().await.unwrap();
