@@ -1481,6 +1481,16 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Default::default()
         }
     }
+    ///The conversation of a response.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ConversationId {
+        pub id: ::uuid::Uuid,
+    }
+    impl ConversationId {
+        pub fn builder() -> builder::ConversationId {
+            Default::default()
+        }
+    }
     ///An item of a conversation: a view of one of its session's messages (an assistant message that calls tools is one `function_call` item per call, after its `message` item if it has text).
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     #[serde(tag = "type")]
@@ -1514,6 +1524,18 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             ///Always `completed`.
             status: ::std::string::String,
         },
+    }
+    ///The conversation a response is a turn of: its id, or `{"id": ...}`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(untagged)]
+    pub enum ConversationRef {
+        Uuid(::uuid::Uuid),
+        Object { id: ::uuid::Uuid },
+    }
+    impl ::std::convert::From<::uuid::Uuid> for ConversationRef {
+        fn from(value: ::uuid::Uuid) -> Self {
+            Self::Uuid(value)
+        }
     }
     ///Body of `POST /api/agents` and `PUT /api/agents/{id}` (PUT overwrites: omitted fields take their defaults).
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -1978,6 +2000,233 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     impl<'de> ::serde::Deserialize<'de> for CreateMessageRequestToolCallId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Body of `POST /v1/responses` (OpenAI's request; unknown fields are ignored).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct CreateResponseRequest {
+        ///Not supported: `true` answers 400 (responses are answered while the request waits).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub background: ::std::option::Option<bool>,
+        ///The conversation (session) this turn is appended to.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub conversation: ::std::option::Option<ConversationRef>,
+        ///The new input: text (a user message) or items (at most 256).
+        pub input: ResponseInput,
+        ///A system message for this turn only (after the agent's, when `model` is an agent).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub instructions: ::std::option::Option<CreateResponseRequestInstructions>,
+        ///The most tokens the answer may have.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub max_output_tokens: ::std::option::Option<::std::num::NonZeroU64>,
+        ///Kept with the response.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        ///An agent's id (that agent answers), or a model name its provider serves.
+        pub model: CreateResponseRequestModel,
+        ///Passed to the provider as sent.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub parallel_tool_calls: ::std::option::Option<bool>,
+        ///Continue after this stored response: the same session, its history before this turn.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub previous_response_id: ::std::option::Option<
+            CreateResponseRequestPreviousResponseId,
+        >,
+        ///Save the turn (default true): the input and the answer become messages of the session, and the response can be read and continued by its id.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub store: ::std::option::Option<bool>,
+        ///Answer `text/event-stream`: typed `response.*` events (see the operation).
+        #[serde(default)]
+        pub stream: bool,
+        ///Sampling temperature, 0 to 2.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub temperature: ::std::option::Option<f64>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tool_choice: ::std::option::Option<ResponseToolChoice>,
+        ///Function tools the model may call (besides the agent's).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tools: ::std::option::Option<::std::vec::Vec<ResponseTool>>,
+        ///Nucleus sampling, 0 to 1.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub top_p: ::std::option::Option<f64>,
+    }
+    impl CreateResponseRequest {
+        pub fn builder() -> builder::CreateResponseRequest {
+            Default::default()
+        }
+    }
+    ///A system message for this turn only (after the agent's, when `model` is an agent).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CreateResponseRequestInstructions(::std::string::String);
+    impl ::std::ops::Deref for CreateResponseRequestInstructions {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateResponseRequestInstructions>
+    for ::std::string::String {
+        fn from(value: CreateResponseRequestInstructions) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreateResponseRequestInstructions {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 1000000usize {
+                return Err("longer than 1000000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateResponseRequestInstructions {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for CreateResponseRequestInstructions {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateResponseRequestInstructions {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///An agent's id (that agent answers), or a model name its provider serves.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CreateResponseRequestModel(::std::string::String);
+    impl ::std::ops::Deref for CreateResponseRequestModel {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateResponseRequestModel> for ::std::string::String {
+        fn from(value: CreateResponseRequestModel) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreateResponseRequestModel {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateResponseRequestModel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CreateResponseRequestModel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateResponseRequestModel {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Continue after this stored response: the same session, its history before this turn.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CreateResponseRequestPreviousResponseId(::std::string::String);
+    impl ::std::ops::Deref for CreateResponseRequestPreviousResponseId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateResponseRequestPreviousResponseId>
+    for ::std::string::String {
+        fn from(value: CreateResponseRequestPreviousResponseId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreateResponseRequestPreviousResponseId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateResponseRequestPreviousResponseId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for CreateResponseRequestPreviousResponseId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateResponseRequestPreviousResponseId {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -3315,6 +3564,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             value.parse()
         }
     }
+    ///`InputTokensDetails`
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct InputTokensDetails {
+        ///Always 0.
+        pub cached_tokens: i64,
+    }
+    impl InputTokensDetails {
+        pub fn builder() -> builder::InputTokensDetails {
+            Default::default()
+        }
+    }
     ///One instruction, or a list of them (at most 100).
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     #[serde(untagged)]
@@ -3718,6 +3978,56 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Default::default()
         }
     }
+    ///A response (OpenAI's `response`): one turn of a session, its output the assistant's message and tool calls as items.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ModelResponse {
+        ///Always false.
+        pub background: bool,
+        ///The conversation it was appended to, when the request named one.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub conversation: ::std::option::Option<ConversationId>,
+        ///Unix seconds.
+        pub created_at: i64,
+        ///Set when `failed`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub error: ::std::option::Option<ResponseError>,
+        ///`resp_` and 32 hex digits.
+        pub id: ::std::string::String,
+        ///Always null.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub incomplete_details: ::std::option::Option<::serde_json::Value>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub instructions: ::std::option::Option<::std::string::String>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub max_output_tokens: ::std::option::Option<i64>,
+        pub metadata: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        ///The model that answered.
+        pub model: ::std::string::String,
+        ///Always `response`.
+        pub object: ::std::string::String,
+        pub output: ::std::vec::Vec<ConversationItem>,
+        pub parallel_tool_calls: bool,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub previous_response_id: ::std::option::Option<::std::string::String>,
+        ///`in_progress` (streamed, before the end), `completed` or `failed`.
+        pub status: ::std::string::String,
+        pub store: bool,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub temperature: ::std::option::Option<f64>,
+        ///`auto`, `none`, `required`, or `{"type": "function", "name"}`.
+        pub tool_choice: ::serde_json::Value,
+        pub tools: ::std::vec::Vec<ResponseTool>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub top_p: ::std::option::Option<f64>,
+        ///Null until completed.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub usage: ::std::option::Option<ResponseUsage>,
+    }
+    impl ModelResponse {
+        pub fn builder() -> builder::ModelResponse {
+            Default::default()
+        }
+    }
     ///The function the model must call.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct NamedFunction {
@@ -3939,6 +4249,249 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
                 .map_err(|e: self::error::ConversionError| {
                     <D::Error as ::serde::de::Error>::custom(e.to_string())
                 })
+        }
+    }
+    ///`OpenaiResponseDeleteResponseId`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct OpenaiResponseDeleteResponseId(::std::string::String);
+    impl ::std::ops::Deref for OpenaiResponseDeleteResponseId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OpenaiResponseDeleteResponseId> for ::std::string::String {
+        fn from(value: OpenaiResponseDeleteResponseId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OpenaiResponseDeleteResponseId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OpenaiResponseDeleteResponseId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for OpenaiResponseDeleteResponseId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OpenaiResponseDeleteResponseId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`OpenaiResponseGetResponseId`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct OpenaiResponseGetResponseId(::std::string::String);
+    impl ::std::ops::Deref for OpenaiResponseGetResponseId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OpenaiResponseGetResponseId> for ::std::string::String {
+        fn from(value: OpenaiResponseGetResponseId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OpenaiResponseGetResponseId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OpenaiResponseGetResponseId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for OpenaiResponseGetResponseId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OpenaiResponseGetResponseId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`OpenaiResponseInputItemsAfter`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct OpenaiResponseInputItemsAfter(::std::string::String);
+    impl ::std::ops::Deref for OpenaiResponseInputItemsAfter {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OpenaiResponseInputItemsAfter> for ::std::string::String {
+        fn from(value: OpenaiResponseInputItemsAfter) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OpenaiResponseInputItemsAfter {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OpenaiResponseInputItemsAfter {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for OpenaiResponseInputItemsAfter {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OpenaiResponseInputItemsAfter {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`OpenaiResponseInputItemsResponseId`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct OpenaiResponseInputItemsResponseId(::std::string::String);
+    impl ::std::ops::Deref for OpenaiResponseInputItemsResponseId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OpenaiResponseInputItemsResponseId>
+    for ::std::string::String {
+        fn from(value: OpenaiResponseInputItemsResponseId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OpenaiResponseInputItemsResponseId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OpenaiResponseInputItemsResponseId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for OpenaiResponseInputItemsResponseId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OpenaiResponseInputItemsResponseId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`OutputTokensDetails`
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct OutputTokensDetails {
+        ///Always 0.
+        pub reasoning_tokens: i64,
+    }
+    impl OutputTokensDetails {
+        pub fn builder() -> builder::OutputTokensDetails {
+            Default::default()
         }
     }
     ///Whether a document belongs to an agent or to a user.
@@ -4759,6 +5312,31 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             value.parse()
         }
     }
+    ///The answer of `DELETE /v1/responses/{response_id}`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ResponseDeleted {
+        pub deleted: bool,
+        pub id: ::std::string::String,
+        ///Always `response.deleted`.
+        pub object: ::std::string::String,
+    }
+    impl ResponseDeleted {
+        pub fn builder() -> builder::ResponseDeleted {
+            Default::default()
+        }
+    }
+    ///Why a response failed.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ResponseError {
+        ///The same code as the failure has as an error answer (`upstream_error`, ...).
+        pub code: ::std::string::String,
+        pub message: ::std::string::String,
+    }
+    impl ResponseError {
+        pub fn builder() -> builder::ResponseError {
+            Default::default()
+        }
+    }
     ///`ResponseFormat`
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ResponseFormat {
@@ -4823,6 +5401,303 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             value: ::std::string::String,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
             value.parse()
+        }
+    }
+    ///A response's input: text (one user message), or items.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(untagged)]
+    pub enum ResponseInput {
+        String(::std::string::String),
+        Array(::std::vec::Vec<InputItem>),
+    }
+    impl ::std::convert::From<::std::vec::Vec<InputItem>> for ResponseInput {
+        fn from(value: ::std::vec::Vec<InputItem>) -> Self {
+            Self::Array(value)
+        }
+    }
+    ///A named function the model must call.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ResponseNamedTool {
+        pub name: ::std::string::String,
+        ///`function`.
+        #[serde(rename = "type")]
+        pub type_: ::std::string::String,
+    }
+    impl ResponseNamedTool {
+        pub fn builder() -> builder::ResponseNamedTool {
+            Default::default()
+        }
+    }
+    ///One event of a streamed response (`event: <type>` and `data: <this>`), in order: `response.created`, `response.in_progress`, then per output item `response.output_item.added`, for text `response.content_part.added`, `response.output_text.delta`…, `response.output_text.done`, `response.content_part.done`, for a function call `response.function_call_arguments.delta`…, `response.function_call_arguments.done`, then `response.output_item.done`; last `response.completed` (or `response.failed`). `sequence_number` counts from 0.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ResponseStreamEvent {
+        ///On `response.function_call_arguments.done`: the whole arguments.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub arguments: ::std::option::Option<::std::string::String>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub content_index: ::std::option::Option<u32>,
+        ///A piece of text or of a function call's arguments.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub delta: ::std::option::Option<::std::string::String>,
+        ///On `response.output_item.added` and `.done`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub item: ::std::option::Option<ConversationItem>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub item_id: ::std::option::Option<::std::string::String>,
+        ///On `response.output_text.delta` and `.done`: always `[]`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub logprobs: ::std::option::Option<
+            ::std::vec::Vec<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+            >,
+        >,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub output_index: ::std::option::Option<u32>,
+        ///On `response.content_part.added` and `.done`: `{"type": "output_text", "text", "annotations"}`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub part: ::std::option::Option<ItemContent>,
+        ///On `response.created`, `response.in_progress`, `response.completed`, `response.failed`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub response: ::std::option::Option<ModelResponse>,
+        pub sequence_number: u64,
+        ///On `response.output_text.done`: the whole text.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub text: ::std::option::Option<::std::string::String>,
+        #[serde(rename = "type")]
+        pub type_: ::std::string::String,
+    }
+    impl ResponseStreamEvent {
+        pub fn builder() -> builder::ResponseStreamEvent {
+            Default::default()
+        }
+    }
+    ///A tool the model may call: only `function` tools are supported (other types answer 400 naming the tool's `type`).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ResponseTool {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<ResponseToolDescription>,
+        ///The function's name (1 to 64 letters, digits and underscores).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub name: ::std::option::Option<ResponseToolName>,
+        ///The arguments, as a JSON Schema object.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub parameters: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        ///Passed on as sent.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub strict: ::std::option::Option<bool>,
+        ///`function`.
+        #[serde(rename = "type")]
+        pub type_: ResponseToolType,
+    }
+    impl ResponseTool {
+        pub fn builder() -> builder::ResponseTool {
+            Default::default()
+        }
+    }
+    ///Whether and which tool the model calls.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(untagged)]
+    pub enum ResponseToolChoice {
+        ToolChoiceMode(ToolChoiceMode),
+        ResponseNamedTool(ResponseNamedTool),
+    }
+    impl ::std::convert::From<ToolChoiceMode> for ResponseToolChoice {
+        fn from(value: ToolChoiceMode) -> Self {
+            Self::ToolChoiceMode(value)
+        }
+    }
+    impl ::std::convert::From<ResponseNamedTool> for ResponseToolChoice {
+        fn from(value: ResponseNamedTool) -> Self {
+            Self::ResponseNamedTool(value)
+        }
+    }
+    ///`ResponseToolDescription`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ResponseToolDescription(::std::string::String);
+    impl ::std::ops::Deref for ResponseToolDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ResponseToolDescription> for ::std::string::String {
+        fn from(value: ResponseToolDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ResponseToolDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 16000usize {
+                return Err("longer than 16000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ResponseToolDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ResponseToolDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ResponseToolDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The function's name (1 to 64 letters, digits and underscores).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ResponseToolName(::std::string::String);
+    impl ::std::ops::Deref for ResponseToolName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ResponseToolName> for ::std::string::String {
+        fn from(value: ResponseToolName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ResponseToolName {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[A-Za-z_][A-Za-z0-9_]*$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z_][A-Za-z0-9_]*$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ResponseToolName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ResponseToolName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ResponseToolName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`function`.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ResponseToolType(::std::string::String);
+    impl ::std::ops::Deref for ResponseToolType {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ResponseToolType> for ::std::string::String {
+        fn from(value: ResponseToolType) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ResponseToolType {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ResponseToolType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ResponseToolType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ResponseToolType {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Tokens of a response, as the provider counted them (or we did).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ResponseUsage {
+        pub input_tokens: i64,
+        pub input_tokens_details: InputTokensDetails,
+        pub output_tokens: i64,
+        pub output_tokens_details: OutputTokensDetails,
+        pub total_tokens: i64,
+    }
+    impl ResponseUsage {
+        pub fn builder() -> builder::ResponseUsage {
+            Default::default()
         }
     }
     ///Who wrote a message.
@@ -9910,6 +10785,42 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ConversationId {
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+        }
+        impl ::std::default::Default for ConversationId {
+            fn default() -> Self {
+                Self {
+                    id: Err("no value supplied for id".to_string()),
+                }
+            }
+        }
+        impl ConversationId {
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ConversationId> for super::ConversationId {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ConversationId,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { id: value.id? })
+            }
+        }
+        impl ::std::convert::From<super::ConversationId> for ConversationId {
+            fn from(value: super::ConversationId) -> Self {
+                Self { id: Ok(value.id) }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct CreateAgentRequest {
             about: ::std::result::Result<
                 super::CreateAgentRequestAbout,
@@ -10497,6 +11408,337 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     role: Ok(value.role),
                     tool_call_id: Ok(value.tool_call_id),
                     tool_calls: Ok(value.tool_calls),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CreateResponseRequest {
+            background: ::std::result::Result<
+                ::std::option::Option<bool>,
+                ::std::string::String,
+            >,
+            conversation: ::std::result::Result<
+                ::std::option::Option<super::ConversationRef>,
+                ::std::string::String,
+            >,
+            input: ::std::result::Result<super::ResponseInput, ::std::string::String>,
+            instructions: ::std::result::Result<
+                ::std::option::Option<super::CreateResponseRequestInstructions>,
+                ::std::string::String,
+            >,
+            max_output_tokens: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU64>,
+                ::std::string::String,
+            >,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            model: ::std::result::Result<
+                super::CreateResponseRequestModel,
+                ::std::string::String,
+            >,
+            parallel_tool_calls: ::std::result::Result<
+                ::std::option::Option<bool>,
+                ::std::string::String,
+            >,
+            previous_response_id: ::std::result::Result<
+                ::std::option::Option<super::CreateResponseRequestPreviousResponseId>,
+                ::std::string::String,
+            >,
+            store: ::std::result::Result<
+                ::std::option::Option<bool>,
+                ::std::string::String,
+            >,
+            stream: ::std::result::Result<bool, ::std::string::String>,
+            temperature: ::std::result::Result<
+                ::std::option::Option<f64>,
+                ::std::string::String,
+            >,
+            tool_choice: ::std::result::Result<
+                ::std::option::Option<super::ResponseToolChoice>,
+                ::std::string::String,
+            >,
+            tools: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::ResponseTool>>,
+                ::std::string::String,
+            >,
+            top_p: ::std::result::Result<
+                ::std::option::Option<f64>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for CreateResponseRequest {
+            fn default() -> Self {
+                Self {
+                    background: Ok(Default::default()),
+                    conversation: Ok(Default::default()),
+                    input: Err("no value supplied for input".to_string()),
+                    instructions: Ok(Default::default()),
+                    max_output_tokens: Ok(Default::default()),
+                    metadata: Ok(Default::default()),
+                    model: Err("no value supplied for model".to_string()),
+                    parallel_tool_calls: Ok(Default::default()),
+                    previous_response_id: Ok(Default::default()),
+                    store: Ok(Default::default()),
+                    stream: Ok(Default::default()),
+                    temperature: Ok(Default::default()),
+                    tool_choice: Ok(Default::default()),
+                    tools: Ok(Default::default()),
+                    top_p: Ok(Default::default()),
+                }
+            }
+        }
+        impl CreateResponseRequest {
+            pub fn background<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.background = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for background: {e}")
+                    });
+                self
+            }
+            pub fn conversation<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ConversationRef>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.conversation = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for conversation: {e}")
+                    });
+                self
+            }
+            pub fn input<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ResponseInput>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for input: {e}")
+                    });
+                self
+            }
+            pub fn instructions<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::CreateResponseRequestInstructions>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.instructions = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for instructions: {e}")
+                    });
+                self
+            }
+            pub fn max_output_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::num::NonZeroU64>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.max_output_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for max_output_tokens: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::CreateResponseRequestModel>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for model: {e}")
+                    });
+                self
+            }
+            pub fn parallel_tool_calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.parallel_tool_calls = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for parallel_tool_calls: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn previous_response_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::CreateResponseRequestPreviousResponseId>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.previous_response_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for previous_response_id: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn store<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.store = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for store: {e}")
+                    });
+                self
+            }
+            pub fn stream<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.stream = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for stream: {e}")
+                    });
+                self
+            }
+            pub fn temperature<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.temperature = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for temperature: {e}")
+                    });
+                self
+            }
+            pub fn tool_choice<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ResponseToolChoice>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_choice = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tool_choice: {e}")
+                    });
+                self
+            }
+            pub fn tools<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<super::ResponseTool>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tools = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tools: {e}")
+                    });
+                self
+            }
+            pub fn top_p<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.top_p = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for top_p: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CreateResponseRequest>
+        for super::CreateResponseRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CreateResponseRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    background: value.background?,
+                    conversation: value.conversation?,
+                    input: value.input?,
+                    instructions: value.instructions?,
+                    max_output_tokens: value.max_output_tokens?,
+                    metadata: value.metadata?,
+                    model: value.model?,
+                    parallel_tool_calls: value.parallel_tool_calls?,
+                    previous_response_id: value.previous_response_id?,
+                    store: value.store?,
+                    stream: value.stream?,
+                    temperature: value.temperature?,
+                    tool_choice: value.tool_choice?,
+                    tools: value.tools?,
+                    top_p: value.top_p?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CreateResponseRequest>
+        for CreateResponseRequest {
+            fn from(value: super::CreateResponseRequest) -> Self {
+                Self {
+                    background: Ok(value.background),
+                    conversation: Ok(value.conversation),
+                    input: Ok(value.input),
+                    instructions: Ok(value.instructions),
+                    max_output_tokens: Ok(value.max_output_tokens),
+                    metadata: Ok(value.metadata),
+                    model: Ok(value.model),
+                    parallel_tool_calls: Ok(value.parallel_tool_calls),
+                    previous_response_id: Ok(value.previous_response_id),
+                    store: Ok(value.store),
+                    stream: Ok(value.stream),
+                    temperature: Ok(value.temperature),
+                    tool_choice: Ok(value.tool_choice),
+                    tools: Ok(value.tools),
+                    top_p: Ok(value.top_p),
                 }
             }
         }
@@ -12059,6 +13301,48 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct InputTokensDetails {
+            cached_tokens: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for InputTokensDetails {
+            fn default() -> Self {
+                Self {
+                    cached_tokens: Err("no value supplied for cached_tokens".to_string()),
+                }
+            }
+        }
+        impl InputTokensDetails {
+            pub fn cached_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.cached_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for cached_tokens: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<InputTokensDetails> for super::InputTokensDetails {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: InputTokensDetails,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    cached_tokens: value.cached_tokens?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::InputTokensDetails> for InputTokensDetails {
+            fn from(value: super::InputTokensDetails) -> Self {
+                Self {
+                    cached_tokens: Ok(value.cached_tokens),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ItemList {
             data: ::std::result::Result<
                 ::std::vec::Vec<super::ConversationItem>,
@@ -12957,6 +14241,417 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ModelResponse {
+            background: ::std::result::Result<bool, ::std::string::String>,
+            conversation: ::std::result::Result<
+                ::std::option::Option<super::ConversationId>,
+                ::std::string::String,
+            >,
+            created_at: ::std::result::Result<i64, ::std::string::String>,
+            error: ::std::result::Result<
+                ::std::option::Option<super::ResponseError>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            incomplete_details: ::std::result::Result<
+                ::std::option::Option<::serde_json::Value>,
+                ::std::string::String,
+            >,
+            instructions: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            max_output_tokens: ::std::result::Result<
+                ::std::option::Option<i64>,
+                ::std::string::String,
+            >,
+            metadata: ::std::result::Result<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                ::std::string::String,
+            >,
+            model: ::std::result::Result<::std::string::String, ::std::string::String>,
+            object: ::std::result::Result<::std::string::String, ::std::string::String>,
+            output: ::std::result::Result<
+                ::std::vec::Vec<super::ConversationItem>,
+                ::std::string::String,
+            >,
+            parallel_tool_calls: ::std::result::Result<bool, ::std::string::String>,
+            previous_response_id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            status: ::std::result::Result<::std::string::String, ::std::string::String>,
+            store: ::std::result::Result<bool, ::std::string::String>,
+            temperature: ::std::result::Result<
+                ::std::option::Option<f64>,
+                ::std::string::String,
+            >,
+            tool_choice: ::std::result::Result<
+                ::serde_json::Value,
+                ::std::string::String,
+            >,
+            tools: ::std::result::Result<
+                ::std::vec::Vec<super::ResponseTool>,
+                ::std::string::String,
+            >,
+            top_p: ::std::result::Result<
+                ::std::option::Option<f64>,
+                ::std::string::String,
+            >,
+            usage: ::std::result::Result<
+                ::std::option::Option<super::ResponseUsage>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ModelResponse {
+            fn default() -> Self {
+                Self {
+                    background: Err("no value supplied for background".to_string()),
+                    conversation: Ok(Default::default()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    error: Ok(Default::default()),
+                    id: Err("no value supplied for id".to_string()),
+                    incomplete_details: Ok(Default::default()),
+                    instructions: Ok(Default::default()),
+                    max_output_tokens: Ok(Default::default()),
+                    metadata: Err("no value supplied for metadata".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    object: Err("no value supplied for object".to_string()),
+                    output: Err("no value supplied for output".to_string()),
+                    parallel_tool_calls: Err(
+                        "no value supplied for parallel_tool_calls".to_string(),
+                    ),
+                    previous_response_id: Ok(Default::default()),
+                    status: Err("no value supplied for status".to_string()),
+                    store: Err("no value supplied for store".to_string()),
+                    temperature: Ok(Default::default()),
+                    tool_choice: Err("no value supplied for tool_choice".to_string()),
+                    tools: Err("no value supplied for tools".to_string()),
+                    top_p: Ok(Default::default()),
+                    usage: Ok(Default::default()),
+                }
+            }
+        }
+        impl ModelResponse {
+            pub fn background<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.background = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for background: {e}")
+                    });
+                self
+            }
+            pub fn conversation<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ConversationId>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.conversation = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for conversation: {e}")
+                    });
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created_at: {e}")
+                    });
+                self
+            }
+            pub fn error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ResponseError>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for error: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn incomplete_details<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::serde_json::Value>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.incomplete_details = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for incomplete_details: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn instructions<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.instructions = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for instructions: {e}")
+                    });
+                self
+            }
+            pub fn max_output_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<i64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.max_output_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for max_output_tokens: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for model: {e}")
+                    });
+                self
+            }
+            pub fn object<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.object = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for object: {e}")
+                    });
+                self
+            }
+            pub fn output<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ConversationItem>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for output: {e}")
+                    });
+                self
+            }
+            pub fn parallel_tool_calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.parallel_tool_calls = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for parallel_tool_calls: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn previous_response_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.previous_response_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for previous_response_id: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for status: {e}")
+                    });
+                self
+            }
+            pub fn store<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.store = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for store: {e}")
+                    });
+                self
+            }
+            pub fn temperature<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.temperature = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for temperature: {e}")
+                    });
+                self
+            }
+            pub fn tool_choice<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::serde_json::Value>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_choice = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tool_choice: {e}")
+                    });
+                self
+            }
+            pub fn tools<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ResponseTool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tools = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tools: {e}")
+                    });
+                self
+            }
+            pub fn top_p<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.top_p = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for top_p: {e}")
+                    });
+                self
+            }
+            pub fn usage<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ResponseUsage>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.usage = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for usage: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ModelResponse> for super::ModelResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ModelResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    background: value.background?,
+                    conversation: value.conversation?,
+                    created_at: value.created_at?,
+                    error: value.error?,
+                    id: value.id?,
+                    incomplete_details: value.incomplete_details?,
+                    instructions: value.instructions?,
+                    max_output_tokens: value.max_output_tokens?,
+                    metadata: value.metadata?,
+                    model: value.model?,
+                    object: value.object?,
+                    output: value.output?,
+                    parallel_tool_calls: value.parallel_tool_calls?,
+                    previous_response_id: value.previous_response_id?,
+                    status: value.status?,
+                    store: value.store?,
+                    temperature: value.temperature?,
+                    tool_choice: value.tool_choice?,
+                    tools: value.tools?,
+                    top_p: value.top_p?,
+                    usage: value.usage?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ModelResponse> for ModelResponse {
+            fn from(value: super::ModelResponse) -> Self {
+                Self {
+                    background: Ok(value.background),
+                    conversation: Ok(value.conversation),
+                    created_at: Ok(value.created_at),
+                    error: Ok(value.error),
+                    id: Ok(value.id),
+                    incomplete_details: Ok(value.incomplete_details),
+                    instructions: Ok(value.instructions),
+                    max_output_tokens: Ok(value.max_output_tokens),
+                    metadata: Ok(value.metadata),
+                    model: Ok(value.model),
+                    object: Ok(value.object),
+                    output: Ok(value.output),
+                    parallel_tool_calls: Ok(value.parallel_tool_calls),
+                    previous_response_id: Ok(value.previous_response_id),
+                    status: Ok(value.status),
+                    store: Ok(value.store),
+                    temperature: Ok(value.temperature),
+                    tool_choice: Ok(value.tool_choice),
+                    tools: Ok(value.tools),
+                    top_p: Ok(value.top_p),
+                    usage: Ok(value.usage),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct NamedFunction {
             name: ::std::result::Result<::std::string::String, ::std::string::String>,
         }
@@ -13185,6 +14880,53 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         impl ::std::convert::From<super::OpenAiErrorResponse> for OpenAiErrorResponse {
             fn from(value: super::OpenAiErrorResponse) -> Self {
                 Self { error: Ok(value.error) }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct OutputTokensDetails {
+            reasoning_tokens: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for OutputTokensDetails {
+            fn default() -> Self {
+                Self {
+                    reasoning_tokens: Err(
+                        "no value supplied for reasoning_tokens".to_string(),
+                    ),
+                }
+            }
+        }
+        impl OutputTokensDetails {
+            pub fn reasoning_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reasoning_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for reasoning_tokens: {e}"
+                        )
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<OutputTokensDetails>
+        for super::OutputTokensDetails {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: OutputTokensDetails,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    reasoning_tokens: value.reasoning_tokens?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::OutputTokensDetails> for OutputTokensDetails {
+            fn from(value: super::OutputTokensDetails) -> Self {
+                Self {
+                    reasoning_tokens: Ok(value.reasoning_tokens),
+                }
             }
         }
         #[derive(Clone, Debug)]
@@ -13828,6 +15570,136 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ResponseDeleted {
+            deleted: ::std::result::Result<bool, ::std::string::String>,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            object: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ResponseDeleted {
+            fn default() -> Self {
+                Self {
+                    deleted: Err("no value supplied for deleted".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    object: Err("no value supplied for object".to_string()),
+                }
+            }
+        }
+        impl ResponseDeleted {
+            pub fn deleted<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.deleted = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for deleted: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn object<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.object = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for object: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ResponseDeleted> for super::ResponseDeleted {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ResponseDeleted,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    deleted: value.deleted?,
+                    id: value.id?,
+                    object: value.object?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ResponseDeleted> for ResponseDeleted {
+            fn from(value: super::ResponseDeleted) -> Self {
+                Self {
+                    deleted: Ok(value.deleted),
+                    id: Ok(value.id),
+                    object: Ok(value.object),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ResponseError {
+            code: ::std::result::Result<::std::string::String, ::std::string::String>,
+            message: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ResponseError {
+            fn default() -> Self {
+                Self {
+                    code: Err("no value supplied for code".to_string()),
+                    message: Err("no value supplied for message".to_string()),
+                }
+            }
+        }
+        impl ResponseError {
+            pub fn code<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.code = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for code: {e}")
+                    });
+                self
+            }
+            pub fn message<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for message: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ResponseError> for super::ResponseError {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ResponseError,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    code: value.code?,
+                    message: value.message?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ResponseError> for ResponseError {
+            fn from(value: super::ResponseError) -> Self {
+                Self {
+                    code: Ok(value.code),
+                    message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ResponseFormat {
             type_: ::std::result::Result<
                 super::ResponseFormatType,
@@ -13866,6 +15738,579 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         impl ::std::convert::From<super::ResponseFormat> for ResponseFormat {
             fn from(value: super::ResponseFormat) -> Self {
                 Self { type_: Ok(value.type_) }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ResponseNamedTool {
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            type_: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ResponseNamedTool {
+            fn default() -> Self {
+                Self {
+                    name: Err("no value supplied for name".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ResponseNamedTool {
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ResponseNamedTool> for super::ResponseNamedTool {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ResponseNamedTool,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    name: value.name?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ResponseNamedTool> for ResponseNamedTool {
+            fn from(value: super::ResponseNamedTool) -> Self {
+                Self {
+                    name: Ok(value.name),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ResponseStreamEvent {
+            arguments: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            content_index: ::std::result::Result<
+                ::std::option::Option<u32>,
+                ::std::string::String,
+            >,
+            delta: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            item: ::std::result::Result<
+                ::std::option::Option<super::ConversationItem>,
+                ::std::string::String,
+            >,
+            item_id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            logprobs: ::std::result::Result<
+                ::std::option::Option<
+                    ::std::vec::Vec<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                ::std::string::String,
+            >,
+            output_index: ::std::result::Result<
+                ::std::option::Option<u32>,
+                ::std::string::String,
+            >,
+            part: ::std::result::Result<
+                ::std::option::Option<super::ItemContent>,
+                ::std::string::String,
+            >,
+            response: ::std::result::Result<
+                ::std::option::Option<super::ModelResponse>,
+                ::std::string::String,
+            >,
+            sequence_number: ::std::result::Result<u64, ::std::string::String>,
+            text: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            type_: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ResponseStreamEvent {
+            fn default() -> Self {
+                Self {
+                    arguments: Ok(Default::default()),
+                    content_index: Ok(Default::default()),
+                    delta: Ok(Default::default()),
+                    item: Ok(Default::default()),
+                    item_id: Ok(Default::default()),
+                    logprobs: Ok(Default::default()),
+                    output_index: Ok(Default::default()),
+                    part: Ok(Default::default()),
+                    response: Ok(Default::default()),
+                    sequence_number: Err(
+                        "no value supplied for sequence_number".to_string(),
+                    ),
+                    text: Ok(Default::default()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ResponseStreamEvent {
+            pub fn arguments<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.arguments = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for arguments: {e}")
+                    });
+                self
+            }
+            pub fn content_index<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<u32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.content_index = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for content_index: {e}")
+                    });
+                self
+            }
+            pub fn delta<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.delta = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for delta: {e}")
+                    });
+                self
+            }
+            pub fn item<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ConversationItem>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.item = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for item: {e}")
+                    });
+                self
+            }
+            pub fn item_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.item_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for item_id: {e}")
+                    });
+                self
+            }
+            pub fn logprobs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::std::vec::Vec<
+                            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                        >,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.logprobs = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for logprobs: {e}")
+                    });
+                self
+            }
+            pub fn output_index<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<u32>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output_index = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for output_index: {e}")
+                    });
+                self
+            }
+            pub fn part<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ItemContent>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.part = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for part: {e}")
+                    });
+                self
+            }
+            pub fn response<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ModelResponse>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.response = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for response: {e}")
+                    });
+                self
+            }
+            pub fn sequence_number<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.sequence_number = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for sequence_number: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn text<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.text = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for text: {e}")
+                    });
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ResponseStreamEvent>
+        for super::ResponseStreamEvent {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ResponseStreamEvent,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    arguments: value.arguments?,
+                    content_index: value.content_index?,
+                    delta: value.delta?,
+                    item: value.item?,
+                    item_id: value.item_id?,
+                    logprobs: value.logprobs?,
+                    output_index: value.output_index?,
+                    part: value.part?,
+                    response: value.response?,
+                    sequence_number: value.sequence_number?,
+                    text: value.text?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ResponseStreamEvent> for ResponseStreamEvent {
+            fn from(value: super::ResponseStreamEvent) -> Self {
+                Self {
+                    arguments: Ok(value.arguments),
+                    content_index: Ok(value.content_index),
+                    delta: Ok(value.delta),
+                    item: Ok(value.item),
+                    item_id: Ok(value.item_id),
+                    logprobs: Ok(value.logprobs),
+                    output_index: Ok(value.output_index),
+                    part: Ok(value.part),
+                    response: Ok(value.response),
+                    sequence_number: Ok(value.sequence_number),
+                    text: Ok(value.text),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ResponseTool {
+            description: ::std::result::Result<
+                ::std::option::Option<super::ResponseToolDescription>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<
+                ::std::option::Option<super::ResponseToolName>,
+                ::std::string::String,
+            >,
+            parameters: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            strict: ::std::result::Result<
+                ::std::option::Option<bool>,
+                ::std::string::String,
+            >,
+            type_: ::std::result::Result<super::ResponseToolType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ResponseTool {
+            fn default() -> Self {
+                Self {
+                    description: Ok(Default::default()),
+                    name: Ok(Default::default()),
+                    parameters: Ok(Default::default()),
+                    strict: Ok(Default::default()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ResponseTool {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ResponseToolDescription>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for description: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ResponseToolName>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+            pub fn parameters<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.parameters = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for parameters: {e}")
+                    });
+                self
+            }
+            pub fn strict<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.strict = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for strict: {e}")
+                    });
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ResponseToolType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ResponseTool> for super::ResponseTool {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ResponseTool,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    name: value.name?,
+                    parameters: value.parameters?,
+                    strict: value.strict?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ResponseTool> for ResponseTool {
+            fn from(value: super::ResponseTool) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    name: Ok(value.name),
+                    parameters: Ok(value.parameters),
+                    strict: Ok(value.strict),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ResponseUsage {
+            input_tokens: ::std::result::Result<i64, ::std::string::String>,
+            input_tokens_details: ::std::result::Result<
+                super::InputTokensDetails,
+                ::std::string::String,
+            >,
+            output_tokens: ::std::result::Result<i64, ::std::string::String>,
+            output_tokens_details: ::std::result::Result<
+                super::OutputTokensDetails,
+                ::std::string::String,
+            >,
+            total_tokens: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for ResponseUsage {
+            fn default() -> Self {
+                Self {
+                    input_tokens: Err("no value supplied for input_tokens".to_string()),
+                    input_tokens_details: Err(
+                        "no value supplied for input_tokens_details".to_string(),
+                    ),
+                    output_tokens: Err(
+                        "no value supplied for output_tokens".to_string(),
+                    ),
+                    output_tokens_details: Err(
+                        "no value supplied for output_tokens_details".to_string(),
+                    ),
+                    total_tokens: Err("no value supplied for total_tokens".to_string()),
+                }
+            }
+        }
+        impl ResponseUsage {
+            pub fn input_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for input_tokens: {e}")
+                    });
+                self
+            }
+            pub fn input_tokens_details<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::InputTokensDetails>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input_tokens_details = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for input_tokens_details: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn output_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for output_tokens: {e}")
+                    });
+                self
+            }
+            pub fn output_tokens_details<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::OutputTokensDetails>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output_tokens_details = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for output_tokens_details: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn total_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.total_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for total_tokens: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ResponseUsage> for super::ResponseUsage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ResponseUsage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    input_tokens: value.input_tokens?,
+                    input_tokens_details: value.input_tokens_details?,
+                    output_tokens: value.output_tokens?,
+                    output_tokens_details: value.output_tokens_details?,
+                    total_tokens: value.total_tokens?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ResponseUsage> for ResponseUsage {
+            fn from(value: super::ResponseUsage) -> Self {
+                Self {
+                    input_tokens: Ok(value.input_tokens),
+                    input_tokens_details: Ok(value.input_tokens_details),
+                    output_tokens: Ok(value.output_tokens),
+                    output_tokens_details: Ok(value.output_tokens_details),
+                    total_tokens: Ok(value.total_tokens),
+                }
             }
         }
         #[derive(Clone, Debug)]
@@ -17303,6 +19748,80 @@ let response = client.openai_model_list()
 ```*/
     pub fn openai_model_list(&self) -> builder::OpenaiModelList<'_> {
         builder::OpenaiModelList::new(self)
+    }
+    /**Create a response (OpenAI's `POST /v1/responses`): one turn of a session
+
+`model` = one of the tenant's agents' ids: that agent answers (its system message, tools, recall over its and the session's users' documents, default settings), else the provider serving the model name. The turn continues `previous_response_id`'s session, or is appended to `conversation` (a session), or starts a new session (the agent's, or one with no agent); its history within the session's token budget comes before the new `input`, `instructions` after the system message. With `store` (the default) the input items and the answer are saved as the session's messages, with the response, in one write after the model answered (a new session too); nothing is saved when the call fails, or with `store: false` (then the id cannot be read or continued).
+
+The model's tool calls come back as `function_call` output items; answer them with `function_call_output` items in the next response's `input`.
+
+`stream: true` answers `text/event-stream`: `event: <type>` and `data: <ResponseStreamEvent>` per event, `response.created` first and `response.completed` last (or `response.failed`, whose response carries the `error`), `sequence_number` counting from 0.
+
+Unsupported (400, naming the `param`): `background: true`, tools other than `function`, input items other than messages, function calls and their outputs, content parts other than text; `previous_response_id` with `conversation`. Errors as for chat completions.
+
+Sends a `POST` request to `/v1/responses`
+
+```ignore
+let response = client.openai_response_create()
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn openai_response_create(&self) -> builder::OpenaiResponseCreate<'_> {
+        builder::OpenaiResponseCreate::new(self)
+    }
+    /**A stored response
+
+Sends a `GET` request to `/v1/responses/{response_id}`
+
+Arguments:
+- `response_id`: `resp_` and 32 hex digits, as a response's `id` says.
+```ignore
+let response = client.openai_response_get()
+    .response_id(response_id)
+    .send()
+    .await;
+```*/
+    pub fn openai_response_get(&self) -> builder::OpenaiResponseGet<'_> {
+        builder::OpenaiResponseGet::new(self)
+    }
+    /**Delete a stored response, and its turn's messages from its session
+
+Sends a `DELETE` request to `/v1/responses/{response_id}`
+
+Arguments:
+- `response_id`: `resp_` and 32 hex digits, as a response's `id` says.
+```ignore
+let response = client.openai_response_delete()
+    .response_id(response_id)
+    .send()
+    .await;
+```*/
+    pub fn openai_response_delete(&self) -> builder::OpenaiResponseDelete<'_> {
+        builder::OpenaiResponseDelete::new(self)
+    }
+    /**The input items of a stored response (the messages its input made), paged
+
+as a conversation's items are.
+
+Sends a `GET` request to `/v1/responses/{response_id}/input_items`
+
+Arguments:
+- `response_id`: `resp_` and 32 hex digits, as a response's `id` says.
+- `after`: Answer the items after this one (an item id of an earlier page's `last_id`).
+- `limit`: How many items at most, 1 to 100 (default 20).
+- `order`: `desc` (newest first, the default) or `asc`.
+```ignore
+let response = client.openai_response_input_items()
+    .response_id(response_id)
+    .after(after)
+    .limit(limit)
+    .order(order)
+    .send()
+    .await;
+```*/
+    pub fn openai_response_input_items(&self) -> builder::OpenaiResponseInputItems<'_> {
+        builder::OpenaiResponseInputItems::new(self)
     }
 }
 /// Types for composing operation parameters.
@@ -26657,6 +29176,526 @@ pub mod builder {
                 .build()?;
             let info = OperationInfo {
                 operation_id: "openai_model_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::openai_response_create`]
+
+[`Client::openai_response_create`]: super::Client::openai_response_create*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiResponseCreate<'a> {
+        client: &'a super::Client,
+        body: Result<types::builder::CreateResponseRequest, String>,
+    }
+    impl<'a> OpenaiResponseCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CreateResponseRequest>,
+            <V as std::convert::TryInto<
+                types::CreateResponseRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!(
+                        "conversion to `CreateResponseRequest` for body failed: {}", s
+                    )
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::CreateResponseRequest,
+            ) -> types::builder::CreateResponseRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/v1/responses`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<types::ModelResponse>,
+            Error<types::OpenAiErrorResponse>,
+        > {
+            let Self { client, body } = self;
+            let body = body
+                .and_then(|v| {
+                    types::CreateResponseRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/v1/responses", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_response_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                429u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::openai_response_get`]
+
+[`Client::openai_response_get`]: super::Client::openai_response_get*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiResponseGet<'a> {
+        client: &'a super::Client,
+        response_id: Result<types::OpenaiResponseGetResponseId, String>,
+    }
+    impl<'a> OpenaiResponseGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                response_id: Err("response_id was not initialized".to_string()),
+            }
+        }
+        pub fn response_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OpenaiResponseGetResponseId>,
+        {
+            self.response_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `OpenaiResponseGetResponseId` for response_id failed"
+                        .to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/v1/responses/{response_id}`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<types::ModelResponse>,
+            Error<types::OpenAiErrorResponse>,
+        > {
+            let Self { client, response_id } = self;
+            let response_id = response_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/responses/{}", client.baseurl, encode_path(& response_id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_response_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::openai_response_delete`]
+
+[`Client::openai_response_delete`]: super::Client::openai_response_delete*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiResponseDelete<'a> {
+        client: &'a super::Client,
+        response_id: Result<types::OpenaiResponseDeleteResponseId, String>,
+    }
+    impl<'a> OpenaiResponseDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                response_id: Err("response_id was not initialized".to_string()),
+            }
+        }
+        pub fn response_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OpenaiResponseDeleteResponseId>,
+        {
+            self.response_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `OpenaiResponseDeleteResponseId` for response_id failed"
+                        .to_string()
+                });
+            self
+        }
+        ///Sends a `DELETE` request to `/v1/responses/{response_id}`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<types::ResponseDeleted>,
+            Error<types::OpenAiErrorResponse>,
+        > {
+            let Self { client, response_id } = self;
+            let response_id = response_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/responses/{}", client.baseurl, encode_path(& response_id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_response_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::openai_response_input_items`]
+
+[`Client::openai_response_input_items`]: super::Client::openai_response_input_items*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiResponseInputItems<'a> {
+        client: &'a super::Client,
+        response_id: Result<types::OpenaiResponseInputItemsResponseId, String>,
+        after: Result<Option<types::OpenaiResponseInputItemsAfter>, String>,
+        limit: Result<Option<::std::num::NonZeroU64>, String>,
+        order: Result<Option<types::ItemOrder>, String>,
+    }
+    impl<'a> OpenaiResponseInputItems<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                response_id: Err("response_id was not initialized".to_string()),
+                after: Ok(None),
+                limit: Ok(None),
+                order: Ok(None),
+            }
+        }
+        pub fn response_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OpenaiResponseInputItemsResponseId>,
+        {
+            self.response_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `OpenaiResponseInputItemsResponseId` for response_id failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn after<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OpenaiResponseInputItemsAfter>,
+        {
+            self.after = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `OpenaiResponseInputItemsAfter` for after failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: num :: NonZeroU64` for limit failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn order<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::ItemOrder>,
+        {
+            self.order = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `ItemOrder` for order failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/v1/responses/{response_id}/input_items`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ItemList>, Error<types::OpenAiErrorResponse>> {
+            let Self { client, response_id, after, limit, order } = self;
+            let response_id = response_id.map_err(Error::InvalidRequest)?;
+            let after = after.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let order = order.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/responses/{}/input_items", client.baseurl, encode_path(&
+                response_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("after", &after))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("order", &order))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_response_input_items",
             };
             client.pre(&mut request, &info).await?;
             let result = client.exec(request, &info).await;

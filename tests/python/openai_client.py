@@ -7,7 +7,8 @@ message `call <tool> <arguments>` calls that tool; a tool result is answered
 Checks the model list, chat completions with an agent as the model and with a
 provider's model name, streamed and not, a function-tool round trip,
 conversations and their items (read back through `/api` as sessions and
-messages), and that the package's typed errors come out of our error answers.
+messages), responses chained by `previous_response_id`, with a function tool
+and streamed (typed events in order), and that the package's typed errors come out of our error answers.
 
 Usage: python openai_client.py BASE_URL API_KEY
 (`bash .ci/openai-client` starts the fake and the server and runs this).
@@ -141,6 +142,59 @@ def main(base, key):
         raise AssertionError("a deleted conversation answered")
     except openai.NotFoundError:
         expect(True, "a deleted conversation: NotFoundError")
+
+    # Responses: three turns chained by previous_response_id, one session.
+    r1 = client.responses.create(model=agent["id"], input="My name is Bob.")
+    expect(r1.status == "completed" and r1.output_text == "My name is Bob.", "a response (echo)")
+    r2 = client.responses.create(model=agent["id"], input="What is my name?", previous_response_id=r1.id)
+    r3 = client.responses.create(model=agent["id"], input="Thanks.", previous_response_id=r2.id)
+    expect(r3.previous_response_id == r2.id, "three turns chained")
+    stored = client.responses.retrieve(r2.id)
+    expect(stored.id == r2.id and stored.output_text == "What is my name?", "a stored response read back")
+    inputs = list(client.responses.input_items.list(r3.id))
+    expect([i.content[0].text for i in inputs] == ["Thanks."], "its input items")
+    sessions = api(base, key, "GET", "/api/sessions?limit=1000")["items"]
+    chain = [s for s in sessions if s["agents"] == [agent["id"]]]
+    expect(len(chain) == 1, "the chain is one session of the agent")
+    texts = [m["content"] for m in api(base, key, "GET", f"/api/sessions/{chain[0]['id']}/messages?direction=asc")["items"]]
+    expect(texts == ["My name is Bob.", "My name is Bob.", "What is my name?", "What is my name?", "Thanks.", "Thanks."],
+           "its messages are the three turns")
+
+    # A function-tool round trip through responses.
+    tools = [{"type": "function", "name": "get_time", "description": "The time in a city",
+              "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    called = client.responses.create(model="any-provider-model", tools=tools, input='call get_time {"city": "Oslo"}')
+    call = called.output[0]
+    expect(call.type == "function_call" and call.name == "get_time", "the model calls the request's tool")
+    answered = client.responses.create(
+        model="any-provider-model", tools=tools, previous_response_id=called.id,
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "noon"}],
+    )
+    expect(answered.output_text == "the tool answered: noon", "the call's output reached the model")
+
+    # Streaming: typed events in order, sequence numbers from 0.
+    with client.responses.stream(model=agent["id"], input="stream these words") as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    kinds = [e.type for e in events]
+    expect(kinds[0] == "response.created" and kinds[-1] == "response.completed", f"{len(events)} events, created first, completed last")
+    expect([e.sequence_number for e in events] == list(range(len(events))), "sequence numbers 0, 1, 2, ...")
+    expect("".join(e.delta for e in events if e.type == "response.output_text.delta") == "stream these words",
+           "text deltas")
+    expect(final.output_text == "stream these words" and client.responses.retrieve(final.id).id == final.id,
+           "the final response, stored")
+
+    # A response appended to a conversation, read back through /api.
+    conv2 = client.conversations.create()
+    client.responses.create(model=agent["id"], conversation=conv2.id, input="In the conversation.")
+    texts = [m["content"] for m in api(base, key, "GET", f"/api/sessions/{conv2.id}/messages?direction=asc")["items"]]
+    expect(texts == ["In the conversation.", "In the conversation."], "the turn is in the conversation's session")
+    client.responses.delete(r3.id)
+    try:
+        client.responses.retrieve(r3.id)
+        raise AssertionError("a deleted response answered")
+    except openai.NotFoundError:
+        expect(True, "a deleted response: NotFoundError")
 
     # Our errors, as the package's typed exceptions.
     try:

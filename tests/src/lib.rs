@@ -211,8 +211,9 @@ impl Raw {
 }
 
 /// Every record, in any tenant, whose owner or participant is gone: a
-/// message without its session, a tool, task or doc without its agent (or
-/// user), a session naming a missing participant or left without agents.
+/// message or stored response without its session, a tool, task or doc
+/// without its agent (or user), a session naming a missing participant or
+/// left with users but without agents.
 pub async fn orphans_in(store: &dyn Store) -> Vec<String> {
     let exists =
         async |tenant: Uuid, kind: Kind, id: Uuid| store.get(tenant, kind, id).await.unwrap().is_some();
@@ -220,7 +221,9 @@ pub async fn orphans_in(store: &dyn Store) -> Vec<String> {
     for (tenant, s) in store.scan_kind(Kind::Session).await.unwrap() {
         let ids = |field: &str| -> Vec<Uuid> { serde_json::from_value(s.data[field].clone()).unwrap() };
         let (agents, users) = (ids("agents"), ids("users"));
-        if agents.is_empty() {
+        // A conversation made through /v1 has no participant at all; a session
+        // with users but no agent lost its last one.
+        if agents.is_empty() && !users.is_empty() {
             found.push(format!("session {} has no agent", s.id));
         }
         for (kind, id) in
@@ -233,6 +236,7 @@ pub async fn orphans_in(store: &dyn Store) -> Vec<String> {
     }
     for (kind, parents) in [
         (Kind::Message, &[Kind::Session][..]),
+        (Kind::Response, &[Kind::Session][..]),
         (Kind::Tool, &[Kind::Agent][..]),
         (Kind::Task, &[Kind::Agent][..]),
         (Kind::Doc, &[Kind::Agent, Kind::User][..]),

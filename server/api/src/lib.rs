@@ -781,4 +781,58 @@ pub trait AgentPlatformApi {
         rqctx: RequestContext<Self::Context>,
         path: PathParams<ConversationItemPath>,
     ) -> V1<HttpResponseOk<Conversation>>;
+    /// Create a response (OpenAI's `POST /v1/responses`): one turn of a session.
+    ///
+    /// `model` = one of the tenant's agents' ids: that agent answers (its system
+    /// message, tools, recall over its and the session's users' documents,
+    /// default settings), else the provider serving the model name. The turn
+    /// continues `previous_response_id`'s session, or is appended to
+    /// `conversation` (a session), or starts a new session (the agent's, or one
+    /// with no agent); its history within the session's token budget comes
+    /// before the new `input`, `instructions` after the system message.
+    /// With `store` (the default) the input items and the answer are saved as the
+    /// session's messages, with the response, in one write after the model
+    /// answered (a new session too); nothing is saved when the call fails, or
+    /// with `store: false` (then the id cannot be read or continued).
+    ///
+    /// The model's tool calls come back as `function_call` output items; answer
+    /// them with `function_call_output` items in the next response's `input`.
+    ///
+    /// `stream: true` answers `text/event-stream`: `event: <type>` and `data:
+    /// <ResponseStreamEvent>` per event, `response.created` first and
+    /// `response.completed` last (or `response.failed`, whose response carries
+    /// the `error`), `sequence_number` counting from 0.
+    ///
+    /// Unsupported (400, naming the `param`): `background: true`, tools other
+    /// than `function`, input items other than messages, function calls and
+    /// their outputs, content parts other than text; `previous_response_id`
+    /// with `conversation`. Errors as for chat completions.
+    #[endpoint { method = POST, path = "/v1/responses", tags = ["openai"] }]
+    async fn openai_response_create(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<CreateResponseRequest>,
+    ) -> V1<ChatAnswer<ModelResponse>>;
+
+    /// A stored response.
+    #[endpoint { method = GET, path = "/v1/responses/{response_id}", tags = ["openai"] }]
+    async fn openai_response_get(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<ResponsePath>,
+    ) -> V1<HttpResponseOk<ModelResponse>>;
+
+    /// Delete a stored response, and its turn's messages from its session.
+    #[endpoint { method = DELETE, path = "/v1/responses/{response_id}", tags = ["openai"] }]
+    async fn openai_response_delete(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<ResponsePath>,
+    ) -> V1<HttpResponseOk<ResponseDeleted>>;
+
+    /// The input items of a stored response (the messages its input made), paged
+    /// as a conversation's items are.
+    #[endpoint { method = GET, path = "/v1/responses/{response_id}/input_items", tags = ["openai"] }]
+    async fn openai_response_input_items(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<ResponsePath>,
+        query: QueryParams<ItemListParams>,
+    ) -> V1<HttpResponseOk<ItemList>>;
 }

@@ -153,6 +153,7 @@ pub fn openapi() -> Value {
     let chunk = generator.subschema_for::<types::ChatChunk>();
     let error_event = generator.subschema_for::<types::ChatErrorEvent>();
     let completion_chunk = generator.subschema_for::<types::ChatCompletionChunk>();
+    let response_event = generator.subschema_for::<types::ResponseStreamEvent>();
     let v1_error = generator.subschema_for::<crate::error::OpenAiErrorBody>();
     let schemas = v["components"]["schemas"].as_object_mut().expect("the spec has schemas");
     for (name, mut schema) in generator.take_definitions() {
@@ -180,6 +181,16 @@ pub fn openapi() -> Value {
                             `usage`), then `data: [DONE]`; a failure after the stream started is a \
                             `data: <OpenAIErrorResponse>` that ends it.",
             "oneOf": [completion_chunk, v1_error],
+        }
+    });
+    let response = operation_mut(&mut v, "openai_response_create").expect("the response operation");
+    response["responses"]["429"] = v1_err_ref.clone();
+    response["responses"]["200"]["content"]["text/event-stream"] = json!({
+        "schema": {
+            "description": "With `stream: true`: server-sent events, each an `event: <type>` line and a \
+                            `data: <ResponseStreamEvent>` line, `response.created` first, \
+                            `response.completed` (or `response.failed`) last; no `[DONE]`.",
+            "allOf": [response_event],
         }
     });
     // A transitions stream answers server-sent events only (see `EventStream`).

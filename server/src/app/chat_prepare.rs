@@ -25,7 +25,7 @@ impl App {
     /// The session's history, oldest first, from the cache or the store.
     /// `version`: the session record's, read before (on a shared store; see
     /// [`super::history`]).
-    async fn history(&self, t: Tenant, session: Uuid, version: Option<u64>) -> Result<History> {
+    pub(super) async fn history(&self, t: Tenant, session: Uuid, version: Option<u64>) -> Result<History> {
         let ticket = match self.history.lookup(t, session, version) {
             Lookup::Hit(history) => return Ok(history),
             Lookup::Miss(ticket) => ticket,
@@ -121,7 +121,8 @@ impl App {
         // 4. History within the token budget.
         let new_wire: Vec<wire::ChatMessage> = new_messages.iter().map(new_message).collect();
         let history = self.history(t, session_id, version).await?;
-        let messages = self.fit_history(&history, &session, &provider, &model, system, new_wire).await?;
+        let messages =
+            self.fit_history(&history, &session, &provider, &model, vec![system], new_wire).await?;
 
         let request = completion_request(
             model,
@@ -184,13 +185,13 @@ impl App {
     /// counts), so the budget is kept with sums, not recounts. Over the budget,
     /// `context_overflow` decides: an error, the oldest messages dropped, or
     /// those summarised by the model.
-    async fn fit_history(
+    pub(super) async fn fit_history(
         &self,
         history: &History,
         session: &Session,
         provider: &Provider,
         model: &str,
-        system: wire::ChatMessage,
+        system: Vec<wire::ChatMessage>,
         new_wire: Vec<wire::ChatMessage>,
     ) -> Result<Vec<wire::ChatMessage>> {
         let mut start = 0; // the oldest history message sent
@@ -198,7 +199,7 @@ impl App {
         if let Some(budget) = session.token_budget {
             let budget = budget.max(0) as usize;
             // The prompt without history: system, new messages, the reply's priming.
-            let fixed = message_tokens(&system)
+            let fixed = system.iter().map(message_tokens).sum::<usize>()
                 + new_wire.iter().map(message_tokens).sum::<usize>()
                 + REPLY_PRIMING_TOKENS;
             let total = fixed + history.iter().map(|h| h.tokens).sum::<usize>();
@@ -237,8 +238,8 @@ impl App {
                 }
             }
         }
-        let mut messages = Vec::with_capacity(2 + history.len() - start + new_wire.len());
-        messages.push(system);
+        let mut messages = Vec::with_capacity(system.len() + 1 + history.len() - start + new_wire.len());
+        messages.extend(system);
         messages.extend(summary);
         messages.extend(history[start..].iter().map(|h| h.message.clone()));
         messages.extend(new_wire);
@@ -320,7 +321,7 @@ pub(super) fn template_context(
 }
 
 /// The system message: the session's template (then its situation), or the default template.
-fn system_message(session: &Session, context: &Value) -> Result<String> {
+pub(super) fn system_message(session: &Session, context: &Value) -> Result<String> {
     let system = match &session.system_template {
         None => models::render(DEFAULT_SYSTEM_TEMPLATE, context)
             .map_err(|e| Error::Internal(format!("the default system template: {e}")))?,

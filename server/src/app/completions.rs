@@ -76,7 +76,7 @@ impl App {
     /// The agent a completion's `model` names, if it names one. A uuid that is
     /// no agent of the tenant and no provider's listed model is a 404, as
     /// another tenant's agent is.
-    async fn completion_agent(&self, t: Tenant, model: &str) -> Result<Option<Agent>> {
+    pub(super) async fn completion_agent(&self, t: Tenant, model: &str) -> Result<Option<Agent>> {
         let Ok(id) = Uuid::parse_str(model) else { return Ok(None) };
         match self.agent_get(t, id).await {
             Ok(agent) => Ok(Some(agent)),
@@ -269,7 +269,7 @@ fn usage_of(u: wire::Usage) -> ChatUsage {
 }
 
 /// The usage the provider reported, or our own count when it sent none.
-fn usage_or_count(
+pub(super) fn usage_or_count(
     request: &wire::CompletionRequest,
     usage: Option<wire::Usage>,
     completion: &str,

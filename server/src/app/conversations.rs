@@ -172,7 +172,7 @@ fn conversation(s: &Session) -> Conversation {
     }
 }
 
-fn item_list(data: Vec<ConversationItem>, has_more: bool) -> ItemList {
+pub(super) fn item_list(data: Vec<ConversationItem>, has_more: bool) -> ItemList {
     ItemList {
         object: "list".into(),
         first_id: data.first().map(|i| i.id().to_owned()),
@@ -183,7 +183,7 @@ fn item_list(data: Vec<ConversationItem>, has_more: bool) -> ItemList {
 }
 
 /// The id of the `i`-th tool call of message `id`, as a `function_call` item.
-fn call_item_id(id: Uuid, i: usize) -> String {
+pub(super) fn call_item_id(id: Uuid, i: usize) -> String {
     format!("fc_{}_{i}", id.simple())
 }
 

@@ -20,6 +20,7 @@ pub mod keys;
 pub mod locks;
 pub mod messages;
 pub mod records;
+pub mod responses;
 pub mod sessions;
 #[cfg(test)]
 mod shared_tests;

@@ -179,7 +179,9 @@ impl App {
                 let rest: Vec<Uuid> = list.iter().copied().filter(|x| *x != id).collect();
                 if rest.is_empty() && list.contains(&id) {
                     ops.push(Op::Delete { kind: Kind::Session, id: sid, version: Some(s.version) });
-                    ops.push(Op::DeleteScope { kind: Kind::Message, scope: sid });
+                    ops.extend(
+                        super::sessions::SESSION_SCOPED.map(|kind| Op::DeleteScope { kind, scope: sid }),
+                    );
                     gone.push(sid);
                 } else {
                     let version = s.version;

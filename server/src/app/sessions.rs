@@ -61,6 +61,9 @@ fn participants(one: Option<Uuid>, many: Option<Vec<Uuid>>) -> Vec<Uuid> {
     out
 }
 
+/// The kinds of record in a session's scope, deleted with it.
+pub const SESSION_SCOPED: [Kind; 2] = [Kind::Message, Kind::Response];
+
 /// A new session's record, and the ops that check and touch its participants
 /// (in the commit that inserts it).
 pub(super) fn session_record(req: CreateSessionRequest) -> Result<(Record, Vec<Op>)> {
@@ -127,12 +130,11 @@ impl App {
         .await
     }
 
-    /// Deletes a session and its messages, in one commit.
+    /// Deletes a session and what is in its scope (messages, stored
+    /// responses), in one commit.
     pub async fn session_delete(&self, t: Tenant, id: Uuid) -> Result<()> {
-        let ops = vec![
-            Op::Delete { kind: Kind::Session, id, version: None },
-            Op::DeleteScope { kind: Kind::Message, scope: id },
-        ];
+        let mut ops = vec![Op::Delete { kind: Kind::Session, id, version: None }];
+        ops.extend(SESSION_SCOPED.map(|kind| Op::DeleteScope { kind, scope: id }));
         let deleted = self.store.commit(t.0, ops).await;
         self.history.forget(t, id);
         Ok(deleted?)

@@ -491,4 +491,33 @@ impl AgentPlatformApi for Impl {
     ) -> V1<dropshot::HttpResponseOk<Conversation>> {
         openai::openai_item_delete(rqctx, path).await
     }
+
+    async fn openai_response_create(
+        rqctx: RequestContext<Ctx>,
+        body: JsonBody<CreateResponseRequest>,
+    ) -> V1<ChatAnswer<ModelResponse>> {
+        openai::openai_response_create(rqctx, body).await
+    }
+
+    async fn openai_response_get(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<ResponsePath>,
+    ) -> V1<dropshot::HttpResponseOk<ModelResponse>> {
+        openai::openai_response_get(rqctx, path).await
+    }
+
+    async fn openai_response_delete(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<ResponsePath>,
+    ) -> V1<dropshot::HttpResponseOk<ResponseDeleted>> {
+        openai::openai_response_delete(rqctx, path).await
+    }
+
+    async fn openai_response_input_items(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<ResponsePath>,
+        query: QueryParams<ItemListParams>,
+    ) -> V1<dropshot::HttpResponseOk<ItemList>> {
+        openai::openai_response_input_items(rqctx, path, query).await
+    }
 }

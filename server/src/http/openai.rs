@@ -129,3 +129,51 @@ pub async fn openai_item_delete(
     });
     Ok(reply.await?.openai())
 }
+
+pub async fn openai_response_create(
+    rqctx: RequestContext<Ctx>,
+    body: JsonBody<CreateResponseRequest>,
+) -> V1<ChatAnswer<ModelResponse>> {
+    let body = body.into_inner();
+    if let Some((param, message)) = body.unsupported() {
+        return Ok(Reply::Err(OpenAiError::unsupported(param, message, &rqctx.request_id)));
+    }
+    let reply = if body.stream {
+        run(&rqctx, |app, t| async move { super::stream::response_stream(app, t, body).await }).await
+    } else {
+        run(&rqctx, |app, t| async move { app.response_create(t, body).await.map(ChatAnswer::Json) }).await
+    };
+    Ok(reply?.openai())
+}
+
+pub async fn openai_response_get(
+    rqctx: RequestContext<Ctx>,
+    path: PathParams<ResponsePath>,
+) -> V1<HttpResponseOk<ModelResponse>> {
+    let id = path.into_inner().response_id;
+    let reply = run(&rqctx, |app, t| async move { app.response_get(t, &id).await.map(HttpResponseOk) });
+    Ok(reply.await?.openai())
+}
+
+pub async fn openai_response_delete(
+    rqctx: RequestContext<Ctx>,
+    path: PathParams<ResponsePath>,
+) -> V1<HttpResponseOk<ResponseDeleted>> {
+    let id = path.into_inner().response_id;
+    let reply = run(&rqctx, |app, t| async move { app.response_delete(t, &id).await.map(HttpResponseOk) });
+    Ok(reply.await?.openai())
+}
+
+pub async fn openai_response_input_items(
+    rqctx: RequestContext<Ctx>,
+    path: PathParams<ResponsePath>,
+    query: QueryParams<ItemListParams>,
+) -> V1<HttpResponseOk<ItemList>> {
+    let (id, params) = (path.into_inner().response_id, query.into_inner());
+    let reply =
+        run(
+            &rqctx,
+            |app, t| async move { app.response_input_items(t, &id, params).await.map(HttpResponseOk) },
+        );
+    Ok(reply.await?.openai())
+}

@@ -20,7 +20,10 @@ use uuid::Uuid;
 
 use super::error::api_error;
 use crate::api::types::Transition;
-use crate::api::types::{ChatCompletion, ChatCompletionRequest};
+use crate::api::types::{
+    ChatCompletion, ChatCompletionRequest, CreateResponseRequest, ModelResponse, ResponseError,
+    ResponseStreamEvent,
+};
 use crate::api::types_chat::{ChatErrorDetail, ChatErrorEvent, ChatRequest};
 use crate::api::{ApiError, ChatAnswer, EventStream, OpenAiError};
 use crate::app::{self, App, Tenant};
@@ -113,6 +116,62 @@ async fn json_events<T: Serialize + Send + Sync + 'static>(
         })
     });
     Ok(Body::wrap(StreamBody::new(frames)))
+}
+
+/// A `/v1` response's answer as a stream of typed events: `event: <type>` and
+/// `data: <event>` each, ending after `response.completed`, or with a
+/// `response.failed` event whose response carries the error's code (no
+/// `[DONE]`: OpenAI's Responses streams end with their last event). A failure
+/// before the first event is an ordinary error answer.
+pub async fn response_stream(
+    app: App,
+    t: Tenant,
+    req: CreateResponseRequest,
+) -> app::Result<ChatAnswer<ModelResponse>> {
+    let mut events = app.response_stream(t, req).await?;
+    let (tx, mut rx) = mpsc::channel::<Frames>(16);
+    tokio::spawn(async move {
+        while !tx.is_closed() {
+            let frame = match events.next().await {
+                None => return,
+                Some(Ok(e)) => typed_event(&e.kind, &e),
+                Some(Err(failure)) => {
+                    let (error, mut response) = (failure.error, failure.response);
+                    let message = error.to_string();
+                    let code = match api_error(error, "") {
+                        ApiError::Other { body, .. } => body.code,
+                        ApiError::Validation(_) => "bad_request".to_owned(),
+                    };
+                    response.error = Some(ResponseError { code, message });
+                    let e = ResponseStreamEvent {
+                        kind: "response.failed".into(),
+                        sequence_number: failure.sequence_number,
+                        response: Some(Box::new(response)),
+                        ..Default::default()
+                    };
+                    typed_event(&e.kind, &e)
+                }
+            };
+            if tx.send(frame).await.is_err() {
+                return;
+            }
+        }
+    });
+    // The head and the first event leave together (see `json_events`).
+    let first = rx.recv().await;
+    let frames = futures::stream::unfold((first, rx), |(pending, mut rx)| async move {
+        let frame = match pending {
+            Some(frame) => frame,
+            None => rx.recv().await?,
+        };
+        Some((frame, (None, rx)))
+    });
+    Ok(ChatAnswer::Stream(Body::wrap(StreamBody::new(frames))))
+}
+
+fn typed_event(kind: &str, data: &impl Serialize) -> Frames {
+    let data = serde_json::to_string(data).expect("an event serialises");
+    Ok(Frame::data(Bytes::from(format!("event: {kind}\ndata: {data}\n\n"))))
 }
 
 /// How long a transitions stream stays silent before it sends a comment, so

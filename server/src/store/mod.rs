@@ -59,6 +59,9 @@ pub enum Kind {
     /// A chat under way in a session, until it ends or expires (id: the
     /// session's): on a shared store, one exchange at a time across servers.
     SessionLock = 16,
+    /// A stored response of OpenAI's Responses API (scope: its session): the
+    /// turn's settings and the messages it made.
+    Response = 17,
 }
 
 impl Kind {
@@ -80,6 +83,7 @@ impl Kind {
             Kind::ActiveExecution => "active execution",
             Kind::ExecutionLease => "execution lease",
             Kind::SessionLock => "session lock",
+            Kind::Response => "response",
         }
     }
 }

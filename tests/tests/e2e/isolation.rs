@@ -54,6 +54,9 @@ struct Records {
     user_doc: Uuid,
     /// An API key of the tenant other than `key`.
     api_key: Uuid,
+    /// A stored response of OpenAI's Responses API (a turn of a new session of
+    /// the agent), when the server has a model provider.
+    response: Option<Uuid>,
 }
 
 impl Records {
@@ -107,6 +110,11 @@ impl Records {
         let created = call(s, key, "POST", "/api/keys", None).await;
         assert_eq!(created.status, 201, "POST /api/keys: {}", created.body);
         let api_key = id_of(&created);
+        let r = call(s, key, "POST", "/v1/responses", Some(&json!({"model": agent, "input": words}))).await;
+        let response = (r.status == 200).then(|| {
+            let id = r.body["id"].as_str().unwrap();
+            Uuid::try_parse(id.strip_prefix("resp_").unwrap()).unwrap()
+        });
         Records {
             key: key.to_owned(),
             tag,
@@ -122,6 +130,7 @@ impl Records {
             agent_doc,
             user_doc,
             api_key,
+            response,
         }
     }
 
@@ -157,6 +166,7 @@ impl Records {
             ("executions", "executions") => self.execution,
             ("executions", "transitions") => self.transition,
             ("keys", "keys") => self.api_key,
+            ("responses", "responses") => self.response.expect("a stored response needs a model provider"),
             _ => panic!("no record for a {collection} id under /api/{root}: add one to `Records`"),
         }
     }
@@ -200,6 +210,14 @@ fn mask_ids(s: &str) -> String {
         if rest.len() >= 36 && rest.is_char_boundary(36) && Uuid::try_parse(&rest[..36]).is_ok() {
             out.push_str("<id>");
             rest = &rest[36..];
+        } else if rest.len() >= 37
+            && rest.starts_with("resp_")
+            && rest.is_char_boundary(37)
+            && Uuid::try_parse(&rest[5..37]).is_ok()
+        {
+            // A response's id: `resp_` and 32 hex digits.
+            out.push_str("<id>");
+            rest = &rest[37..];
         } else {
             out.push(c);
             rest = &rest[c.len_utf8()..];
@@ -408,6 +426,11 @@ async fn another_tenants_ids_in_a_body_answer_as_unknown_ones() {
     let u = call(&s, &b.key, "POST", &path, Some(&chat(Uuid::now_v7()))).await;
     assert_eq!((t.status, u.status), (400, 400), "{} / {}", t.body, u.body);
     assert_eq!(normalised(&t), normalised(&u));
+    // An OpenAI response appended to A's session (a conversation): as to one no one has.
+    let respond = |conversation: Uuid| json!({"model": "m", "input": "hi", "conversation": conversation});
+    let t = call(&s, &b.key, "POST", "/v1/responses", Some(&respond(a.session))).await;
+    let u = call(&s, &b.key, "POST", "/v1/responses", Some(&respond(Uuid::now_v7()))).await;
+    assert_same_404("POST /v1/responses with conversation", &t, &u);
     // An OpenAI chat completion whose model is A's agent: as a model no one has.
     let completion = |model: Uuid| json!({"model": model, "messages": [{"role": "user", "content": "hi"}]});
     let t = call(&s, &b.key, "POST", "/v1/chat/completions", Some(&completion(a.agent))).await;

@@ -552,3 +552,486 @@ async fn conversation_items_are_validated_and_a_refused_request_writes_nothing()
     assert_eq!(s.raw("GET", "/api/sessions", None).await.body, before, "nothing was created");
     s.stop().await;
 }
+
+// ---------------------------------------------------------------- responses
+
+impl Setup {
+    async fn respond(&self, body: Value) -> Raw {
+        self.s.raw("POST", "/v1/responses", Some(&body.to_string())).await
+    }
+
+    /// The messages the fake received last, as (role, content).
+    fn upstream_messages(&self) -> Vec<(String, String)> {
+        self.upstream_body()["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| (m["role"].as_str().unwrap().to_owned(), m["content"].as_str().unwrap_or("").to_owned()))
+            .collect()
+    }
+
+    async fn session_count(&self) -> usize {
+        self.s.raw("GET", "/api/sessions?limit=1000", None).await.body["items"].as_array().unwrap().len()
+    }
+}
+
+fn text_of_output(r: &Raw) -> String {
+    r.body["output"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}", r.body))
+        .iter()
+        .filter(|i| i["type"] == "message")
+        .flat_map(|i| i["content"].as_array().unwrap().iter())
+        .filter_map(|c| c["text"].as_str())
+        .collect()
+}
+
+#[tokio::test]
+async fn responses_chain_by_previous_response_id_as_turns_of_one_session() {
+    let t = setup().await;
+    let first = t.respond(json!({"model": t.agent, "input": "I am Bob.", "metadata": {"k": "v"}})).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    assert_eq!(
+        (first.body["object"].clone(), first.body["status"].clone()),
+        (json!("response"), json!("completed"))
+    );
+    let id1 = first.body["id"].as_str().unwrap().to_owned();
+    assert!(id1.starts_with("resp_"), "{id1}");
+    assert_eq!(text_of_output(&first), "I am Bob.");
+    assert!(first.body["usage"]["total_tokens"].as_i64().unwrap() > 0);
+    assert_eq!(first.body["metadata"], json!({"k": "v"}));
+    // A new session of the agent, with the turn.
+    assert_eq!(t.session_count().await, 1);
+    let sessions = t.s.raw("GET", "/api/sessions", None).await;
+    let session = sessions.body["items"][0].clone();
+    assert_eq!(session["agents"], json!([t.agent]));
+
+    let second =
+        t.respond(json!({"model": t.agent, "input": "What is my name?", "previous_response_id": id1})).await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    assert_eq!(second.body["previous_response_id"], json!(id1));
+    let sent = t.upstream_messages();
+    assert_eq!(sent[0].0, "system");
+    assert!(sent[0].1.contains("Answer in one line."), "{sent:?}");
+    assert_eq!(
+        sent[1..].to_vec(),
+        [("user", "I am Bob."), ("assistant", "I am Bob."), ("user", "What is my name?")]
+            .map(|(r, c)| (r.to_owned(), c.to_owned()))
+    );
+    let id2 = second.body["id"].as_str().unwrap().to_owned();
+    let third = t
+        .respond(json!({"model": t.agent, "input": [{"role": "user", "content": "Third."}], "previous_response_id": id2,
+                        "instructions": "Answer in French."}))
+        .await;
+    assert_eq!(third.status, 200, "{}", third.body);
+    let sent = t.upstream_messages();
+    assert_eq!(sent.len(), 1 + 1 + 4 + 1, "system, instructions, two turns, the new input: {sent:?}");
+    assert_eq!(sent[1], ("system".to_owned(), "Answer in French.".to_owned()));
+    // One session, three turns; the stored responses read back.
+    assert_eq!(t.session_count().await, 1);
+    let sid = session["id"].as_str().unwrap();
+    let messages = t.s.raw("GET", &format!("/api/sessions/{sid}/messages"), None).await;
+    assert_eq!(messages.body["items"].as_array().unwrap().len(), 6);
+    let got = t.s.raw("GET", &format!("/v1/responses/{id1}"), None).await;
+    assert_eq!(got.status, 200, "{}", got.body);
+    assert_eq!(got.body, first.body, "a stored response reads back as it was answered");
+    let items = t.s.raw("GET", &format!("/v1/responses/{id2}/input_items"), None).await;
+    assert_eq!(items.status, 200, "{}", items.body);
+    assert_eq!(items.body["data"][0]["content"][0]["text"], "What is my name?");
+    // Deleted: its turn leaves the session; it can no longer be continued.
+    let r = t.s.raw("DELETE", &format!("/v1/responses/{id2}"), None).await;
+    assert_eq!(r.body, json!({"id": id2, "object": "response.deleted", "deleted": true}));
+    assert_eq!(t.s.raw("GET", &format!("/v1/responses/{id2}"), None).await.status, 404);
+    let messages = t.s.raw("GET", &format!("/api/sessions/{sid}/messages"), None).await;
+    assert_eq!(messages.body["items"].as_array().unwrap().len(), 4);
+    let r = t.respond(json!({"model": t.agent, "input": "x", "previous_response_id": id2})).await;
+    assert_eq!((r.status, r.body["error"]["code"].clone()), (404, json!("not_found")), "{}", r.body);
+    // Deleting the session takes its stored responses along.
+    assert_eq!(t.s.raw("DELETE", &format!("/api/sessions/{sid}"), None).await.status, 204);
+    assert_eq!(t.s.raw("GET", &format!("/v1/responses/{id1}"), None).await.status, 404);
+    assert!(t.s.orphans().await.is_empty(), "{:?}", t.s.orphans().await);
+    t.s.stop().await;
+}
+
+#[tokio::test]
+async fn a_response_in_a_conversation_is_appended_to_it_and_tools_round_trip() {
+    let t = setup().await;
+    let conv =
+        t.s.raw(
+            "POST",
+            "/v1/conversations",
+            Some(&json!({"items": [{"role": "user", "content": "Earlier."}]}).to_string()),
+        )
+        .await;
+    let cid = conv.body["id"].as_str().unwrap().to_owned();
+    let tools = json!([{"type": "function", "name": "lookup", "parameters": {"type": "object"}}]);
+    let r = t
+        .respond(json!({"model": "fake-model", "conversation": cid, "tools": tools,
+                        "input": "call lookup {\"q\":\"x\"}", "instructions": "Be terse."}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["conversation"], json!({"id": cid}));
+    let call = r.body["output"][0].clone();
+    assert_eq!((call["type"].clone(), call["name"].clone()), (json!("function_call"), json!("lookup")));
+    assert_eq!(call["arguments"], r#"{"q":"x"}"#);
+    // No agent: the instructions are the system message; the conversation's items come before.
+    let sent = t.upstream_messages();
+    assert_eq!(sent[0], ("system".to_owned(), "Be terse.".to_owned()));
+    assert_eq!(sent[1], ("user".to_owned(), "Earlier.".to_owned()));
+    assert_eq!(t.upstream_body()["tools"][0]["function"]["name"], "lookup");
+    // The call's output, as the next input.
+    let r = t
+        .respond(json!({"model": "fake-model", "previous_response_id": r.body["id"], "tools": tools,
+                        "input": [{"type": "function_call_output", "call_id": call["call_id"], "output": "found"}]}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(text_of_output(&r), "the tool answered: found");
+    let items = t.s.raw("GET", &format!("/v1/conversations/{cid}/items?order=asc"), None).await;
+    let kinds: Vec<&str> =
+        items.body["data"].as_array().unwrap().iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["message", "message", "function_call", "function_call_output", "message"]);
+    assert_eq!(items.body["data"][2]["id"], call["id"], "the output item is the conversation's item");
+    // The agent answers in the agentless conversation when it is the model.
+    let r = t.respond(json!({"model": t.agent, "conversation": {"id": cid}, "input": "hello"})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(t.upstream_messages()[0].1.contains("Answer in one line."));
+    t.s.stop().await;
+}
+
+#[tokio::test]
+async fn store_false_and_failed_calls_save_nothing_and_unsupported_features_are_400() {
+    let t = setup().await;
+    let r = t.respond(json!({"model": t.agent, "input": "hi", "store": false})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["store"], false);
+    assert_eq!(
+        t.s.raw("GET", &format!("/v1/responses/{}", r.body["id"].as_str().unwrap()), None).await.status,
+        404
+    );
+    assert_eq!(t.session_count().await, 0, "store: false makes no session");
+    t.fake.push(Behaviour::Fail { status: 500, body: "down".into() });
+    let r = t.respond(json!({"model": t.agent, "input": "hi"})).await;
+    assert_eq!((r.status, r.body["error"]["code"].clone()), (502, json!("upstream_error")), "{}", r.body);
+    assert_eq!(t.session_count().await, 0, "a failed call makes no session");
+    for (body, param) in [
+        (json!({"model": "m", "input": "x", "background": true}), "background"),
+        (json!({"model": "m", "input": "x", "tools": [{"type": "web_search"}]}), "tools[0].type"),
+        (json!({"model": "m", "input": [{"type": "reasoning", "summary": []}]}), "input[0].type"),
+        (
+            json!({"model": "m", "input": "x", "previous_response_id": "resp_1", "conversation": Uuid::now_v7()}),
+            "conversation",
+        ),
+    ] {
+        let r = t.respond(body.clone()).await;
+        assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!(param)), "{body}: {}", r.body);
+    }
+    let r = t.respond(json!({"model": "m", "input": "x", "tools": [{"type": "function"}]})).await;
+    assert_eq!((r.status, r.body["error"]["param"].clone()), (422, json!("tools[0].name")), "{}", r.body);
+    let r = t.respond(json!({"model": "m", "input": "x", "previous_response_id": "resp_nope"})).await;
+    assert_eq!((r.status, r.body["error"]["code"].clone()), (404, json!("not_found")), "{}", r.body);
+    t.s.stop().await;
+}
+
+/// The `(event, data)` pairs of a streamed response.
+async fn response_events(t: &Setup, body: Value) -> (u16, Vec<(String, Value)>) {
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/responses", t.s.base))
+        .header("authorization", format!("Bearer {}", t.s.key))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let text = resp.text().await.unwrap();
+    let mut events = Vec::new();
+    for block in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
+        let mut kind = String::new();
+        let mut data = Value::Null;
+        for line in block.lines() {
+            if let Some(k) = line.strip_prefix("event: ") {
+                kind = k.to_owned();
+            } else if let Some(d) = line.strip_prefix("data: ") {
+                data = serde_json::from_str(d).unwrap();
+            }
+        }
+        events.push((kind, data));
+    }
+    (status, events)
+}
+
+#[tokio::test]
+async fn streamed_responses_are_typed_events_in_order_ending_with_the_stored_response() {
+    let t = setup().await;
+    t.fake.push(Behaviour::Text("one two three".into()));
+    let (status, events) =
+        response_events(&t, json!({"model": t.agent, "input": "count", "stream": true})).await;
+    assert_eq!(status, 200);
+    let kinds: Vec<&str> = events.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        kinds[..4],
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.content_part.added"
+        ]
+    );
+    assert_eq!(
+        kinds[kinds.len() - 4..],
+        [
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.completed"
+        ]
+    );
+    assert!(kinds[4..kinds.len() - 4].iter().all(|k| *k == "response.output_text.delta"), "{kinds:?}");
+    for (i, (kind, data)) in events.iter().enumerate() {
+        assert_eq!(data["type"], json!(kind));
+        assert_eq!(data["sequence_number"], json!(i), "{kind}");
+    }
+    let deltas: String = events.iter().filter_map(|(_, d)| d["delta"].as_str()).collect();
+    assert_eq!(deltas, "one two three");
+    let completed = &events.last().unwrap().1["response"];
+    assert_eq!(completed["status"], "completed");
+    assert_eq!(completed["output"][0]["content"][0]["text"], "one two three");
+    assert_eq!(
+        events[2].1["item"]["id"], completed["output"][0]["id"],
+        "the streamed item is the stored one"
+    );
+    let id = completed["id"].as_str().unwrap();
+    assert_eq!(events[0].1["response"]["id"], json!(id));
+    let stored = t.s.raw("GET", &format!("/v1/responses/{id}"), None).await;
+    assert_eq!(&stored.body, completed);
+
+    // A function call, streamed.
+    let tools = json!([{"type": "function", "name": "lookup"}]);
+    let (_, events) = response_events(
+        &t,
+        json!({"model": t.agent, "input": "call lookup {\"a\":1}", "stream": true, "tools": tools, "previous_response_id": id}),
+    )
+    .await;
+    let kinds: Vec<&str> = events.iter().map(|(k, _)| k.as_str()).collect();
+    assert!(kinds.contains(&"response.function_call_arguments.delta"), "{kinds:?}");
+    let done = events.iter().find(|(k, _)| k == "response.function_call_arguments.done").unwrap();
+    assert_eq!(done.1["arguments"], r#"{"a":1}"#);
+    assert_eq!(events.last().unwrap().1["response"]["output"][0]["type"], "function_call");
+
+    // A stream cut by the provider ends with response.failed; nothing is saved.
+    let before = t.session_count().await;
+    t.fake.push(Behaviour::CutStream { chunks_before_cut: 2 });
+    let (status, events) =
+        response_events(&t, json!({"model": t.agent, "input": "cut", "stream": true})).await;
+    assert_eq!(status, 200);
+    let (kind, data) = events.last().unwrap();
+    assert_eq!(kind, "response.failed");
+    assert_eq!(data["response"]["status"], "failed");
+    assert_eq!(data["response"]["error"]["code"], "upstream_error", "{data}");
+    assert_eq!(t.session_count().await, before);
+    t.s.stop().await;
+}
+
+// ---------------------------------------------------------------- a Rust OpenAI client
+
+/// async-openai, a well-kept Rust client of OpenAI's API (strict about shapes:
+/// it deserialises every answer into its own types), against the live server.
+#[tokio::test]
+async fn async_openai_drives_models_chat_completions_conversations_and_responses() {
+    use async_openai::Client;
+    use async_openai::config::OpenAIConfig;
+    use async_openai::types::Metadata;
+    use async_openai::types::chat::{
+        ChatCompletionMessageToolCalls, ChatCompletionRequestAssistantMessageArgs,
+        ChatCompletionRequestMessage, ChatCompletionRequestToolMessageArgs,
+        ChatCompletionRequestUserMessageArgs, ChatCompletionStreamOptions, CreateChatCompletionRequestArgs,
+        FinishReason,
+    };
+    use async_openai::types::responses::{
+        ConversationItem, CreateConversationItemsRequestArgs, CreateConversationRequestArgs,
+        CreateResponseArgs, EasyInputContent, EasyInputMessage, InputItem, InputParam, MessageType,
+        OutputItem, ResponseStreamEvent, Role, Tool, UpdateConversationRequestArgs,
+    };
+    use futures::StreamExt;
+
+    let t = setup().await;
+    let config = OpenAIConfig::new().with_api_base(format!("{}/v1", t.s.base)).with_api_key(t.s.key.clone());
+    let client = Client::with_config(config);
+    let agent = t.agent.to_string();
+
+    let models = client.models().list().await.unwrap();
+    assert_eq!(models.data[0].id, agent);
+    assert_eq!(models.data[0].owned_by, "agent-platform");
+
+    let user = |text: &str| -> ChatCompletionRequestMessage {
+        ChatCompletionRequestUserMessageArgs::default().content(text).build().unwrap().into()
+    };
+    let request = CreateChatCompletionRequestArgs::default()
+        .model(&agent)
+        .messages([user("hello from rust")])
+        .build()
+        .unwrap();
+    let answer = client.chat().create(request).await.unwrap();
+    assert_eq!(answer.choices[0].message.content.as_deref(), Some("hello from rust"));
+    assert_eq!(answer.choices[0].finish_reason, Some(FinishReason::Stop));
+
+    let request = CreateChatCompletionRequestArgs::default()
+        .model(&agent)
+        .messages([user("one two three")])
+        .stream(true)
+        .stream_options(ChatCompletionStreamOptions { include_usage: Some(true), include_obfuscation: None })
+        .build()
+        .unwrap();
+    let mut stream = client.chat().create_stream(request).await.unwrap();
+    let (mut text, mut usage) = (String::new(), None);
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.unwrap();
+        text.extend(chunk.choices.iter().filter_map(|c| c.delta.content.clone()));
+        usage = usage.or(chunk.usage);
+    }
+    assert_eq!(text, "one two three");
+    assert!(usage.unwrap().total_tokens > 0);
+
+    // A function-tool round trip on the agent's tool (the fake calls it when asked to).
+    let ask = user(r#"call get_weather {"city":"Rome"}"#);
+    let request =
+        CreateChatCompletionRequestArgs::default().model(&agent).messages([ask.clone()]).build().unwrap();
+    let called = client.chat().create(request).await.unwrap();
+    assert_eq!(called.choices[0].finish_reason, Some(FinishReason::ToolCalls));
+    let calls = called.choices[0].message.tool_calls.clone().unwrap();
+    let ChatCompletionMessageToolCalls::Function(call) = &calls[0] else { panic!("{calls:?}") };
+    assert_eq!(
+        (call.function.name.as_str(), call.function.arguments.as_str()),
+        ("get_weather", r#"{"city":"Rome"}"#)
+    );
+    let messages: Vec<ChatCompletionRequestMessage> = vec![
+        ask,
+        ChatCompletionRequestAssistantMessageArgs::default()
+            .tool_calls(calls.clone())
+            .build()
+            .unwrap()
+            .into(),
+        ChatCompletionRequestToolMessageArgs::default()
+            .tool_call_id(&call.id)
+            .content("warm")
+            .build()
+            .unwrap()
+            .into(),
+    ];
+    let request =
+        CreateChatCompletionRequestArgs::default().model(&agent).messages(messages).build().unwrap();
+    let last = client.chat().create(request).await.unwrap();
+    assert_eq!(last.choices[0].message.content.as_deref(), Some("the tool answered: warm"));
+
+    // Conversations.
+    let message = |role: Role, text: &str| -> InputItem {
+        EasyInputMessage {
+            r#type: MessageType::Message,
+            role,
+            content: EasyInputContent::Text(text.into()),
+            phase: None,
+        }
+        .into()
+    };
+    let request = CreateConversationRequestArgs::default()
+        .metadata(Metadata::from(json!({"topic": "rust"})))
+        .items(vec![message(Role::Developer, "Be brief."), message(Role::User, "Hi")])
+        .build()
+        .unwrap();
+    let conv = client.conversations().create(request).await.unwrap();
+    assert_eq!(conv.object, "conversation");
+    let session = t.s.raw("GET", &format!("/api/sessions/{}", conv.id), None).await;
+    assert_eq!(session.status, 200, "{}", session.body);
+    let request = CreateConversationItemsRequestArgs::default()
+        .items(vec![message(Role::Assistant, "Hello")])
+        .build()
+        .unwrap();
+    let added = client.conversations().items(&conv.id).create(request).await.unwrap();
+    assert_eq!(added.data.len(), 1);
+    let items = client.conversations().items(&conv.id).list().await.unwrap();
+    assert_eq!(items.data.len(), 3);
+    let ConversationItem::Message(newest) = &items.data[0] else { panic!("{:?}", items.data[0]) };
+    let item = client.conversations().items(&conv.id).retrieve(&newest.id).await.unwrap();
+    assert_eq!(item, items.data[0]);
+    let request = UpdateConversationRequestArgs::default()
+        .metadata(Metadata::from(json!({"topic": "done"})))
+        .build()
+        .unwrap();
+    let updated = client.conversations().update(&conv.id, request).await.unwrap();
+    assert_eq!(updated.metadata, Metadata::from(json!({"topic": "done"})));
+    let deleted = client.conversations().delete(&conv.id).await.unwrap();
+    assert!(deleted.deleted);
+    let err = client.conversations().retrieve(&conv.id).await.unwrap_err();
+    assert!(format!("{err:?}").contains("not_found"), "{err:?}");
+
+    // Responses: three turns chained by previous_response_id.
+    let mut previous: Option<String> = None;
+    for text in ["My name is Ann.", "What is my name?", "Bye."] {
+        let mut request = CreateResponseArgs::default();
+        request.model(&agent).input(InputParam::Text(text.into()));
+        if let Some(p) = &previous {
+            request.previous_response_id(p);
+        }
+        let response = client.responses().create(request.build().unwrap()).await.unwrap();
+        assert_eq!(response.output_text().as_deref(), Some(text));
+        assert_eq!(response.previous_response_id, previous);
+        previous = Some(response.id);
+    }
+    let last = previous.unwrap();
+    let stored = client.responses().retrieve(&last).await.unwrap();
+    assert_eq!(stored.output_text().as_deref(), Some("Bye."));
+    let sent = t.upstream_messages();
+    assert_eq!(sent.len(), 1 + 5, "the system message, two turns, the new input: {sent:?}");
+
+    // A function tool, called and answered.
+    let tool: Tool = serde_json::from_value(json!({
+        "type": "function", "name": "get_time", "description": "The time in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }))
+    .unwrap();
+    let request = CreateResponseArgs::default()
+        .model("any-model")
+        .tools(vec![tool.clone()])
+        .input(InputParam::Text(r#"call get_time {"city":"Lima"}"#.into()))
+        .build()
+        .unwrap();
+    let called = client.responses().create(request).await.unwrap();
+    let OutputItem::FunctionCall(call) = &called.output[0] else { panic!("{:?}", called.output) };
+    assert_eq!((call.name.as_str(), call.arguments.as_str()), ("get_time", r#"{"city":"Lima"}"#));
+    let output: InputItem = serde_json::from_value(
+        json!({"type": "function_call_output", "call_id": call.call_id, "output": "noon"}),
+    )
+    .unwrap();
+    let request = CreateResponseArgs::default()
+        .model("any-model")
+        .tools(vec![tool])
+        .previous_response_id(&called.id)
+        .input(InputParam::Items(vec![output]))
+        .build()
+        .unwrap();
+    let answered = client.responses().create(request).await.unwrap();
+    assert_eq!(answered.output_text().as_deref(), Some("the tool answered: noon"));
+
+    // Streamed: typed events, numbered, the last the completed response.
+    let request = CreateResponseArgs::default()
+        .model(&agent)
+        .input(InputParam::Text("four five six".into()))
+        .build()
+        .unwrap();
+    let mut events = client.responses().create_stream(request).await.unwrap();
+    let (mut deltas, mut completed, mut count) = (String::new(), None, 0);
+    while let Some(event) = events.next().await {
+        match event.unwrap() {
+            ResponseStreamEvent::ResponseOutputTextDelta(e) => deltas.push_str(&e.delta),
+            ResponseStreamEvent::ResponseCompleted(e) => completed = Some(e.response),
+            _ => {}
+        }
+        count += 1;
+    }
+    assert_eq!(deltas, "four five six");
+    let completed = completed.expect("a response.completed event");
+    assert_eq!(completed.output_text().as_deref(), Some("four five six"));
+    assert!(count >= 9, "{count} events");
+    let deleted = client.responses().delete(&completed.id).await.unwrap();
+    assert!(deleted.deleted);
+    t.s.stop().await;
+}

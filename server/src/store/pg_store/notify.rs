@@ -134,6 +134,7 @@ fn kind_of(code: u8) -> Option<Kind> {
         ActiveExecution,
         ExecutionLease,
         SessionLock,
+        Response,
     ]
     .into_iter()
     .find(|k| *k as u8 == code)

@@ -20,7 +20,9 @@ fn fill(path: &str, pick: impl Fn(usize, &str, &str) -> Uuid) -> String {
     let mut out = Vec::new();
     for (i, seg) in segments.iter().enumerate() {
         if seg.starts_with('{') {
-            out.push(pick(n, root, segments[i - 1]).to_string());
+            let id = pick(n, root, segments[i - 1]);
+            // A response's id is `resp_` and the uuid's hex digits.
+            out.push(if root == "responses" { format!("resp_{}", id.simple()) } else { id.to_string() });
             n += 1;
         } else {
             out.push((*seg).to_owned());
@@ -128,6 +130,9 @@ fn sweep_table() -> BTreeMap<&'static str, Vec<Call>> {
         ("openai_item_create", vec![body(json!({"items": [{"role": "user", "content": "more"}]}))]),
         ("openai_item_get", vec![plain()]),
         ("openai_item_delete", vec![plain()]),
+        ("openai_response_get", vec![plain()]),
+        ("openai_response_input_items", vec![plain(), query("order=asc&limit=5")]),
+        ("openai_response_delete", vec![plain()]),
     ])
 }
 
@@ -248,6 +253,15 @@ async fn every_id_route_answers_another_tenants_ids_as_unknown_ones() {
             assert_eq!(r.status, expected, "{} {path} as its owner: {}", op.method, r.body);
         }
     }
-    assert_eq!(fake.requests().len(), 2, "only A's two chats reached the model");
+    // A response continued with another tenant's response id: as one no one has.
+    let continued = |previous: Uuid| json!({"model": "m", "input": "hi", "previous_response_id": format!("resp_{}", previous.simple())});
+    let theirs = call(&s, &b.key, "POST", "/v1/responses", Some(&continued(a.response.unwrap()))).await;
+    let unknown = call(&s, &b.key, "POST", "/v1/responses", Some(&continued(Uuid::now_v7()))).await;
+    assert_same_404("POST /v1/responses with previous_response_id", &theirs, &unknown);
+    assert_eq!(
+        fake.requests().len(),
+        4,
+        "only each tenant's stored response and A's two chats reached the model"
+    );
     s.stop().await;
 }

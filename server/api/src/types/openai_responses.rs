@@ -1,0 +1,315 @@
+//! Contract types of OpenAI's Responses API (`/v1/responses`), in OpenAI's shapes.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::chat::ToolChoiceMode;
+use super::openai::{ConversationItem, InputItem, unsupported_item};
+use crate::error::LocPart;
+use crate::types::{JsonObject, Metadata};
+use crate::validate::{Check, Issues};
+
+/// `/v1/responses/{response_id}`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+pub struct ResponsePath {
+    /// `resp_` and 32 hex digits, as a response's `id` says.
+    #[schemars(length(min = 1, max = 100))]
+    pub response_id: String,
+}
+
+impl Check for ResponsePath {}
+
+/// A response's input: text (one user message), or items.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ResponseInput {
+    Text(String),
+    Items(#[schemars(length(min = 1, max = 256))] Vec<InputItem>),
+}
+
+/// The conversation a response is a turn of: its id, or `{"id": ...}`.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ConversationRef {
+    Id(Uuid),
+    Object { id: Uuid },
+}
+
+impl ConversationRef {
+    pub fn id(&self) -> Uuid {
+        match self {
+            ConversationRef::Id(id) | ConversationRef::Object { id } => *id,
+        }
+    }
+}
+
+/// A tool the model may call: only `function` tools are supported (other
+/// types answer 400 naming the tool's `type`).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ResponseTool {
+    /// `function`.
+    #[serde(rename = "type")]
+    #[schemars(length(min = 1, max = 64))]
+    pub kind: String,
+    /// The function's name (1 to 64 letters, digits and underscores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$"))]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16000))]
+    pub description: Option<String>,
+    /// The arguments, as a JSON Schema object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<JsonObject>,
+    /// Passed on as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+}
+
+/// A named function the model must call.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ResponseNamedTool {
+    /// `function`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub name: String,
+}
+
+/// Whether and which tool the model calls.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ResponseToolChoice {
+    Mode(ToolChoiceMode),
+    Function(ResponseNamedTool),
+}
+
+/// Body of `POST /v1/responses` (OpenAI's request; unknown fields are ignored).
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+pub struct CreateResponseRequest {
+    /// An agent's id (that agent answers), or a model name its provider serves.
+    #[schemars(length(min = 1, max = 255))]
+    pub model: String,
+    /// The new input: text (a user message) or items (at most 256).
+    pub input: ResponseInput,
+    /// A system message for this turn only (after the agent's, when `model` is an agent).
+    #[serde(default)]
+    #[schemars(length(max = 1000000))]
+    pub instructions: Option<String>,
+    /// Continue after this stored response: the same session, its history before this turn.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 100))]
+    pub previous_response_id: Option<String>,
+    /// The conversation (session) this turn is appended to.
+    #[serde(default)]
+    pub conversation: Option<ConversationRef>,
+    /// Save the turn (default true): the input and the answer become messages of
+    /// the session, and the response can be read and continued by its id.
+    #[serde(default)]
+    pub store: Option<bool>,
+    /// Function tools the model may call (besides the agent's).
+    #[serde(default)]
+    #[schemars(length(max = 128))]
+    pub tools: Option<Vec<ResponseTool>>,
+    #[serde(default)]
+    pub tool_choice: Option<ResponseToolChoice>,
+    /// Answer `text/event-stream`: typed `response.*` events (see the operation).
+    #[serde(default)]
+    pub stream: bool,
+    /// The most tokens the answer may have.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_output_tokens: Option<i64>,
+    /// Sampling temperature, 0 to 2.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 2))]
+    pub temperature: Option<f64>,
+    /// Nucleus sampling, 0 to 1.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 1))]
+    pub top_p: Option<f64>,
+    /// Kept with the response.
+    #[serde(default)]
+    pub metadata: Option<Metadata>,
+    /// Passed to the provider as sent.
+    #[serde(default)]
+    pub parallel_tool_calls: Option<bool>,
+    /// Not supported: `true` answers 400 (responses are answered while the request waits).
+    #[serde(default)]
+    pub background: Option<bool>,
+}
+
+impl CreateResponseRequest {
+    /// The first feature of the request this service does not support, as `(param, message)`.
+    pub fn unsupported(&self) -> Option<(String, String)> {
+        if self.background == Some(true) {
+            return Some((
+                "background".into(),
+                "background responses are not supported: omit `background`".into(),
+            ));
+        }
+        if self.previous_response_id.is_some() && self.conversation.is_some() {
+            return Some((
+                "conversation".into(),
+                "send `previous_response_id` or `conversation`, not both".into(),
+            ));
+        }
+        for (i, tool) in self.tools.iter().flatten().enumerate() {
+            if tool.kind != "function" {
+                return Some((
+                    format!("tools[{i}].type"),
+                    format!("tools of type {:?} are not supported: only \"function\" tools are", tool.kind),
+                ));
+            }
+        }
+        match &self.input {
+            ResponseInput::Items(items) => unsupported_item("input", items),
+            ResponseInput::Text(_) => None,
+        }
+    }
+}
+
+impl Check for CreateResponseRequest {
+    fn check(&self, issues: &mut Issues) {
+        if let ResponseInput::Items(items) = &self.input {
+            for (i, item) in items.iter().enumerate() {
+                item.check_at(&[LocPart::Key("input".into()), LocPart::Index(i)], issues);
+            }
+        }
+        for (i, tool) in self.tools.iter().flatten().enumerate() {
+            if tool.kind == "function" && tool.name.is_none() {
+                let loc = [LocPart::Key("tools".into()), LocPart::Index(i), LocPart::Key("name".into())];
+                issues.push(&loc, "missing", "Field required: a function tool has a name");
+            }
+        }
+    }
+}
+
+/// Tokens of a response, as the provider counted them (or we did).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ResponseUsage {
+    pub input_tokens: i64,
+    pub input_tokens_details: InputTokensDetails,
+    pub output_tokens: i64,
+    pub output_tokens_details: OutputTokensDetails,
+    pub total_tokens: i64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct InputTokensDetails {
+    /// Always 0.
+    pub cached_tokens: i64,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct OutputTokensDetails {
+    /// Always 0.
+    pub reasoning_tokens: i64,
+}
+
+/// Why a response failed.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ResponseError {
+    /// The same code as the failure has as an error answer (`upstream_error`, ...).
+    pub code: String,
+    pub message: String,
+}
+
+/// The conversation of a response.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ConversationId {
+    pub id: Uuid,
+}
+
+/// A response (OpenAI's `response`): one turn of a session, its output the
+/// assistant's message and tool calls as items.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ModelResponse {
+    /// `resp_` and 32 hex digits.
+    pub id: String,
+    /// Always `response`.
+    pub object: String,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// `in_progress` (streamed, before the end), `completed` or `failed`.
+    pub status: String,
+    /// Set when `failed`.
+    pub error: Option<ResponseError>,
+    /// Always null.
+    pub incomplete_details: Option<Value>,
+    pub instructions: Option<String>,
+    pub max_output_tokens: Option<i64>,
+    /// The model that answered.
+    pub model: String,
+    pub output: Vec<ConversationItem>,
+    pub parallel_tool_calls: bool,
+    pub previous_response_id: Option<String>,
+    /// The conversation it was appended to, when the request named one.
+    pub conversation: Option<ConversationId>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    /// `auto`, `none`, `required`, or `{"type": "function", "name"}`.
+    pub tool_choice: Value,
+    pub tools: Vec<ResponseTool>,
+    pub store: bool,
+    /// Null until completed.
+    pub usage: Option<ResponseUsage>,
+    pub metadata: JsonObject,
+    /// Always false.
+    pub background: bool,
+}
+
+/// The answer of `DELETE /v1/responses/{response_id}`.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ResponseDeleted {
+    pub id: String,
+    /// Always `response.deleted`.
+    pub object: String,
+    pub deleted: bool,
+}
+
+/// Query of `GET /v1/responses/{response_id}/input_items`.
+pub type InputItemListParams = super::openai::ItemListParams;
+
+/// One event of a streamed response (`event: <type>` and `data: <this>`), in
+/// order: `response.created`, `response.in_progress`, then per output item
+/// `response.output_item.added`, for text `response.content_part.added`,
+/// `response.output_text.delta`…, `response.output_text.done`,
+/// `response.content_part.done`, for a function call
+/// `response.function_call_arguments.delta`…, `response.function_call_arguments.done`,
+/// then `response.output_item.done`; last `response.completed` (or
+/// `response.failed`). `sequence_number` counts from 0.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ResponseStreamEvent {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub sequence_number: u64,
+    /// On `response.created`, `response.in_progress`, `response.completed`, `response.failed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<Box<ModelResponse>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_index: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_index: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item_id: Option<String>,
+    /// On `response.output_item.added` and `.done`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub item: Option<ConversationItem>,
+    /// On `response.content_part.added` and `.done`: `{"type": "output_text", "text", "annotations"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<super::openai::ItemContent>,
+    /// A piece of text or of a function call's arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<String>,
+    /// On `response.output_text.done`: the whole text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    /// On `response.function_call_arguments.done`: the whole arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<String>,
+    /// On `response.output_text.delta` and `.done`: always `[]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<Vec<JsonObject>>,
+}
