@@ -3,7 +3,8 @@
 //! in one run. Prints p50/p99 of the latency the service adds, and of the
 //! time to the first streamed byte it adds; then the same for OpenAI's
 //! `POST /v1/chat/completions` with the agent as the model and the history
-//! in the request.
+//! in the request, and for `POST /v1/responses` continuing a chain of 1,000
+//! responses (`previous_response_id`).
 //!
 //! `cargo bench -p agent-platform-benches --bench chat`
 //!
@@ -27,6 +28,8 @@ use serde_json::{Value, json};
 const MESSAGES: usize = 1000;
 const ROUNDS: usize = 500;
 const DOCS: usize = 100;
+/// The length of the chain of responses the Responses API is measured on.
+const TURNS: usize = 1000;
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
@@ -78,7 +81,7 @@ async fn measure(
 fn report(name: &str, service: &mut [Duration], direct: &mut [Duration]) {
     let (s50, s99, d50, d99) = (pct(service, 0.5), pct(service, 0.99), pct(direct, 0.5), pct(direct, 0.99));
     println!(
-        "{name:<28} service p50 {:>8.3} ms p99 {:>8.3} ms | direct p50 {:>8.3} ms p99 {:>8.3} ms | added p50 {:>+8.3} ms p99 {:>+8.3} ms",
+        "{name:<34} service p50 {:>8.3} ms p99 {:>8.3} ms | direct p50 {:>8.3} ms p99 {:>8.3} ms | added p50 {:>+8.3} ms p99 {:>+8.3} ms",
         ms(s50),
         ms(s99),
         ms(d50),
@@ -167,27 +170,8 @@ async fn main() {
     let chat_url = format!("{base}/api/sessions/{sid}/chat");
     let chat =
         json!({"messages": [{"role": "user", "content": "What did we say about cells?"}], "save": false});
-    // Warm up, and capture the exact request the service sends upstream.
-    for _ in 0..5 {
-        measure_once(&http, &chat_url, &auth, &chat).await;
-    }
-    let mut upstream_body = fake.last_request().unwrap().body;
     let upstream_url = format!("{}/chat/completions", fake.base_url());
-
-    upstream_body["stream"] = json!(false);
-    upstream_body.as_object_mut().unwrap().remove("stream_options");
-    let ((mut svc, _), (mut direct, _)) =
-        measure(&http, (&chat_url, &auth, &chat), (&upstream_url, &upstream_body)).await;
-    report("non-streamed: latency", &mut svc, &mut direct);
-
-    let mut chat_stream = chat.clone();
-    chat_stream["stream"] = json!(true);
-    upstream_body["stream"] = json!(true);
-    upstream_body["stream_options"] = json!({"include_usage": true});
-    let ((mut svc_total, mut svc_first), (mut direct_total, mut direct_first)) =
-        measure(&http, (&chat_url, &auth, &chat_stream), (&upstream_url, &upstream_body)).await;
-    report("streamed: first byte", &mut svc_first, &mut direct_first);
-    report("streamed: whole answer", &mut svc_total, &mut direct_total);
+    let upstream_body = compare(&http, &fake, (&chat_url, &auth, &chat), &upstream_url, "").await;
     println!(
         "({ROUNDS} rounds of one request each way, interleaved; prompt of {} messages)",
         upstream_body["messages"].as_array().unwrap().len(),
@@ -213,30 +197,77 @@ async fn main() {
     messages.push(json!({"role": "user", "content": "What did we say about cells?"}));
     let v1_url = format!("{base}/v1/chat/completions");
     let completion = json!({"model": agent["id"], "messages": messages});
-    for _ in 0..5 {
-        measure_once(&http, &v1_url, &auth, &completion).await;
-    }
-    let mut upstream_body = fake.last_request().unwrap().body;
-    upstream_body["stream"] = json!(false);
-    upstream_body.as_object_mut().unwrap().remove("stream_options");
-    let ((mut svc, _), (mut direct, _)) =
-        measure(&http, (&v1_url, &auth, &completion), (&upstream_url, &upstream_body)).await;
-    report("/v1 agent: latency", &mut svc, &mut direct);
-    let mut completion_stream = completion.clone();
-    completion_stream["stream"] = json!(true);
-    upstream_body["stream"] = json!(true);
-    upstream_body["stream_options"] = json!({"include_usage": true});
-    let ((mut svc_total, mut svc_first), (mut direct_total, mut direct_first)) =
-        measure(&http, (&v1_url, &auth, &completion_stream), (&upstream_url, &upstream_body)).await;
-    report("/v1 agent streamed: first", &mut svc_first, &mut direct_first);
-    report("/v1 agent streamed: whole", &mut svc_total, &mut direct_total);
+    compare(&http, &fake, (&v1_url, &auth, &completion), &upstream_url, "/v1 agent ").await;
     println!(
         "(/v1/chat/completions with the agent's id as the model and the {} messages of history in the \
          request, recall over the agent's docs; upstream requests seen: {})",
         messages.len(),
         fake.requests().len()
     );
+
+    // OpenAI's Responses: a chain of TURNS turns by previous_response_id, then
+    // one more turn on it, measured (`store: false` keeps the chain as it is).
+    let started = Instant::now();
+    let responses_url = format!("{base}/v1/responses");
+    let mut previous: Option<String> = None;
+    for i in 0..TURNS {
+        let mut body = json!({"model": agent["id"], "input": format!("Turn {i} about cells and membranes.")});
+        if let Some(p) = &previous {
+            body["previous_response_id"] = json!(p);
+        }
+        let r: Value = http
+            .post(&responses_url)
+            .header("authorization", &auth)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        previous = Some(r["id"].as_str().unwrap_or_else(|| panic!("{r}")).to_owned());
+    }
+    println!("setup: a chain of {TURNS} responses in {:.1} s", started.elapsed().as_secs_f64());
+    let turn = json!({"model": agent["id"], "input": "What did we say about cells?", "previous_response_id": previous,
+                      "store": false});
+    let upstream_body =
+        compare(&http, &fake, (&responses_url, &auth, &turn), &upstream_url, "/v1/responses ").await;
+    println!(
+        "(/v1/responses continuing a {TURNS}-turn chain, the agent as the model: a prompt of {} messages)",
+        upstream_body["messages"].as_array().unwrap().len()
+    );
     running.shutdown().await.unwrap();
+}
+
+/// The same request through the service and direct to the upstream, not
+/// streamed then streamed: after a warm-up, which captures the exact request
+/// the service sends upstream. Reports each, its lines labelled `label`;
+/// answers the upstream request.
+async fn compare(
+    http: &reqwest::Client,
+    fake: &FakeUpstream,
+    (url, auth, body): (&str, &str, &Value),
+    upstream_url: &str,
+    label: &str,
+) -> Value {
+    for _ in 0..5 {
+        measure_once(http, url, auth, body).await;
+    }
+    let mut upstream_body = fake.last_request().unwrap().body;
+    upstream_body["stream"] = json!(false);
+    upstream_body.as_object_mut().unwrap().remove("stream_options");
+    let ((mut svc, _), (mut direct, _)) =
+        measure(http, (url, auth, body), (upstream_url, &upstream_body)).await;
+    report(&format!("{label}latency"), &mut svc, &mut direct);
+    let mut streamed = body.clone();
+    streamed["stream"] = json!(true);
+    upstream_body["stream"] = json!(true);
+    upstream_body["stream_options"] = json!({"include_usage": true});
+    let ((mut svc_total, mut svc_first), (mut direct_total, mut direct_first)) =
+        measure(http, (url, auth, &streamed), (upstream_url, &upstream_body)).await;
+    report(&format!("{label}streamed: first byte"), &mut svc_first, &mut direct_first);
+    report(&format!("{label}streamed: whole"), &mut svc_total, &mut direct_total);
+    upstream_body
 }
 
 async fn measure_once(http: &reqwest::Client, url: &str, auth: &str, body: &Value) {

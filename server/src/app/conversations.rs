@@ -7,14 +7,14 @@
 use uuid::Uuid;
 
 use super::messages::message_records;
-use super::sessions::session_record;
+use super::sessions::{plain_session, session_record};
 use super::{App, Error, Result, Tenant};
 use crate::api::types::{
     CompletionContent, Conversation, ConversationDeleted, ConversationItem, CreateConversationRequest,
     CreateItemsRequest, InputItem, InputRole, ItemContent, ItemList, ItemListParams, ItemOrder, Metadata,
 };
 use crate::api::types_sessions::{
-    CreateMessageRequest, CreateSessionRequest, FunctionCall, Message, Role, Session, ToolCall, ToolCallType,
+    CreateMessageRequest, FunctionCall, Message, Role, Session, ToolCall, ToolCallType,
 };
 use crate::store::{Direction, Kind, ListQuery, SortBy};
 
@@ -28,19 +28,7 @@ impl App {
         t: Tenant,
         req: CreateConversationRequest,
     ) -> Result<Conversation> {
-        let (rec, mut ops) = session_record(CreateSessionRequest {
-            agent: None,
-            agents: None,
-            user: None,
-            users: None,
-            situation: None,
-            system_template: None,
-            // OpenAI's clients send text, not templates.
-            render_templates: false,
-            token_budget: None,
-            context_overflow: None,
-            metadata: req.metadata,
-        })?;
+        let (rec, mut ops) = session_record(plain_session(None, req.metadata))?;
         let session = rec.id;
         let (_, puts) = message_records(session, messages_of_items(req.items.unwrap_or_default())).await?;
         ops.extend(puts);

@@ -26,7 +26,7 @@ use super::conversations::{items_of, messages_of_items};
 use super::history::History;
 use super::messages::message_records;
 use super::records::{decode, encode};
-use super::sessions::session_record;
+use super::sessions::{plain_session, session_record};
 use super::{App, Error, Result, Tenant};
 use crate::api::types::{
     ChatFunction, ChatSettings, ChatTool, ChatToolChoice, ChatUsage, ConversationId, ConversationItem,
@@ -34,7 +34,7 @@ use crate::api::types::{
     NamedFunction, NamedToolChoice, ResponseDeleted, ResponseError, ResponseInput, ResponseStreamEvent,
     ResponseTool, ResponseToolChoice, ResponseUsage, Tool, ToolCallType, User,
 };
-use crate::api::types_sessions::{CreateMessageRequest, CreateSessionRequest, Message, Role, Session};
+use crate::api::types_sessions::{CreateMessageRequest, Message, Role, Session};
 use crate::models::provider::CompletionStream as UpstreamStream;
 use crate::models::{ChunkAccumulator, Provider, wire};
 use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError};
@@ -151,18 +151,7 @@ impl App {
                 (Some(lock), lease, session, users, version, None)
             }
             None => {
-                let (rec, ops) = session_record(CreateSessionRequest {
-                    agent: agent.as_ref().map(|a| a.id),
-                    agents: None,
-                    user: None,
-                    users: None,
-                    situation: None,
-                    system_template: None,
-                    render_templates: false,
-                    token_budget: None,
-                    context_overflow: None,
-                    metadata: None,
-                })?;
+                let (rec, ops) = session_record(plain_session(agent.as_ref().map(|a| a.id), None))?;
                 let session: Session = decode(&rec)?;
                 (None, None, session, Vec::new(), None, Some((rec, ops)))
             }

@@ -61,6 +61,24 @@ fn participants(one: Option<Uuid>, many: Option<Vec<Uuid>>) -> Vec<Uuid> {
     out
 }
 
+/// What the OpenAI-compatible routes create: a session of at most one agent
+/// and no user, with the default settings, but not rendering messages as
+/// templates (OpenAI's clients send text).
+pub(super) fn plain_session(agent: Option<Uuid>, metadata: Option<Metadata>) -> CreateSessionRequest {
+    CreateSessionRequest {
+        agent,
+        agents: None,
+        user: None,
+        users: None,
+        situation: None,
+        system_template: None,
+        render_templates: false,
+        token_budget: None,
+        context_overflow: None,
+        metadata,
+    }
+}
+
 /// The kinds of record in a session's scope, deleted with it.
 pub const SESSION_SCOPED: [Kind; 2] = [Kind::Message, Kind::Response];
 
