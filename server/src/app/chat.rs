@@ -229,16 +229,26 @@ impl App {
     }
 }
 
-/// The usage the provider reported, or our own count when it sent none.
-pub fn usage_of(prepared: &PreparedChat, usage: Option<wire::Usage>, completion: &str) -> ChatUsage {
+/// The provider's token counts, in the contract's shape.
+pub fn contract_usage(u: wire::Usage) -> ChatUsage {
+    ChatUsage {
+        prompt_tokens: u.prompt_tokens.into(),
+        completion_tokens: u.completion_tokens.into(),
+        total_tokens: u.total_tokens.into(),
+    }
+}
+
+/// The usage the provider reported, or our own count of `request` and the
+/// `completion` when it sent none.
+pub fn usage_or_count(
+    request: &wire::CompletionRequest,
+    usage: Option<wire::Usage>,
+    completion: &str,
+) -> ChatUsage {
     match usage {
-        Some(u) => ChatUsage {
-            prompt_tokens: u.prompt_tokens.into(),
-            completion_tokens: u.completion_tokens.into(),
-            total_tokens: u.total_tokens.into(),
-        },
+        Some(u) => contract_usage(u),
         None => {
-            let prompt = count_chat_tokens(&prepared.request.messages) as i64;
+            let prompt = count_chat_tokens(&request.messages) as i64;
             let completion = models::count_tokens(completion) as i64;
             ChatUsage {
                 prompt_tokens: prompt,
@@ -249,11 +259,16 @@ pub fn usage_of(prepared: &PreparedChat, usage: Option<wire::Usage>, completion:
     }
 }
 
+/// The provider's id of an answer, or ours when it sent none.
+pub fn answer_id(upstream: &str) -> String {
+    if upstream.is_empty() { format!("chatcmpl-{}", Uuid::now_v7().simple()) } else { upstream.to_owned() }
+}
+
 /// The contract's answer from the provider's.
 pub fn chat_response(prepared: &PreparedChat, answer: wire::CompletionResponse) -> ChatResponse {
-    let usage = usage_of(prepared, answer.usage, answer.text());
+    let usage = usage_or_count(&prepared.request, answer.usage, answer.text());
     ChatResponse {
-        id: if answer.id.is_empty() { format!("chatcmpl-{}", Uuid::now_v7().simple()) } else { answer.id },
+        id: answer_id(&answer.id),
         created_at: Utc::now(),
         model: if answer.model.is_empty() { prepared.request.model.clone() } else { answer.model },
         choices: answer

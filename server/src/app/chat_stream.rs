@@ -13,10 +13,10 @@
 use futures::{Stream, StreamExt};
 use uuid::Uuid;
 
-use super::chat::{PreparedChat, usage_of};
+use super::chat::{PreparedChat, contract_usage, usage_or_count};
 use super::{App, Result, Tenant};
 use crate::api::types_chat::{
-    ChatChunk, ChatChunkChoice, ChatDelta, ChatFunctionCallDelta, ChatRequest, ChatToolCallDelta, ChatUsage,
+    ChatChunk, ChatChunkChoice, ChatDelta, ChatFunctionCallDelta, ChatRequest, ChatToolCallDelta,
 };
 use crate::api::types_sessions::Role;
 use crate::models::provider::CompletionStream as UpstreamStream;
@@ -88,7 +88,7 @@ impl Streaming {
     /// Usage, save, and the last chunk.
     async fn finish(&mut self) -> Result<ChatChunk> {
         let acc = std::mem::take(&mut self.acc);
-        let usage = usage_of(&self.prepared, acc.usage(), acc.content());
+        let usage = usage_or_count(&self.prepared.request, acc.usage(), acc.content());
         let answer = acc.finish();
         self.app.chat_save(&self.prepared, &answer, None).await?;
         let model = std::mem::take(&mut self.model);
@@ -132,11 +132,7 @@ pub(super) fn contract_chunk(chunk: wire::CompletionChunk) -> ChatChunk {
         })
         .collect();
     // A provider may report usage on a chunk with choices too: passed on as sent.
-    let usage = chunk.usage.map(|u| ChatUsage {
-        prompt_tokens: u.prompt_tokens.into(),
-        completion_tokens: u.completion_tokens.into(),
-        total_tokens: u.total_tokens.into(),
-    });
+    let usage = chunk.usage.map(contract_usage);
     ChatChunk { id: chunk.id, object: None, model: chunk.model, choices, usage, docs: None }
 }
 

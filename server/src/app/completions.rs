@@ -12,7 +12,7 @@ use futures::{Stream, StreamExt};
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::chat::{merge_settings, to_wire_call};
+use super::chat::{answer_id, contract_usage, merge_settings, to_wire_call, usage_or_count};
 use super::chat_prepare::{completion_request, template_context, tool_specs};
 use super::chat_stream::contract_chunk;
 use super::conversations::text_of;
@@ -23,7 +23,7 @@ use crate::api::types::{
     ModelList, StopSequences, Tool,
 };
 use crate::models::provider::CompletionStream as UpstreamStream;
-use crate::models::{self, ChunkAccumulator, DEFAULT_SYSTEM_TEMPLATE, Provider, count_chat_tokens, wire};
+use crate::models::{self, ChunkAccumulator, DEFAULT_SYSTEM_TEMPLATE, Provider, wire};
 use crate::store::ListQuery;
 
 /// The most agents `GET /v1/models` lists.
@@ -220,7 +220,7 @@ impl Streaming {
                     chunk.model.clone()
                 };
             }
-            let usage = if self.prepared.include_usage { chunk.usage.map(usage_of) } else { None };
+            let usage = if self.prepared.include_usage { chunk.usage.map(contract_usage) } else { None };
             self.usage_sent |= usage.is_some();
             let choices = contract_chunk(chunk).choices;
             if choices.is_empty() && usage.is_none() {
@@ -252,38 +252,6 @@ impl Streaming {
             },
             choices,
             usage,
-        }
-    }
-}
-
-fn answer_id(upstream: &str) -> String {
-    if upstream.is_empty() { format!("chatcmpl-{}", Uuid::now_v7().simple()) } else { upstream.to_owned() }
-}
-
-fn usage_of(u: wire::Usage) -> ChatUsage {
-    ChatUsage {
-        prompt_tokens: u.prompt_tokens.into(),
-        completion_tokens: u.completion_tokens.into(),
-        total_tokens: u.total_tokens.into(),
-    }
-}
-
-/// The usage the provider reported, or our own count when it sent none.
-pub(super) fn usage_or_count(
-    request: &wire::CompletionRequest,
-    usage: Option<wire::Usage>,
-    completion: &str,
-) -> ChatUsage {
-    match usage {
-        Some(u) => usage_of(u),
-        None => {
-            let prompt = count_chat_tokens(&request.messages) as i64;
-            let completion = models::count_tokens(completion) as i64;
-            ChatUsage {
-                prompt_tokens: prompt,
-                completion_tokens: completion,
-                total_tokens: prompt + completion,
-            }
         }
     }
 }

@@ -18,10 +18,9 @@ use serde_json::{Value, json};
 use tokio::sync::OwnedMutexGuard;
 use uuid::Uuid;
 
-use super::chat::{from_wire_call, merge_settings};
+use super::chat::{from_wire_call, merge_settings, usage_or_count};
 use super::chat_lock::SessionLease;
 use super::chat_prepare::{completion_request, system_message, template_context, tool_specs};
-use super::completions::usage_or_count;
 use super::conversations::{items_of, messages_of_items};
 use super::history::History;
 use super::messages::message_records;
