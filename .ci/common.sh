@@ -2,7 +2,8 @@
 # virtualenv with the pinned tools of .ci/requirements.txt, and the debug
 # server on a throw-away data dir.
 #
-# Sets TARGET_DIR, VENV and CI_TMP; after start_server, SERVER_URL and SERVER_KEY.
+# Sets TARGET_DIR, VENV and CI_TMP; after ci_binaries, the executables'
+# paths; after start_server, SERVER_URL and SERVER_KEY.
 
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -45,6 +46,21 @@ ci_python() {
     echo "no Python 3.10+ with venv found; installing Debian's" >&2
     apt-get update -qq >&2 && apt-get install -y -qq python3 python3-venv >&2
     command -v python3
+}
+
+# The executables `cargo test --workspace` builds, named by `cargo xtask
+# test-binaries`: AGENT_PLATFORM_BIN (the server), FAKE_UPSTREAM_BIN (the tests'
+# fake model provider), E2E_TEST_BIN and SERVER_UNIT_TEST_BIN. .ci/run exports
+# them once after its test run; a script run alone asks cargo here (a no-op
+# after `cargo test --workspace`). Cargo is never asked with another target
+# selection, which would resolve other features and compile the server again.
+ci_binaries() {
+    if [ -z "${AGENT_PLATFORM_BIN:-}" ] || [ -z "${FAKE_UPSTREAM_BIN:-}" ] ||
+        [ -z "${E2E_TEST_BIN:-}" ] || [ -z "${SERVER_UNIT_TEST_BIN:-}" ]; then
+        local exports
+        exports=$(cargo xtask test-binaries)
+        eval "$exports"
+    fi
 }
 
 # Creates (or reuses, when .ci/requirements.txt has not changed) the virtualenv
@@ -92,15 +108,14 @@ ci_wait_for() {
     exit 1
 }
 
-# Starts `agent-platform serve` (the debug binary; build it first with
-# `cargo build -p agent-platform --bin agent-platform`) on a free port and an
+# Starts `agent-platform serve` ($AGENT_PLATFORM_BIN: call ci_binaries first) on a free port and an
 # empty data dir, extra arguments going to `serve`; waits until it answers
 # and sets SERVER_URL and SERVER_KEY (the first key, printed on stdout).
 #
 # With AGENT_PLATFORM_TEST_BACKEND=postgres, the server runs on a new database
 # of the cluster of AGENT_PLATFORM_TEST_DATABASE_URL (see .ci/postgres).
 start_server() {
-    local bin="$TARGET_DIR/debug/agent-platform" store=()
+    local bin="${AGENT_PLATFORM_BIN:?call ci_binaries first}" store=()
     [ -x "$bin" ] || { echo "$bin is missing" >&2; exit 1; }
     if [ "${AGENT_PLATFORM_TEST_BACKEND:-sled}" = postgres ]; then
         local url

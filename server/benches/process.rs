@@ -8,23 +8,24 @@ use std::time::Duration;
 
 /// Builds the server binary in the profile this bench was built in and
 /// answers its path: the release binary under `cargo bench`; under `cargo
-/// test` (CI runs the scale bench small that way) the dev one, built as
-/// `cargo test --workspace` builds it (every bin of the workspace, so that
-/// nothing is compiled again).
+/// test` (CI runs the scale bench small that way) the one the end-to-end tests
+/// run, found as they find it ([`agent_platform_tests::binary`]: the one
+/// `cargo test --workspace` built, so nothing is compiled again).
 pub fn binary() -> PathBuf {
     let exe = std::env::current_exe().expect("the bench binary's path");
     let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
-    let target_dir = profile_dir.parent().expect("target/<profile>");
-    let release = profile_dir.file_name().is_some_and(|n| n == "release");
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut build = Command::new(cargo);
-    build.current_dir(env!("CARGO_MANIFEST_DIR")).arg("build").arg("--quiet");
-    if release {
-        build.args(["--release", "-p", "agent-platform", "--bin", "agent-platform"]);
-    } else {
-        build.args(["--workspace", "--bins"]);
+    if profile_dir.file_name().is_none_or(|n| n != "release") {
+        return agent_platform_tests::binary();
     }
-    let status = build.arg("--target-dir").arg(target_dir).status().expect("cargo runs");
+    let target_dir = profile_dir.parent().expect("target/<profile>");
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["build", "--quiet", "--release", "-p", "agent-platform", "--bin", "agent-platform"])
+        .arg("--target-dir")
+        .arg(target_dir)
+        .status()
+        .expect("cargo runs");
     assert!(status.success(), "building the server binary failed");
     profile_dir.join("agent-platform")
 }

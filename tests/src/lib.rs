@@ -262,21 +262,33 @@ pub fn status_of<T: std::fmt::Debug>(r: Result<T, agent_platform_client::Error<t
     }
 }
 
-/// The `agent-platform` binary as the sources are now: `cargo build` runs once
-/// per test process (quick when nothing changed) and names the executable it
-/// made, so a binary left in `target/` by an older build is never the one
-/// tested.
+/// The `agent-platform` binary as the sources are now: cargo runs once per
+/// test process (quick when nothing changed) and names the executable it made,
+/// so a binary left in `target/` by an older build is never the one tested —
+/// unless `AGENT_PLATFORM_BIN` names the one to test, as CI does.
 pub fn binary() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BUILT.get_or_init(build_binary).clone()
+    BUILT
+        .get_or_init(|| match std::env::var_os("AGENT_PLATFORM_BIN") {
+            // CI names the binary its `cargo test --workspace` built (`cargo xtask test-binaries`).
+            Some(path) => {
+                let path = PathBuf::from(path);
+                assert!(path.exists(), "AGENT_PLATFORM_BIN={} does not exist", path.display());
+                path
+            }
+            None => build_binary(),
+        })
+        .clone()
 }
 
-/// Builds the binary into this test binary's own target dir and profile.
-/// Every bin of the workspace is selected, as `cargo test --workspace` builds
-/// them all: cargo then compiles the server's dependencies exactly as that run
-/// did and finds everything fresh. (A narrower selection, such as this package
-/// and the server alone, gives some shared dependencies other hashes, so cargo
-/// would compile them and the server a second time.)
+/// Builds the binary into this test binary's own target dir and profile, by
+/// asking cargo for what `cargo test --workspace` builds: the same target
+/// selection resolves the same features, so after the README's test command
+/// everything is fresh and nothing is compiled. (Any narrower selection, such as
+/// `cargo build --workspace --bins`, leaves out dev-dependencies or targets,
+/// resolves some shared dependencies with other features and compiles them and
+/// the server a second time.) The server binary is the `agent-platform` bin
+/// built as a program (not as its unit tests' harness).
 fn build_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("the test binary's path");
     let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/..");
@@ -285,7 +297,7 @@ fn build_binary() -> PathBuf {
     let mut build = Command::new(cargo);
     build
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "--quiet", "--message-format=json-render-diagnostics", "--workspace", "--bins"])
+        .args(["test", "--workspace", "--no-run", "--quiet", "--message-format=json-render-diagnostics"])
         .arg("--target-dir")
         .arg(target_dir);
     // `target/debug` is the dev profile's (and the test profile's); any other
@@ -299,12 +311,12 @@ fn build_binary() -> PathBuf {
     }
     // Diagnostics go to stderr as cargo renders them; stdout is one JSON message a line.
     let out = build.stderr(Stdio::inherit()).output().expect("cargo runs");
-    assert!(out.status.success(), "`cargo build --workspace --bins` failed: see its errors above");
+    assert!(out.status.success(), "`cargo test --workspace --no-run` failed: see its errors above");
     let executable = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|line| serde_json::from_str::<Value>(line).ok())
         .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "agent-platform")
-        .filter(|m| m["target"]["kind"] == serde_json::json!(["bin"]))
+        .filter(|m| m["target"]["kind"] == serde_json::json!(["bin"]) && m["profile"]["test"] == false)
         .find_map(|m| m["executable"].as_str().map(PathBuf::from))
         .expect("cargo built no `agent-platform` executable");
     assert!(executable.exists(), "{} is missing after the build", executable.display());

@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+pub mod binaries;
 pub mod patterns;
 
 pub const SPEC_PATH: &str = "spec/openapi.json";

@@ -32,9 +32,13 @@ fn main() -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&map)?);
             Ok(())
         }
+        ["test-binaries"] => {
+            print!("{}", xtask::binaries::test_binaries(&xtask::root())?);
+            Ok(())
+        }
         _ => {
             eprintln!(
-                "usage: cargo xtask generate [--check] | spelled-out-patterns\n\n  generate          write spec/openapi.json (from the API trait) and client/src/generated.rs (from the spec)\n  generate --check  fail if either is stale, showing the difference\n  spelled-out-patterns\n                    print, as JSON, each spec pattern with Unicode property classes (\\p{{..}})\n                    and the same regex with them written as ranges (schemathesis reads those)"
+                "usage: cargo xtask generate [--check] | spelled-out-patterns | test-binaries\n\n  generate          write spec/openapi.json (from the API trait) and client/src/generated.rs (from the spec)\n  generate --check  fail if either is stale, showing the difference\n  spelled-out-patterns\n                    print, as JSON, each spec pattern with Unicode property classes (\\p{{..}})\n                    and the same regex with them written as ranges (schemathesis reads those)\n  test-binaries     build what `cargo test --workspace` builds and print `export` lines naming\n                    the server, the fake model provider, the end-to-end tests and the server's\n                    unit tests (CI runs these as they are)"
             );
             std::process::exit(2)
         }
