@@ -20,6 +20,7 @@ use uuid::Uuid;
 pub mod backend;
 pub mod executions;
 pub mod http_target;
+pub mod sse;
 
 pub use backend::{postgres_only, sled_only};
 

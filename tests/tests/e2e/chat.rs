@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use agent_platform::models::ModelsConfig;
 use agent_platform::models::fake_upstream::{Behaviour, FakeUpstream};
+use agent_platform_tests::sse::read_events;
 use agent_platform_tests::{Raw, TestServer, types};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -369,7 +370,6 @@ async fn concurrent_chats_on_one_session_keep_each_exchange_together() {
 
 /// Reads a streamed chat: the `data:` payloads with the time each arrived.
 async fn stream_events(t: &Setup, body: Value) -> (u16, Vec<(Duration, String)>) {
-    let started = Instant::now();
     let resp = reqwest::Client::new()
         .post(format!("{}/api/sessions/{}/chat", t.s.base, t.session))
         .header("authorization", format!("Bearer {}", t.s.key))
@@ -379,19 +379,8 @@ async fn stream_events(t: &Setup, body: Value) -> (u16, Vec<(Duration, String)>)
         .unwrap();
     let status = resp.status().as_u16();
     assert!(status != 200 || resp.headers()["content-type"] == "text/event-stream", "{:?}", resp.headers());
-    let mut events = Vec::new();
-    let mut buf = String::new();
-    let mut resp = resp;
-    while let Ok(Some(bytes)) = resp.chunk().await {
-        buf.push_str(&String::from_utf8_lossy(&bytes));
-        while let Some(end) = buf.find("\n\n") {
-            let block: String = buf.drain(..end + 2).collect();
-            if let Some(data) = block.trim().strip_prefix("data: ") {
-                events.push((started.elapsed(), data.to_owned()));
-            }
-        }
-    }
-    (status, events)
+    let events = read_events(resp, Duration::from_secs(30), |_| {}).await;
+    (status, events.into_iter().map(|e| (e.at, e.data)).collect())
 }
 
 #[tokio::test]

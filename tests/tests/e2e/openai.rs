@@ -3,8 +3,11 @@
 //! with an agent as the model and with a provider's model name (proxied),
 //! streamed and not, tool calls, and errors in OpenAI's shape.
 
+use std::time::Duration;
+
 use agent_platform::models::fake_upstream::{Behaviour, FakeUpstream};
 use agent_platform::models::{ModelsConfig, ProviderConfig};
+use agent_platform_tests::sse::read_events;
 use agent_platform_tests::{Raw, TestServer, doc, types};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -225,11 +228,8 @@ async fn stream(t: &Setup, body: Value) -> (u16, String, Vec<String>) {
         .unwrap();
     let status = resp.status().as_u16();
     let content_type = resp.headers()["content-type"].to_str().unwrap().to_owned();
-    let text = resp.text().await.unwrap();
-    let events = text
-        .split("\n\n")
-        .filter_map(|block| block.trim().strip_prefix("data: ").map(str::to_owned))
-        .collect();
+    let events =
+        read_events(resp, Duration::from_secs(30), |_| {}).await.into_iter().map(|e| e.data).collect();
     (status, content_type, events)
 }
 
@@ -742,20 +742,8 @@ async fn response_events(t: &Setup, body: Value) -> (u16, Vec<(String, Value)>) 
         .await
         .unwrap();
     let status = resp.status().as_u16();
-    let text = resp.text().await.unwrap();
-    let mut events = Vec::new();
-    for block in text.split("\n\n").filter(|b| !b.trim().is_empty()) {
-        let mut kind = String::new();
-        let mut data = Value::Null;
-        for line in block.lines() {
-            if let Some(k) = line.strip_prefix("event: ") {
-                kind = k.to_owned();
-            } else if let Some(d) = line.strip_prefix("data: ") {
-                data = serde_json::from_str(d).unwrap();
-            }
-        }
-        events.push((kind, data));
-    }
+    let events = read_events(resp, Duration::from_secs(30), |_| {}).await;
+    let events = events.iter().map(|e| (e.event.clone().unwrap_or_default(), e.json())).collect();
     (status, events)
 }
 

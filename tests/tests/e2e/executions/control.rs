@@ -5,6 +5,7 @@
 
 use std::time::{Duration, Instant};
 
+use agent_platform_tests::sse::read_events;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -376,37 +377,17 @@ async fn read_stream(
     if let Some(last) = last_event_id {
         req = req.header("last-event-id", last);
     }
-    let mut resp = req.send().await.unwrap();
+    let resp = req.send().await.unwrap();
     assert_eq!(resp.status(), 200);
     let ctype = resp.headers()["content-type"].to_str().unwrap().to_owned();
     assert!(ctype.starts_with("text/event-stream"), "{ctype}");
-    let mut buf = String::new();
     let mut events = Vec::new();
-    let deadline = tokio::time::Instant::now() + ENDS_WITHIN;
-    loop {
-        let chunk = tokio::time::timeout_at(deadline, resp.chunk()).await.expect("the stream ends in time");
-        let Some(bytes) = chunk.expect("the stream reads") else { break };
-        buf.push_str(std::str::from_utf8(&bytes).unwrap());
-        while let Some(end) = buf.find("\n\n") {
-            let block: String = buf.drain(..end + 2).collect();
-            let (mut eid, mut data) = (None, String::new());
-            for line in block.lines() {
-                if let Some(v) = line.strip_prefix("id:") {
-                    eid = Some(v.trim().to_owned());
-                } else if let Some(v) = line.strip_prefix("data:") {
-                    data.push_str(v.trim_start());
-                }
-            }
-            // Comments (keep-alives) carry no data.
-            if data.is_empty() {
-                continue;
-            }
-            let event =
-                Event { id: eid.expect("every event has an id"), data: serde_json::from_str(&data).unwrap() };
-            on_event(&event);
-            events.push(event);
-        }
-    }
+    read_events(resp, ENDS_WITHIN, |e| {
+        let event = Event { id: e.id.clone().expect("every event has an id"), data: e.json() };
+        on_event(&event);
+        events.push(event);
+    })
+    .await;
     events
 }
 
