@@ -4,7 +4,8 @@
 //! time to the first streamed byte it adds; then the same for OpenAI's
 //! `POST /v1/chat/completions` with the agent as the model and the history
 //! in the request, and for `POST /v1/responses` continuing a chain of 1,000
-//! responses (`previous_response_id`).
+//! responses (`previous_response_id`) beside session chat on that chain's
+//! session (the same prompt).
 //!
 //! `cargo bench -p agent-platform-benches --bench chat`
 //!
@@ -118,6 +119,10 @@ async fn main() {
     let post = |path: &str, body: Value| {
         http.post(format!("{base}{path}")).header("authorization", &auth).json(&body).send()
     };
+    let get = |path: &str| {
+        let req = http.get(format!("{base}{path}")).header("authorization", &auth);
+        async move { req.send().await.unwrap().json::<Value>().await.unwrap() }
+    };
     let agent: Value = post(
         "/api/agents",
         json!({"name": "Ada", "about": "a research assistant", "instructions": ["Be brief.", "Cite sources."]}),
@@ -179,15 +184,7 @@ async fn main() {
 
     // The same work through OpenAI's chat completions, the agent as the model:
     // stateless, so the client sends the session's history itself.
-    let history: Value = http
-        .get(format!("{base}/api/sessions/{sid}/messages?limit=1000&direction=asc"))
-        .header("authorization", &auth)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let history = get(&format!("/api/sessions/{sid}/messages?limit=1000&direction=asc")).await;
     let mut messages: Vec<Value> = history["items"]
         .as_array()
         .unwrap()
@@ -234,6 +231,17 @@ async fn main() {
         compare(&http, &fake, (&responses_url, &auth, &turn), &upstream_url, "/v1/responses ").await;
     println!(
         "(/v1/responses continuing a {TURNS}-turn chain, the agent as the model: a prompt of {} messages)",
+        upstream_body["messages"].as_array().unwrap().len()
+    );
+    // The same work through session chat: the chain's session (the newest), the
+    // same question, nothing saved — the prompt the same length.
+    let newest = get("/api/sessions?limit=1").await;
+    let chain_session = newest["items"][0]["id"].as_str().unwrap().to_owned();
+    let chain_chat_url = format!("{base}/api/sessions/{chain_session}/chat");
+    let upstream_body =
+        compare(&http, &fake, (&chain_chat_url, &auth, &chat), &upstream_url, "chain session ").await;
+    println!(
+        "(session chat on the chain's session, the same question: a prompt of {} messages)",
         upstream_body["messages"].as_array().unwrap().len()
     );
     running.shutdown().await.unwrap();

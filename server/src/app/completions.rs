@@ -19,8 +19,8 @@ use super::conversations::text_of;
 use super::{App, Error, Result, Tenant};
 use crate::api::types::{
     Agent, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatSettings, ChatUsage,
-    CompletionAnswerMessage, CompletionChoice, CompletionMessage, CompletionRole, DocReference, Model,
-    ModelList, StopSequences, Tool,
+    CompletionAnswerMessage, CompletionChoice, CompletionContent, CompletionMessage, CompletionRole,
+    DocReference, Model, ModelList, StopSequences, Tool,
 };
 use crate::models::provider::CompletionStream as UpstreamStream;
 use crate::models::{self, ChunkAccumulator, DEFAULT_SYSTEM_TEMPLATE, Provider, wire};
@@ -96,10 +96,11 @@ impl App {
     pub async fn completion_prepare(
         &self,
         t: Tenant,
-        req: ChatCompletionRequest,
+        mut req: ChatCompletionRequest,
     ) -> Result<PreparedCompletion> {
         let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
-        let mut messages: Vec<wire::ChatMessage> = req.messages.iter().map(wire_message).collect();
+        let mut messages: Vec<wire::ChatMessage> =
+            std::mem::take(&mut req.messages).into_iter().map(wire_message).collect();
         let request_settings = settings_of(&req);
         let mut extra = serde_json::Map::new();
         if let Some(v) = req.parallel_tool_calls {
@@ -273,21 +274,25 @@ fn settings_of(req: &ChatCompletionRequest) -> ChatSettings {
 }
 
 /// A request message as the provider takes it: `developer` is sent as
-/// `system`, text parts are joined by newlines.
-fn wire_message(m: &CompletionMessage) -> wire::ChatMessage {
+/// `system`, text parts are joined by newlines. Taken by value: a long
+/// history's texts move, not copied.
+fn wire_message(m: CompletionMessage) -> wire::ChatMessage {
     let role = match m.role {
         CompletionRole::System | CompletionRole::Developer => wire::Role::System,
         CompletionRole::User => wire::Role::User,
         CompletionRole::Assistant => wire::Role::Assistant,
         CompletionRole::Tool => wire::Role::Tool,
     };
-    let content = m.content.is_some().then(|| text_of(m.content.as_ref()));
+    let content = m.content.map(|c| match c {
+        CompletionContent::Text(text) => text,
+        parts => text_of(Some(&parts)),
+    });
     wire::ChatMessage {
         role,
         content,
-        name: m.name.clone(),
+        name: m.name,
         tool_calls: m.tool_calls.as_ref().map(|cs| cs.iter().map(to_wire_call).collect()),
-        tool_call_id: m.tool_call_id.clone(),
+        tool_call_id: m.tool_call_id,
         reasoning_content: None,
     }
 }
