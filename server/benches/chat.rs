@@ -15,6 +15,12 @@
 //! save. 100 documents (half the agent's, half the user's) match the question,
 //! so recall puts 5 snippets in the system message.
 //!
+//! The routes compared (session chat and chat completions; the Responses
+//! chain and session chat on its session) are measured in the same rounds,
+//! one request of each in turn, each followed by its direct twin: they see the
+//! machine in the same state, so their difference is theirs. The last line of
+//! each comparison is that difference, the figure the target (1 ms) is on.
+//!
 //! An added p99 below zero is noise: the two tails are measured at different
 //! moments and the upstream's own time varies more than the service adds.
 
@@ -59,27 +65,43 @@ async fn once(http: &reqwest::Client, url: &str, auth: Option<&str>, body: &Valu
     (started.elapsed(), first.expect("a body"))
 }
 
-/// `ROUNDS` rounds of one request through the service then the same one
-/// direct, interleaved so that both see the machine in the same state.
-/// Answers (service, direct), each as (totals, first bytes).
-async fn measure(
-    http: &reqwest::Client,
-    service: (&str, &str, &Value),
-    direct: (&str, &Value),
-) -> ((Vec<Duration>, Vec<Duration>), (Vec<Duration>, Vec<Duration>)) {
-    let (mut s, mut d) = ((Vec::new(), Vec::new()), (Vec::new(), Vec::new()));
-    for _ in 0..ROUNDS {
-        let (total, first) = once(http, service.0, Some(service.1), service.2).await;
-        s.0.push(total);
-        s.1.push(first);
-        let (total, first) = once(http, direct.0, None, direct.1).await;
-        d.0.push(total);
-        d.1.push(first);
-    }
-    (s, d)
+/// One request through the service and the same one sent straight to the provider.
+struct Case {
+    label: &'static str,
+    url: String,
+    body: Value,
+    /// What the service sends upstream for `body`, as sent direct.
+    upstream: Value,
 }
 
-fn report(name: &str, service: &mut [Duration], direct: &mut [Duration]) {
+/// The latencies of one case: (service totals, service first bytes, direct totals, direct first bytes).
+type Timings = [Vec<Duration>; 4];
+
+/// `ROUNDS` rounds, each one request of every case through the service and
+/// then its direct one: the cases compared, and each with its baseline, see
+/// the machine in the same state (its caches, the provider's growing log).
+async fn measure(
+    http: &reqwest::Client,
+    auth: &str,
+    upstream_url: &str,
+    cases: &[(&str, &Value, &Value)],
+) -> Vec<Timings> {
+    let mut out: Vec<Timings> = cases.iter().map(|_| Default::default()).collect();
+    for _ in 0..ROUNDS {
+        for ((url, body, upstream), t) in cases.iter().zip(&mut out) {
+            let (total, first) = once(http, url, Some(auth), body).await;
+            t[0].push(total);
+            t[1].push(first);
+            let (total, first) = once(http, upstream_url, None, upstream).await;
+            t[2].push(total);
+            t[3].push(first);
+        }
+    }
+    out
+}
+
+/// Prints one line; answers the added p50 (ms).
+fn report(name: &str, service: &mut [Duration], direct: &mut [Duration]) -> f64 {
     let (s50, s99, d50, d99) = (pct(service, 0.5), pct(service, 0.99), pct(direct, 0.5), pct(direct, 0.99));
     println!(
         "{name:<34} service p50 {:>8.3} ms p99 {:>8.3} ms | direct p50 {:>8.3} ms p99 {:>8.3} ms | added p50 {:>+8.3} ms p99 {:>+8.3} ms",
@@ -90,6 +112,7 @@ fn report(name: &str, service: &mut [Duration], direct: &mut [Duration]) {
         ms(s50) - ms(d50),
         ms(s99) - ms(d99),
     );
+    ms(s50) - ms(d50)
 }
 
 #[tokio::main]
@@ -176,11 +199,8 @@ async fn main() {
     let chat =
         json!({"messages": [{"role": "user", "content": "What did we say about cells?"}], "save": false});
     let upstream_url = format!("{}/chat/completions", fake.base_url());
-    let upstream_body = compare(&http, &fake, (&chat_url, &auth, &chat), &upstream_url, "").await;
-    println!(
-        "({ROUNDS} rounds of one request each way, interleaved; prompt of {} messages)",
-        upstream_body["messages"].as_array().unwrap().len(),
-    );
+    let upstream = capture(&http, &fake, &chat_url, &auth, &chat).await;
+    let session_case = Case { label: "session ", url: chat_url, body: chat.clone(), upstream };
 
     // The same work through OpenAI's chat completions, the agent as the model:
     // stateless, so the client sends the session's history itself.
@@ -194,12 +214,17 @@ async fn main() {
     messages.push(json!({"role": "user", "content": "What did we say about cells?"}));
     let v1_url = format!("{base}/v1/chat/completions");
     let completion = json!({"model": agent["id"], "messages": messages});
-    compare(&http, &fake, (&v1_url, &auth, &completion), &upstream_url, "/v1 agent ").await;
+    let upstream = capture(&http, &fake, &v1_url, &auth, &completion).await;
+    let completion_case = Case { label: "/v1 agent ", url: v1_url, body: completion, upstream };
+    let prompt = |c: &Case| c.upstream["messages"].as_array().unwrap().len();
+    let (session_prompt, completion_prompt) = (prompt(&session_case), prompt(&completion_case));
+    compare(&http, &auth, &upstream_url, &[session_case, completion_case]).await;
     println!(
-        "(/v1/chat/completions with the agent's id as the model and the {} messages of history in the \
-         request, recall over the agent's docs; upstream requests seen: {})",
+        "({ROUNDS} rounds, each one request of each case through the service then direct; session chat: a \
+         prompt of {session_prompt} messages; /v1/chat/completions with the agent's id as the model and the \
+         {} messages of history in the request, recall over the agent's docs: a prompt of \
+         {completion_prompt})",
         messages.len(),
-        fake.requests().len()
     );
 
     // OpenAI's Responses: a chain of TURNS turns by previous_response_id, then
@@ -227,55 +252,70 @@ async fn main() {
     println!("setup: a chain of {TURNS} responses in {:.1} s", started.elapsed().as_secs_f64());
     let turn = json!({"model": agent["id"], "input": "What did we say about cells?", "previous_response_id": previous,
                       "store": false});
-    let upstream_body =
-        compare(&http, &fake, (&responses_url, &auth, &turn), &upstream_url, "/v1/responses ").await;
-    println!(
-        "(/v1/responses continuing a {TURNS}-turn chain, the agent as the model: a prompt of {} messages)",
-        upstream_body["messages"].as_array().unwrap().len()
-    );
+    let upstream = capture(&http, &fake, &responses_url, &auth, &turn).await;
+    let responses_case = Case { label: "/v1/responses ", url: responses_url, body: turn, upstream };
     // The same work through session chat: the chain's session (the newest), the
     // same question, nothing saved — the prompt the same length.
     let newest = get("/api/sessions?limit=1").await;
     let chain_session = newest["items"][0]["id"].as_str().unwrap().to_owned();
     let chain_chat_url = format!("{base}/api/sessions/{chain_session}/chat");
-    let upstream_body =
-        compare(&http, &fake, (&chain_chat_url, &auth, &chat), &upstream_url, "chain session ").await;
+    let upstream = capture(&http, &fake, &chain_chat_url, &auth, &chat).await;
+    let chain_case = Case { label: "chain session ", url: chain_chat_url, body: chat, upstream };
+    let (chain_prompt, responses_prompt) = (prompt(&chain_case), prompt(&responses_case));
+    compare(&http, &auth, &upstream_url, &[chain_case, responses_case]).await;
     println!(
-        "(session chat on the chain's session, the same question: a prompt of {} messages)",
-        upstream_body["messages"].as_array().unwrap().len()
+        "(/v1/responses continuing a {TURNS}-turn chain, the agent as the model: a prompt of {responses_prompt} \
+         messages; session chat on the chain's session, the same question: {chain_prompt})"
     );
     running.shutdown().await.unwrap();
 }
 
-/// The same request through the service and direct to the upstream, not
-/// streamed then streamed: after a warm-up, which captures the exact request
-/// the service sends upstream. Reports each, its lines labelled `label`;
-/// answers the upstream request.
-async fn compare(
-    http: &reqwest::Client,
-    fake: &FakeUpstream,
-    (url, auth, body): (&str, &str, &Value),
-    upstream_url: &str,
-    label: &str,
-) -> Value {
+/// What the service sends upstream for `body` (after a warm-up), as a
+/// request to send direct: not streamed.
+async fn capture(http: &reqwest::Client, fake: &FakeUpstream, url: &str, auth: &str, body: &Value) -> Value {
     for _ in 0..5 {
         measure_once(http, url, auth, body).await;
     }
-    let mut upstream_body = fake.last_request().unwrap().body;
-    upstream_body["stream"] = json!(false);
-    upstream_body.as_object_mut().unwrap().remove("stream_options");
-    let ((mut svc, _), (mut direct, _)) =
-        measure(http, (url, auth, body), (upstream_url, &upstream_body)).await;
-    report(&format!("{label}latency"), &mut svc, &mut direct);
-    let mut streamed = body.clone();
-    streamed["stream"] = json!(true);
-    upstream_body["stream"] = json!(true);
-    upstream_body["stream_options"] = json!({"include_usage": true});
-    let ((mut svc_total, mut svc_first), (mut direct_total, mut direct_first)) =
-        measure(http, (url, auth, &streamed), (upstream_url, &upstream_body)).await;
-    report(&format!("{label}streamed: first byte"), &mut svc_first, &mut direct_first);
-    report(&format!("{label}streamed: whole"), &mut svc_total, &mut direct_total);
-    upstream_body
+    let mut upstream = fake.last_request().unwrap().body;
+    upstream["stream"] = json!(false);
+    upstream.as_object_mut().unwrap().remove("stream_options");
+    upstream
+}
+
+/// The cases, interleaved, not streamed then streamed; reports each, then
+/// what the second adds over the first (p50), the figure the target is on.
+async fn compare(http: &reqwest::Client, auth: &str, upstream_url: &str, cases: &[Case; 2]) {
+    let plain: Vec<_> = cases.iter().map(|c| (c.url.as_str(), &c.body, &c.upstream)).collect();
+    let streamed: Vec<(Value, Value)> = cases
+        .iter()
+        .map(|c| {
+            let (mut body, mut upstream) = (c.body.clone(), c.upstream.clone());
+            body["stream"] = json!(true);
+            upstream["stream"] = json!(true);
+            upstream["stream_options"] = json!({"include_usage": true});
+            (body, upstream)
+        })
+        .collect();
+    let streamed_cases: Vec<_> =
+        cases.iter().zip(&streamed).map(|(c, (b, u))| (c.url.as_str(), b, u)).collect();
+    let mut plain = measure(http, auth, upstream_url, &plain).await;
+    let mut streamed = measure(http, auth, upstream_url, &streamed_cases).await;
+    let mut added = [[0.0; 3]; 2];
+    for (i, c) in cases.iter().enumerate() {
+        let [svc, _, direct, _] = &mut plain[i];
+        added[i][0] = report(&format!("{}latency", c.label), svc, direct);
+        let [svc_total, svc_first, direct_total, direct_first] = &mut streamed[i];
+        added[i][1] = report(&format!("{}streamed: first byte", c.label), svc_first, direct_first);
+        added[i][2] = report(&format!("{}streamed: whole", c.label), svc_total, direct_total);
+    }
+    println!(
+        "{} over {}: added p50 {:+.3} ms, streamed first byte {:+.3} ms, whole {:+.3} ms",
+        cases[1].label.trim(),
+        cases[0].label.trim(),
+        added[1][0] - added[0][0],
+        added[1][1] - added[0][1],
+        added[1][2] - added[0][2],
+    );
 }
 
 async fn measure_once(http: &reqwest::Client, url: &str, auth: &str, body: &Value) {
