@@ -70,7 +70,8 @@ fn args() -> (usize, usize) {
     (numbers.first().copied().unwrap_or(100_000), numbers.get(1).copied().unwrap_or(100_000))
 }
 
-fn rss_mb(pid: u32) -> (u64, u64) {
+/// (RSS, peak RSS, of the RSS: anonymous memory, mapped files) in MB.
+fn rss_mb(pid: u32) -> (u64, u64, u64, u64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
         status
@@ -80,7 +81,7 @@ fn rss_mb(pid: u32) -> (u64, u64) {
             .and_then(|kb| kb.parse::<u64>().ok())
             .map_or(0, |kb| kb / 1024)
     };
-    (field("VmRSS:"), field("VmHWM:"))
+    (field("VmRSS:"), field("VmHWM:"), field("RssAnon:"), field("RssFile:"))
 }
 
 fn dir_size(dir: &Path) -> u64 {
@@ -280,12 +281,17 @@ async fn restart(data: &Path, loaded: &Loaded) {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    let (rss, peak) = rss_mb(pid);
+    let (rss, peak, anon, file) = rss_mb(pid);
     println!(
-        "restart: search ready {:.2} s after the process started; RSS {rss} MB (peak {peak} MB)",
+        "restart: search ready {:.2} s after the process started; RSS {rss} MB (peak {peak} MB; \
+         anonymous {anon} MB, mapped files {file} MB)",
         ready.as_secs_f64()
     );
-    println!("disk: {:.0} MB in the data dir", dir_size(data) as f64 / (1u64 << 20) as f64);
+    println!(
+        "disk: {:.0} MB in the data dir; the search index in {} segments",
+        dir_size(data) as f64 / (1u64 << 20) as f64,
+        index_segments(data)
+    );
 
     let mut rng = Rng(99);
     let one: Vec<String> = (0..QUERIES).map(|_| rng.word()).collect();
@@ -307,8 +313,10 @@ async fn restart(data: &Path, loaded: &Loaded) {
         "page 1 of a session's messages (100 of 1,000): big tenant p50 {big50:.2} / p99 {big99:.2} ms; \
          almost empty tenant (10 messages) p50 {e50:.2} / p99 {e99:.2} ms"
     );
-    let (rss, peak) = rss_mb(pid);
-    println!("after the searches: RSS {rss} MB (peak {peak} MB)");
+    let (rss, peak, anon, file) = rss_mb(pid);
+    println!(
+        "after the searches: RSS {rss} MB (peak {peak} MB; anonymous {anon} MB, mapped files {file} MB)"
+    );
     drop(server);
     // Once more, after that kill: sled reads its log from the snapshot of its
     // page table written at the start above (an unclean stop writes none).
@@ -319,6 +327,16 @@ async fn restart(data: &Path, loaded: &Loaded) {
         "restart again, after a kill: first /api/healthz answer {:.3} s after the process started",
         again.as_secs_f64()
     );
+}
+
+/// How many segments the search index's last commit has (tantivy's `meta.json`).
+fn index_segments(data: &Path) -> usize {
+    let meta = data.join(SEARCH_INDEX_DIR).join("meta.json");
+    std::fs::read(meta)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|m| m["segments"].as_array().map(Vec::len))
+        .unwrap_or(0)
 }
 
 /// `/api/healthz`'s body, when it answers 2xx.

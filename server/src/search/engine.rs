@@ -46,14 +46,15 @@ use sha2::{Digest, Sha256};
 use tantivy::collector::{Collector, DocSetCollector, SegmentCollector, TopDocs};
 use tantivy::fieldnorm::FieldNormReader;
 use tantivy::query::{
-    Bm25StatisticsProvider, Bm25Weight, BooleanQuery, ConstScoreQuery, Occur, Query as TQuery, TermQuery,
+    Bm25StatisticsProvider, Bm25Weight, BooleanQuery, ConstScoreQuery, EnableScoring, Occur, Query as TQuery,
+    TermQuery,
 };
 use tantivy::schema::{
     FAST, Field, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value as _,
 };
 use tantivy::{
-    DocAddress, DocId, DocSet, Index, IndexReader, IndexWriter, ReloadPolicy, Score, Searcher, SegmentReader,
-    TERMINATED, TantivyDocument, Term,
+    DocAddress, DocId, DocSet, Executor, Index, IndexReader, IndexWriter, ReloadPolicy, Score, Searcher,
+    SegmentReader, TERMINATED, TantivyDocument, Term,
 };
 use uuid::Uuid;
 
@@ -76,6 +77,12 @@ const COMMIT_AFTER: Duration = Duration::from_millis(500);
 /// A tail of this many snippets is committed by the writer that filled it
 /// (what a search reads from memory stays small).
 const TAIL_MAX: usize = 10_000;
+/// The most threads one query's segments are searched on.
+const SEARCH_THREADS: usize = 4;
+/// An owner with at least this many snippets has a text query's segments
+/// searched side by side. A smaller owner's query takes well under a
+/// millisecond on one thread, of which waking the pool would be a good part.
+const PARALLEL_MIN_SNIPPETS: u64 = 250_000;
 
 #[derive(Clone, Copy)]
 struct Fields {
@@ -303,6 +310,8 @@ impl Drop for Engine {
 /// The engine's state, shared with its committer thread.
 pub(super) struct Shared {
     fields: Fields,
+    /// [`PARALLEL_MIN_SNIPPETS`], but for tests.
+    parallel_min_snippets: AtomicU64,
     /// Where its files are (`None`: in memory).
     dir: Option<std::path::PathBuf>,
     reader: IndexReader,
@@ -382,6 +391,7 @@ impl Engine {
             index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into().map_err(index_error)?;
         let shared = Arc::new(Shared {
             fields,
+            parallel_min_snippets: AtomicU64::new(PARALLEL_MIN_SNIPPETS),
             dir: dir.map(Path::to_path_buf),
             reader,
             writing: Mutex::new(Writing {
@@ -567,6 +577,19 @@ impl Shared {
         self.graphs.set_min_vectors(n);
     }
 
+    /// Makes an owner of `n` snippets or more a big one, whose text queries
+    /// search the segments side by side.
+    #[cfg(test)]
+    pub(super) fn set_parallel_min_snippets(&self, n: u64) {
+        self.parallel_min_snippets.store(n, Ordering::Relaxed);
+    }
+
+    /// How many segments the committed index is in.
+    #[cfg(test)]
+    pub(super) fn segments(&self) -> usize {
+        self.reader.searcher().segment_readers().len()
+    }
+
     pub(super) fn stats(&self, owner: OwnerKey) -> OwnerStats {
         self.loaded().stats.get(&owner).copied().unwrap_or_default()
     }
@@ -719,6 +742,7 @@ impl Shared {
             owner,
             stats: st,
             filter: q.metadata_filter.as_ref(),
+            parallel: st.snippets >= self.parallel_min_snippets.load(Ordering::Relaxed),
         };
         let text = q.text.as_deref().unwrap_or("");
         match q.mode {
@@ -1106,6 +1130,18 @@ impl SegmentCollector for EverySegment {
     }
 }
 
+/// The threads a big owner's text query searches its segments on, side by
+/// side: one per core, at most [`SEARCH_THREADS`]; `None` on one core (or if
+/// the threads cannot be started: searches then run on the caller's thread).
+fn parallel_search() -> Option<&'static Executor> {
+    static POOL: std::sync::OnceLock<Option<Executor>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(SEARCH_THREADS);
+        (threads > 1).then(|| Executor::multi_thread(threads, "search-query-").ok()).flatten()
+    })
+    .as_ref()
+}
+
 /// One search of one owner.
 struct Search<'a> {
     f: Fields,
@@ -1115,6 +1151,8 @@ struct Search<'a> {
     owner: OwnerKey,
     stats: OwnerStats,
     filter: Option<&'a Map<String, Value>>,
+    /// Whether a text query searches the segments side by side (a big owner).
+    parallel: bool,
 }
 
 impl Search<'_> {
@@ -1242,13 +1280,15 @@ impl Search<'_> {
         };
         // Some more than asked, so that equal scores at the cut are ordered as everywhere.
         let fetch = limit.saturating_add(limit.max(16));
+        let bm25 = self.bm25();
+        let scoring = EnableScoring::enabled_from_statistics_provider(&bm25, self.searcher);
+        let executor = match parallel_search() {
+            Some(pool) if self.parallel && self.searcher.segment_readers().len() > 1 => pool,
+            _ => &Executor::SingleThread,
+        };
         let top = self
             .searcher
-            .search_with_statistics_provider(
-                &*query,
-                &TopDocs::with_limit(fetch).order_by_score(),
-                &self.bm25(),
-            )
+            .search_with_executor(&*query, &TopDocs::with_limit(fetch).order_by_score(), executor, scoring)
             .map_err(index_error)?;
         let mut ranked = TopK::new(limit);
         let mut cache = HashMap::new();

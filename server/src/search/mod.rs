@@ -376,6 +376,16 @@ impl SearchIndex {
         self.engine.flush()
     }
 
+    #[cfg(test)]
+    fn set_parallel_min_snippets(&self, n: u64) {
+        self.engine.set_parallel_min_snippets(n);
+    }
+
+    #[cfg(test)]
+    fn segments(&self) -> usize {
+        self.engine.segments()
+    }
+
     /// Dimension of this owner's embeddings; `None` while it has none.
     pub fn dimension(&self, owner: OwnerKey) -> Option<usize> {
         self.engine.stats(owner).dim

@@ -707,6 +707,30 @@ fn a_doc_prepared_ahead_is_indexed_as_an_upserted_one() {
 // ------------------------------------------------------------------ on disk
 
 #[test]
+fn a_big_owners_segments_searched_side_by_side_rank_as_one_after_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let index = SearchIndex::open(&dir.path().join("index")).unwrap();
+    let words = ["harbour", "dawn", "ship", "tide", "rope", "gull", "anchor", "sail"];
+    for batch in 0..4u128 {
+        for n in 0..40u128 {
+            let i = batch * 40 + n;
+            let text: Vec<&str> = (0..6).map(|k| words[((i * 7 + k * (i % 5 + 1)) % 8) as usize]).collect();
+            index.upsert_doc(owner(), text_doc(i, &[&text.join(" "), words[(i % 8) as usize]])).unwrap();
+        }
+        index.flush().unwrap(); // a commit: a segment
+    }
+    assert!(index.segments() > 1, "several segments: {}", index.segments());
+    let queries = ["harbour", "ship tide", "anchor gull sail", "rope dawn harbour ship"];
+    let one_thread: Vec<Vec<Hit>> =
+        queries.iter().map(|q| search(&index, &Query::text(*q).with_limit(25))).collect();
+    assert!(one_thread.iter().all(|hits| hits.len() == 25));
+    index.set_parallel_min_snippets(0);
+    for (q, expected) in queries.iter().zip(&one_thread) {
+        assert_eq!(&search(&index, &Query::text(*q).with_limit(25)), expected, "{q}");
+    }
+}
+
+#[test]
 fn an_index_on_disk_is_reopened_with_its_docs_unless_it_cannot_be_trusted() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("index");
