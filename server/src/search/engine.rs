@@ -1282,10 +1282,10 @@ impl Search<'_> {
         let fetch = limit.saturating_add(limit.max(16));
         let bm25 = self.bm25();
         let scoring = EnableScoring::enabled_from_statistics_provider(&bm25, self.searcher);
-        let executor = match parallel_search() {
-            Some(pool) if self.parallel && self.searcher.segment_readers().len() > 1 => pool,
-            _ => &Executor::SingleThread,
-        };
+        // The pool is asked for (and so started) only by a big owner's query.
+        let pool =
+            (self.parallel && self.searcher.segment_readers().len() > 1).then(parallel_search).flatten();
+        let executor = pool.unwrap_or(&Executor::SingleThread);
         let top = self
             .searcher
             .search_with_executor(&*query, &TopDocs::with_limit(fetch).order_by_score(), executor, scoring)
