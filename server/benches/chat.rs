@@ -80,19 +80,14 @@ type Timings = [Vec<Duration>; 4];
 /// `ROUNDS` rounds, each one request of every case through the service and
 /// then its direct one: the cases compared, and each with its baseline, see
 /// the machine in the same state (its caches, the provider's growing log).
-async fn measure(
-    http: &reqwest::Client,
-    auth: &str,
-    upstream_url: &str,
-    cases: &[(&str, &Value, &Value)],
-) -> Vec<Timings> {
+async fn measure(http: &reqwest::Client, auth: &str, upstream_url: &str, cases: &[Case]) -> Vec<Timings> {
     let mut out: Vec<Timings> = cases.iter().map(|_| Default::default()).collect();
     for _ in 0..ROUNDS {
-        for ((url, body, upstream), t) in cases.iter().zip(&mut out) {
-            let (total, first) = once(http, url, Some(auth), body).await;
+        for (c, t) in cases.iter().zip(&mut out) {
+            let (total, first) = once(http, &c.url, Some(auth), &c.body).await;
             t[0].push(total);
             t[1].push(first);
-            let (total, first) = once(http, upstream_url, None, upstream).await;
+            let (total, first) = once(http, upstream_url, None, &c.upstream).await;
             t[2].push(total);
             t[3].push(first);
         }
@@ -285,21 +280,18 @@ async fn capture(http: &reqwest::Client, fake: &FakeUpstream, url: &str, auth: &
 /// The cases, interleaved, not streamed then streamed; reports each, then
 /// what the second adds over the first (p50), the figure the target is on.
 async fn compare(http: &reqwest::Client, auth: &str, upstream_url: &str, cases: &[Case; 2]) {
-    let plain: Vec<_> = cases.iter().map(|c| (c.url.as_str(), &c.body, &c.upstream)).collect();
-    let streamed: Vec<(Value, Value)> = cases
+    let streamed: Vec<Case> = cases
         .iter()
         .map(|c| {
             let (mut body, mut upstream) = (c.body.clone(), c.upstream.clone());
             body["stream"] = json!(true);
             upstream["stream"] = json!(true);
             upstream["stream_options"] = json!({"include_usage": true});
-            (body, upstream)
+            Case { label: c.label, url: c.url.clone(), body, upstream }
         })
         .collect();
-    let streamed_cases: Vec<_> =
-        cases.iter().zip(&streamed).map(|(c, (b, u))| (c.url.as_str(), b, u)).collect();
-    let mut plain = measure(http, auth, upstream_url, &plain).await;
-    let mut streamed = measure(http, auth, upstream_url, &streamed_cases).await;
+    let mut plain = measure(http, auth, upstream_url, cases).await;
+    let mut streamed = measure(http, auth, upstream_url, &streamed).await;
     let mut added = [[0.0; 3]; 2];
     for (i, c) in cases.iter().enumerate() {
         let [svc, _, direct, _] = &mut plain[i];
