@@ -6,6 +6,10 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use sse_stream::SseByteStream;
 
+/// How long a chat's stream (a few chunks from the fake provider) may take
+/// to end before a test fails.
+pub const CHAT_STREAM_WITHIN: Duration = Duration::from_secs(30);
+
 /// One event with data: its `event:` name, its `id:`, its `data:` (lines
 /// joined), and when it arrived, counted from when the reading began.
 #[derive(Debug)]

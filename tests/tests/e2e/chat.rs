@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use agent_platform::models::ModelsConfig;
 use agent_platform::models::fake_upstream::{Behaviour, FakeUpstream};
-use agent_platform_tests::sse::read_events;
+use agent_platform_tests::sse::{CHAT_STREAM_WITHIN, read_events};
 use agent_platform_tests::{Raw, TestServer, types};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -379,7 +379,7 @@ async fn stream_events(t: &Setup, body: Value) -> (u16, Vec<(Duration, String)>)
         .unwrap();
     let status = resp.status().as_u16();
     assert!(status != 200 || resp.headers()["content-type"] == "text/event-stream", "{:?}", resp.headers());
-    let events = read_events(resp, Duration::from_secs(30), |_| {}).await;
+    let events = read_events(resp, CHAT_STREAM_WITHIN, |_| {}).await;
     (status, events.into_iter().map(|e| (e.at, e.data)).collect())
 }
 

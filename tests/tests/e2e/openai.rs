@@ -3,11 +3,9 @@
 //! with an agent as the model and with a provider's model name (proxied),
 //! streamed and not, tool calls, and errors in OpenAI's shape.
 
-use std::time::Duration;
-
 use agent_platform::models::fake_upstream::{Behaviour, FakeUpstream};
 use agent_platform::models::{ModelsConfig, ProviderConfig};
-use agent_platform_tests::sse::read_events;
+use agent_platform_tests::sse::{CHAT_STREAM_WITHIN, read_events};
 use agent_platform_tests::{Raw, TestServer, doc, types};
 use serde_json::{Value, json};
 use uuid::Uuid;
@@ -228,8 +226,7 @@ async fn stream(t: &Setup, body: Value) -> (u16, String, Vec<String>) {
         .unwrap();
     let status = resp.status().as_u16();
     let content_type = resp.headers()["content-type"].to_str().unwrap().to_owned();
-    let events =
-        read_events(resp, Duration::from_secs(30), |_| {}).await.into_iter().map(|e| e.data).collect();
+    let events = read_events(resp, CHAT_STREAM_WITHIN, |_| {}).await.into_iter().map(|e| e.data).collect();
     (status, content_type, events)
 }
 
@@ -742,7 +739,7 @@ async fn response_events(t: &Setup, body: Value) -> (u16, Vec<(String, Value)>) 
         .await
         .unwrap();
     let status = resp.status().as_u16();
-    let events = read_events(resp, Duration::from_secs(30), |_| {}).await;
+    let events = read_events(resp, CHAT_STREAM_WITHIN, |_| {}).await;
     let events = events.iter().map(|e| (e.event.clone().unwrap_or_default(), e.json())).collect();
     (status, events)
 }
