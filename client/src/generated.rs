@@ -4080,6 +4080,261 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Default::default()
         }
     }
+    ///`OpenaiChatCompletionIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct OpenaiChatCompletionIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for OpenaiChatCompletionIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OpenaiChatCompletionIdempotencyKey>
+    for ::std::string::String {
+        fn from(value: OpenaiChatCompletionIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OpenaiChatCompletionIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OpenaiChatCompletionIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for OpenaiChatCompletionIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OpenaiChatCompletionIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`OpenaiConversationCreateIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct OpenaiConversationCreateIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for OpenaiConversationCreateIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OpenaiConversationCreateIdempotencyKey>
+    for ::std::string::String {
+        fn from(value: OpenaiConversationCreateIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OpenaiConversationCreateIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OpenaiConversationCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for OpenaiConversationCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OpenaiConversationCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`OpenaiConversationUpdateIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct OpenaiConversationUpdateIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for OpenaiConversationUpdateIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OpenaiConversationUpdateIdempotencyKey>
+    for ::std::string::String {
+        fn from(value: OpenaiConversationUpdateIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OpenaiConversationUpdateIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OpenaiConversationUpdateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for OpenaiConversationUpdateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OpenaiConversationUpdateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`OpenaiItemCreateIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct OpenaiItemCreateIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for OpenaiItemCreateIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OpenaiItemCreateIdempotencyKey> for ::std::string::String {
+        fn from(value: OpenaiItemCreateIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OpenaiItemCreateIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OpenaiItemCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for OpenaiItemCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OpenaiItemCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///`OpenaiItemDeleteItemId`
     #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
     #[serde(transparent)]
@@ -4240,6 +4495,70 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     impl<'de> ::serde::Deserialize<'de> for OpenaiItemListAfter {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`OpenaiResponseCreateIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct OpenaiResponseCreateIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for OpenaiResponseCreateIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OpenaiResponseCreateIdempotencyKey>
+    for ::std::string::String {
+        fn from(value: OpenaiResponseCreateIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OpenaiResponseCreateIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OpenaiResponseCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for OpenaiResponseCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OpenaiResponseCreateIdempotencyKey {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -18406,7 +18725,7 @@ Errors: a validation failure is a 422 whose `detail` lists every violation as `{
 
 Connections: a request body must arrive in full within the server's `request_body_timeout_s` (default 30 s; 408 `request_timeout` otherwise), and a connection that brings no complete request head within `idle_timeout_s` (default 30 s: silent, slow headers, or idle between requests) is closed.
 
-Retries are safe: every POST under `/api` takes an `Idempotency-Key` header; a repeat with the same key within 24 hours answers the first answer without doing it again.
+Retries are safe: every POST (under `/api` and `/v1`) takes an `Idempotency-Key` header; a repeat with the same key within 24 hours answers the first answer without doing it again (a streamed answer is not replayed: a repeat runs again).
 
 OpenAI-compatible routes (tag `openai`, under `/v1`): the same keys, tenants and records, in OpenAI's request and answer shapes, so that OpenAI's SDKs and the tools built on them work with a changed base URL; their errors are in OpenAI's shape, `{"error": {message, type, param, code}}`, with the same statuses and codes.
 
@@ -19584,8 +19903,12 @@ Unsupported (400, naming the `param`): `n` other than 1, content parts other tha
 
 Sends a `POST` request to `/v1/chat/completions`
 
+Arguments:
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `body`
 ```ignore
 let response = client.openai_chat_completion()
+    .idempotency_key(idempotency_key)
     .body(body)
     .send()
     .await;
@@ -19601,8 +19924,12 @@ It is a session like any other: `GET /api/sessions/{id}` shows it and its messag
 
 Sends a `POST` request to `/v1/conversations`
 
+Arguments:
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `body`
 ```ignore
 let response = client.openai_conversation_create()
+    .idempotency_key(idempotency_key)
     .body(body)
     .send()
     .await;
@@ -19631,10 +19958,12 @@ Sends a `POST` request to `/v1/conversations/{conversation_id}`
 
 Arguments:
 - `conversation_id`: The conversation's id: its session's id.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.openai_conversation_update()
     .conversation_id(conversation_id)
+    .idempotency_key(idempotency_key)
     .body(body)
     .send()
     .await;
@@ -19688,10 +20017,12 @@ Sends a `POST` request to `/v1/conversations/{conversation_id}/items`
 
 Arguments:
 - `conversation_id`: The conversation's id: its session's id.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.openai_item_create()
     .conversation_id(conversation_id)
+    .idempotency_key(idempotency_key)
     .body(body)
     .send()
     .await;
@@ -19761,8 +20092,12 @@ Unsupported (400, naming the `param`): `background: true`, tools other than `fun
 
 Sends a `POST` request to `/v1/responses`
 
+Arguments:
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `body`
 ```ignore
 let response = client.openai_response_create()
+    .idempotency_key(idempotency_key)
     .body(body)
     .send()
     .await;
@@ -27949,14 +28284,32 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct OpenaiChatCompletion<'a> {
         client: &'a super::Client,
+        idempotency_key: Result<
+            Option<types::OpenaiChatCompletionIdempotencyKey>,
+            String,
+        >,
         body: Result<types::builder::ChatCompletionRequest, String>,
     }
     impl<'a> OpenaiChatCompletion<'a> {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
+                idempotency_key: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OpenaiChatCompletionIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `OpenaiChatCompletionIdempotencyKey` for idempotency_key failed"
+                        .to_string()
+                });
+            self
         }
         pub fn body<V>(mut self, value: V) -> Self
         where
@@ -27991,14 +28344,15 @@ pub mod builder {
             ResponseValue<types::ChatCompletion>,
             Error<types::OpenAiErrorResponse>,
         > {
-            let Self { client, body } = self;
+            let Self { client, idempotency_key, body } = self;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
             let body = body
                 .and_then(|v| {
                     types::ChatCompletionRequest::try_from(v).map_err(|e| e.to_string())
                 })
                 .map_err(Error::InvalidRequest)?;
             let url = format!("{}/v1/chat/completions", client.baseurl,);
-            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
             header_map
                 .append(
                     ::reqwest::header::HeaderName::from_static("api-version"),
@@ -28006,6 +28360,9 @@ pub mod builder {
                         super::Client::api_version(),
                     ),
                 );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
             #[allow(unused_mut)]
             let mut request = client
                 .client
@@ -28085,14 +28442,32 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct OpenaiConversationCreate<'a> {
         client: &'a super::Client,
+        idempotency_key: Result<
+            Option<types::OpenaiConversationCreateIdempotencyKey>,
+            String,
+        >,
         body: Result<types::builder::CreateConversationRequest, String>,
     }
     impl<'a> OpenaiConversationCreate<'a> {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
+                idempotency_key: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OpenaiConversationCreateIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `OpenaiConversationCreateIdempotencyKey` for idempotency_key failed"
+                        .to_string()
+                });
+            self
         }
         pub fn body<V>(mut self, value: V) -> Self
         where
@@ -28128,7 +28503,8 @@ pub mod builder {
             ResponseValue<types::Conversation>,
             Error<types::OpenAiErrorResponse>,
         > {
-            let Self { client, body } = self;
+            let Self { client, idempotency_key, body } = self;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
             let body = body
                 .and_then(|v| {
                     types::CreateConversationRequest::try_from(v)
@@ -28136,7 +28512,7 @@ pub mod builder {
                 })
                 .map_err(Error::InvalidRequest)?;
             let url = format!("{}/v1/conversations", client.baseurl,);
-            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
             header_map
                 .append(
                     ::reqwest::header::HeaderName::from_static("api-version"),
@@ -28144,6 +28520,9 @@ pub mod builder {
                         super::Client::api_version(),
                     ),
                 );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
             #[allow(unused_mut)]
             let mut request = client
                 .client
@@ -28330,6 +28709,10 @@ pub mod builder {
     pub struct OpenaiConversationUpdate<'a> {
         client: &'a super::Client,
         conversation_id: Result<::uuid::Uuid, String>,
+        idempotency_key: Result<
+            Option<types::OpenaiConversationUpdateIdempotencyKey>,
+            String,
+        >,
         body: Result<types::builder::UpdateConversationRequest, String>,
     }
     impl<'a> OpenaiConversationUpdate<'a> {
@@ -28337,6 +28720,7 @@ pub mod builder {
             Self {
                 client: client,
                 conversation_id: Err("conversation_id was not initialized".to_string()),
+                idempotency_key: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
         }
@@ -28348,6 +28732,19 @@ pub mod builder {
                 .try_into()
                 .map_err(|_| {
                     "conversion to `:: uuid :: Uuid` for conversation_id failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OpenaiConversationUpdateIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `OpenaiConversationUpdateIdempotencyKey` for idempotency_key failed"
                         .to_string()
                 });
             self
@@ -28386,8 +28783,9 @@ pub mod builder {
             ResponseValue<types::Conversation>,
             Error<types::OpenAiErrorResponse>,
         > {
-            let Self { client, conversation_id, body } = self;
+            let Self { client, conversation_id, idempotency_key, body } = self;
             let conversation_id = conversation_id.map_err(Error::InvalidRequest)?;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
             let body = body
                 .and_then(|v| {
                     types::UpdateConversationRequest::try_from(v)
@@ -28398,7 +28796,7 @@ pub mod builder {
                 "{}/v1/conversations/{}", client.baseurl, encode_path(& conversation_id
                 .to_string()),
             );
-            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
             header_map
                 .append(
                     ::reqwest::header::HeaderName::from_static("api-version"),
@@ -28406,6 +28804,9 @@ pub mod builder {
                         super::Client::api_version(),
                     ),
                 );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
             #[allow(unused_mut)]
             let mut request = client
                 .client
@@ -28749,6 +29150,7 @@ pub mod builder {
     pub struct OpenaiItemCreate<'a> {
         client: &'a super::Client,
         conversation_id: Result<::uuid::Uuid, String>,
+        idempotency_key: Result<Option<types::OpenaiItemCreateIdempotencyKey>, String>,
         body: Result<types::builder::CreateItemsRequest, String>,
     }
     impl<'a> OpenaiItemCreate<'a> {
@@ -28756,6 +29158,7 @@ pub mod builder {
             Self {
                 client: client,
                 conversation_id: Err("conversation_id was not initialized".to_string()),
+                idempotency_key: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
         }
@@ -28767,6 +29170,19 @@ pub mod builder {
                 .try_into()
                 .map_err(|_| {
                     "conversion to `:: uuid :: Uuid` for conversation_id failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OpenaiItemCreateIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `OpenaiItemCreateIdempotencyKey` for idempotency_key failed"
                         .to_string()
                 });
             self
@@ -28799,8 +29215,9 @@ pub mod builder {
         pub async fn send(
             self,
         ) -> Result<ResponseValue<types::ItemList>, Error<types::OpenAiErrorResponse>> {
-            let Self { client, conversation_id, body } = self;
+            let Self { client, conversation_id, idempotency_key, body } = self;
             let conversation_id = conversation_id.map_err(Error::InvalidRequest)?;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
             let body = body
                 .and_then(|v| {
                     types::CreateItemsRequest::try_from(v).map_err(|e| e.to_string())
@@ -28810,7 +29227,7 @@ pub mod builder {
                 "{}/v1/conversations/{}/items", client.baseurl, encode_path(&
                 conversation_id.to_string()),
             );
-            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
             header_map
                 .append(
                     ::reqwest::header::HeaderName::from_static("api-version"),
@@ -28818,6 +29235,9 @@ pub mod builder {
                         super::Client::api_version(),
                     ),
                 );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
             #[allow(unused_mut)]
             let mut request = client
                 .client
@@ -29235,14 +29655,32 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct OpenaiResponseCreate<'a> {
         client: &'a super::Client,
+        idempotency_key: Result<
+            Option<types::OpenaiResponseCreateIdempotencyKey>,
+            String,
+        >,
         body: Result<types::builder::CreateResponseRequest, String>,
     }
     impl<'a> OpenaiResponseCreate<'a> {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
+                idempotency_key: Ok(None),
                 body: Ok(::std::default::Default::default()),
             }
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OpenaiResponseCreateIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `OpenaiResponseCreateIdempotencyKey` for idempotency_key failed"
+                        .to_string()
+                });
+            self
         }
         pub fn body<V>(mut self, value: V) -> Self
         where
@@ -29277,14 +29715,15 @@ pub mod builder {
             ResponseValue<types::ModelResponse>,
             Error<types::OpenAiErrorResponse>,
         > {
-            let Self { client, body } = self;
+            let Self { client, idempotency_key, body } = self;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
             let body = body
                 .and_then(|v| {
                     types::CreateResponseRequest::try_from(v).map_err(|e| e.to_string())
                 })
                 .map_err(Error::InvalidRequest)?;
             let url = format!("{}/v1/responses", client.baseurl,);
-            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
             header_map
                 .append(
                     ::reqwest::header::HeaderName::from_static("api-version"),
@@ -29292,6 +29731,9 @@ pub mod builder {
                         super::Client::api_version(),
                     ),
                 );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
             #[allow(unused_mut)]
             let mut request = client
                 .client

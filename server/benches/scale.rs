@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use agent_platform::api::types::{
     CreateAgentRequest, CreateDocRequest, CreateMessageRequest, CreateSessionRequest, DocContent, DocOwner,
-    Message, OwnerRole,
+    OwnerRole,
 };
 use agent_platform::app::{App, SearchStart, Tenant};
 use agent_platform::server::SEARCH_INDEX_DIR;
@@ -197,7 +197,7 @@ async fn load(data: &Path, messages: usize, snippets: usize) -> Loaded {
                     metadata: None,
                 })
                 .collect();
-            app.append_messages(t, session, batch, None::<&Vec<Message>>).await.expect("append");
+            app.append_messages(t, session, batch, |_| None::<()>).await.expect("append");
         }
     })
     .await;
@@ -227,7 +227,7 @@ async fn load(data: &Path, messages: usize, snippets: usize) -> Loaded {
             metadata: None,
         })
         .collect();
-    app.append_messages(empty, empty_session, few, None::<&Vec<Message>>).await.expect("append");
+    app.append_messages(empty, empty_session, few, |_| None::<()>).await.expect("append");
     // As the server stops: the index commits its tail, the store has sled
     // snapshot its page table (so the next start replays no log) and notes a
     // clean close.

@@ -706,6 +706,7 @@ pub trait AgentPlatformApi {
     #[endpoint { method = POST, path = "/v1/chat/completions", tags = ["openai"] }]
     async fn openai_chat_completion(
         rqctx: RequestContext<Self::Context>,
+        idempotency: IdempotencyKey,
         body: JsonBody<ChatCompletionRequest>,
     ) -> V1<ChatAnswer<ChatCompletion>>;
 
@@ -719,6 +720,7 @@ pub trait AgentPlatformApi {
     #[endpoint { method = POST, path = "/v1/conversations", tags = ["openai"] }]
     async fn openai_conversation_create(
         rqctx: RequestContext<Self::Context>,
+        idempotency: IdempotencyKey,
         body: JsonBody<CreateConversationRequest>,
     ) -> V1<HttpResponseOk<Conversation>>;
 
@@ -734,6 +736,7 @@ pub trait AgentPlatformApi {
     async fn openai_conversation_update(
         rqctx: RequestContext<Self::Context>,
         path: PathParams<ConversationPath>,
+        idempotency: IdempotencyKey,
         body: JsonBody<UpdateConversationRequest>,
     ) -> V1<HttpResponseOk<Conversation>>;
 
@@ -764,6 +767,7 @@ pub trait AgentPlatformApi {
     async fn openai_item_create(
         rqctx: RequestContext<Self::Context>,
         path: PathParams<ConversationPath>,
+        idempotency: IdempotencyKey,
         body: JsonBody<CreateItemsRequest>,
     ) -> V1<HttpResponseOk<ItemList>>;
 
@@ -810,6 +814,7 @@ pub trait AgentPlatformApi {
     #[endpoint { method = POST, path = "/v1/responses", tags = ["openai"] }]
     async fn openai_response_create(
         rqctx: RequestContext<Self::Context>,
+        idempotency: IdempotencyKey,
         body: JsonBody<CreateResponseRequest>,
     ) -> V1<ChatAnswer<ModelResponse>>;
 

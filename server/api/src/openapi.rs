@@ -34,8 +34,9 @@ pub fn openapi() -> Value {
          `request_body_timeout_s` (default 30 s; 408 `request_timeout` otherwise), and a \
          connection that brings no complete request head within `idle_timeout_s` (default \
          30 s: silent, slow headers, or idle between requests) is closed.\n\n\
-         Retries are safe: every POST under `/api` takes an `Idempotency-Key` header; a repeat \
-         with the same key within 24 hours answers the first answer without doing it again.\n\n\
+         Retries are safe: every POST (under `/api` and `/v1`) takes an `Idempotency-Key` \
+         header; a repeat with the same key within 24 hours answers the first answer without \
+         doing it again (a streamed answer is not replayed: a repeat runs again).\n\n\
          OpenAI-compatible routes (tag `openai`, under `/v1`): the same keys, tenants and \
          records, in OpenAI's request and answer shapes, so that OpenAI's SDKs and the tools \
          built on them work with a changed base URL; their errors are in OpenAI's shape, \

@@ -221,7 +221,7 @@ impl App {
             Some(lease) => vec![lease.release_op().await?],
             None => Vec::new(),
         };
-        self.append_messages_with(prepared.tenant, prepared.session, messages, response, release).await?;
+        self.append_messages_with(prepared.tenant, prepared.session, messages, |_| response, release).await?;
         if let Some(lease) = &prepared.lease {
             lease.released().await;
         }

@@ -32,8 +32,7 @@ impl App {
         let session = rec.id;
         let (_, puts) = message_records(session, messages_of_items(req.items.unwrap_or_default())).await?;
         ops.extend(puts);
-        let created: Session = self.insert_resource(t, rec, ops).await?;
-        Ok(conversation(&created))
+        self.insert_resource_as(t, rec, ops, |created: Session| conversation(&created)).await
     }
 
     pub async fn conversation_get(&self, t: Tenant, id: Uuid) -> Result<Conversation> {
@@ -64,9 +63,8 @@ impl App {
         req: CreateItemsRequest,
     ) -> Result<ItemList> {
         let messages = messages_of_items(req.items);
-        let created = self.append_messages(t, id, messages, None::<&()>).await?;
-        let data: Vec<ConversationItem> = created.iter().flat_map(items_of).collect();
-        Ok(item_list(data, false))
+        let created = self.append_messages(t, id, messages, |created| Some(items_made(created))).await?;
+        Ok(items_made(&created))
     }
 
     /// A page of the conversation's items (see the operation's description).
@@ -168,6 +166,11 @@ pub(super) fn item_list(data: Vec<ConversationItem>, has_more: bool) -> ItemList
         data,
         has_more,
     }
+}
+
+/// The items that appending `created` made (what an item create answers).
+fn items_made(created: &[Message]) -> ItemList {
+    item_list(created.iter().flat_map(items_of).collect(), false)
 }
 
 /// The id of the `i`-th tool call of message `id`, as a `function_call` item.

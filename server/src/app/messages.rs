@@ -124,37 +124,34 @@ impl App {
     }
 
     /// Appends messages to a session, in the order given, in one atomic commit.
-    /// `answer` is what the request answers, remembered with its idempotency key
-    /// (see [`App::commit_answering`]); `None` when that is the one message appended.
-    pub async fn append_messages(
+    /// `answer`, given the messages made, says what the request answers,
+    /// remembered with its idempotency key in that commit (see
+    /// [`App::commit_answering`]); `None` when the answer is not known yet.
+    pub async fn append_messages<A: Serialize>(
         &self,
         t: Tenant,
         session: Uuid,
         messages: Vec<CreateMessageRequest>,
-        answer: Option<&impl Serialize>,
+        answer: impl FnOnce(&[Message]) -> Option<A>,
     ) -> Result<Vec<Message>> {
         self.append_messages_with(t, session, messages, answer, Vec::new()).await
     }
 
     /// [`App::append_messages`], with `extra` ops in the same commit (a chat's
     /// release of its session's lease).
-    pub(super) async fn append_messages_with(
+    pub(super) async fn append_messages_with<A: Serialize>(
         &self,
         t: Tenant,
         session: Uuid,
         messages: Vec<CreateMessageRequest>,
-        answer: Option<&impl Serialize>,
+        answer: impl FnOnce(&[Message]) -> Option<A>,
         extra: Vec<Op>,
     ) -> Result<Vec<Message>> {
         let mut ops = vec![self.session_changes(session)];
         ops.extend(extra);
         let (created, puts) = message_records(session, messages).await?;
         ops.extend(puts);
-        let committed = match (answer, created.as_slice()) {
-            (Some(a), _) => self.commit_answering(t, ops, Some(a)).await,
-            (None, [one]) => self.commit_answering(t, ops, Some(one)).await,
-            (None, _) => self.commit_answering(t, ops, None::<&()>).await,
-        };
+        let committed = self.commit_answering(t, ops, answer(&created).as_ref()).await;
         match &committed {
             Ok(()) => {
                 let items: Vec<_> = created.iter().map(super::chat::history_item).collect();
@@ -179,7 +176,7 @@ impl App {
         session: Uuid,
         req: CreateMessageRequest,
     ) -> Result<Message> {
-        let mut created = self.append_messages(t, session, vec![req], None::<&Message>).await?;
+        let mut created = self.append_messages(t, session, vec![req], |made| made.first().cloned()).await?;
         Ok(created.pop().expect("one message appended"))
     }
 

@@ -106,9 +106,21 @@ impl App {
         &self,
         t: Tenant,
         rec: Record,
-        mut extra: Vec<Op>,
+        extra: Vec<Op>,
     ) -> Result<R> {
-        let answer = decode::<R>(&rec)?;
+        self.insert_resource_as(t, rec, extra, |r: R| r).await
+    }
+
+    /// [`App::insert_resource`] for a request that answers another shape of
+    /// the new resource: `answer` makes it (and it is what is remembered).
+    pub async fn insert_resource_as<R: Resource, A: Serialize>(
+        &self,
+        t: Tenant,
+        rec: Record,
+        mut extra: Vec<Op>,
+        answer: impl FnOnce(R) -> A,
+    ) -> Result<A> {
+        let answer = answer(decode::<R>(&rec)?);
         extra.insert(0, Op::Put { record: rec, expect: Expect::Absent });
         self.commit_answering(t, extra, Some(&answer)).await?;
         Ok(answer)

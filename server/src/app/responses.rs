@@ -324,7 +324,8 @@ impl App {
         (record.created_at, record.updated_at) = (prepared.head.created_at, prepared.head.created_at);
         record.metadata = Some(prepared.head.metadata.0.clone());
         ops.push(Op::Put { record, expect: Expect::Absent });
-        let committed = self.commit_answering(t, ops, None::<&()>).await;
+        // The answer is remembered with the turn (an `Idempotency-Key`'s).
+        let committed = self.commit_answering(t, ops, Some(&response)).await;
         match &committed {
             Ok(()) if prepared.new_session.is_none() => {
                 let items: Vec<_> = created.iter().map(super::chat::history_item).collect();

@@ -428,16 +428,18 @@ impl AgentPlatformApi for Impl {
 
     async fn openai_chat_completion(
         rqctx: RequestContext<Ctx>,
+        key: IdempotencyKey,
         body: JsonBody<ChatCompletionRequest>,
     ) -> V1<ChatAnswer<ChatCompletion>> {
-        openai::openai_chat_completion(rqctx, body).await
+        openai::openai_chat_completion(rqctx, key, body).await
     }
 
     async fn openai_conversation_create(
         rqctx: RequestContext<Ctx>,
+        key: IdempotencyKey,
         body: JsonBody<CreateConversationRequest>,
     ) -> V1<dropshot::HttpResponseOk<Conversation>> {
-        openai::openai_conversation_create(rqctx, body).await
+        openai::openai_conversation_create(rqctx, key, body).await
     }
 
     async fn openai_conversation_get(
@@ -450,9 +452,10 @@ impl AgentPlatformApi for Impl {
     async fn openai_conversation_update(
         rqctx: RequestContext<Ctx>,
         path: PathParams<ConversationPath>,
+        key: IdempotencyKey,
         body: JsonBody<UpdateConversationRequest>,
     ) -> V1<dropshot::HttpResponseOk<Conversation>> {
-        openai::openai_conversation_update(rqctx, path, body).await
+        openai::openai_conversation_update(rqctx, path, key, body).await
     }
 
     async fn openai_conversation_delete(
@@ -473,9 +476,10 @@ impl AgentPlatformApi for Impl {
     async fn openai_item_create(
         rqctx: RequestContext<Ctx>,
         path: PathParams<ConversationPath>,
+        key: IdempotencyKey,
         body: JsonBody<CreateItemsRequest>,
     ) -> V1<dropshot::HttpResponseOk<ItemList>> {
-        openai::openai_item_create(rqctx, path, body).await
+        openai::openai_item_create(rqctx, path, key, body).await
     }
 
     async fn openai_item_get(
@@ -494,9 +498,10 @@ impl AgentPlatformApi for Impl {
 
     async fn openai_response_create(
         rqctx: RequestContext<Ctx>,
+        key: IdempotencyKey,
         body: JsonBody<CreateResponseRequest>,
     ) -> V1<ChatAnswer<ModelResponse>> {
-        openai::openai_response_create(rqctx, body).await
+        openai::openai_response_create(rqctx, key, body).await
     }
 
     async fn openai_response_get(

@@ -4,9 +4,9 @@
 use dropshot::{HttpResponseOk, RequestContext};
 
 use super::context::Ctx;
-use super::run::run;
+use super::run::{run, run_once};
 use crate::api::types::*;
-use crate::api::{ChatAnswer, JsonBody, OpenAiError, PathParams, QueryParams, Reply, V1};
+use crate::api::{ChatAnswer, IdempotencyKey, JsonBody, OpenAiError, PathParams, QueryParams, Reply, V1};
 
 pub async fn openai_model_list(rqctx: RequestContext<Ctx>) -> V1<HttpResponseOk<ModelList>> {
     let reply = run(&rqctx, |app, t| async move { app.model_list(t).await.map(HttpResponseOk) }).await;
@@ -15,16 +15,21 @@ pub async fn openai_model_list(rqctx: RequestContext<Ctx>) -> V1<HttpResponseOk<
 
 pub async fn openai_chat_completion(
     rqctx: RequestContext<Ctx>,
+    key: IdempotencyKey,
     body: JsonBody<ChatCompletionRequest>,
 ) -> V1<ChatAnswer<ChatCompletion>> {
-    let body = body.into_inner();
+    let (body, digest) = body.into_parts();
     if let Some((param, message)) = body.unsupported() {
         return Ok(Reply::Err(OpenAiError::unsupported(param, message, &rqctx.request_id)));
     }
     let reply = if body.stream {
+        // A stream is not replayed: it runs again.
         run(&rqctx, |app, t| async move { super::stream::completion_stream(app, t, body).await }).await
     } else {
-        run(&rqctx, |app, t| async move { app.completion(t, body).await.map(ChatAnswer::Json) }).await
+        run_once(&rqctx, key, digest, None, |app, t| async move {
+            app.completion(t, body).await.map(ChatAnswer::Json)
+        })
+        .await
     };
     Ok(reply?.openai())
 }
@@ -37,14 +42,16 @@ fn unsupported_items(rqctx: &RequestContext<Ctx>, field: &str, items: &[InputIte
 
 pub async fn openai_conversation_create(
     rqctx: RequestContext<Ctx>,
+    key: IdempotencyKey,
     body: JsonBody<CreateConversationRequest>,
 ) -> V1<HttpResponseOk<Conversation>> {
-    let body = body.into_inner();
+    let (body, digest) = body.into_parts();
     if let Some(e) = unsupported_items(&rqctx, "items", body.items.as_deref().unwrap_or_default()) {
         return Ok(Reply::Err(e));
     }
-    let reply =
-        run(&rqctx, |app, t| async move { app.conversation_create(t, body).await.map(HttpResponseOk) });
+    let reply = run_once(&rqctx, key, digest, None, |app, t| async move {
+        app.conversation_create(t, body).await.map(HttpResponseOk)
+    });
     Ok(reply.await?.openai())
 }
 
@@ -60,14 +67,13 @@ pub async fn openai_conversation_get(
 pub async fn openai_conversation_update(
     rqctx: RequestContext<Ctx>,
     path: PathParams<ConversationPath>,
+    key: IdempotencyKey,
     body: JsonBody<UpdateConversationRequest>,
 ) -> V1<HttpResponseOk<Conversation>> {
-    let (id, metadata) = (path.into_inner().conversation_id, body.into_inner().metadata);
-    let reply =
-        run(
-            &rqctx,
-            |app, t| async move { app.conversation_update(t, id, metadata).await.map(HttpResponseOk) },
-        );
+    let (id, (body, digest)) = (path.into_inner().conversation_id, body.into_parts());
+    let reply = run_once(&rqctx, key, digest, None, |app, t| async move {
+        app.conversation_update(t, id, body.metadata).await.map(HttpResponseOk)
+    });
     Ok(reply.await?.openai())
 }
 
@@ -94,17 +100,16 @@ pub async fn openai_item_list(
 pub async fn openai_item_create(
     rqctx: RequestContext<Ctx>,
     path: PathParams<ConversationPath>,
+    key: IdempotencyKey,
     body: JsonBody<CreateItemsRequest>,
 ) -> V1<HttpResponseOk<ItemList>> {
-    let (id, body) = (path.into_inner().conversation_id, body.into_inner());
+    let (id, (body, digest)) = (path.into_inner().conversation_id, body.into_parts());
     if let Some(e) = unsupported_items(&rqctx, "items", &body.items) {
         return Ok(Reply::Err(e));
     }
-    let reply =
-        run(
-            &rqctx,
-            |app, t| async move { app.conversation_items_create(t, id, body).await.map(HttpResponseOk) },
-        );
+    let reply = run_once(&rqctx, key, digest, None, |app, t| async move {
+        app.conversation_items_create(t, id, body).await.map(HttpResponseOk)
+    });
     Ok(reply.await?.openai())
 }
 
@@ -132,16 +137,21 @@ pub async fn openai_item_delete(
 
 pub async fn openai_response_create(
     rqctx: RequestContext<Ctx>,
+    key: IdempotencyKey,
     body: JsonBody<CreateResponseRequest>,
 ) -> V1<ChatAnswer<ModelResponse>> {
-    let body = body.into_inner();
+    let (body, digest) = body.into_parts();
     if let Some((param, message)) = body.unsupported() {
         return Ok(Reply::Err(OpenAiError::unsupported(param, message, &rqctx.request_id)));
     }
     let reply = if body.stream {
+        // A stream is not replayed: it runs again.
         run(&rqctx, |app, t| async move { super::stream::response_stream(app, t, body).await }).await
     } else {
-        run(&rqctx, |app, t| async move { app.response_create(t, body).await.map(ChatAnswer::Json) }).await
+        run_once(&rqctx, key, digest, None, |app, t| async move {
+            app.response_create(t, body).await.map(ChatAnswer::Json)
+        })
+        .await
     };
     Ok(reply?.openai())
 }

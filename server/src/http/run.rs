@@ -75,7 +75,7 @@ impl<T: Serialize + JsonSchema + Send + Sync + 'static> Replayable for HttpRespo
     }
 }
 
-impl Replayable for ChatAnswer {
+impl<T: Serialize + JsonSchema + Send + Sync + 'static> Replayable for ChatAnswer<T> {
     const STATUS: StatusCode = StatusCode::OK;
     fn json(&self) -> Option<String> {
         match self {

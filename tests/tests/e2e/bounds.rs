@@ -269,7 +269,7 @@ async fn writer_measurement_of_the_heaviest_single_requests() {
         let batch = (0..5000)
             .map(|_| serde_json::from_value(json!({"role": "user", "content": "x"})).unwrap())
             .collect();
-        s.app().append_messages(tenant, session, batch, None::<&()>).await.unwrap();
+        s.app().append_messages(tenant, session, batch, |_| None::<()>).await.unwrap();
     }
     // Deleted scopes are purged in the background after the answer: the small
     // writes go on for a while, to see the purge's steps too.

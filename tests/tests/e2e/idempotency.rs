@@ -212,3 +212,83 @@ async fn a_repeated_chat_calls_the_model_once_and_saves_the_exchange_once() {
     assert_eq!(count(&s, &messages).await, 2, "the question and the answer, saved once");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn the_v1_posts_replay_their_first_answer_and_write_once() {
+    let fake = FakeUpstream::start().await;
+    let s = TestServer::with_models(agent_platform_tests::fake_models(&fake, 30.0)).await;
+    let agent = s.create_agent("Ada").await.id.to_string();
+
+    // A conversation with one item: the answer is the conversation, not its session.
+    let create =
+        json!({"items": [{"type": "message", "role": "user", "content": "Hi"}], "metadata": {"n": "1"}});
+    let first = post(&s, "/v1/conversations", &create, "conversation-1").await;
+    assert_eq!(
+        (first.status, first.json()["object"].clone()),
+        (200, json!("conversation")),
+        "{}",
+        first.text
+    );
+    let again = post(&s, "/v1/conversations", &create, "conversation-1").await;
+    assert_eq!((again.status, again.text.as_str(), again.replayed), (200, first.text.as_str(), true));
+    assert_eq!(count(&s, "/api/sessions").await, 1, "the repeat created no session");
+    let id = first.json()["id"].as_str().unwrap().to_owned();
+    let messages = format!("/api/sessions/{id}/messages");
+    assert_eq!(count(&s, &messages).await, 1);
+
+    // One item appended: the answer is the item list.
+    let items = format!("/v1/conversations/{id}/items");
+    let item = json!({"items": [{"type": "message", "role": "assistant", "content": "Hello"}]});
+    let first = post(&s, &items, &item, "items-1").await;
+    assert_eq!((first.status, first.json()["object"].clone()), (200, json!("list")), "{}", first.text);
+    let again = post(&s, &items, &item, "items-1").await;
+    assert_eq!((again.status, again.text.as_str(), again.replayed), (200, first.text.as_str(), true));
+    assert_eq!(count(&s, &messages).await, 2, "the repeat appended nothing");
+
+    let update = json!({"metadata": {"n": "2"}});
+    let first = post(&s, &format!("/v1/conversations/{id}"), &update, "update-1").await;
+    assert_eq!((first.status, first.json()["metadata"]["n"].clone()), (200, json!("2")), "{}", first.text);
+    let again = post(&s, &format!("/v1/conversations/{id}"), &update, "update-1").await;
+    assert_eq!((again.status, again.text.as_str(), again.replayed), (200, first.text.as_str(), true));
+
+    // A response: the model is called once, the turn saved once.
+    fake.push(Behaviour::Text("Once".into()));
+    let turn = json!({"model": agent, "input": "Hello?", "conversation": id});
+    let first = post(&s, "/v1/responses", &turn, "response-1").await;
+    assert_eq!((first.status, first.json()["status"].clone()), (200, json!("completed")), "{}", first.text);
+    let again = post(&s, "/v1/responses", &turn, "response-1").await;
+    assert_eq!((again.status, again.text.as_str(), again.replayed), (200, first.text.as_str(), true));
+    assert_eq!(fake.requests().len(), 1, "the model was called once");
+    assert_eq!(count(&s, &messages).await, 4, "the input and the answer, saved once");
+
+    // A chat completion: nothing saved, the model called once.
+    fake.push(Behaviour::Text("Twice?".into()));
+    let completion = json!({"model": agent, "messages": [{"role": "user", "content": "Hi"}]});
+    let first = post(&s, "/v1/chat/completions", &completion, "completion-1").await;
+    assert_eq!(
+        (first.status, first.json()["object"].clone()),
+        (200, json!("chat.completion")),
+        "{}",
+        first.text
+    );
+    let again = post(&s, "/v1/chat/completions", &completion, "completion-1").await;
+    assert_eq!((again.status, again.text.as_str(), again.replayed), (200, first.text.as_str(), true));
+    assert_eq!(fake.requests().len(), 2, "the model was called once more, not twice");
+
+    // The key on another body: a 409 in OpenAI's shape, nothing written.
+    let other = json!({"items": [{"type": "message", "role": "user", "content": "Other"}]});
+    let conflict = post(&s, "/v1/conversations", &other, "conversation-1").await;
+    assert_eq!(conflict.status, 409, "{}", conflict.text);
+    let message = conflict.json()["error"]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(message.contains("Idempotency-Key"), "{}", conflict.text);
+    assert_eq!(count(&s, "/api/sessions").await, 1);
+    // A key that is no key: a 422 naming the header, in OpenAI's shape.
+    let bad = post_with(&s, &s.key, "/v1/conversations", &create, b"").await;
+    assert_eq!(bad.status, 422, "{}", bad.text);
+    assert!(
+        bad.json()["error"]["param"].as_str().is_some_and(|p| p.contains("idempotency-key")),
+        "{}",
+        bad.text
+    );
+    s.stop().await;
+}
