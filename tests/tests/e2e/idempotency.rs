@@ -213,6 +213,23 @@ async fn a_repeated_chat_calls_the_model_once_and_saves_the_exchange_once() {
     s.stop().await;
 }
 
+/// `POST path body` twice with the key `idem`: the first answers 200 with `field`
+/// (a JSON pointer) equal to `expected`, the second replays it byte for byte.
+async fn once_then_replayed(
+    s: &TestServer,
+    path: &str,
+    body: &Value,
+    idem: &str,
+    field: &str,
+    expected: Value,
+) -> Answer {
+    let first = post(s, path, body, idem).await;
+    assert_eq!((first.status, first.json().pointer(field).cloned()), (200, Some(expected)), "{}", first.text);
+    let again = post(s, path, body, idem).await;
+    assert_eq!((again.status, again.text.as_str(), again.replayed), (200, first.text.as_str(), true));
+    first
+}
+
 #[tokio::test]
 async fn the_v1_posts_replay_their_first_answer_and_write_once() {
     let fake = FakeUpstream::start().await;
@@ -222,57 +239,56 @@ async fn the_v1_posts_replay_their_first_answer_and_write_once() {
     // A conversation with one item: the answer is the conversation, not its session.
     let create =
         json!({"items": [{"type": "message", "role": "user", "content": "Hi"}], "metadata": {"n": "1"}});
-    let first = post(&s, "/v1/conversations", &create, "conversation-1").await;
-    assert_eq!(
-        (first.status, first.json()["object"].clone()),
-        (200, json!("conversation")),
-        "{}",
-        first.text
-    );
-    let again = post(&s, "/v1/conversations", &create, "conversation-1").await;
-    assert_eq!((again.status, again.text.as_str(), again.replayed), (200, first.text.as_str(), true));
+    let first = once_then_replayed(
+        &s,
+        "/v1/conversations",
+        &create,
+        "conversation-1",
+        "/object",
+        json!("conversation"),
+    )
+    .await;
     assert_eq!(count(&s, "/api/sessions").await, 1, "the repeat created no session");
     let id = first.json()["id"].as_str().unwrap().to_owned();
     let messages = format!("/api/sessions/{id}/messages");
     assert_eq!(count(&s, &messages).await, 1);
 
     // One item appended: the answer is the item list.
-    let items = format!("/v1/conversations/{id}/items");
     let item = json!({"items": [{"type": "message", "role": "assistant", "content": "Hello"}]});
-    let first = post(&s, &items, &item, "items-1").await;
-    assert_eq!((first.status, first.json()["object"].clone()), (200, json!("list")), "{}", first.text);
-    let again = post(&s, &items, &item, "items-1").await;
-    assert_eq!((again.status, again.text.as_str(), again.replayed), (200, first.text.as_str(), true));
+    once_then_replayed(
+        &s,
+        &format!("/v1/conversations/{id}/items"),
+        &item,
+        "items-1",
+        "/object",
+        json!("list"),
+    )
+    .await;
     assert_eq!(count(&s, &messages).await, 2, "the repeat appended nothing");
 
     let update = json!({"metadata": {"n": "2"}});
-    let first = post(&s, &format!("/v1/conversations/{id}"), &update, "update-1").await;
-    assert_eq!((first.status, first.json()["metadata"]["n"].clone()), (200, json!("2")), "{}", first.text);
-    let again = post(&s, &format!("/v1/conversations/{id}"), &update, "update-1").await;
-    assert_eq!((again.status, again.text.as_str(), again.replayed), (200, first.text.as_str(), true));
+    once_then_replayed(
+        &s,
+        &format!("/v1/conversations/{id}"),
+        &update,
+        "update-1",
+        "/metadata/n",
+        json!("2"),
+    )
+    .await;
 
     // A response: the model is called once, the turn saved once.
     fake.push(Behaviour::Text("Once".into()));
     let turn = json!({"model": agent, "input": "Hello?", "conversation": id});
-    let first = post(&s, "/v1/responses", &turn, "response-1").await;
-    assert_eq!((first.status, first.json()["status"].clone()), (200, json!("completed")), "{}", first.text);
-    let again = post(&s, "/v1/responses", &turn, "response-1").await;
-    assert_eq!((again.status, again.text.as_str(), again.replayed), (200, first.text.as_str(), true));
+    once_then_replayed(&s, "/v1/responses", &turn, "response-1", "/status", json!("completed")).await;
     assert_eq!(fake.requests().len(), 1, "the model was called once");
     assert_eq!(count(&s, &messages).await, 4, "the input and the answer, saved once");
 
     // A chat completion: nothing saved, the model called once.
     fake.push(Behaviour::Text("Twice?".into()));
     let completion = json!({"model": agent, "messages": [{"role": "user", "content": "Hi"}]});
-    let first = post(&s, "/v1/chat/completions", &completion, "completion-1").await;
-    assert_eq!(
-        (first.status, first.json()["object"].clone()),
-        (200, json!("chat.completion")),
-        "{}",
-        first.text
-    );
-    let again = post(&s, "/v1/chat/completions", &completion, "completion-1").await;
-    assert_eq!((again.status, again.text.as_str(), again.replayed), (200, first.text.as_str(), true));
+    let path = "/v1/chat/completions";
+    once_then_replayed(&s, path, &completion, "completion-1", "/object", json!("chat.completion")).await;
     assert_eq!(fake.requests().len(), 2, "the model was called once more, not twice");
 
     // The key on another body: a 409 in OpenAI's shape, nothing written.
