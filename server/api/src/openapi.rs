@@ -163,36 +163,40 @@ pub fn openapi() -> Value {
         RemoveRefSiblings.visit_schema(&mut schema);
         schemas.entry(name).or_insert(serde_json::to_value(schema).expect("a schema serialises"));
     }
+    // Each stream's schema is one event as an event-stream reader (and
+    // schemathesis) sees it: its `event` and its `data`, a JSON text (or `[DONE]`).
     let chat = operation_mut(&mut v, "session_chat").expect("the chat operation");
     chat["responses"]["200"]["content"]["text/event-stream"] = json!({
-        "schema": {
-            "description": "With `stream: true`: server-sent events, one `data: <ChatChunk>` per delta, \
-                            then a last `ChatChunk` with `usage` and `docs`, then `data: [DONE]`; a \
-                            failure after the stream started is a `data: <ChatErrorEvent>` that ends it \
-                            (see the operation's description).",
-            "oneOf": [chunk, error_event],
-        }
+        "schema": sse_event(
+            "With `stream: true`: server-sent events, one `data: <ChatChunk>` per delta, then a last \
+             `ChatChunk` with `usage` and `docs`, then `data: [DONE]`; a failure after the stream \
+             started is a `data: <ChatErrorEvent>` that ends it (see the operation's description).",
+            json!({"oneOf": [chunk, error_event]}),
+            true,
+        )
     });
     let completion = operation_mut(&mut v, "openai_chat_completion").expect("the chat completion operation");
     completion["responses"]["429"] = v1_err_ref.clone();
     completion["responses"]["200"]["content"]["text/event-stream"] = json!({
-        "schema": {
-            "description": "With `stream: true`: server-sent events, one `data: <ChatCompletionChunk>` per \
-                            delta (with `stream_options.include_usage`, a last one with no choices and the \
-                            `usage`), then `data: [DONE]`; a failure after the stream started is a \
-                            `data: <OpenAIErrorResponse>` that ends it.",
-            "oneOf": [completion_chunk, v1_error],
-        }
+        "schema": sse_event(
+            "With `stream: true`: server-sent events, one `data: <ChatCompletionChunk>` per delta (with \
+             `stream_options.include_usage`, a last one with no choices and the `usage`), then \
+             `data: [DONE]`; a failure after the stream started is a `data: <OpenAIErrorResponse>` \
+             that ends it.",
+            json!({"oneOf": [completion_chunk, v1_error]}),
+            true,
+        )
     });
     let response = operation_mut(&mut v, "openai_response_create").expect("the response operation");
     response["responses"]["429"] = v1_err_ref.clone();
     response["responses"]["200"]["content"]["text/event-stream"] = json!({
-        "schema": {
-            "description": "With `stream: true`: server-sent events, each an `event: <type>` line and a \
-                            `data: <ResponseStreamEvent>` line, `response.created` first, \
-                            `response.completed` (or `response.failed`) last; no `[DONE]`.",
-            "allOf": [response_event],
-        }
+        "schema": sse_event(
+            "With `stream: true`: server-sent events, each an `event: <type>` line and a \
+             `data: <ResponseStreamEvent>` line, `response.created` first, `response.completed` (or \
+             `response.failed`) last; no `[DONE]`.",
+            json!(response_event),
+            false,
+        )
     });
     // A transitions stream answers server-sent events only (see `EventStream`).
     let stream = operation_mut(&mut v, "transition_stream").expect("the transitions stream operation");
@@ -221,6 +225,24 @@ pub fn openapi() -> Value {
     add_links(&mut v);
     add_name_examples(&mut v);
     v
+}
+
+/// The schema of one server-sent event whose `data` is `payload` as JSON text
+/// (or, with `done`, the literal `[DONE]` that ends the stream).
+fn sse_event(description: &str, payload: Value, done: bool) -> Value {
+    let json_data =
+        json!({"type": "string", "contentMediaType": "application/json", "contentSchema": payload});
+    let data =
+        if done { json!({"anyOf": [{"type": "string", "enum": ["[DONE]"]}, json_data]}) } else { json_data };
+    json!({
+        "description": description,
+        "type": "object",
+        "required": ["data"],
+        "properties": {
+            "event": {"type": "string", "description": "The event's type (absent: `message`)."},
+            "data": data,
+        },
+    })
 }
 
 /// The operations that may call a model provider (a chat; an embedding of a
