@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use crate::error::{ApiError, Issue, LocPart};
 use crate::types::IdempotencyHeader;
-use crate::validate::{Check, Source, coerce_params, validate_value};
+use crate::validate::{Check, Source, coerce_params, validate_owned, validate_value};
 
 /// Path parameters of type `T`, validated.
 pub struct PathParams<T>(pub T);
@@ -219,6 +219,11 @@ where
                 &format!("JSON decode error: {e}"),
             )])
         })?;
+        if let Some(value) = validate_owned::<T>(Source::Body, value) {
+            return Ok(JsonBody { value, digest });
+        }
+        // Something is wrong: parsed again (it parsed once), to say what.
+        let value: Value = serde_json::from_slice(bytes).unwrap_or_default();
         validate_value::<T>(Source::Body, &value)
             .map(|value| JsonBody { value, digest })
             .map_err(ApiError::validation_http_error)

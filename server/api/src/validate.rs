@@ -188,6 +188,23 @@ where
     if issues.is_empty() { Ok(parsed) } else { Err(issues.into_vec()) }
 }
 
+/// [`validate_value`] for a request that is valid, taking the value: its
+/// strings move into the `T` rather than being copied and then freed with
+/// the value (for a long chat history, most of the work). `None` when
+/// anything is wrong; [`validate_value`] then says what.
+pub fn validate_owned<T>(source: Source, value: Value) -> Option<T>
+where
+    T: JsonSchema + DeserializeOwned + Check + 'static,
+{
+    if !type_schema::<T>().validator.is_valid(&value) {
+        return None;
+    }
+    let parsed: T = serde_json::from_value(value).ok()?;
+    let mut issues = Issues::new(source);
+    parsed.check(&mut issues);
+    issues.is_empty().then_some(parsed)
+}
+
 /// Keeps one violation per field, as pydantic does: the most basic one
 /// (wrong type or missing before a bound, a bound before a pattern).
 fn one_per_field(issues: Vec<Issue>) -> Vec<Issue> {
