@@ -97,6 +97,8 @@ struct Shared {
     embedding_queue: Mutex<VecDeque<Behaviour>>,
     default: Mutex<Behaviour>,
     requests: Mutex<Vec<RecordedRequest>>,
+    /// How many of the latest requests `requests` keeps (all, unless set).
+    keep_requests: AtomicUsize,
     streams_completed: AtomicUsize,
     streams_aborted: AtomicUsize,
     ids: AtomicU64,
@@ -131,6 +133,7 @@ impl FakeUpstream {
             embedding_queue: Mutex::new(VecDeque::new()),
             default: Mutex::new(Behaviour::Echo),
             requests: Mutex::new(Vec::new()),
+            keep_requests: AtomicUsize::new(usize::MAX),
             streams_completed: AtomicUsize::new(0),
             streams_aborted: AtomicUsize::new(0),
             ids: AtomicU64::new(0),
@@ -182,6 +185,14 @@ impl FakeUpstream {
     /// Every request received so far, in arrival order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.shared.requests).clone()
+    }
+
+    /// Keeps only the latest `n` requests from now on (a benchmark sending
+    /// thousands of large prompts would otherwise hold every one of them,
+    /// and spend its time faulting in fresh memory for them).
+    pub fn keep_requests(&self, n: usize) {
+        self.shared.keep_requests.store(n, Ordering::SeqCst);
+        trim(&mut lock(&self.shared.requests), n);
     }
 
     /// The last request received.
@@ -263,7 +274,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
     let (parts, body) = req.into_parts();
     let bytes = body.collect().await.map(|b| b.to_bytes()).unwrap_or_default();
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    lock(&shared.requests).push(RecordedRequest {
+    let recorded = RecordedRequest {
         method: parts.method.to_string(),
         path: parts.uri.path().to_owned(),
         headers: parts
@@ -272,7 +283,12 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
             .map(|(n, v)| (n.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
             .collect(),
         body: body.clone(),
-    });
+    };
+    {
+        let mut requests = lock(&shared.requests);
+        requests.push(recorded);
+        trim(&mut requests, shared.keep_requests.load(Ordering::SeqCst));
+    }
     let response = match (&parts.method, parts.uri.path()) {
         (&Method::POST, "/v1/chat/completions") => chat(&shared, &body).await,
         (&Method::POST, "/v1/embeddings") => embeddings(&shared, &body).await,
@@ -286,6 +302,12 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
         ),
     };
     Ok(response)
+}
+
+/// Drops all but the latest `keep` of `requests`.
+fn trim(requests: &mut Vec<RecordedRequest>, keep: usize) {
+    let excess = requests.len().saturating_sub(keep);
+    requests.drain(..excess);
 }
 
 fn full(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
