@@ -352,7 +352,7 @@ impl App {
                 Op::Put { record: rec, expect: Expect::Absent },
                 Op::Require { kind: owner_kind(owner.role), id: owner.id },
             ];
-            self.commit_answering(t, ops, Some(&answer)).await?;
+            self.commit_answering(t, ops, || Some(&answer)).await?;
             return Ok(answer);
         }
 
@@ -384,7 +384,7 @@ impl App {
             Op::Put { record: rec, expect: Expect::Absent },
             Op::Require { kind: owner_kind(owner.role), id: owner.id },
         ];
-        self.commit_answering(t, ops, Some(&answer)).await?;
+        self.commit_answering(t, ops, || Some(&answer)).await?;
         let _guard = match early {
             Some(g) => g,
             None => lock.lock().await,

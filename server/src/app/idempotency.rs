@@ -187,16 +187,23 @@ impl App {
 
     /// Commits `ops` atomically, with — when the request being served holds a
     /// [`Claim`] of this tenant not used yet — the key's record answering
-    /// `answer` (the request's success body) in the same commit.
-    pub async fn commit_answering(
+    /// `answer()` (the request's success body) in the same commit. `answer`
+    /// is called only then: a request without a key does not build it.
+    pub async fn commit_answering<A: Serialize>(
         &self,
         t: Tenant,
         mut ops: Vec<Op>,
-        answer: Option<&impl Serialize>,
+        answer: impl FnOnce() -> Option<A>,
     ) -> StoreResult<()> {
         let claim = CLAIM.try_with(Arc::clone).ok().filter(|c| c.tenant == t && !c.saved());
-        if let (Some(claim), Some(answer)) = (&claim, answer) {
-            let body = serde_json::to_string(answer).map_err(|e| StoreError::Io(e.to_string()))?;
+        let body = match &claim {
+            Some(_) => answer()
+                .map(|a| serde_json::to_string(&a))
+                .transpose()
+                .map_err(|e| StoreError::Io(e.to_string()))?,
+            None => None,
+        };
+        if let (Some(claim), Some(body)) = (&claim, body) {
             ops.push(claim.record_op(Remembered::Answer { status: claim.status, body })?);
             self.store.commit(t.0, ops).await?;
             claim.saved.store(true, Ordering::SeqCst);

@@ -118,7 +118,7 @@ impl App {
     /// Deletes a message of a session.
     pub async fn message_delete(&self, t: Tenant, session: Uuid, id: Uuid) -> Result<()> {
         let ops = vec![self.session_changes(session), Op::Delete { kind: Kind::Message, id, version: None }];
-        let committed = self.commit_answering(t, ops, None::<&()>).await;
+        let committed = self.commit_answering(t, ops, || None::<()>).await;
         self.history.forget(t, session);
         committed.map_err(Into::into)
     }
@@ -151,7 +151,7 @@ impl App {
         ops.extend(extra);
         let (created, puts) = message_records(session, messages).await?;
         ops.extend(puts);
-        let committed = self.commit_answering(t, ops, answer(&created).as_ref()).await;
+        let committed = self.commit_answering(t, ops, || answer(&created)).await;
         match &committed {
             Ok(()) => {
                 let items: Vec<_> = created.iter().map(super::chat::history_item).collect();

@@ -122,7 +122,7 @@ impl App {
     ) -> Result<A> {
         let answer = answer(decode::<R>(&rec)?);
         extra.insert(0, Op::Put { record: rec, expect: Expect::Absent });
-        self.commit_answering(t, extra, Some(&answer)).await?;
+        self.commit_answering(t, extra, || Some(&answer)).await?;
         Ok(answer)
     }
 

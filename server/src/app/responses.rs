@@ -325,7 +325,7 @@ impl App {
         record.metadata = Some(prepared.head.metadata.0.clone());
         ops.push(Op::Put { record, expect: Expect::Absent });
         // The answer is remembered with the turn (an `Idempotency-Key`'s).
-        let committed = self.commit_answering(t, ops, Some(&response)).await;
+        let committed = self.commit_answering(t, ops, || Some(&response)).await;
         match &committed {
             Ok(()) if prepared.new_session.is_none() => {
                 let items: Vec<_> = created.iter().map(super::chat::history_item).collect();
@@ -433,7 +433,7 @@ impl App {
                 ops.push(Op::Delete { kind: Kind::Message, id: *mid, version: None });
             }
         }
-        let committed = self.commit_answering(t, ops, None::<&()>).await;
+        let committed = self.commit_answering(t, ops, || None::<()>).await;
         self.history.forget(t, session);
         committed?;
         Ok(ResponseDeleted { id: id.to_owned(), object: "response.deleted".into(), deleted: true })
