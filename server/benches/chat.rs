@@ -82,7 +82,7 @@ type Timings = [Vec<Duration>; 4];
 
 /// `ROUNDS` rounds, each one request of every case through the service and
 /// then its direct one: the cases compared, and each with its baseline, see
-/// the machine in the same state (its caches, the provider's growing log).
+/// the machine in the same state.
 async fn measure(http: &reqwest::Client, auth: &str, upstream_url: &str, cases: &[Case]) -> Vec<Timings> {
     let mut out: Vec<Timings> = cases.iter().map(|_| Default::default()).collect();
     let bodies: Vec<[Vec<u8>; 2]> = cases
