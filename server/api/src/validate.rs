@@ -190,7 +190,7 @@ where
 
 /// [`validate_value`] for a request that is valid, taking the value: its
 /// strings move into the `T` rather than being copied and then freed with
-/// the value (for a long chat history, most of the work). `None` when
+/// the value (a long chat history's thousands of them). `None` when
 /// anything is wrong; [`validate_value`] then says what.
 pub fn validate_owned<T>(source: Source, value: Value) -> Option<T>
 where

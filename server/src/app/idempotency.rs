@@ -196,14 +196,12 @@ impl App {
         answer: impl FnOnce() -> Option<A>,
     ) -> StoreResult<()> {
         let claim = CLAIM.try_with(Arc::clone).ok().filter(|c| c.tenant == t && !c.saved());
-        let body = match &claim {
-            Some(_) => answer()
+        if let Some(claim) = &claim
+            && let Some(body) = answer()
                 .map(|a| serde_json::to_string(&a))
                 .transpose()
-                .map_err(|e| StoreError::Io(e.to_string()))?,
-            None => None,
-        };
-        if let (Some(claim), Some(body)) = (&claim, body) {
+                .map_err(|e| StoreError::Io(e.to_string()))?
+        {
             ops.push(claim.record_op(Remembered::Answer { status: claim.status, body })?);
             self.store.commit(t.0, ops).await?;
             claim.saved.store(true, Ordering::SeqCst);

@@ -182,7 +182,8 @@ impl FakeUpstream {
         *lock(&self.shared.default) = behaviour;
     }
 
-    /// Every request received so far, in arrival order.
+    /// Every request received so far (the latest `n` after
+    /// [`FakeUpstream::keep_requests`]), in arrival order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         lock(&self.shared.requests).clone()
     }
