@@ -10,7 +10,8 @@
 //!   it on every append would drop it after each of this server's own chats.
 //! - [`Change::Unknown`] (changes were missed): everything goes.
 //!
-//! Notifications are hints; the time to live of cached keys and the version
+//! A store tells only the changes someone acts on ([`Change::heard`]): a
+//! kind handled here is listed there. Notifications are hints; the time to live of cached keys and the version
 //! check of histories are what make the caches right when one is lost.
 
 use std::sync::{Arc, RwLock, Weak};

@@ -277,6 +277,29 @@ pub enum Change {
     Unknown,
 }
 
+impl Change {
+    /// Whether another server acts on hearing this change: API keys and
+    /// tenants (the key cache), a session's messages deleted (its cached
+    /// history), an execution or its lease written (the engine), a session's
+    /// chat lock written or released (chats waiting for it). A shared store
+    /// tells only these; whoever starts listening for another kind adds it here.
+    ///
+    /// Telling is not free: on PostgreSQL a transaction that notifies holds
+    /// the database's notification lock until its commit is flushed, so
+    /// notifying commits are flushed one at a time, where the others share
+    /// their flushes (creating an agent, appending a message, writing a doc).
+    pub fn heard(&self) -> bool {
+        match self {
+            Change::Record { kind, .. } => matches!(
+                kind,
+                Kind::ApiKey | Kind::Tenant | Kind::Execution | Kind::ExecutionLease | Kind::SessionLock
+            ),
+            Change::Scope { kind, .. } => matches!(kind, Kind::ApiKey | Kind::Tenant | Kind::Message),
+            Change::Unknown => true,
+        }
+    }
+}
+
 /// What a search answers of a doc.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DocParts {

@@ -1,6 +1,7 @@
-//! Hearing other servers' commits: every commit sends, in its transaction, a
-//! notification of what it changed; each server listens on one connection of
-//! its own and passes what it hears on as [`Change`]s.
+//! Hearing other servers' commits: a commit sends, in its transaction, a
+//! notification of what it changed that other servers act on
+//! ([`Change::heard`]); each server listens on one connection of its own and
+//! passes what it hears on as [`Change`]s.
 //!
 //! A notification is a hint, not the truth: it arrives after the commit (a
 //! few milliseconds), and none arrives while the listening connection is
@@ -54,7 +55,10 @@ const MOST_BACKOFF: Duration = Duration::from_secs(5);
 /// listeners of `changes`, all of tenant `tenant`; several when one would be
 /// too long. A commit sends all of them in its transaction, in one statement
 /// (`SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`), so a commit of
-/// many records costs one round trip. [`Change::Unknown`] is never sent.
+/// many records costs one round trip. Only the changes another server acts
+/// on are sent ([`Change::heard`]): a commit with none sends nothing, and so
+/// does not wait for other notifying commits to be flushed before its own.
+/// [`Change::Unknown`] is never sent.
 ///
 /// Each payload is `c1 <tenant>` then one word per change:
 /// `r<kind>.<id>.<scope>` for a record, `s<kind>.<scope>` for a scope (ids as
@@ -63,7 +67,7 @@ pub(super) fn payloads(tenant: Uuid, changes: &[Change]) -> Vec<String> {
     let header = format!("{FORMAT} {}", tenant.simple());
     let mut out = Vec::new();
     let mut current = header.clone();
-    for change in changes {
+    for change in changes.iter().filter(|c| c.heard()) {
         let word = match change {
             Change::Record { kind, id, scope, .. } => {
                 format!(" r{}.{}.{}", *kind as u8, id.simple(), scope.simple())
@@ -315,12 +319,14 @@ mod tests {
         assert_eq!(decode(&sent[0]), changes[..3]);
         assert!(payloads(tenant, &[]).is_empty(), "a commit that changed nothing sends nothing");
         assert!(payloads(tenant, &[Change::Unknown]).is_empty());
+        let unheard = [record(Kind::Agent, 4), record(Kind::Message, 5), record(Kind::Doc, 6)];
+        assert!(payloads(tenant, &unheard).is_empty(), "no server acts on these: not sent");
     }
 
     #[test]
     fn many_changes_are_split_under_the_limit() {
         let tenant = Uuid::from_u128(9);
-        let changes: Vec<Change> = (0..1000).map(|n| record(Kind::Message, n)).collect();
+        let changes: Vec<Change> = (0..1000).map(|n| record(Kind::Execution, n)).collect();
         let sent = payloads(tenant, &changes);
         assert!(sent.len() > 1);
         assert!(sent.iter().all(|p| p.len() < 8000), "every payload under PostgreSQL's limit");
