@@ -253,7 +253,8 @@ pub struct StoreConfig {
     /// The PostgreSQL connection URL (`postgres://user:password@host:port/db?...`;
     /// several hosts with `target_session_attrs=read-write` to follow a failover).
     pub url: Option<String>,
-    /// Connections each server keeps open to the database.
+    /// Connections each server keeps open to the database (with 4 or more,
+    /// two of them are shared by all reads of one record by id).
     pub pool_size: usize,
     /// Longest a statement may run, or a request wait for a free connection,
     /// before it answers 503 `store_unavailable`.

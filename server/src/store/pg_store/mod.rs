@@ -39,6 +39,10 @@ const UNIQUE_NAME: &str = "records_unique_name";
 /// How many times a commit runs when concurrent transactions keep
 /// conflicting with it (serialization failures, deadlocks).
 const COMMIT_ATTEMPTS: u32 = 8;
+
+/// How many connections reads of one record by id share (see `PgStore::shared`).
+const SHARED_READERS: usize = 2;
+
 /// How many times a start runs the migrations when another server's start
 /// migrates the same empty database at the same moment.
 const MIGRATE_ATTEMPTS: u32 = 5;
@@ -65,6 +69,9 @@ pub struct PgStore {
     pgvector: Option<String>,
     /// How many documents written before search was in the database this start indexed.
     indexed: u64,
+    /// Connections that reads of one record by id share (see [`PgStore::shared`]).
+    shared: Box<[std::sync::Mutex<Option<Arc<Conn>>>]>,
+    next_shared: std::sync::atomic::AtomicUsize,
 }
 
 /// `host:port/dbname` of a connection config, never its user or password.
@@ -143,7 +150,20 @@ impl PgStore {
             anyhow::anyhow!("cannot index the documents written before search was in the database: {e}")
         })?;
         drop(client);
-        Ok(PgStore { pool, target, op_timeout, created, listener, pgvector, indexed })
+        let shared = (0..if cfg.pool_size >= 4 { SHARED_READERS } else { 0 })
+            .map(|_| std::sync::Mutex::new(None))
+            .collect();
+        Ok(PgStore {
+            pool,
+            target,
+            op_timeout,
+            created,
+            listener,
+            pgvector,
+            indexed,
+            shared,
+            next_shared: Default::default(),
+        })
     }
 
     /// Whether this start created the schema: the database held no store before.
@@ -177,7 +197,30 @@ impl PgStore {
     /// and stops listening for changes.
     pub fn close(&self) {
         self.listener.stop();
+        for slot in &self.shared {
+            slot.lock().unwrap_or_else(|e| e.into_inner()).take();
+        }
         self.pool.close();
+    }
+
+    /// A connection that reads of one record share: tokio-postgres sends the
+    /// statements of concurrent reads on one connection together and reads
+    /// their answers together, so many reads cost a few system calls on each
+    /// side rather than a few each. Taken from the pool and kept, until found
+    /// closed or lost by a read, or a read on it runs out of time: then it is closed
+    /// (as a failed connection of the pool is) and the next read takes
+    /// another. `None` when the pool is too small to spare them.
+    async fn shared(&self) -> StoreResult<Option<Arc<Conn>>> {
+        if self.shared.is_empty() {
+            return Ok(None);
+        }
+        let slot = &self.shared[self.next_shared.fetch_add(1, Ordering::Relaxed) % self.shared.len()];
+        if let Some(c) = slot.lock().unwrap_or_else(|e| e.into_inner()).as_ref().filter(|c| !c.is_closed()) {
+            return Ok(Some(c.clone()));
+        }
+        let fresh = Arc::new(self.conn().await?);
+        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(fresh.clone());
+        Ok(Some(fresh))
     }
 
     /// A connection from the pool (opening one if none is free), within the pool's timeouts.
@@ -331,6 +374,30 @@ impl DerefMut for Conn {
     }
 }
 
+/// A shared connection a read is waiting on: forgotten by the store when
+/// dropped before [`Unanswered::answered`] (the connection was lost, or the
+/// read's time ran out).
+struct Unanswered<'a>(&'a PgStore, Option<Arc<Conn>>);
+
+impl Unanswered<'_> {
+    fn answered(mut self) {
+        self.1.take();
+    }
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.1.take() {
+            for slot in &self.0.shared {
+                let mut slot = slot.lock().unwrap_or_else(|e| e.into_inner());
+                if slot.as_ref().is_some_and(|held| Arc::ptr_eq(held, &c)) {
+                    slot.take();
+                }
+            }
+        }
+    }
+}
+
 /// Runs a read on a pooled connection, within [`PgStore::op_timeout`]. A read
 /// whose connection turns out lost (the database restarted, or ended it, and
 /// the pool had not noticed yet) runs once more, on another connection.
@@ -364,7 +431,23 @@ macro_rules! read {
 #[async_trait]
 impl Store for PgStore {
     async fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
-        read!(self, |c| read::get(c, tenant, kind, id))
+        self.bounded(async {
+            if let Some(c) = self.shared().await? {
+                // Forgotten unless it answers: a connection that did not
+                // answer in time may never (a peer gone without a word).
+                let unanswered = Unanswered(self, Some(c.clone()));
+                match read::get(&c, tenant, kind, id).await {
+                    // Lost: the read runs again below, on a connection of the pool.
+                    Err(Fault::Db(e)) if errors::connection_lost(&e) => drop(unanswered),
+                    outcome => {
+                        unanswered.answered();
+                        return outcome.map_err(|f| self.fault(f));
+                    }
+                }
+            }
+            read!(self, |c| read::get(c, tenant, kind, id))
+        })
+        .await
     }
 
     async fn list(&self, tenant: Uuid, kind: Kind, scope: Uuid, q: &ListQuery) -> StoreResult<Vec<Record>> {
