@@ -11,8 +11,9 @@
 //! - [`Change::Unknown`] (changes were missed): everything goes.
 //!
 //! A store tells only the changes someone acts on ([`Change::heard`]): a
-//! kind handled here is listed there. Notifications are hints; the time to live of cached keys and the version
-//! check of histories are what make the caches right when one is lost.
+//! kind handled here is listed there. Notifications are hints; the time to
+//! live of cached keys and the version check of histories are what make the
+//! caches right when one is lost.
 
 use std::sync::{Arc, RwLock, Weak};
 

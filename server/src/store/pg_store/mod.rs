@@ -206,10 +206,10 @@ impl PgStore {
     /// A connection that reads of one record share: tokio-postgres sends the
     /// statements of concurrent reads on one connection together and reads
     /// their answers together, so many reads cost a few system calls on each
-    /// side rather than a few each. Taken from the pool and kept, until found
-    /// closed or lost by a read, or a read on it runs out of time: then it is closed
-    /// (as a failed connection of the pool is) and the next read takes
-    /// another. `None` when the pool is too small to spare them.
+    /// side rather than a few each. Taken from the pool and kept until it is
+    /// found closed, a read finds it lost or a read on it runs out of time:
+    /// then it is closed (as a failed connection of the pool is) and the next
+    /// read takes another. `None` when the pool is too small to spare them.
     async fn shared(&self) -> StoreResult<Option<Arc<Conn>>> {
         if self.shared.is_empty() {
             return Ok(None);
