@@ -31,8 +31,8 @@ impl App {
             Lookup::Miss(ticket) => ticket,
         };
         let mut items = Vec::new();
+        let mut q = ListQuery::oldest_first(0, 1000);
         loop {
-            let q = ListQuery::oldest_first(items.len(), 1000);
             let page: Vec<Message> = match self.message_list(t, session, &q).await {
                 Ok(page) => page,
                 Err(e) => {
@@ -41,6 +41,8 @@ impl App {
                 }
             };
             let done = page.len() < 1000;
+            // The next page goes on after this one's last message (through the index).
+            q.after = page.last().map(|m| (m.created_at, m.id));
             items.extend(page.iter().map(history_item));
             if done {
                 return Ok(self.history.loaded(t, session, ticket, version, items));

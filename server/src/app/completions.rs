@@ -48,10 +48,12 @@ impl App {
     /// the model names the providers list.
     pub async fn model_list(&self, t: Tenant) -> Result<ModelList> {
         let mut data = Vec::new();
+        let mut q = ListQuery::oldest_first(0, 0);
         while data.len() < MODEL_LIST_AGENTS {
-            let page = (MODEL_LIST_AGENTS - data.len()).min(1000);
-            let agents = self.agent_list(t, &ListQuery::oldest_first(data.len(), page)).await?;
-            let done = agents.len() < page;
+            q.limit = (MODEL_LIST_AGENTS - data.len()).min(1000);
+            let agents = self.agent_list(t, &q).await?;
+            let done = agents.len() < q.limit;
+            q.after = agents.last().map(|a| (a.created_at, a.id));
             data.extend(agents.into_iter().map(|a| Model {
                 id: a.id.to_string(),
                 object: "model".into(),

@@ -18,9 +18,6 @@ use crate::api::types_sessions::{
 };
 use crate::store::{Direction, Kind, ListQuery, SortBy};
 
-/// How many messages an item list reads at a time.
-const PAGE: usize = 1000;
-
 impl App {
     /// A new session with no participant, its items appended in the same commit.
     pub async fn conversation_create(
@@ -68,6 +65,9 @@ impl App {
     }
 
     /// A page of the conversation's items (see the operation's description).
+    /// `after` names an item: the page goes on from its message (read by id)
+    /// through the session's time index, so a page deep in a long
+    /// conversation costs what the first one does.
     pub async fn conversation_items(&self, t: Tenant, id: Uuid, params: ItemListParams) -> Result<ItemList> {
         self.load(t, Kind::Session, id).await?;
         let limit = params.limit.unwrap_or(20).clamp(1, 100) as usize;
@@ -75,45 +75,47 @@ impl App {
             ItemOrder::Asc => Direction::Asc,
             ItemOrder::Desc => Direction::Desc,
         };
-        let after = params.after.as_deref();
-        let mut past_after = after.is_none();
+        // Every message is at least one item: a page of `limit + 1` messages
+        // says whether there are more.
+        let mut q =
+            ListQuery { limit: limit + 1, sort_by: SortBy::CreatedAt, direction, ..ListQuery::default() };
         let mut data = Vec::with_capacity(limit);
-        let mut offset = 0;
-        'pages: loop {
-            let q = ListQuery {
-                limit: PAGE,
-                offset,
-                sort_by: SortBy::CreatedAt,
-                direction,
-                ..ListQuery::default()
+        let add = |items: Vec<ConversationItem>, data: &mut Vec<ConversationItem>| {
+            for item in items {
+                if data.len() == limit {
+                    return true;
+                }
+                data.push(item);
+            }
+            false
+        };
+        if let Some(after) = params.after.as_deref() {
+            let not_found = || Error::NotFound(format!("after: no item {after} in conversation {id}"));
+            let rec = match message_id_of(after) {
+                None => return Err(not_found()),
+                Some(message) => match self.load_in(t, Kind::Message, id, message).await {
+                    Err(Error::NotFound(_)) => return Err(not_found()),
+                    other => other?,
+                },
             };
-            let page: Vec<Message> = self.list_resources(t, id, &q).await?;
-            offset += page.len();
-            for m in &page {
-                let mut items = items_of(m);
-                if direction == Direction::Desc {
-                    items.reverse();
-                }
-                for item in items {
-                    if !past_after {
-                        past_after = Some(item.id()) == after;
-                        continue;
-                    }
-                    if data.len() == limit {
-                        return Ok(item_list(data, true));
-                    }
-                    data.push(item);
-                }
+            let mut items = items_in_order(&super::records::decode(&rec)?, direction);
+            let at = items.iter().position(|i| i.id() == after).ok_or_else(not_found)?;
+            if add(items.split_off(at + 1), &mut data) {
+                return Ok(item_list(data, true));
             }
-            if page.len() < PAGE {
-                break 'pages;
-            }
+            q = q.after_record(&rec);
         }
-        match after {
-            Some(after) if !past_after => {
-                Err(Error::NotFound(format!("after: no item {after} in conversation {id}")))
+        loop {
+            let page = self.store.list(t.0, Kind::Message, id, &q).await?;
+            for rec in &page {
+                if add(items_in_order(&super::records::decode(rec)?, direction), &mut data) {
+                    return Ok(item_list(data, true));
+                }
             }
-            _ => Ok(item_list(data, false)),
+            match page.last() {
+                Some(last) if page.len() == q.limit => q = q.after_record(last),
+                _ => return Ok(item_list(data, false)),
+            }
         }
     }
 
@@ -188,6 +190,15 @@ fn message_id_of(item_id: &str) -> Option<Uuid> {
         }
         None => Uuid::try_parse(item_id).ok(),
     }
+}
+
+/// A message's items in the order of a list (newest first: reversed).
+fn items_in_order(m: &Message, direction: Direction) -> Vec<ConversationItem> {
+    let mut items = items_of(m);
+    if direction == Direction::Desc {
+        items.reverse();
+    }
+    items
 }
 
 /// A message as OpenAI's items: a `message` (for text; for an assistant

@@ -528,11 +528,13 @@ impl App {
     /// the store (while the index does not know them all yet).
     async fn stored_dimension(&self, t: Tenant, owner: DocOwner) -> Result<Option<usize>> {
         const PAGE: usize = 100;
-        let mut offset = 0;
+        let mut q = ListQuery::oldest_first(0, PAGE);
         loop {
-            let page =
-                self.store.list(t.0, Kind::Doc, owner.id, &ListQuery::oldest_first(offset, PAGE)).await?;
+            let page = self.store.list(t.0, Kind::Doc, owner.id, &q).await?;
             let last = page.len() < PAGE;
+            if let Some(rec) = page.last() {
+                q = q.after_record(rec);
+            }
             for rec in page {
                 let entry = stored_entry(rec)?;
                 if let Some(d) = entry.embeddings.as_ref().and_then(|e| e.first()).map(Vec::len) {
@@ -542,7 +544,6 @@ impl App {
             if last {
                 return Ok(None);
             }
-            offset += PAGE;
         }
     }
 

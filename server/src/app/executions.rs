@@ -180,8 +180,7 @@ impl App {
             offset: 0,
             sort_by: SortBy::CreatedAt,
             direction: Direction::Desc,
-            metadata_filter: None,
-            max_bytes: None,
+            ..ListQuery::default()
         };
         let page = self.store.list(t.0, Kind::Transition, id, &q).await?;
         page.first().map(read).transpose()
@@ -215,34 +214,33 @@ impl App {
         after: Option<Uuid>,
     ) -> Result<BoxStream<'static, Result<Transition>>> {
         self.execution_record(t, execution).await?;
-        // An id that is not one of this execution's transitions resumes nothing: all are sent.
-        let after = match after {
-            Some(id) if self.transition_get(t, execution, id).await.is_ok() => Some(id),
-            _ => None,
-        };
+        // Each page goes on after the last transition read, the first one after
+        // `after`. An id that is not one of this execution's transitions resumes
+        // nothing: all are sent.
+        let mut q = ListQuery::oldest_first(0, 1000);
+        if let Some(id) = after {
+            match self.load_in(t, Kind::Transition, execution, id).await {
+                Ok(rec) => q = q.after_record(&rec),
+                Err(Error::NotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
         let mut changes = self.engine()?.watch();
         let app = self.clone();
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<Transition>>(64);
         tokio::spawn(async move {
-            let mut offset = 0usize;
-            let mut skipping = after;
             loop {
                 changes.mark_unchanged();
                 // Read before the page: once it has ended, the page holds its last transition.
                 let ended = matches!(app.execution_record(t, execution).await, Ok((_, d)) if d.status().is_terminal());
-                let q = ListQuery::oldest_first(offset, 1000);
                 let page = match app.store.list(t.0, Kind::Transition, execution, &q).await {
                     Ok(page) => page,
                     Err(e) => return drop(tx.send(Err(e.into())).await),
                 };
-                offset += page.len();
+                if let Some(last) = page.last() {
+                    q = q.after_record(last);
+                }
                 for rec in &page {
-                    if let Some(id) = skipping {
-                        if rec.id == id {
-                            skipping = None;
-                        }
-                        continue;
-                    }
                     let transition = match read::<TransitionData>(rec) {
                         Ok(d) => transition_of(rec, &d),
                         Err(e) => return drop(tx.send(Err(e)).await),

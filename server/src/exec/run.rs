@@ -193,11 +193,9 @@ impl Run {
         let snapshot: Snapshot =
             read::<StoredSnapshot>(&snap).and_then(|s| s.snapshot()).map_err(Stop::Store)?;
         let mut entries = HashMap::new();
-        let mut offset = 0;
+        let mut q = ListQuery::oldest_first(0, 1000);
         loop {
-            let q = ListQuery::oldest_first(offset, 1000);
             let page = store.list(tenant.0, Kind::Transition, id, &q).await?;
-            offset += page.len();
             for rec in &page {
                 let t: TransitionData = read(rec).map_err(Stop::Store)?;
                 entries.insert(
@@ -205,8 +203,9 @@ impl Run {
                     Entry { kind: t.kind.into(), output: t.output, resume_state: t.resume_state },
                 );
             }
-            if page.len() < 1000 {
-                break;
+            match page.last() {
+                Some(last) if page.len() == q.limit => q = q.after_record(last),
+                _ => break,
             }
         }
         let workflows = parse_workflows(&snapshot.task.main, &snapshot.task.workflows)

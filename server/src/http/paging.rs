@@ -20,5 +20,6 @@ pub fn list_query(p: &ListParams) -> store::ListQuery {
         metadata_filter: p.filter(),
         // Room for `{"items":[` and `]}` around the items.
         max_bytes: Some(LIST_PAGE_MAX_BYTES - 16),
+        after: None,
     }
 }

@@ -195,6 +195,11 @@ pub struct ListQuery {
     /// Stop adding records once their stored JSON would pass this many bytes
     /// (the page still has at least one record); `None`: no bound.
     pub max_bytes: Option<usize>,
+    /// Only the records after this position in the page's order: the sort
+    /// time (`sort_by`'s) and id of a record, usually the last one of the page
+    /// before (see [`ListQuery::after_record`]). A cursor: the page starts
+    /// there through the index, where an offset would read what it skips.
+    pub after: Option<(DateTime<Utc>, Uuid)>,
 }
 
 impl ListQuery {
@@ -208,6 +213,16 @@ impl ListQuery {
             direction: Direction::Asc,
             ..Default::default()
         }
+    }
+
+    /// The position of `record` in this query's order, as [`ListQuery::after`].
+    pub fn after_record(mut self, record: &Record) -> Self {
+        let at = match self.sort_by {
+            SortBy::CreatedAt => record.created_at,
+            SortBy::UpdatedAt => record.updated_at,
+        };
+        self.after = Some((at, record.id));
+        self
     }
 }
 

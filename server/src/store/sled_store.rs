@@ -69,6 +69,7 @@ mod purge;
 
 use std::collections::BTreeMap;
 use std::fs::File;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::mpsc;
@@ -643,7 +644,21 @@ impl Store for SledStore {
             }
         };
         let db = self.shared.db()?;
-        let iter = db.scan_prefix(&prefix).keys();
+        let iter = match q.after {
+            None => db.scan_prefix(&prefix),
+            // The keys after the cursor's (in the page's order) and within the prefix:
+            // every key under it is the prefix, a time and an id.
+            Some((at, id)) => {
+                let mut cursor = prefix.clone();
+                cursor.extend_from_slice(&time_key(at).to_be_bytes());
+                cursor.extend_from_slice(id.as_bytes());
+                match q.direction {
+                    Direction::Asc => db.range((Bound::Excluded(cursor), prefix_end(&prefix))),
+                    Direction::Desc => db.range(prefix.clone()..cursor),
+                }
+            }
+        }
+        .keys();
         let iter: Box<dyn Iterator<Item = sled::Result<sled::IVec>>> = match q.direction {
             Direction::Asc => Box::new(iter),
             Direction::Desc => Box::new(iter.rev()),

@@ -429,14 +429,15 @@ async fn a_conversation_is_a_session_and_its_items_are_the_sessions_messages() {
     assert_eq!(items.body["first_id"], data[0]["id"]);
     assert_eq!(items.body["last_id"], data[6]["id"]);
 
-    // Cursor paging, both orders: the pages add up to the whole list.
-    for order in ["asc", "desc"] {
+    // Cursor paging, both orders, pages ending inside a message's items: the
+    // pages add up to the whole list.
+    for (order, limit) in [("asc", 1), ("asc", 3), ("desc", 2), ("desc", 3)] {
         let mut seen = Vec::new();
         let mut after: Option<String> = None;
         loop {
             let q = match &after {
-                Some(a) => format!("order={order}&limit=3&after={a}"),
-                None => format!("order={order}&limit=3"),
+                Some(a) => format!("order={order}&limit={limit}&after={a}"),
+                None => format!("order={order}&limit={limit}"),
             };
             let page = s.raw("GET", &format!("/v1/conversations/{id}/items?{q}"), None).await;
             assert_eq!(page.status, 200, "{}", page.body);
@@ -452,7 +453,7 @@ async fn a_conversation_is_a_session_and_its_items_are_the_sessions_messages() {
         if order == "desc" {
             all.reverse();
         }
-        assert_eq!(seen, all, "order {order}");
+        assert_eq!(seen, all, "order {order} limit {limit}");
     }
     let r = s.raw("GET", &format!("/v1/conversations/{id}/items?after={}", Uuid::now_v7()), None).await;
     assert_eq!(r.status, 404, "{}", r.body);

@@ -424,6 +424,71 @@ async fn metadata_filters_match_as_the_filter_module_says() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lists_continue_after_a_cursor_in_every_order() {
+    on_both(async |s: &dyn Store| {
+        let (t, scope) = (tenant(), Uuid::now_v7());
+        // Times shared by three records each: the id decides among them.
+        let mut records = timed(Kind::Message, scope, 30);
+        let mut ops = Vec::new();
+        for (i, r) in records.iter_mut().enumerate() {
+            r.metadata = meta(json!({ "even": i % 2 == 0 }));
+            ops.push(Op::Put { record: r.clone(), expect: Expect::Absent });
+        }
+        s.commit(t, ops).await.unwrap();
+        // A record of another scope and another tenant around the same times.
+        let mut stray = timed(Kind::Message, Uuid::now_v7(), 30);
+        s.commit(t, vec![Op::Put { record: stray.remove(7), expect: Expect::Absent }]).await.unwrap();
+        insert(s, tenant(), &timed(Kind::Message, scope, 30)[12]).await.unwrap();
+        let even = meta(json!({"even": true})).unwrap();
+        for sort_by in [SortBy::CreatedAt, SortBy::UpdatedAt] {
+            for direction in [Direction::Asc, Direction::Desc] {
+                let sorted = ordered(&records, sort_by, direction);
+                for filter in [None, Some(even.clone())] {
+                    let want: Vec<Uuid> = sorted
+                        .iter()
+                        .filter(|r| filter.as_ref().is_none_or(|f| metadata_matches(f, r.metadata.as_ref())))
+                        .map(|r| r.id)
+                        .collect();
+                    for (at, offset, limit) in [(0, 0, 100), (4, 0, 5), (10, 2, 3), (28, 0, 10), (29, 0, 10)]
+                    {
+                        let base = ListQuery { limit, offset, sort_by, direction, ..Default::default() };
+                        for max_bytes in [None, Some(1 << 20)] {
+                            let q = ListQuery { metadata_filter: filter.clone(), max_bytes, ..base.clone() }
+                                .after_record(&sorted[at]);
+                            let got = ids(&s.list(t, Kind::Message, scope, &q).await.unwrap());
+                            let after: Vec<Uuid> = sorted[at + 1..].iter().map(|r| r.id).collect();
+                            let expected: Vec<Uuid> = want
+                                .iter()
+                                .filter(|id| after.contains(id))
+                                .skip(offset)
+                                .take(limit)
+                                .copied()
+                                .collect();
+                            assert_eq!(
+                                got, expected,
+                                "{sort_by:?} {direction:?} after #{at} offset {offset} limit {limit} \
+                                 filter {filter:?} max_bytes {max_bytes:?}"
+                            );
+                        }
+                    }
+                }
+                // Paging by cursor alone reads the whole scope once, in order.
+                let mut seen = Vec::new();
+                let mut q = ListQuery { limit: 7, sort_by, direction, ..Default::default() };
+                loop {
+                    let page = s.list(t, Kind::Message, scope, &q).await.unwrap();
+                    let Some(last) = page.last() else { break };
+                    q = q.clone().after_record(last);
+                    seen.extend(ids(&page));
+                }
+                assert_eq!(seen, ids(&sorted), "{sort_by:?} {direction:?} paged by cursor");
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn filtered_pages_skip_and_stop_in_order_across_many_records() {
     on_both(async |s: &dyn Store| {
         let (t, scope) = (tenant(), Uuid::now_v7());
@@ -449,7 +514,7 @@ async fn filtered_pages_skip_and_stop_in_order_across_many_records() {
                         sort_by,
                         direction,
                         metadata_filter: Some(filter.clone()),
-                        max_bytes: None,
+                        ..Default::default()
                     };
                     let got = ids(&s.list(t, Kind::Message, scope, &q).await.unwrap());
                     let expected: Vec<Uuid> = want.iter().skip(offset).take(limit).copied().collect();

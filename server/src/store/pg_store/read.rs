@@ -16,9 +16,11 @@ use crate::store::{Direction, Kind, ListQuery, Metadata, Record, SortBy};
 static GET: LazyLock<String> =
     LazyLock::new(|| format!("SELECT {COLUMNS} FROM records WHERE tenant = $1 AND kind = $2 AND id = $3"));
 
-/// The statements of an unfiltered page, by order (see [`order`]): all of
-/// it, and bounded by its size.
-static PAGES: LazyLock<[[String; 2]; 4]> = LazyLock::new(|| {
+/// The statements of an unfiltered page, by order (see [`order`]) and
+/// then by variant: all of it, bounded by its size, after a cursor, both.
+/// Parameters: tenant, kind, scope, limit, offset, then the cursor's time
+/// and id (when after one), then the bound.
+static PAGES: LazyLock<[[String; 4]; 4]> = LazyLock::new(|| {
     [
         (SortBy::CreatedAt, Direction::Asc),
         (SortBy::CreatedAt, Direction::Desc),
@@ -26,22 +28,27 @@ static PAGES: LazyLock<[[String; 2]; 4]> = LazyLock::new(|| {
         (SortBy::UpdatedAt, Direction::Desc),
     ]
     .map(|(sort_by, direction)| {
-        let (_, order, _) = order(sort_by, direction);
-        [
-            format!(
-                "SELECT {COLUMNS} FROM records WHERE tenant = $1 AND kind = $2 AND scope = $3 \
-                 ORDER BY {order} LIMIT $4 OFFSET $5"
-            ),
+        let (column, order, after) = order(sort_by, direction);
+        [(false, false), (true, false), (false, true), (true, true)].map(|(sized, cursor)| {
+            let mut select = "tenant = $1 AND kind = $2 AND scope = $3".to_owned();
+            if cursor {
+                select.push_str(&format!(" AND ({column}, id) {after} ($6, $7)"));
+            }
+            if !sized {
+                return format!(
+                    "SELECT {COLUMNS} FROM records WHERE {select} ORDER BY {order} LIMIT $4 OFFSET $5"
+                );
+            }
+            let bound = if cursor { "$8" } else { "$6" };
             format!(
                 "SELECT {COLUMNS} FROM ( \
                    SELECT *, sum(size) OVER (ORDER BY {order} ROWS UNBOUNDED PRECEDING) - size AS before \
-                   FROM (SELECT {COLUMNS}, {SIZE} AS size FROM records \
-                         WHERE tenant = $1 AND kind = $2 AND scope = $3 \
+                   FROM (SELECT {COLUMNS}, {SIZE} AS size FROM records WHERE {select} \
                          ORDER BY {order} LIMIT $4 OFFSET $5) AS page \
                  ) AS sized \
-                 WHERE before = 0 OR before + size <= $6 ORDER BY {order}"
-            ),
-        ]
+                 WHERE before = 0 OR before + size <= {bound} ORDER BY {order}"
+            )
+        })
     })
 });
 
@@ -100,16 +107,19 @@ async fn page(
         &PAGES[2 * usize::from(q.sort_by == SortBy::UpdatedAt) + usize::from(q.direction == Direction::Desc)];
     let (limit, offset) = (count(q.limit), count(q.offset));
     let kind_code = kind_code(kind);
-    let rows = match q.max_bytes {
-        None => {
-            let st = c.prepare_cached(&sqls[0]).await?;
-            c.query(&st, &[&tenant, &kind_code, &scope, &limit, &offset]).await?
-        }
-        Some(max_bytes) => {
-            let st = c.prepare_cached(&sqls[1]).await?;
-            c.query(&st, &[&tenant, &kind_code, &scope, &limit, &offset, &count(max_bytes)]).await?
-        }
-    };
+    let max_bytes = q.max_bytes.map(count);
+    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+        vec![&tenant, &kind_code, &scope, &limit, &offset];
+    if let Some((at, id)) = &q.after {
+        params.push(at);
+        params.push(id);
+    }
+    if let Some(max_bytes) = &max_bytes {
+        params.push(max_bytes);
+    }
+    let variant = usize::from(max_bytes.is_some()) + 2 * usize::from(q.after.is_some());
+    let st = c.prepare_cached(&sqls[variant]).await?;
+    let rows = c.query(&st, &params).await?;
     Ok(rows.iter().map(|r| rows::record(kind, r, 0)).collect::<Result<_, _>>()?)
 }
 
@@ -145,7 +155,7 @@ async fn filtered(
     let kind_code = kind_code(kind);
     let mut out = Vec::with_capacity(q.limit.min(256));
     let (mut skipped, mut bytes) = (0usize, 0usize);
-    let mut cursor: Option<(chrono::DateTime<chrono::Utc>, Uuid)> = None;
+    let mut cursor: Option<(chrono::DateTime<chrono::Utc>, Uuid)> = q.after;
     loop {
         let rows = match cursor {
             None => c.query(&first, &[&tenant, &kind_code, &scope, &narrowing, &chunk]).await?,

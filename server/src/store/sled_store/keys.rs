@@ -33,7 +33,12 @@ pub(super) fn sort_ts(r: &Record, s: SortBy) -> u64 {
         SortBy::CreatedAt => r.created_at,
         SortBy::UpdatedAt => r.updated_at,
     };
-    // Offset so that any representable time sorts correctly as unsigned.
+    time_key(t)
+}
+
+/// A time as the order indexes keep it: offset so that any representable
+/// time sorts correctly as unsigned.
+pub(super) fn time_key(t: chrono::DateTime<chrono::Utc>) -> u64 {
     (t.timestamp_micros() as u64) ^ (1 << 63)
 }
 
@@ -112,4 +117,16 @@ pub(super) fn index_keys(r: &Record, tenant: Uuid) -> Vec<Vec<u8>> {
         keys.push(k);
     }
     keys
+}
+
+/// The end (exclusive) of the keys that start with `prefix`.
+pub(super) fn prefix_end(prefix: &[u8]) -> std::ops::Bound<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < u8::MAX {
+            end.push(last + 1);
+            return std::ops::Bound::Excluded(end);
+        }
+    }
+    std::ops::Bound::Unbounded
 }
