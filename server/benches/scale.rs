@@ -317,6 +317,26 @@ async fn restart(data: &Path, loaded: &Loaded) {
     println!(
         "after the searches: RSS {rss} MB (peak {peak} MB; anonymous {anon} MB, mapped files {file} MB)"
     );
+    // OpenAI's cursor paging of the same session's items: from the start, and
+    // after the 900th message (the 100th newest), which a cursor reaches
+    // through the index rather than by reading the 900 before it.
+    let newest: serde_json::Value = http
+        .get(format!("{base}{page}"))
+        .bearer_auth(&loaded.key)
+        .send()
+        .await
+        .expect("GET")
+        .json()
+        .await
+        .expect("a page");
+    let deep = newest["items"][99]["id"].as_str().expect("100 messages");
+    let items = format!("/v1/conversations/{}/items?order=asc&limit=20", loaded.big_session);
+    let (first50, _) = latencies(&http, &base, &loaded.key, std::slice::from_ref(&items)).await;
+    let (deep50, _) = latencies(&http, &base, &loaded.key, &[format!("{items}&after={deep}")]).await;
+    println!(
+        "conversation items (20) of that session: from the start p50 {first50:.2} ms, after its 900th \
+         message p50 {deep50:.2} ms"
+    );
     drop(server);
     // Once more, after that kill: sled reads its log from the snapshot of its
     // page table written at the start above (an unclean stop writes none).
