@@ -112,6 +112,14 @@ pub struct Record {
 }
 
 impl Record {
+    /// The time lists sorted `by` order it by (then by id).
+    pub fn sort_time(&self, by: SortBy) -> DateTime<Utc> {
+        match by {
+            SortBy::CreatedAt => self.created_at,
+            SortBy::UpdatedAt => self.updated_at,
+        }
+    }
+
     pub fn new(kind: Kind, id: Uuid, scope: Uuid, data: Value) -> Self {
         let now = now();
         Record {
@@ -217,11 +225,7 @@ impl ListQuery {
 
     /// The position of `record` in this query's order, as [`ListQuery::after`].
     pub fn after_record(mut self, record: &Record) -> Self {
-        let at = match self.sort_by {
-            SortBy::CreatedAt => record.created_at,
-            SortBy::UpdatedAt => record.updated_at,
-        };
-        self.after = Some((at, record.id));
+        self.after = Some((record.sort_time(self.sort_by), record.id));
         self
     }
 }

@@ -649,9 +649,7 @@ impl Store for SledStore {
             // The keys after the cursor's (in the page's order) and within the prefix:
             // every key under it is the prefix, a time and an id.
             Some((at, id)) => {
-                let mut cursor = prefix.clone();
-                cursor.extend_from_slice(&time_key(at).to_be_bytes());
-                cursor.extend_from_slice(id.as_bytes());
+                let cursor = positioned(prefix.clone(), at, id);
                 match q.direction {
                     Direction::Asc => db.range((Bound::Excluded(cursor), prefix_end(&prefix))),
                     Direction::Desc => db.range(prefix.clone()..cursor),

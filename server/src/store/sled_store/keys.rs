@@ -28,26 +28,19 @@ pub(super) fn sort_byte(s: SortBy) -> u8 {
     }
 }
 
-pub(super) fn sort_ts(r: &Record, s: SortBy) -> u64 {
-    let t = match s {
-        SortBy::CreatedAt => r.created_at,
-        SortBy::UpdatedAt => r.updated_at,
-    };
-    time_key(t)
-}
-
-/// A time as the order indexes keep it: offset so that any representable
-/// time sorts correctly as unsigned.
-pub(super) fn time_key(t: chrono::DateTime<chrono::Utc>) -> u64 {
-    (t.timestamp_micros() as u64) ^ (1 << 63)
+/// A key of an order index: its prefix, then the time (offset so that any
+/// representable time sorts correctly as unsigned), then the id. Also where a
+/// list after that position starts.
+pub(super) fn positioned(mut prefix: Vec<u8>, at: chrono::DateTime<chrono::Utc>, id: Uuid) -> Vec<u8> {
+    prefix.extend_from_slice(&((at.timestamp_micros() as u64) ^ (1 << 63)).to_be_bytes());
+    prefix.extend_from_slice(id.as_bytes());
+    prefix
 }
 
 pub(super) fn order_key(r: &Record, tenant: Uuid, s: SortBy) -> Vec<u8> {
     let mut k = scope_prefix(b'o', r.kind, tenant, r.scope);
     k.push(sort_byte(s));
-    k.extend_from_slice(&sort_ts(r, s).to_be_bytes());
-    k.extend_from_slice(r.id.as_bytes());
-    k
+    positioned(k, r.sort_time(s), r.id)
 }
 
 /// A stable hash of one metadata `key = value` pair: values equal as a filter
@@ -78,10 +71,7 @@ pub(super) fn meta_prefix(kind: Kind, tenant: Uuid, scope: Uuid, hash: [u8; 8], 
 }
 
 pub(super) fn meta_key(r: &Record, tenant: Uuid, hash: [u8; 8], s: SortBy) -> Vec<u8> {
-    let mut k = meta_prefix(r.kind, tenant, r.scope, hash, s);
-    k.extend_from_slice(&sort_ts(r, s).to_be_bytes());
-    k.extend_from_slice(r.id.as_bytes());
-    k
+    positioned(meta_prefix(r.kind, tenant, r.scope, hash, s), r.sort_time(s), r.id)
 }
 
 pub(super) fn ref_prefix(kind: Kind, tenant: Uuid, target: Uuid) -> Vec<u8> {
@@ -120,13 +110,13 @@ pub(super) fn index_keys(r: &Record, tenant: Uuid) -> Vec<Vec<u8>> {
 }
 
 /// The end (exclusive) of the keys that start with `prefix`.
-pub(super) fn prefix_end(prefix: &[u8]) -> std::ops::Bound<Vec<u8>> {
+pub(super) fn prefix_end(prefix: &[u8]) -> Bound<Vec<u8>> {
     let mut end = prefix.to_vec();
     while let Some(last) = end.pop() {
         if last < u8::MAX {
             end.push(last + 1);
-            return std::ops::Bound::Excluded(end);
+            return Bound::Excluded(end);
         }
     }
-    std::ops::Bound::Unbounded
+    Bound::Unbounded
 }
