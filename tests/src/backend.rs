@@ -106,6 +106,36 @@ pub fn forget_database(data_dir: &Path) {
     });
 }
 
+/// On PostgreSQL, after a server of `data_dir` was killed: waits until the
+/// database has no connection of any agent-platform server left. A killed
+/// server's transaction sent whole (`BEGIN` ... `COMMIT` in one pipeline) and
+/// waiting on a lock (a deadlock takes `deadlock_timeout` to break) is still
+/// carried out when the lock frees, after its client is gone; only once its
+/// connection has ended is its fate settled. Panics after 30 s (a statement
+/// ends within the server's `statement_timeout`, 10 s by default). Answers
+/// how long it waited. Nothing on sled.
+pub fn wait_until_no_server_is_connected(data_dir: &Path) -> std::time::Duration {
+    let started = std::time::Instant::now();
+    let Some(admin) = postgres() else { return started.elapsed() };
+    let name = database_name(data_dir);
+    let deadline = started + std::time::Duration::from_secs(30);
+    loop {
+        let connected = block_on({
+            let (admin, name) = (admin.to_string(), name.clone());
+            async move { agent_platform::store::pg_store::servers_connected(&admin, &name).await }
+        })
+        .unwrap_or_else(|e| panic!("cannot count the connections to {name}: {e:#}"));
+        if connected == 0 {
+            return started.elapsed();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{connected} connections of a killed server to {name} are still open after 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// The environment that points the binary at the data dir's database (none on sled).
 pub fn env_for(data_dir: &Path) -> Vec<(String, String)> {
     database_for(data_dir).map(|(url, _)| env_of(url)).unwrap_or_default()

@@ -145,6 +145,11 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
         assert!(p.child.try_wait().unwrap().is_none(), "the server exited before it was killed");
         p.kill();
         kill_seq = shared.clock.fetch_add(1, Ordering::SeqCst);
+        // On PostgreSQL, what the killed server sent may still be carried out
+        // until its connections are gone: the checks start after that.
+        tokio::task::block_in_place(|| {
+            agent_platform_tests::backend::wait_until_no_server_is_connected(&data)
+        });
         for c in clients.into_iter().chain(exec_clients) {
             c.await.unwrap();
         }

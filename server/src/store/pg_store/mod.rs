@@ -573,6 +573,31 @@ pub async fn drop_database(admin_url: &str, name: &str) -> anyhow::Result<()> {
     admin_statement(admin_url, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await
 }
 
+/// How many connections of agent-platform servers (their pools and
+/// listeners, by `application_name`) database `name` has, through the server
+/// at `admin_url`. For tests: a killed server's transactions are settled (its
+/// pipelined `COMMIT` carried out or not) once its connections are gone.
+pub async fn servers_connected(admin_url: &str, name: &str) -> anyhow::Result<i64> {
+    let cfg: tokio_postgres::Config =
+        admin_url.parse().map_err(|e| anyhow::anyhow!("not a PostgreSQL URL: {e}"))?;
+    let target = describe(&cfg);
+    let (client, connection) = cfg
+        .connect(tokio_postgres::NoTls)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot connect to {target}: {e}"))?;
+    let driver = tokio::spawn(connection);
+    let row = client
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name LIKE 'agent-platform%'",
+            &[&name],
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot read pg_stat_activity at {target}: {e}"))?;
+    drop(client);
+    let _ = driver.await;
+    Ok(row.get(0))
+}
+
 /// Runs one statement on a connection of its own to the server at `admin_url`.
 async fn admin_statement(admin_url: &str, sql: &str) -> anyhow::Result<()> {
     let cfg: tokio_postgres::Config =
