@@ -578,28 +578,29 @@ pub async fn drop_database(admin_url: &str, name: &str) -> anyhow::Result<()> {
 /// at `admin_url`. For tests: a killed server's transactions are settled (its
 /// pipelined `COMMIT` carried out or not) once its connections are gone.
 pub async fn servers_connected(admin_url: &str, name: &str) -> anyhow::Result<i64> {
-    let cfg: tokio_postgres::Config =
-        admin_url.parse().map_err(|e| anyhow::anyhow!("not a PostgreSQL URL: {e}"))?;
-    let target = describe(&cfg);
-    let (client, connection) = cfg
-        .connect(tokio_postgres::NoTls)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot connect to {target}: {e}"))?;
-    let driver = tokio::spawn(connection);
-    let row = client
-        .query_one(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name LIKE 'agent-platform%'",
-            &[&name],
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot read pg_stat_activity at {target}: {e}"))?;
-    drop(client);
-    let _ = driver.await;
+    let sql = "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND application_name LIKE 'agent-platform%'";
+    let row = on_admin_connection(admin_url, |client, target| async move {
+        client.query_one(sql, &[&name]).await.map_err(|e| anyhow::anyhow!("`{sql}` failed at {target}: {e}"))
+    })
+    .await?;
     Ok(row.get(0))
 }
 
 /// Runs one statement on a connection of its own to the server at `admin_url`.
 async fn admin_statement(admin_url: &str, sql: &str) -> anyhow::Result<()> {
+    on_admin_connection(admin_url, |client, target| async move {
+        client.batch_execute(sql).await.map_err(|e| anyhow::anyhow!("`{sql}` failed at {target}: {e}"))
+    })
+    .await
+}
+
+/// Runs `f` on a connection of its own to the server at `admin_url` (given
+/// the connection, which it closes by dropping, and the server's description).
+async fn on_admin_connection<T, F, Fut>(admin_url: &str, f: F) -> anyhow::Result<T>
+where
+    F: FnOnce(tokio_postgres::Client, String) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
     let cfg: tokio_postgres::Config =
         admin_url.parse().map_err(|e| anyhow::anyhow!("not a PostgreSQL URL: {e}"))?;
     let target = describe(&cfg);
@@ -608,10 +609,9 @@ async fn admin_statement(admin_url: &str, sql: &str) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("cannot connect to {target}: {e}"))?;
     let driver = tokio::spawn(connection);
-    client.batch_execute(sql).await.map_err(|e| anyhow::anyhow!("`{sql}` failed at {target}: {e}"))?;
-    drop(client);
+    let answer = f(client, target).await;
     let _ = driver.await;
-    Ok(())
+    answer
 }
 
 /// `url` with its database name replaced by `name` (the path of a URL, or the
