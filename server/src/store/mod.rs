@@ -361,6 +361,7 @@ pub trait Store: Send + Sync + 'static {
         name: &str,
     ) -> StoreResult<Option<Uuid>>;
     /// Every record of a kind, across tenants (for rebuilding in-memory indexes at start).
+    /// Not a snapshot: a record deleted while the scan runs may still be in it.
     async fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>>;
 
     /// Every record of a kind, across tenants, named only: `(tenant, scope,
