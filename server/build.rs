@@ -3,7 +3,7 @@
 //! every token (little-endian u32, one more than the count), the tokens' bytes
 //! end to end, and (in its own file) the pre-tokenizing pattern. Built once per
 //! build; the server then holds the vocabulary once (~2 MB embedded, ~1 MB of
-//! index) instead of `tiktoken-rs`'s three copies in hash maps (~35 MB).
+//! index) instead of `tiktoken-rs`'s three copies in hash maps (~34 MB).
 
 use std::io::Write;
 use std::path::PathBuf;

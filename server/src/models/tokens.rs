@@ -54,19 +54,14 @@ impl Vocabulary {
     fn new(file: &'static [u8], pattern: &str) -> Vocabulary {
         let count = u32::from_le_bytes(file[..4].try_into().expect("4 bytes")) as usize;
         let (starts, bytes) = file[4..].split_at((count + 1) * 4);
-        let mut vocabulary = Vocabulary {
-            starts,
-            bytes,
-            ranks: HashTable::with_capacity(count),
-            hasher: FxBuildHasher,
-            pattern: Regex::new(pattern).expect("tiktoken's pattern compiles"),
-        };
+        let hasher = FxBuildHasher;
+        let hash = |rank: Rank| hasher.hash_one(token_in(starts, bytes, rank));
+        let mut ranks = HashTable::with_capacity(count);
         for rank in 0..count as Rank {
-            let hash = vocabulary.hasher.hash_one(vocabulary.token(rank));
-            let Vocabulary { ranks, hasher, .. } = &mut vocabulary;
-            ranks.insert_unique(hash, rank, |&r| hasher.hash_one(token_in(starts, bytes, r)));
+            ranks.insert_unique(hash(rank), rank, |&r| hash(r));
         }
-        vocabulary
+        let pattern = Regex::new(pattern).expect("tiktoken's pattern compiles");
+        Vocabulary { starts, bytes, ranks, hasher, pattern }
     }
 
     fn token(&self, rank: Rank) -> &'static [u8] {

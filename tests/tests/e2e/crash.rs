@@ -147,9 +147,15 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
         kill_seq = shared.clock.fetch_add(1, Ordering::SeqCst);
         // On PostgreSQL, what the killed server sent may still be carried out
         // until its connections are gone: the checks start after that.
-        tokio::task::block_in_place(|| {
+        let settled = tokio::task::block_in_place(|| {
             agent_platform_tests::backend::wait_until_no_server_is_connected(&data)
         });
+        if settled > Duration::from_millis(100) {
+            eprintln!(
+                "  the killed server's last database connection ended {:.2} s after the kill",
+                settled.as_secs_f64()
+            );
+        }
         for c in clients.into_iter().chain(exec_clients) {
             c.await.unwrap();
         }
