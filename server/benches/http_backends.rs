@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::process::{self, binary};
-use super::{Figures, create_agent, load};
+use super::{Figures, Req, create_agent, load};
 
 const SECS: f64 = 4.0;
 
@@ -44,21 +44,17 @@ fn spawn(bin: &Path, cpu: Option<usize>, env: &[(&str, String)]) -> Server {
 
 /// GET of one agent, each client on `bases[client % bases.len()]`.
 async fn gets(bases: &[String], key: &str, id: &str, clients: usize) -> Figures {
-    let urls: Vec<String> = bases.iter().map(|b| format!("{b}/api/agents/{id}")).collect();
-    let auth = format!("Bearer {key}");
-    load(clients, SECS, move |h, i| h.get(&urls[(i / 1_000_000) % urls.len()]).header("authorization", &auth))
+    let (bases, path, auth) = (bases.to_vec(), format!("/api/agents/{id}"), format!("Bearer {key}"));
+    load(clients, SECS, move |i| Req::get(&bases[(i / 1_000_000) % bases.len()], path.clone(), Some(&auth)))
         .await
 }
 
 /// Durable agent creates, each client on `bases[client % bases.len()]`.
 async fn posts(bases: &[String], key: &str, clients: usize) -> Figures {
-    let urls: Vec<String> = bases.iter().map(|b| format!("{b}/api/agents")).collect();
-    let auth = format!("Bearer {key}");
-    load(clients, SECS, move |h, i| {
-        h.post(&urls[(i / 1_000_000) % urls.len()])
-            .header("authorization", &auth)
-            .header("content-type", "application/json")
-            .body(format!(r#"{{"name":"agent {i}","about":"benchmark agent","instructions":["be brief"]}}"#))
+    let (bases, auth) = (bases.to_vec(), format!("Bearer {key}"));
+    load(clients, SECS, move |i| {
+        let body = format!(r#"{{"name":"agent {i}","about":"benchmark agent","instructions":["be brief"]}}"#);
+        Req::post(&bases[(i / 1_000_000) % bases.len()], "/api/agents", &auth, body)
     })
     .await
 }
