@@ -73,7 +73,7 @@ impl Figures {
 }
 
 /// One request of the load: to the server at `base` (`http://host:port`).
-pub struct Req {
+struct Req {
     base: String,
     method: hyper::Method,
     path: String,
@@ -104,16 +104,16 @@ async fn connect(base: &str) -> Option<Conn> {
 }
 
 /// Sends `r` on `conn` and reads the whole answer: whether it was a 2xx.
-async fn send(conn: &mut Conn, r: &Req) -> bool {
+async fn send(conn: &mut Conn, r: Req) -> bool {
     let host = r.base.strip_prefix("http://").unwrap_or(&r.base);
-    let mut b = hyper::Request::builder().method(r.method.clone()).uri(&r.path).header("host", host);
-    if let Some(a) = &r.auth {
+    let mut b = hyper::Request::builder().method(r.method).uri(r.path).header("host", host);
+    if let Some(a) = r.auth {
         b = b.header("authorization", a);
     }
     if r.body.is_some() {
         b = b.header("content-type", "application/json");
     }
-    let body = Full::new(r.body.clone().map(Bytes::from).unwrap_or_default());
+    let body = Full::new(r.body.map(Bytes::from).unwrap_or_default());
     let Ok(req) = b.body(body) else { return false };
     if conn.ready().await.is_err() {
         return false;
@@ -152,7 +152,7 @@ where
                         conn = connect(&r.base).await;
                     }
                     match conn.as_mut() {
-                        Some(c) => send(c, &r).await,
+                        Some(c) => send(c, r).await,
                         None => false,
                     }
                 })
@@ -348,13 +348,9 @@ async fn main() {
             round_errors += f.errors;
             f.rate()
         };
-        let raw = raw_commits(sled, 32).await;
-        println!(
-            "round {round}: HTTP {http:>6.0}/s   store alone {:>6.0}/s   ratio {:.2}",
-            raw.rate(),
-            http / raw.rate()
-        );
-        ratios.push(http / raw.rate());
+        let raw = raw_commits(sled, 32).await.rate();
+        println!("round {round}: HTTP {http:>6.0}/s   store alone {raw:>6.0}/s   ratio {:.2}", http / raw);
+        ratios.push(http / raw);
     }
     ratios.sort_by(f64::total_cmp);
     let http_over_store = ratios[ratios.len() / 2];
