@@ -210,13 +210,15 @@ async fn create_agent(base: &str, key: &str) -> serde_json::Value {
         .unwrap()
 }
 
+/// The `i`th durable agent create of a load, to the server at `base`.
+fn agent_create(base: &str, auth: &str, i: usize) -> Req {
+    let body = format!(r#"{{"name":"agent {i}","about":"benchmark agent","instructions":["be brief"]}}"#);
+    Req::post(base, "/api/agents", auth, body)
+}
+
 async fn writes(base: &str, key: &str, clients: usize) -> Figures {
     let (base, auth) = (base.to_string(), format!("Bearer {key}"));
-    load(clients, WRITE_SECS, move |i| {
-        let body = format!(r#"{{"name":"agent {i}","about":"benchmark agent","instructions":["be brief"]}}"#);
-        Req::post(&base, "/api/agents", &auth, body)
-    })
-    .await
+    load(clients, WRITE_SECS, move |i| agent_create(&base, &auth, i)).await
 }
 
 /// Durable agent creates through the domain API directly (no HTTP): what group
@@ -349,8 +351,9 @@ async fn main() {
             f.rate()
         };
         let raw = raw_commits(sled, 32).await.rate();
-        println!("round {round}: HTTP {http:>6.0}/s   store alone {raw:>6.0}/s   ratio {:.2}", http / raw);
-        ratios.push(http / raw);
+        let ratio = http / raw;
+        println!("round {round}: HTTP {http:>6.0}/s   store alone {raw:>6.0}/s   ratio {ratio:.2}");
+        ratios.push(ratio);
     }
     ratios.sort_by(f64::total_cmp);
     let http_over_store = ratios[ratios.len() / 2];

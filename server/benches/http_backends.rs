@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::process::{self, binary};
-use super::{Figures, Req, create_agent, load};
+use super::{Figures, Req, agent_create, create_agent, load};
 
 const SECS: f64 = 4.0;
 
@@ -52,11 +52,7 @@ async fn gets(bases: &[String], key: &str, id: &str, clients: usize) -> Figures 
 /// Durable agent creates, each client on `bases[client % bases.len()]`.
 async fn posts(bases: &[String], key: &str, clients: usize) -> Figures {
     let (bases, auth) = (bases.to_vec(), format!("Bearer {key}"));
-    load(clients, SECS, move |i| {
-        let body = format!(r#"{{"name":"agent {i}","about":"benchmark agent","instructions":["be brief"]}}"#);
-        Req::post(&bases[(i / 1_000_000) % bases.len()], "/api/agents", &auth, body)
-    })
-    .await
+    load(clients, SECS, move |i| agent_create(&bases[(i / 1_000_000) % bases.len()], &auth, i)).await
 }
 
 /// The four figures of one deployment: GET and POST at 1 and 32 clients.
