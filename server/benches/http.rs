@@ -34,8 +34,12 @@ use hyper_util::rt::TokioIo;
 const READ_SECS: f64 = 4.0;
 const WRITE_SECS: f64 = 4.0;
 const READ_CLIENTS: usize = 16;
-/// Turns of HTTP writes and the store's own writes; the median ratio is the figure.
-const ROUNDS: usize = 3;
+/// Rounds of HTTP writes and the store's own writes, each a turn of both
+/// (`TURN_SECS` each, which goes first alternating); the median of the rounds'
+/// ratios is the figure. The disk's own rate drifts by up to 2× from second to
+/// second here, so short turns close together, many of them, and the median.
+const ROUNDS: usize = 9;
+const TURN_SECS: f64 = 2.0;
 
 #[endpoint { method = GET, path = "/bare" }]
 async fn bare(
@@ -217,8 +221,12 @@ fn agent_create(base: &str, auth: &str, i: usize) -> Req {
 }
 
 async fn writes(base: &str, key: &str, clients: usize) -> Figures {
+    writes_for(base, key, clients, WRITE_SECS).await
+}
+
+async fn writes_for(base: &str, key: &str, clients: usize, secs: f64) -> Figures {
     let (base, auth) = (base.to_string(), format!("Bearer {key}"));
-    load(clients, WRITE_SECS, move |i| agent_create(&base, &auth, i)).await
+    load(clients, secs, move |i| agent_create(&base, &auth, i)).await
 }
 
 /// Durable agent creates through the domain API directly (no HTTP): what group
@@ -234,9 +242,13 @@ async fn gathered(handles: Vec<tokio::task::JoinHandle<Vec<Duration>>>, start: I
 }
 
 /// The store's own group commit: `tasks` writers, one small record per commit.
-async fn raw_commits(store: &Arc<agent_platform::store::sled_store::SledStore>, tasks: usize) -> Figures {
+async fn raw_commits(
+    store: &Arc<agent_platform::store::sled_store::SledStore>,
+    tasks: usize,
+    secs: f64,
+) -> Figures {
     use agent_platform::store::{Expect, Kind, Op, Record, Store};
-    let deadline = Instant::now() + Duration::from_secs_f64(WRITE_SECS);
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
     let start = Instant::now();
     let tenant = uuid::Uuid::now_v7();
     let mut handles = Vec::new();
@@ -339,18 +351,20 @@ async fn main() {
     // What HTTP keeps of the store's own group commit: the same store, the two
     // loads taking turns, so that both see the same disk, tree and moment.
     println!(
-        "\nHTTP POST at 32 clients against the store's own commits at 32 writers, same store, taking turns"
+        "\nHTTP POST at 32 clients against the store's own commits at 32 writers, same store, taking turns \
+         of {TURN_SECS} s (which goes first alternating)"
     );
     let (mut ratios, mut round_errors) = (Vec::new(), 0);
     for round in 1..=ROUNDS {
-        let http = if round == 1 {
-            w32.rate()
+        let (http, raw) = if round % 2 == 1 {
+            let http = writes_for(&base, &key, 32, TURN_SECS).await;
+            (http, raw_commits(sled, 32, TURN_SECS).await)
         } else {
-            let f = writes(&base, &key, 32).await;
-            round_errors += f.errors;
-            f.rate()
+            let raw = raw_commits(sled, 32, TURN_SECS).await;
+            (writes_for(&base, &key, 32, TURN_SECS).await, raw)
         };
-        let raw = raw_commits(sled, 32).await.rate();
+        round_errors += http.errors;
+        let (http, raw) = (http.rate(), raw.rate());
         let ratio = http / raw;
         println!("round {round}: HTTP {http:>6.0}/s   store alone {raw:>6.0}/s   ratio {ratio:.2}");
         ratios.push(ratio);
@@ -389,7 +403,7 @@ async fn main() {
             (after.1 - mid.1) as f64 / (after.0 - mid.0).max(1) as f64
         );
         if durability == Durability::Fsync {
-            let raw = raw_commits(&store, 32).await;
+            let raw = raw_commits(&store, 32, WRITE_SECS).await;
             println!("{}", raw.line("the store alone, 32 writers"));
         }
         store.close();

@@ -16,15 +16,19 @@
 //! before that is upgraded at open ([`upgrade`]).
 //!
 //! Writes go through one writer thread with group commit: it drains every
-//! queued commit, applies each as one atomic `Batch` (so a failing commit
-//! never fails its neighbours and readers never see half of one), then makes
-//! the whole group durable with one `flush()` (plus an `fdatasync` when
-//! configured) before answering any of them. `flush_async` is never used: it
+//! queued commit, checks each against the store as the group's earlier
+//! commits leave it (their writes held in memory until applied), applies the
+//! group's writes as one atomic `Batch` (a failing commit adds nothing and
+//! never fails its neighbours; readers never see half of one; sled writes its
+//! log for every batch, so one batch per group rather than one per commit
+//! more than doubles the writes per second), then makes the whole group
+//! durable with one `flush()` (plus an `fdatasync` when configured) before
+//! answering any of them. `flush_async` is never used: it
 //! deadlocks sled 0.34.7 under concurrency (sled#1308).
 //!
 //! Here: the handle ([`SledStore`]), what it shares with its threads, and
-//! the [`Store`] impl. Beside it: `keys` (the layout), `batch` (one commit as
-//! one batch, and its undo), `writer` (group commit and failed groups),
+//! the [`Store`] impl. Beside it: `keys` (the layout), `batch` (one commit's
+//! writes after its group's earlier ones, and its undo), `writer` (group commit and failed groups),
 //! `purge` (deleted scopes, removed in steps) and `upgrade` (index formats
 //! rewritten at open).
 //!
@@ -102,6 +106,9 @@ use writer::*;
 const SORTS: [SortBy; 2] = [SortBy::CreatedAt, SortBy::UpdatedAt];
 /// How many commits one group may take before it is flushed.
 const MAX_GROUP: usize = 512;
+/// How many bytes of a group's writes wait before they are applied as one
+/// sled batch (and the next commits read them from sled).
+const MAX_BATCH_BYTES: u64 = 4 << 20;
 /// The default bound on a commit's wait (`[server] store_timeout_s`).
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -966,6 +973,67 @@ mod tests {
         store.commit(tenant, ops).await.unwrap();
         assert_eq!(store.get(tenant, Kind::Agent, a.id).await.unwrap().unwrap().version, 2);
         assert!(store.get(tenant, Kind::Agent, gone.id).await.unwrap().is_none());
+    }
+
+    /// The commits of one group are checked each after the earlier ones'
+    /// writes, which are not applied yet (the group is one sled batch): a
+    /// later commit sees an earlier one's records, versions, unique names and
+    /// deletions; a failing one adds nothing; undoing the group's commits in
+    /// reverse restores every key.
+    #[tokio::test]
+    async fn a_groups_commits_see_the_earlier_ones_writes_before_they_are_applied() {
+        let dir = tempfile::tempdir().unwrap();
+        let tenant = Uuid::now_v7();
+        let store = SledStore::open(dir.path(), Durability::Flush).unwrap();
+        let a = agent(tenant, "a", json!({"k": 1}));
+        store.commit(tenant, vec![Op::Put { record: a.clone(), expect: Expect::Absent }]).await.unwrap();
+        let before = dump(&store);
+        let db = store.shared.db().unwrap();
+        let mut pending = Writes::new();
+        let mut undos = Vec::new();
+        let mut build = |ops: Vec<Op>| {
+            build_writes(&store.shared, &db, &pending, tenant, ops, None).map(|(writes, undo, _)| {
+                pending.extend(writes);
+                undos.push(undo);
+            })
+        };
+
+        let b = agent(tenant, "b", json!({}));
+        let mut a1 = a.clone();
+        a1.unique = Some("a1".into());
+        build(vec![
+            Op::Put { record: b.clone(), expect: Expect::Absent },
+            Op::Put { record: a1.clone(), expect: Expect::Version(0) },
+        ])
+        .unwrap();
+        let taken = agent(tenant, "b", json!({}));
+        let e = build(vec![Op::Put { record: taken.clone(), expect: Expect::Absent }]).unwrap_err();
+        assert!(matches!(e, StoreError::Duplicate { .. }), "an earlier commit's name is taken: {e:?}");
+        let e = build(vec![Op::Put { record: a.clone(), expect: Expect::Version(0) }]).unwrap_err();
+        assert!(matches!(e, StoreError::Stale), "an earlier commit's version counts: {e:?}");
+        let e = build(vec![Op::Put { record: b.clone(), expect: Expect::Absent }]).unwrap_err();
+        assert!(matches!(e, StoreError::IdTaken { .. }), "an earlier commit's record exists: {e:?}");
+        let reuse = agent(tenant, "a", json!({}));
+        build(vec![
+            Op::Delete { kind: Kind::Agent, id: b.id, version: Some(0) },
+            Op::Put { record: reuse.clone(), expect: Expect::Absent },
+        ])
+        .unwrap();
+        let e = build(vec![Op::Require { kind: Kind::Agent, id: b.id }]).unwrap_err();
+        assert!(matches!(e, StoreError::NotFound { .. }), "an earlier commit's deletion counts: {e:?}");
+        assert_eq!(undos.len(), 2, "only the commits that passed are in the group");
+        assert!(dump(&store) == before, "nothing is applied before the group's batch");
+
+        db.apply_batch(batch_of(std::mem::take(&mut pending))).unwrap();
+        assert_eq!(store.get(tenant, Kind::Agent, a.id).await.unwrap().unwrap().version, 1);
+        assert!(store.get(tenant, Kind::Agent, b.id).await.unwrap().is_none());
+        assert_eq!(store.lookup_unique(tenant, Kind::Agent, tenant, "a").await.unwrap(), Some(reuse.id));
+        assert_eq!(store.lookup_unique(tenant, Kind::Agent, tenant, "a1").await.unwrap(), Some(a.id));
+        assert_eq!(store.lookup_unique(tenant, Kind::Agent, tenant, "b").await.unwrap(), None);
+        assert!(store.get(tenant, Kind::Agent, taken.id).await.unwrap().is_none());
+
+        db.apply_batch(undo_batch(&undos).unwrap()).unwrap();
+        assert!(dump(&store) == before, "undoing the group restores every key");
     }
 
     /// A commit whose waiter gave up before the writer took it is never applied.

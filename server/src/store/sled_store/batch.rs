@@ -1,26 +1,38 @@
-//! One commit as one sled batch: its preconditions checked against the store
-//! as this commit has changed it so far, and the record of how to undo it.
+//! One commit's writes: its preconditions checked against the store as the
+//! earlier commits of its group and this commit have changed it so far, and
+//! the record of how to undo it. The writer applies a group's writes as one
+//! sled batch.
 
 use super::*;
 
-/// Reads through the writes already made by this commit.
+/// Writes by key (`None`: deleted), in key order.
+pub(super) type Writes = BTreeMap<Vec<u8>, Option<Vec<u8>>>;
+
+/// Reads through the writes already made by this commit, then by the earlier
+/// commits of its group (not yet applied), then the store.
 pub(super) struct Overlay<'a> {
     pub(super) db: &'a sled::Db,
     pub(super) shared: &'a Shared,
-    pub(super) writes: BTreeMap<Vec<u8>, Option<Vec<u8>>>,
-    /// Every row read from the store (not from `writes`), as stored: the undo's originals.
+    pub(super) group: &'a Writes,
+    pub(super) writes: Writes,
+    /// Every row read from the store (not from `writes` or `group`), as
+    /// stored: the undo's originals. A row an earlier commit of the group
+    /// wrote is that commit's to take back.
     pub(super) originals: Vec<IVec>,
 }
 
 impl Overlay<'_> {
+    fn pending(&self, key: &[u8]) -> Option<&Option<Vec<u8>>> {
+        self.writes.get(key).or_else(|| self.group.get(key))
+    }
     pub(super) fn get(&self, key: &[u8]) -> StoreResult<Option<Vec<u8>>> {
-        if let Some(v) = self.writes.get(key) {
+        if let Some(v) = self.pending(key) {
             return Ok(v.clone());
         }
         Ok(self.db.get(key).map_err(|e| self.shared.sled_write_error(e))?.map(|v| v.to_vec()))
     }
     pub(super) fn record(&mut self, key: &[u8]) -> StoreResult<Option<Record>> {
-        if let Some(v) = self.writes.get(key) {
+        if let Some(v) = self.pending(key) {
             return v.as_deref().map(decode).transpose();
         }
         let Some(raw) = self.db.get(key).map_err(|e| self.shared.sled_write_error(e))? else {
@@ -60,15 +72,17 @@ impl Overlay<'_> {
     }
 }
 
-/// The batch of one commit, how to undo it, and how many bytes it writes.
-pub(super) fn build_batch(
+/// The writes of one commit after the earlier ones of its `group`, how to
+/// undo it, and how many bytes it writes.
+pub(super) fn build_writes(
     shared: &Shared,
     db: &sled::Db,
+    group: &Writes,
     tenant: Uuid,
     ops: Vec<Op>,
     purge_step: Option<&purge::Step>,
-) -> StoreResult<(sled::Batch, Undo, u64)> {
-    let mut ov = Overlay { db, shared, writes: BTreeMap::new(), originals: Vec::new() };
+) -> StoreResult<(Writes, Undo, u64)> {
+    let mut ov = Overlay { db, shared, group, writes: BTreeMap::new(), originals: Vec::new() };
     let mut purges_started = Vec::new();
     let mut purge_finished = None;
     if let Some(step) = purge_step {
@@ -144,19 +158,26 @@ pub(super) fn build_batch(
             }
         }
     }
-    let mut batch = sled::Batch::default();
     let mut written = Vec::with_capacity(ov.writes.len());
     let mut bytes = 0;
-    for (k, v) in ov.writes {
+    for (k, v) in &ov.writes {
         bytes += (k.len() + v.as_ref().map_or(0, Vec::len)) as u64;
-        let k = IVec::from(k);
-        written.push(k.clone());
+        written.push(IVec::from(k.as_slice()));
+    }
+    let undo = Undo { tenant, written, originals: ov.originals, purges_started, purge_finished };
+    Ok((ov.writes, undo, bytes))
+}
+
+/// One sled batch of a group's writes.
+pub(super) fn batch_of(writes: Writes) -> sled::Batch {
+    let mut batch = sled::Batch::default();
+    for (k, v) in writes {
         match v {
             Some(v) => batch.insert(k, v),
             None => batch.remove(k),
         }
     }
-    Ok((batch, Undo { tenant, written, originals: ov.originals, purges_started, purge_finished }, bytes))
+    batch
 }
 
 // sled reads are synchronous and fast (a point read is a lookup in its page

@@ -125,6 +125,11 @@ impl Writer {
         let mut low_space = None;
         // sled failed inside a write: its handle may be wedged, so no flush on it.
         let mut sled_failed = None;
+        // The group's writes so far, each commit's checked after the earlier
+        // ones', applied as one sled batch: sled writes its log for every
+        // batch (see `server/vendor/sled/PATCHED.md`), so one per group, not
+        // one per commit.
+        let (mut pending, mut pending_bytes) = (Writes::new(), 0);
         for job in &mut group {
             if !job.take() {
                 // Its waiter has answered 503 "not saved": it must stay so.
@@ -138,8 +143,8 @@ impl Writer {
             }
             // Owned: a record is moved into its batch, not copied (records reach megabytes).
             let ops = std::mem::take(&mut job.ops);
-            let r = build_batch(&self.shared, db, job.tenant, ops, job.purge.as_ref()).and_then(
-                |(batch, undo, bytes)| {
+            let r = build_writes(&self.shared, db, &pending, job.tenant, ops, job.purge.as_ref()).and_then(
+                |(writes, undo, bytes)| {
                     if let Some(f) = free.as_mut() {
                         let needed = bytes.saturating_mul(SPACE_PER_BYTE);
                         if *f < reserve.saturating_add(needed) {
@@ -151,14 +156,18 @@ impl Writer {
                     }
                     // Hidden before the parent's deletion shows, so no reader sees orphans.
                     self.shared.purging.add(&undo.purges_started);
-                    if let Err(e) = db.apply_batch(batch) {
-                        self.shared.purging.remove(&undo.purges_started);
-                        return Err(self.shared.sled_write_error(e));
-                    }
+                    pending.extend(writes);
+                    pending_bytes += bytes;
                     undos.push(undo);
                     Ok(())
                 },
             );
+            if pending_bytes > MAX_BATCH_BYTES {
+                pending_bytes = 0;
+                if let Err(e) = db.apply_batch(batch_of(std::mem::take(&mut pending))) {
+                    sled_failed = Some(self.shared.sled_write_error(e));
+                }
+            }
             // A storage error from sled (reading or applying) that is not ours: its handle is broken.
             if let Err(e @ (StoreError::Full(_) | StoreError::Unavailable(_))) = &r
                 && low_space.is_none()
@@ -166,6 +175,14 @@ impl Writer {
                 sled_failed = Some(e.clone());
             }
             results.push(r);
+        }
+        // A failed batch is atomic (none of it applied), yet its commits hear
+        // "may or may not have been saved" below, as sled may have written some.
+        if sled_failed.is_none()
+            && !pending.is_empty()
+            && let Err(e) = db.apply_batch(batch_of(pending))
+        {
+            sled_failed = Some(self.shared.sled_write_error(e));
         }
         // One flush for the whole group; nobody hears "done" before it.
         let durable = match &sled_failed {
