@@ -1024,7 +1024,7 @@ mod tests {
         assert_eq!(undos.len(), 2, "only the commits that passed are in the group");
         assert!(dump(&store) == before, "nothing is applied before the group's batch");
 
-        db.apply_batch(batch_of(std::mem::take(&mut pending))).unwrap();
+        apply_writes(&store.shared, &db, std::mem::take(&mut pending)).unwrap();
         assert_eq!(store.get(tenant, Kind::Agent, a.id).await.unwrap().unwrap().version, 1);
         assert!(store.get(tenant, Kind::Agent, b.id).await.unwrap().is_none());
         assert_eq!(store.lookup_unique(tenant, Kind::Agent, tenant, "a").await.unwrap(), Some(reuse.id));

@@ -82,7 +82,7 @@ pub(super) fn build_writes(
     ops: Vec<Op>,
     purge_step: Option<&purge::Step>,
 ) -> StoreResult<(Writes, Undo, u64)> {
-    let mut ov = Overlay { db, shared, group, writes: BTreeMap::new(), originals: Vec::new() };
+    let mut ov = Overlay { db, shared, group, writes: Writes::new(), originals: Vec::new() };
     let mut purges_started = Vec::new();
     let mut purge_finished = None;
     if let Some(step) = purge_step {
@@ -168,8 +168,8 @@ pub(super) fn build_writes(
     Ok((ov.writes, undo, bytes))
 }
 
-/// One sled batch of a group's writes.
-pub(super) fn batch_of(writes: Writes) -> sled::Batch {
+/// Applies a group's writes to `db` as one sled batch (atomic: all or none).
+pub(super) fn apply_writes(shared: &Shared, db: &sled::Db, writes: Writes) -> StoreResult<()> {
     let mut batch = sled::Batch::default();
     for (k, v) in writes {
         match v {
@@ -177,7 +177,7 @@ pub(super) fn batch_of(writes: Writes) -> sled::Batch {
             None => batch.remove(k),
         }
     }
-    batch
+    db.apply_batch(batch).map_err(|e| shared.sled_write_error(e))
 }
 
 // sled reads are synchronous and fast (a point read is a lookup in its page

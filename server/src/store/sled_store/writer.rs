@@ -162,12 +162,6 @@ impl Writer {
                     Ok(())
                 },
             );
-            if pending_bytes > MAX_BATCH_BYTES {
-                pending_bytes = 0;
-                if let Err(e) = db.apply_batch(batch_of(std::mem::take(&mut pending))) {
-                    sled_failed = Some(self.shared.sled_write_error(e));
-                }
-            }
             // A storage error from sled (reading or applying) that is not ours: its handle is broken.
             if let Err(e @ (StoreError::Full(_) | StoreError::Unavailable(_))) = &r
                 && low_space.is_none()
@@ -175,14 +169,16 @@ impl Writer {
                 sled_failed = Some(e.clone());
             }
             results.push(r);
+            // Past the cap (and at the group's end, below) the held writes go to sled.
+            if sled_failed.is_none() && pending_bytes > MAX_BATCH_BYTES {
+                pending_bytes = 0;
+                sled_failed = apply_writes(&self.shared, db, std::mem::take(&mut pending)).err();
+            }
         }
         // A failed batch is atomic (none of it applied), yet its commits hear
         // "may or may not have been saved" below, as sled may have written some.
-        if sled_failed.is_none()
-            && !pending.is_empty()
-            && let Err(e) = db.apply_batch(batch_of(pending))
-        {
-            sled_failed = Some(self.shared.sled_write_error(e));
+        if sled_failed.is_none() && !pending.is_empty() {
+            sled_failed = apply_writes(&self.shared, db, pending).err();
         }
         // One flush for the whole group; nobody hears "done" before it.
         let durable = match &sled_failed {
