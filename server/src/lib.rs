@@ -15,7 +15,12 @@
 /// chat bench's process glibc's `malloc`/`free` took 29% of the CPU time
 /// (consolidating and unlinking chunks). Declared in the library, not in
 /// `main.rs`, so that whatever runs the service in process (the benches, the
-/// tests) allocates as the binary does.
+/// tests) allocates as the binary does. Built with mimalloc's `no_thp`
+/// feature (the workspace's `Cargo.toml`): it does not ask the kernel for
+/// transparent huge pages, which are resident (and zeroed) 2 MiB at a time;
+/// at 1M messages + 1M snippets that kept 45–70 MB more resident and doubled
+/// the time to the first answer after a restart, and under 32 writing clients
+/// the page faults doubled the p99 (the README's scale and http tables).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
