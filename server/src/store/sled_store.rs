@@ -980,6 +980,57 @@ mod tests {
     /// later commit sees an earlier one's records, versions, unique names and
     /// deletions; a failing one adds nothing; undoing the group's commits in
     /// reverse restores every key.
+    /// A record created in the same group as its scope's deletion, before it,
+    /// is not yet in sled when the purger reads the scope (outside the writer):
+    /// the purger's empty step must not finish the purge and leave it behind.
+    #[tokio::test]
+    async fn a_purge_is_not_finished_while_the_group_holds_records_of_its_scope() {
+        let dir = tempfile::tempdir().unwrap();
+        let tenant = Uuid::now_v7();
+        let store = SledStore::open(dir.path(), Durability::Flush).unwrap();
+        store.shared.purger_paused.store(true, Ordering::Release);
+        let session = Record::fresh(Kind::Session, Uuid::nil(), json!({}));
+        let sid = session.id;
+        store.commit(tenant, vec![Op::Put { record: session, expect: Expect::Absent }]).await.unwrap();
+        let db = store.shared.db().unwrap();
+        let build = |pending: &mut Writes, ops: Vec<Op>, step: Option<purge::Step>| {
+            build_writes(&store.shared, &db, pending, tenant, ops, step.as_ref()).map(|(writes, undo, _)| {
+                pending.extend(writes);
+                undo
+            })
+        };
+        let scope = purge::Scope { kind: Kind::Message, tenant, scope: sid };
+        let empty_step = || Some(purge::Step { scope, ids: Vec::new() });
+
+        let mut pending = Writes::new();
+        let m = Record::fresh(Kind::Message, sid, json!({"content": "late"}));
+        let append = vec![
+            Op::Require { kind: Kind::Session, id: sid },
+            Op::Put { record: m.clone(), expect: Expect::Absent },
+        ];
+        build(&mut pending, append, None).unwrap();
+        let delete = vec![
+            Op::Delete { kind: Kind::Session, id: sid, version: None },
+            Op::DeleteScope { kind: Kind::Message, scope: sid },
+        ];
+        build(&mut pending, delete, None).unwrap();
+        assert!(db.scan_prefix(purge::scope_keys(scope)).next().is_none(), "the purger reads no message");
+        let undo = build(&mut pending, Vec::new(), empty_step()).unwrap();
+        assert_eq!(undo.purge_finished, None, "the group's own message is in the scope");
+        apply_writes(&store.shared, &db, pending).unwrap();
+        assert!(db.get(scope.marker_key()).unwrap().is_some(), "the marker stays");
+
+        // The purger reads again and finds the message; once it is gone the purge finishes.
+        let mut pending = Writes::new();
+        let undo = build(&mut pending, Vec::new(), Some(purge::Step { scope, ids: vec![m.id] })).unwrap();
+        assert_eq!(undo.purge_finished, None);
+        let undo = build(&mut pending, Vec::new(), empty_step()).unwrap();
+        assert_eq!(undo.purge_finished, Some(scope));
+        apply_writes(&store.shared, &db, pending).unwrap();
+        assert!(db.get(scope.marker_key()).unwrap().is_none(), "the marker is gone");
+        assert!(db.get(row_key(Kind::Message, tenant, m.id)).unwrap().is_none(), "and the message");
+    }
+
     #[tokio::test]
     async fn a_groups_commits_see_the_earlier_ones_writes_before_they_are_applied() {
         let dir = tempfile::tempdir().unwrap();

@@ -42,6 +42,24 @@ impl Overlay<'_> {
         self.originals.push(raw);
         Ok(Some(rec))
     }
+    /// Whether any key starting with `prefix` is there, as the group and this commit leave the store.
+    pub(super) fn any_with_prefix(&self, prefix: &[u8]) -> StoreResult<bool> {
+        let there = |k: &[u8]| matches!(self.pending(k), Some(Some(_)));
+        for pending in [&self.writes, self.group] {
+            let mut keys =
+                pending.range(prefix.to_vec()..).map(|(k, _)| k).take_while(|k| k.starts_with(prefix));
+            if keys.any(|k| there(k)) {
+                return Ok(true);
+            }
+        }
+        for key in self.db.scan_prefix(prefix).keys() {
+            let key = key.map_err(|e| self.shared.sled_write_error(e))?;
+            if self.pending(&key).is_none() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
     pub(super) fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
         self.writes.insert(key, Some(value));
     }
@@ -91,7 +109,10 @@ pub(super) fn build_writes(
                 ov.remove_record(tenant, &old);
             }
         }
-        if step.ids.is_empty() {
+        // The purger read the store outside the writer, perhaps before the
+        // group's earlier commits (records created just before their scope's
+        // deletion) were applied: the scope is finished only if it is empty now.
+        if step.ids.is_empty() && !ov.any_with_prefix(&purge::scope_keys(step.scope))? {
             ov.del(step.scope.marker_key());
             purge_finished = Some(step.scope);
         }

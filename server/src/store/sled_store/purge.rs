@@ -114,10 +114,18 @@ impl Purging {
     }
 }
 
-/// The next step of purging `scope`: the first records still there.
-fn next_step(db: &sled::Db, scope: Scope) -> StoreResult<Step> {
+/// The prefix of one key of each record of `scope` (its order key by creation).
+pub(super) fn scope_keys(scope: Scope) -> Vec<u8> {
     let mut prefix = scope_prefix(b'o', scope.kind, scope.tenant, scope.scope);
     prefix.push(sort_byte(SortBy::CreatedAt));
+    prefix
+}
+
+/// The next step of purging `scope`: the first records still there. Read
+/// outside the writer: an empty step finishes the purge only if the writer
+/// finds the scope empty too (see `build_writes`).
+fn next_step(db: &sled::Db, scope: Scope) -> StoreResult<Step> {
+    let prefix = scope_keys(scope);
     let mut ids = Vec::new();
     let mut bytes = 0;
     for key in db.scan_prefix(&prefix).keys() {
