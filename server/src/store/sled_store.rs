@@ -975,11 +975,6 @@ mod tests {
         assert!(store.get(tenant, Kind::Agent, gone.id).await.unwrap().is_none());
     }
 
-    /// The commits of one group are checked each after the earlier ones'
-    /// writes, which are not applied yet (the group is one sled batch): a
-    /// later commit sees an earlier one's records, versions, unique names and
-    /// deletions; a failing one adds nothing; undoing the group's commits in
-    /// reverse restores every key.
     /// A record created in the same group as its scope's deletion, before it,
     /// is not yet in sled when the purger reads the scope (outside the writer):
     /// the purger's empty step must not finish the purge and leave it behind.
@@ -1031,6 +1026,11 @@ mod tests {
         assert!(db.get(row_key(Kind::Message, tenant, m.id)).unwrap().is_none(), "and the message");
     }
 
+    /// The commits of one group are checked each after the earlier ones'
+    /// writes, which are not applied yet (the group is one sled batch): a
+    /// later commit sees an earlier one's records, versions, unique names and
+    /// deletions; a failing one adds nothing; undoing the group's commits in
+    /// reverse restores every key.
     #[tokio::test]
     async fn a_groups_commits_see_the_earlier_ones_writes_before_they_are_applied() {
         let dir = tempfile::tempdir().unwrap();
