@@ -11,10 +11,14 @@
 //!    PostgreSQL with one server, and with two (see `http_backends`; needs
 //!    `AGENT_PLATFORM_BENCH_DATABASE_URL`).
 //!
+//! `cargo bench -p agent-platform-benches --bench http -- backends` runs part 3
+//! alone.
+//!
 //! Targets: GET ≥ 0.5× bare; writes at 32 clients ≥ 4,000/s, ≥ 2.5× the
 //! rate at 1 client and ≥ 0.8× the store's own; no request left hanging. On
 //! PostgreSQL: GET ≥ 0.5× sled's, writes at 32 clients ≥ 5,000/s, two servers
-//! ≥ 1.5× one's GETs.
+//! ≥ 1.5× one's GETs (each server given the same CPU: a core each, or on a small
+//! machine a share of one, see `http_backends`).
 
 mod http_backends;
 mod process;
@@ -304,6 +308,11 @@ async fn main() {
         "agent-platform HTTP benchmark ({} cores)",
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
+    // `-- backends` runs part 3 alone.
+    if std::env::args().skip(1).any(|a| a == "backends") {
+        http_backends::run().await;
+        return;
+    }
 
     // ---- reads: ours vs bare dropshot
     let (ours, base, key, _dir) = serve(Durability::Fsync).await;
