@@ -4,7 +4,7 @@
 //! process is pinned to a core of its own with `taskset` when the machine has
 //! the cores (the figures say which cores each got).
 //!
-//! With `AGENT_PLATFORM_BENCH_SERVER_CPU=<share>` (e.g. `0.35`), each server
+//! With `AGENT_PLATFORM_BENCH_SERVER_CPU=<share>` (e.g. `0.25`), each server
 //! process is also held to that share of a core by a cgroup CPU quota (needs
 //! root): on a machine too small to give each server a whole core beside
 //! PostgreSQL and the load, every server still gets the same CPU, so that two
@@ -131,7 +131,7 @@ pub async fn run() {
     let pin = |n: usize| (cores >= 2).then_some(n % cores);
     let share = std::env::var("AGENT_PLATFORM_BENCH_SERVER_CPU").ok().filter(|v| !v.is_empty()).map(|v| {
         v.parse::<f64>().ok().filter(|s| *s > 0.0 && *s <= cores as f64).unwrap_or_else(|| {
-            panic!("AGENT_PLATFORM_BENCH_SERVER_CPU={v}: expected a share of a core, e.g. 0.35")
+            panic!("AGENT_PLATFORM_BENCH_SERVER_CPU={v}: expected a share of a core, e.g. 0.25")
         })
     });
     let held =
