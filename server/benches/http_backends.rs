@@ -193,7 +193,10 @@ impl CpuLimit {
     fn new(pid: u32, share: f64) -> CpuLimit {
         const PERIOD_US: u64 = 10_000;
         let quota = (share * PERIOD_US as f64).round() as u64;
-        assert!(quota >= 1_000, "a CPU share of {share} is below 1% of a core");
+        assert!(
+            quota >= 1_000,
+            "a CPU share of {share} is below 0.1 of a core (a quota's floor is 1 ms per period)"
+        );
         let name = format!("agent-platform-bench-{}-{pid}", std::process::id());
         let v1 = Path::new("/sys/fs/cgroup/cpu");
         let dir = if v1.join("cpu.cfs_quota_us").exists() {
