@@ -77,32 +77,37 @@ fn cpu_ticks() -> Option<(u64, u64)> {
     Some((all - ticks.get(3)? - ticks.get(4)?, all))
 }
 
+/// `load`'s figures, with how busy the whole machine was meanwhile, in percent.
+async fn with_busy(load: impl std::future::Future<Output = Figures>) -> (Figures, Option<f64>) {
+    let before = cpu_ticks();
+    let f = load.await;
+    let busy = before
+        .zip(cpu_ticks())
+        .map(|((b0, a0), (b1, a1))| 100.0 * (b1 - b0) as f64 / (a1 - a0).max(1) as f64);
+    (f, busy)
+}
+
 /// The four figures of one deployment: GET and POST at 1 and 32 clients,
 /// each printed with how busy the whole machine was meanwhile (near 100%, the
 /// figure measures the machine rather than the servers).
 async fn measure(name: &str, bases: &[String], key: &str) -> [Figures; 4] {
     let agent = create_agent(&bases[0], key).await;
     let id = agent["id"].as_str().expect("an agent id").to_string();
-    let mut figures = Vec::new();
-    for (what, i) in
+    let figures = [
+        with_busy(gets(bases, key, &id, 1)).await,
+        with_busy(gets(bases, key, &id, 32)).await,
+        with_busy(posts(bases, key, 1)).await,
+        with_busy(posts(bases, key, 32)).await,
+    ];
+    for (what, (f, busy)) in
         ["GET agent, 1 client", "GET agent, 32 clients", "POST agent, 1 client", "POST agent, 32 clients"]
             .iter()
-            .zip(0..)
+            .zip(&figures)
     {
-        let before = cpu_ticks();
-        let f = match i {
-            0 => gets(bases, key, &id, 1).await,
-            1 => gets(bases, key, &id, 32).await,
-            2 => posts(bases, key, 1).await,
-            _ => posts(bases, key, 32).await,
-        };
-        let busy = before.zip(cpu_ticks()).map_or_else(String::new, |((b0, a0), (b1, a1))| {
-            format!("   machine busy {:.0}%", 100.0 * (b1 - b0) as f64 / (a1 - a0).max(1) as f64)
-        });
+        let busy = busy.map_or_else(String::new, |b| format!("   machine busy {b:.0}%"));
         println!("{}{busy}", f.line(&format!("{name}: {what}")));
-        figures.push(f);
     }
-    figures.try_into().unwrap_or_else(|_| unreachable!("four figures"))
+    figures.map(|(f, _)| f)
 }
 
 /// Brings the planner's statistics of the database at `url` up to date.
