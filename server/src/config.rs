@@ -48,6 +48,9 @@
 //! max_sleep_s = 2592000           # longest sleep step (30 days)
 //! api_call_timeout_s = 30         # longest api_call (a tool's timeout_s may only shorten it)
 //! expression_fuel = 100000        # instructions one expression or template may run
+//! expression_max_bytes = 67108864 # bytes one expression or template may build in all
+//! expression_timeout_ms = 2000    # longest one expression or template may run
+//! max_depth = 32                  # steps nested in steps (yield, if, foreach, ...) on one path
 //! workers = 64                    # executions advancing at once
 //! lease_s = 15                    # (postgres) another server takes over an execution
 //!                                 # whose server has not renewed its claim for this long
@@ -104,6 +107,16 @@ pub struct ExecutionsConfig {
     pub api_call_timeout_s: u64,
     /// Instructions one expression or template may run before it is stopped.
     pub expression_fuel: u64,
+    /// Bytes one expression or template may build in all (every string, list
+    /// and text it makes, counted before it is allocated), so that no step can
+    /// ask for more memory than this.
+    pub expression_max_bytes: usize,
+    /// Milliseconds one expression or template may run.
+    pub expression_timeout_ms: u64,
+    /// How deep steps may nest on one path of a run: a `yield` (a workflow
+    /// calling a workflow, itself included), and each `if`, `switch`,
+    /// `foreach`, `map_reduce` and `parallel`, is one level.
+    pub max_depth: usize,
     /// Executions advancing at once (the rest wait their turn).
     pub workers: usize,
     /// Seconds a server's claim on an execution lasts without renewal: on a
@@ -121,6 +134,9 @@ impl Default for ExecutionsConfig {
             max_sleep_s: 30 * 24 * 3600,
             api_call_timeout_s: 30,
             expression_fuel: 100_000,
+            expression_max_bytes: 64 << 20,
+            expression_timeout_ms: 2_000,
+            max_depth: 32,
             workers: 64,
             lease_s: 15,
         }
@@ -128,6 +144,15 @@ impl Default for ExecutionsConfig {
 }
 
 impl ExecutionsConfig {
+    /// What one expression or template of a step may use.
+    pub fn expression_bounds(&self) -> crate::exec::expr::Bounds {
+        crate::exec::expr::Bounds {
+            fuel: self.expression_fuel,
+            max_bytes: self.expression_max_bytes,
+            timeout: std::time::Duration::from_millis(self.expression_timeout_ms),
+        }
+    }
+
     /// Reads `AGENT_PLATFORM_EXECUTIONS_*` and checks that every limit is at least 1.
     fn apply_env(&mut self, env: &impl Fn(&str) -> Option<String>) -> anyhow::Result<()> {
         fn set<T: std::str::FromStr>(
@@ -150,6 +175,9 @@ impl ExecutionsConfig {
         set(env, "max_sleep_s", &mut self.max_sleep_s)?;
         set(env, "api_call_timeout_s", &mut self.api_call_timeout_s)?;
         set(env, "expression_fuel", &mut self.expression_fuel)?;
+        set(env, "expression_max_bytes", &mut self.expression_max_bytes)?;
+        set(env, "expression_timeout_ms", &mut self.expression_timeout_ms)?;
+        set(env, "max_depth", &mut self.max_depth)?;
         set(env, "workers", &mut self.workers)?;
         set(env, "lease_s", &mut self.lease_s)?;
         let limits = [
@@ -159,6 +187,9 @@ impl ExecutionsConfig {
             ("max_sleep_s", self.max_sleep_s),
             ("api_call_timeout_s", self.api_call_timeout_s),
             ("expression_fuel", self.expression_fuel),
+            ("expression_max_bytes", self.expression_max_bytes as u64),
+            ("expression_timeout_ms", self.expression_timeout_ms),
+            ("max_depth", self.max_depth as u64),
             ("workers", self.workers as u64),
             ("lease_s", self.lease_s),
         ];

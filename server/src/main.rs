@@ -85,8 +85,24 @@ fn load_config(common: &Common) -> anyhow::Result<Config> {
     Ok(cfg)
 }
 
-#[tokio::main]
-async fn main() {
+/// Stack of each runtime thread. An execution's steps run as nested futures,
+/// one level of stack per nested step (`executions.max_depth` bounds them);
+/// 4 MiB leaves room for that bound in any build (it is reserved, not used).
+const THREAD_STACK_BYTES: usize = 4 << 20;
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_stack_size(THREAD_STACK_BYTES)
+        .build()
+        .unwrap_or_else(|e| {
+            eprintln!("error: cannot start the async runtime: {e}");
+            std::process::exit(1)
+        });
+    runtime.block_on(serve_cli())
+}
+
+async fn serve_cli() {
     let code = match run(Cli::parse()).await {
         Ok(()) => 0,
         Err(e) => {

@@ -12,7 +12,8 @@ use uuid::Uuid;
 
 use super::records::{Resource, decode_data, encode, merge_metadata};
 use super::stored::StoredContextOverflow;
-use super::{App, Result, Tenant};
+use super::{App, Error, Result, Tenant};
+use crate::api::error::{Issue, LocPart};
 use crate::api::types::Metadata;
 use crate::api::types_sessions::{ContextOverflow, CreateSessionRequest, Session, UpdateSessionRequest};
 use crate::api::types_tools::Tool;
@@ -108,8 +109,27 @@ pub(super) fn session_record(req: CreateSessionRequest) -> Result<(Record, Vec<O
     Ok((rec, ops))
 }
 
+/// Refuses (422 at `system_template`) a template that passes a bound of one
+/// render whatever its context: one that would build too much, run too long
+/// or write too much text. It renders once, on a blocking thread.
+async fn check_system_template(template: Option<&str>) -> Result<()> {
+    let Some(src) = template else { return Ok(()) };
+    let src = src.to_owned();
+    let checked = tokio::task::spawn_blocking(move || crate::models::template::check_bounds(&src))
+        .await
+        .map_err(|e| Error::Internal(format!("checking the system template: {e}")))?;
+    checked.map_err(|e| {
+        Error::Validation(vec![Issue {
+            loc: vec![LocPart::Key("body".into()), LocPart::Key("system_template".into())],
+            msg: format!("system_template cannot be rendered: {}", e.message),
+            kind: "value_error".into(),
+        }])
+    })
+}
+
 impl App {
     pub async fn session_create(&self, t: Tenant, req: CreateSessionRequest) -> Result<Session> {
+        check_system_template(req.system_template.as_deref()).await?;
         let (rec, ops) = session_record(req)?;
         self.insert_resource(t, rec, ops).await
     }
@@ -124,6 +144,7 @@ impl App {
 
     /// Changes the fields sent (PUT and PATCH alike); the participants stay.
     pub async fn session_update(&self, t: Tenant, id: Uuid, req: UpdateSessionRequest) -> Result<Session> {
+        check_system_template(req.system_template.as_ref().and_then(|t| t.as_deref())).await?;
         self.update_resource(t, id, |rec| {
             let mut d = decode_data::<Session>(rec)?;
             if let Some(v) = &req.situation {

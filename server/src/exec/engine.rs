@@ -58,7 +58,7 @@ enum Ended {
 pub struct Engine {
     pub app: App,
     pub config: ExecutionsConfig,
-    pub eval: Evaluator,
+    pub eval: Arc<Evaluator>,
     pub policy: ApiCallPolicy,
     /// For `api_call` tools: no credentials of ours, no redirects.
     pub http: reqwest::Client,
@@ -91,7 +91,7 @@ impl Engine {
         let engine = Arc::new(Engine {
             app: app.clone(),
             config: config.clone(),
-            eval: Evaluator::new(config.expression_fuel),
+            eval: Arc::new(Evaluator::new(config.expression_bounds())),
             policy: ApiCallPolicy::from_config(tools, config),
             http,
             slots: Arc::new(Semaphore::new(config.workers.max(1))),

@@ -14,6 +14,15 @@
 //!   `', '.join(xs)`, `text.split(',')`): see `methods`.
 //! - Values come back as JSON: undefined and none are `null`, integers stay
 //!   integers.
+//! - Each evaluation is bounded three ways: fuel (instructions,
+//!   `executions.expression_fuel`), the bytes it may build in all, counted
+//!   before they are allocated (`executions.expression_max_bytes`: every
+//!   string, list and text it makes, its result's JSON included), and time
+//!   (`executions.expression_timeout_ms`). See `minijinja::limits` (our patch).
+//! - [`offload`] keeps an evaluation off the async workers when it is slow:
+//!   it runs on the calling thread for at most [`QUICK_SLICE`], and one that
+//!   takes longer runs again, with its whole time, on a blocking thread
+//!   (evaluations have no side effects, so running one again is safe).
 //!
 //! The context ([`Context`]) is never converted as a whole: the engine hands
 //! it over as `Arc`s of JSON, and expressions see it through lazy objects that
@@ -21,8 +30,10 @@
 //! costs nothing unless an expression walks it.
 
 use std::fmt;
-
 use std::sync::Arc;
+use std::time::Duration;
+
+use minijinja::limits::{Exceeded, Limits};
 
 use minijinja::{Environment, Error, ErrorKind, UndefinedBehavior, Value};
 use serde_json::Value as Json;
@@ -69,28 +80,74 @@ impl fmt::Debug for Context {
     }
 }
 
+/// How long an evaluation may run on an async worker before [`offload`] moves it.
+pub const QUICK_SLICE: Duration = Duration::from_millis(20);
+
+std::thread_local! {
+    /// Set while [`offload`] runs an evaluation on the calling thread: its time limit.
+    static SLICE: std::cell::Cell<Option<Duration>> = const { std::cell::Cell::new(None) };
+    /// Set when an evaluation under [`SLICE`] ran out of its slice.
+    static SLOW: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `quick` (calls of an [`Evaluator`]) on this thread within
+/// [`QUICK_SLICE`]; if it runs longer, runs `slow` (the same calls, owning
+/// what they need) on a blocking thread with the evaluator's whole time.
+pub async fn offload<T: Send + 'static>(
+    quick: impl FnOnce() -> Result<T, String>,
+    slow: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    SLICE.with(|s| s.set(Some(QUICK_SLICE)));
+    SLOW.with(|s| s.set(false));
+    let answer = quick();
+    SLICE.with(|s| s.set(None));
+    if !SLOW.with(|s| s.replace(false)) {
+        return answer;
+    }
+    tokio::task::spawn_blocking(slow).await.map_err(|e| format!("the evaluation stopped: {e}"))?
+}
+
+/// What one expression or template may use: see the module's docs.
+#[derive(Debug, Clone, Copy)]
+pub struct Bounds {
+    /// Instructions (`executions.expression_fuel`).
+    pub fuel: u64,
+    /// Bytes built in all (`executions.expression_max_bytes`).
+    pub max_bytes: usize,
+    /// Time (`executions.expression_timeout_ms`).
+    pub timeout: Duration,
+}
+
+impl Bounds {
+    /// `fuel` instructions, with the default bounds of bytes and time.
+    pub fn with_fuel(fuel: u64) -> Self {
+        let defaults = crate::config::ExecutionsConfig::default();
+        Bounds { fuel, ..defaults.expression_bounds() }
+    }
+}
+
 /// Evaluates expressions and renders templates. Build one, share it (`&self` everywhere).
 pub struct Evaluator {
     env: Environment<'static>,
-    fuel: u64,
+    bounds: Bounds,
 }
 
 impl fmt::Debug for Evaluator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Evaluator").field("fuel", &self.fuel).finish()
+        f.debug_struct("Evaluator").field("bounds", &self.bounds).finish()
     }
 }
 
 impl Evaluator {
-    /// An evaluator whose every expression or template may run `fuel` instructions.
-    pub fn new(fuel: u64) -> Self {
+    /// An evaluator whose every expression or template is held to `bounds`.
+    pub fn new(bounds: Bounds) -> Self {
         let mut env = Environment::new();
         env.set_syntax(crate::api::types::template_syntax());
         env.set_undefined_behavior(UndefinedBehavior::Chainable);
-        env.set_fuel(Some(fuel.max(1)));
+        env.set_fuel(Some(bounds.fuel.max(1)));
         helpers::register(&mut env);
         env.set_unknown_method_callback(methods::call);
-        Evaluator { env, fuel }
+        Evaluator { env, bounds }
     }
 
     /// The value of an [`Expr`].
@@ -117,6 +174,36 @@ impl Evaluator {
         match template.0.strip_prefix(EXPR_PREFIX) {
             Some(source) => self.eval_str(source, &root(ctx)),
             None => self.render_str(&template.0, &root(ctx)).map(Json::String),
+        }
+    }
+
+    /// Runs one evaluation within [`Bounds`]; a bound it passed is the error,
+    /// naming its setting, whatever else it answered.
+    fn bounded<T>(
+        &self,
+        what: &str,
+        source: &str,
+        f: impl FnOnce() -> Result<T, String>,
+    ) -> Result<T, String> {
+        let slice = SLICE.with(|s| s.get()).filter(|s| *s < self.bounds.timeout);
+        let max_time = slice.unwrap_or(self.bounds.timeout);
+        let limits = Limits { max_bytes: self.bounds.max_bytes, max_time: Some(max_time) };
+        match minijinja::limits::with_limits(limits, f) {
+            (_, Some(Exceeded::Time(_))) if slice.is_some() => {
+                SLOW.with(|s| s.set(true));
+                Err("the evaluation needs more than its slice of an async worker".into())
+            }
+            (_, Some(Exceeded::Bytes(max))) => Err(format!(
+                "{what} `{}` would build more than the limit of {max} bytes \
+                 (executions.expression_max_bytes)",
+                excerpt(source)
+            )),
+            (_, Some(Exceeded::Time(max))) => Err(format!(
+                "{what} `{}` ran longer than the limit of {} ms (executions.expression_timeout_ms)",
+                excerpt(source),
+                max.as_millis()
+            )),
+            (answer, None) => answer,
         }
     }
 
@@ -151,13 +238,24 @@ impl Evaluator {
     fn eval_str(&self, source: &str, root: &Value) -> Result<Json, String> {
         let compiled =
             self.env.compile_expression(source).map_err(|e| compile_error("expression", source, &e))?;
-        let value = compiled.eval(root.clone()).map_err(|e| self.run_error("expression", source, &e))?;
-        to_json(&value).map_err(|e| format!("expression `{}`: {e}", excerpt(source)))
+        self.bounded("expression", source, || {
+            let value = compiled.eval(root.clone()).map_err(|e| self.run_error("expression", source, &e))?;
+            to_json(&value).map_err(|e| format!("expression `{}`: {e}", excerpt(source)))
+        })
     }
 
     fn render_str(&self, source: &str, root: &Value) -> Result<String, String> {
         let template =
             self.env.template_from_str(source).map_err(|e| compile_error("template", source, &e))?;
+        self.bounded("template", source, || self.render_compiled(&template, source, root))
+    }
+
+    fn render_compiled(
+        &self,
+        template: &minijinja::Template<'_, '_>,
+        source: &str,
+        root: &Value,
+    ) -> Result<String, String> {
         let mut out = crate::models::template::CappedWriter::default();
         match template.render_captured_to(root.clone(), &mut out) {
             Ok(_) => {}
@@ -179,7 +277,7 @@ impl Evaluator {
                 "{what} `{}` ran out of fuel: it took more than the limit of {} steps \
                  (executions.expression_fuel); is there a runaway loop?",
                 excerpt(source),
-                self.fuel
+                self.bounds.fuel
             );
         }
         format!("{what} `{}` failed: {}", excerpt(source), describe(e))

@@ -9,11 +9,13 @@
 //! ([`Outcome::Pause`]) with the conversation so far in the pause's state, and
 //! the step resumes from that state with the tool's result.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::api_call::{ApiCallPolicy, run_api_call};
-use super::expr::{Context, Evaluator};
+use super::expr::{Context, Evaluator, offload};
 use crate::api::types::{Agent, ChatSettings, PromptInput, PromptTools, Step, Task};
 use crate::api::types_tools::{ToolDef, ToolType};
 use crate::app::{App, Tenant};
@@ -31,7 +33,7 @@ pub struct StepEnv<'a> {
     pub task: &'a Task,
     /// The task's tools, plus the agent's when `inherit_tools` ([`task_tools`]).
     pub tools: &'a [ToolDef],
-    pub eval: &'a Evaluator,
+    pub eval: &'a Arc<Evaluator>,
     pub ctx: &'a Context,
     pub policy: &'a ApiCallPolicy,
     /// From [`super::api_call::http_client`] (it follows no redirects).
@@ -76,7 +78,11 @@ pub async fn prompt_step(
     let (provider, mut request) = base_request(env, settings.as_ref(), &offered, tool_choice.as_ref())?;
     let mut rounds = 0;
     match resume {
-        None => request.messages = messages(env, prompt)?,
+        None => {
+            let (eval, owned, ctx) = (env.eval.clone(), prompt.clone(), env.ctx.clone());
+            request.messages =
+                offload(|| messages(env.eval, prompt, env.ctx), move || messages(&eval, &owned, &ctx)).await?
+        }
         Some((state, result)) => {
             let paused: Paused = serde_json::from_value(state)
                 .map_err(|e| format!("the paused prompt step's state cannot be read: {e}"))?;
@@ -222,17 +228,17 @@ fn base_request(
 
 /// The step's messages: one user message from a template, a list of
 /// `{role, content}` templates, or an expression giving either.
-fn messages(env: &StepEnv<'_>, prompt: &PromptInput) -> Result<Vec<ChatMessage>, String> {
+fn messages(eval: &Evaluator, prompt: &PromptInput, ctx: &Context) -> Result<Vec<ChatMessage>, String> {
     let messages = match prompt {
-        PromptInput::Text(template) => messages_from(env.eval.render(template, env.ctx)?)?,
+        PromptInput::Text(template) => messages_from(eval.render(template, ctx)?)?,
         PromptInput::Messages(list) => list
             .iter()
             .map(|m| {
-                let content = env.eval.render_text(&m.content, env.ctx)?;
+                let content = eval.render_text(&m.content, ctx)?;
                 messages_from(json!([{"role": m.role, "content": content}])).map(|mut v| v.remove(0))
             })
             .collect::<Result<_, _>>()?,
-        PromptInput::Expr(expr) => messages_from(env.eval.eval(expr, env.ctx)?)?,
+        PromptInput::Expr(expr) => messages_from(eval.eval(expr, ctx)?)?,
     };
     if messages.is_empty() {
         return Err("prompt step: no messages to send".into());

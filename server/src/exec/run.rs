@@ -22,11 +22,11 @@ use tokio::sync::OwnedSemaphorePermit;
 use uuid::Uuid;
 
 use super::engine::Engine;
-use super::expr::Context;
+use super::expr::{Context, offload};
 use super::prompt::{Outcome, StepEnv, prompt_step, tool_call_step};
 use super::records::{ExecutionData, Paused, Snapshot, StoredSnapshot, TransitionData, commit_ops, read};
 use crate::api::types::{
-    Expr, Step, TransitionTarget, TransitionType, Workflows, parse_workflows, type_name,
+    Expr, Step, Template, TransitionTarget, TransitionType, Workflows, parse_workflows, type_name,
 };
 
 use crate::app::{Error, Tenant};
@@ -117,6 +117,8 @@ struct ListAt {
     place: String,
     key: String,
     top: bool,
+    /// How many lists this one is nested in (`main` is 0): see `executions.max_depth`.
+    depth: usize,
 }
 
 /// One call of a workflow (`main`, or a yielded one): its outputs so far, a
@@ -269,7 +271,7 @@ impl Run {
         self.commit(vec![init], |_| {}).await?;
         let workflows = self.workflows.as_ref().map_err(|e| Stop::Failed(e.clone()))?;
         let main = workflows.workflows.get("main").map(Vec::as_slice).unwrap_or_default();
-        let at = ListAt { place: "main".into(), key: "main".into(), top: true };
+        let at = ListAt { place: "main".into(), key: "main".into(), top: true, depth: 0 };
         let wf = Workflow::default();
         Ok(self.run_list(main, &at, (*self.input).clone(), &wf, false).await?.value())
     }
@@ -414,6 +416,14 @@ impl Run {
         branch: bool,
     ) -> BoxFuture<'a, Flowing<Flow>> {
         Box::pin(async move {
+            let max = self.engine.config.max_depth;
+            if at.depth > max {
+                return Err(Stop::Failed(format!(
+                    "at {}: steps nest deeper than the limit of {max} levels (executions.max_depth); \
+                     does a workflow yield to itself without end?",
+                    at.place
+                )));
+            }
             let mut last = first;
             for (i, step) in steps.iter().enumerate() {
                 match self.run_step(step, at, i, steps.len(), last, wf, branch).await? {
@@ -455,21 +465,40 @@ impl Run {
                 });
             }
             let place = format!("{}[{i}]", at.place);
-            self.step_body(step, &place, key, here, next, last, wf, branch).await.map_err(|stop| match stop {
-                Stop::Failed(msg) if !msg.starts_with("at ") => {
-                    Stop::Failed(format!("at {place} ({}): {msg}", step.kind()))
+            self.step_body(step, &place, key, here, next, last, wf, branch, at.depth).await.map_err(|stop| {
+                match stop {
+                    Stop::Failed(msg) if !msg.starts_with("at ") => {
+                        Stop::Failed(format!("at {place} ({}): {msg}", step.kind()))
+                    }
+                    other => other,
                 }
-                other => other,
             })
         })
     }
 
-    fn eval(&self, expr: &Expr, ctx: &Context) -> Flowing<Value> {
-        self.engine.eval.eval(expr, ctx).map_err(Stop::Failed)
+    /// An expression's value, off the async workers when it is slow (see [`offload`]).
+    async fn eval(&self, expr: &Expr, ctx: &Context) -> Flowing<Value> {
+        let (engine, owned, octx) = (self.engine.clone(), expr.clone(), ctx.clone());
+        offload(|| self.engine.eval.eval(expr, ctx), move || engine.eval.eval(&owned, &octx))
+            .await
+            .map_err(Stop::Failed)
     }
 
-    fn eval_object(&self, pairs: &[(String, Expr)], ctx: &Context) -> Flowing<Value> {
-        self.engine.eval.eval_object(pairs, ctx).map_err(Stop::Failed)
+    async fn eval_object(&self, pairs: &[(String, Expr)], ctx: &Context) -> Flowing<Value> {
+        let (engine, owned, octx) = (self.engine.clone(), pairs.to_vec(), ctx.clone());
+        offload(|| self.engine.eval.eval_object(pairs, ctx), move || engine.eval.eval_object(&owned, &octx))
+            .await
+            .map_err(Stop::Failed)
+    }
+
+    async fn render_text(&self, template: &Template, ctx: &Context) -> Flowing<String> {
+        let (engine, owned, octx) = (self.engine.clone(), template.clone(), ctx.clone());
+        offload(
+            || self.engine.eval.render_text(template, ctx),
+            move || engine.eval.render_text(&owned, &octx),
+        )
+        .await
+        .map_err(Stop::Failed)
     }
 
     fn env<'a>(&'a self, ctx: &'a Context) -> StepEnv<'a> {
@@ -523,17 +552,18 @@ impl Run {
         last: Value,
         wf: &Workflow,
         branch: bool,
+        depth: usize,
     ) -> Flowing<Flow> {
         let done = |v| Ok(Flow::Next(v));
         match step {
             Step::Evaluate(pairs) => {
                 let ctx = self.ctx(last, wf).await;
-                let out = self.eval_object(pairs, &ctx)?;
+                let out = self.eval_object(pairs, &ctx).await?;
                 done(self.step_done(key, out, here, next, |_| {}).await?)
             }
             Step::Log(template) => {
                 let ctx = self.ctx(last, wf).await;
-                let text = self.engine.eval.render_text(template, &ctx).map_err(Stop::Failed)?;
+                let text = self.render_text(template, &ctx).await?;
                 done(self.step_done(key, Value::String(text), here, next, |_| {}).await?)
             }
             Step::Get(name) => {
@@ -542,7 +572,7 @@ impl Run {
             }
             Step::Set(pairs) => {
                 let ctx = self.ctx(last, wf).await;
-                let out = self.eval_object(pairs, &ctx)?;
+                let out = self.eval_object(pairs, &ctx).await?;
                 let mut merged = self.journal.lock().await.data.state.clone();
                 if let Value::Object(m) = &out {
                     merged.extend(m.clone());
@@ -563,22 +593,22 @@ impl Run {
             }
             Step::Error(template) => {
                 let ctx = self.ctx(last, wf).await;
-                let text = self.engine.eval.render_text(template, &ctx).map_err(Stop::Failed)?;
+                let text = self.render_text(template, &ctx).await?;
                 Err(Stop::Failed(format!("at {place} (error): {text}")))
             }
             Step::Return(pairs) => {
                 let ctx = self.ctx(last, wf).await;
-                let out = self.eval_object(pairs, &ctx)?;
+                let out = self.eval_object(pairs, &ctx).await?;
                 Ok(Flow::Return(self.step_done(key, out, here, next, |_| {}).await?))
             }
             Step::If { cond, then, otherwise } => {
                 let ctx = self.ctx(last.clone(), wf).await;
-                let chosen = if truthy(&self.eval(cond, &ctx)?) {
+                let chosen = if truthy(&self.eval(cond, &ctx).await?) {
                     Some(("then".to_owned(), then))
                 } else {
                     otherwise.as_ref().map(|steps| ("else".to_owned(), steps))
                 };
-                self.branch(chosen, place, key, here, next, last, wf, branch).await
+                self.branch(chosen, place, key, here, next, last, wf, branch, depth).await
             }
             Step::Switch(cases) => {
                 let ctx = self.ctx(last.clone(), wf).await;
@@ -586,24 +616,25 @@ impl Run {
                 for (c, (case, steps)) in cases.iter().enumerate() {
                     let hit = match case {
                         None => true,
-                        Some(expr) => truthy(&self.eval(expr, &ctx)?),
+                        Some(expr) => truthy(&self.eval(expr, &ctx).await?),
                     };
                     if hit {
                         chosen = Some((format!("switch[{c}]"), steps));
                         break;
                     }
                 }
-                self.branch(chosen, place, key, here, next, last, wf, branch).await
+                self.branch(chosen, place, key, here, next, last, wf, branch, depth).await
             }
             Step::Foreach { items, body } => {
                 let ctx = self.ctx(last, wf).await;
-                let items = self.items(self.eval(items, &ctx)?, "foreach's `in`")?;
+                let items = self.items(self.eval(items, &ctx).await?, "foreach's `in`")?;
                 let mut outs = Vec::with_capacity(items.len());
                 for (idx, item) in items.into_iter().enumerate() {
                     let at = ListAt {
                         place: format!("{place}.foreach[{idx}]"),
                         key: format!("{key}.foreach[{idx}]"),
                         top: false,
+                        depth: depth + 1,
                     };
                     match self.run_list(body, &at, item, wf, branch).await? {
                         Flow::Return(v) => return Ok(Flow::Return(v)),
@@ -614,7 +645,7 @@ impl Run {
             }
             Step::MapReduce { over, map, reduce, initial, parallelism } => {
                 let ctx = self.ctx(last, wf).await;
-                let items = self.items(self.eval(over, &ctx)?, "map_reduce's `over`")?;
+                let items = self.items(self.eval(over, &ctx).await?, "map_reduce's `over`")?;
                 let max = self.engine.config.max_parallel_branches;
                 if *parallelism as usize > max {
                     return Err(Stop::Failed(format!(
@@ -623,7 +654,12 @@ impl Run {
                     )));
                 }
                 let n = items.len();
-                let at = ListAt { place: format!("{place}.map"), key: format!("{key}.map"), top: false };
+                let at = ListAt {
+                    place: format!("{place}.map"),
+                    key: format!("{key}.map"),
+                    top: false,
+                    depth: depth + 1,
+                };
                 let parallel = *parallelism > 1;
                 let runs = items.into_iter().enumerate().map(|(idx, item)| {
                     let at = &at;
@@ -650,7 +686,7 @@ impl Run {
                         for out in outs {
                             ctx.last = Arc::new(out);
                             ctx.results = Some(results.clone());
-                            results = Arc::new(self.eval(reduce, &ctx)?);
+                            results = Arc::new(self.eval(reduce, &ctx).await?);
                         }
                         Arc::unwrap_or_clone(results)
                     }
@@ -665,8 +701,12 @@ impl Run {
                         branches.len()
                     )));
                 }
-                let at =
-                    ListAt { place: format!("{place}.parallel"), key: format!("{key}.parallel"), top: false };
+                let at = ListAt {
+                    place: format!("{place}.parallel"),
+                    key: format!("{key}.parallel"),
+                    top: false,
+                    depth: depth + 1,
+                };
                 let n = branches.len();
                 let runs = branches.iter().enumerate().map(|(b, step)| {
                     let (at, last) = (&at, last.clone());
@@ -715,7 +755,7 @@ impl Run {
                 }
                 Self::no_wait_in_branch(branch, "wait_for_input")?;
                 let ctx = self.ctx(last, wf).await;
-                let info = self.eval_object(info, &ctx)?;
+                let info = self.eval_object(info, &ctx).await?;
                 self.wait(wait_key, json!({ "info": info }), here, next, None).await
             }
             Step::ToolCall { tool, arguments } => {
@@ -730,7 +770,7 @@ impl Run {
                     return done(self.step_done(key, out, here, next, |_| {}).await?);
                 }
                 let ctx = self.ctx(last, wf).await;
-                let args = self.eval_object(arguments, &ctx)?;
+                let args = self.eval_object(arguments, &ctx).await?;
                 match tool_call_step(&self.env(&ctx), tool, args).await.map_err(Stop::Failed)? {
                     Outcome::Done(out) => done(self.step_done(key, out, here, next, |_| {}).await?),
                     Outcome::Pause { call, state } => {
@@ -786,7 +826,7 @@ impl Run {
                     return Err(Stop::Failed(format!("the task has no workflow named '{workflow}'")));
                 };
                 let ctx = self.ctx(last, wf).await;
-                let args = self.eval_object(arguments, &ctx)?;
+                let args = self.eval_object(arguments, &ctx).await?;
                 let entry = target(workflow, 0);
                 let enter = vec![
                     Emit {
@@ -807,7 +847,12 @@ impl Run {
                     },
                 ];
                 let args = self.commit(enter, |_| {}).await?.pop().unwrap_or(Value::Null);
-                let at = ListAt { place: workflow.clone(), key: format!("{key}>{workflow}"), top: true };
+                let at = ListAt {
+                    place: workflow.clone(),
+                    key: format!("{key}>{workflow}"),
+                    top: true,
+                    depth: depth + 1,
+                };
                 let sub = Workflow::default();
                 let value = self.run_list(steps, &at, args, &sub, branch).await?.value();
                 let leave = vec![
@@ -846,11 +891,16 @@ impl Run {
         last: Value,
         wf: &Workflow,
         branch: bool,
+        depth: usize,
     ) -> Flowing<Flow> {
         let out = match chosen {
             Some((suffix, steps)) => {
-                let at =
-                    ListAt { place: format!("{place}.{suffix}"), key: format!("{key}.{suffix}"), top: false };
+                let at = ListAt {
+                    place: format!("{place}.{suffix}"),
+                    key: format!("{key}.{suffix}"),
+                    top: false,
+                    depth: depth + 1,
+                };
                 match self.run_list(steps, &at, last, wf, branch).await? {
                     Flow::Return(v) => return Ok(Flow::Return(v)),
                     Flow::Next(v) => v,

@@ -5,12 +5,18 @@
 //! context they are given (no file system, no `include`/`import`, no I/O).
 //! Undefined variables are *chainable*: `{{ agent.missing.deeper }}` renders
 //! as empty instead of failing. Runaway templates are stopped by fuel
-//! ([`RENDER_FUEL`] instructions) and an output cap ([`MAX_OUTPUT_BYTES`]).
+//! ([`RENDER_FUEL`] instructions), an output cap ([`MAX_OUTPUT_BYTES`]), a
+//! cap on every byte a render builds on the way ([`MAX_RENDER_BYTES`]:
+//! strings, lists and captured text, counted before they are allocated, so
+//! that `{{ 'x' | indent(10**12) }}` fails instead of asking for a terabyte)
+//! and a deadline ([`MAX_RENDER_TIME`]).
 
 use std::fmt;
 use std::io;
 use std::sync::LazyLock;
+use std::time::Duration;
 
+use minijinja::limits::{Exceeded, Limits};
 use minijinja::value::Serde;
 use minijinja::{Environment, ErrorKind, UndefinedBehavior, Value};
 
@@ -18,6 +24,10 @@ use minijinja::{Environment, ErrorKind, UndefinedBehavior, Value};
 pub const RENDER_FUEL: u64 = 500_000;
 /// Most bytes one render may produce.
 pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
+/// Most bytes one render may build in all, its output included.
+pub const MAX_RENDER_BYTES: usize = 32 << 20;
+/// Longest one render may run.
+pub const MAX_RENDER_TIME: Duration = Duration::from_millis(500);
 
 /// The built-in system prompt. Reads (all optional): `agent.name`,
 /// `agent.about`, `agent.instructions` (list of strings, or one string),
@@ -82,6 +92,9 @@ pub struct TemplateError {
     /// 1-based line in the template source, when known.
     pub line: Option<usize>,
     pub message: String,
+    /// It passed a bound of one render (bytes, time, fuel, output), not a
+    /// mistake of the template's own.
+    pub bound: bool,
 }
 
 impl fmt::Display for TemplateError {
@@ -99,7 +112,7 @@ impl From<minijinja::Error> for TemplateError {
             Some(detail) => format!("{}: {detail}", e.kind()),
             None => e.kind().to_string(),
         };
-        TemplateError { line: e.line().filter(|l| *l > 0), message }
+        TemplateError { line: e.line().filter(|l| *l > 0), message, bound: false }
     }
 }
 
@@ -129,7 +142,37 @@ pub fn render(src: &str, ctx: &serde_json::Value) -> Result<String, TemplateErro
     render_template(&env.template_from_str(src)?, ctx)
 }
 
+/// Renders a template whose source a client chose with no context: a template
+/// that passes a bound of one render ([`MAX_RENDER_BYTES`], [`MAX_RENDER_TIME`],
+/// [`RENDER_FUEL`], [`MAX_OUTPUT_BYTES`]) even so is refused when it is
+/// written, instead of at each use. Other errors (a filter given an undefined
+/// value) are left for the render with its context to report.
+pub fn check_bounds(src: &str) -> Result<(), TemplateError> {
+    match render(src, &serde_json::json!({})) {
+        Err(e) if e.bound => Err(e),
+        _ => Ok(()),
+    }
+}
+
 fn render_template(
+    template: &minijinja::Template<'_, '_>,
+    ctx: &serde_json::Value,
+) -> Result<String, TemplateError> {
+    let limits = Limits { max_bytes: MAX_RENDER_BYTES, max_time: Some(MAX_RENDER_TIME) };
+    let (rendered, exceeded) = minijinja::limits::with_limits(limits, || render_capped(template, ctx));
+    let message = match exceeded {
+        None => return rendered,
+        Some(Exceeded::Bytes(max)) => {
+            format!("the template would build more than {max} bytes, the limit of one render")
+        }
+        Some(Exceeded::Time(max)) => {
+            format!("the template ran longer than {} ms, the limit of one render", max.as_millis())
+        }
+    };
+    Err(TemplateError { line: None, message, bound: true })
+}
+
+fn render_capped(
     template: &minijinja::Template<'_, '_>,
     ctx: &serde_json::Value,
 ) -> Result<String, TemplateError> {
@@ -140,6 +183,7 @@ fn render_template(
             return Err(TemplateError {
                 line: None,
                 message: format!("the rendered text is longer than {MAX_OUTPUT_BYTES} bytes"),
+                bound: true,
             });
         }
         Err(e) if e.kind() == ErrorKind::OutOfFuel => {
@@ -148,12 +192,16 @@ fn render_template(
                 message: format!(
                     "the template ran too long (more than {RENDER_FUEL} steps); is there a runaway loop?"
                 ),
+                bound: true,
             });
         }
         Err(e) => return Err(e.into()),
     }
-    String::from_utf8(out.buf)
-        .map_err(|e| TemplateError { line: None, message: format!("the rendered text is not UTF-8: {e}") })
+    String::from_utf8(out.buf).map_err(|e| TemplateError {
+        line: None,
+        message: format!("the rendered text is not UTF-8: {e}"),
+        bound: false,
+    })
 }
 
 /// Collects output, refusing writes past [`MAX_OUTPUT_BYTES`] (templates here,
@@ -267,6 +315,42 @@ Cells are small.
         assert!(err.message.contains("ran too long"), "{err}");
         let err = render("{{ 'x' * 1000000 }}", &json!({})).unwrap_err();
         assert!(err.message.contains("longer than"), "{err}");
+    }
+
+    #[test]
+    fn templates_that_would_build_too_much_fail_before_allocating() {
+        for src in [
+            "{{ 'a\nb' | indent(10**12) }}",
+            "{{ ('x' * 10**7) | replace('x', 'x' * 100) }}",
+            "{{ [('x' * 10**7)] * 100 }}",
+            "{% set ns = namespace(s='x') %}{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+            "{% set big %}{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}{% endset %}",
+        ] {
+            let err = render(src, &json!({})).unwrap_err();
+            assert!(err.bound, "{src}: {err}");
+            assert!(
+                err.message.contains("limit of one render") || err.message.contains("longer than"),
+                "{src}: {err}"
+            );
+            assert!(check_bounds(src).is_err(), "{src}");
+        }
+        // A template that only fails for want of its context is left to its render.
+        assert!(check_bounds("{{ agent.name | upper }} {{ nope(1) }}").is_ok());
+        let two_lines = "{{ (agent.name ~ '\n' ~ agent.name) | indent(10**12) }}";
+        assert!(check_bounds(two_lines).is_ok(), "nothing to indent without a name: nothing built");
+        let err = render(two_lines, &json!({"agent": {"name": "Ada"}})).unwrap_err();
+        assert!(err.bound, "{err}");
+        assert!(check_bounds(DEFAULT_SYSTEM_TEMPLATE).is_ok());
+    }
+
+    #[test]
+    fn a_slow_template_stops_at_the_deadline() {
+        let src =
+            "{% set s = 'x' * 1000000 %}{% for i in range(100000) %}{% if 'y' in s %}{% endif %}{% endfor %}";
+        let started = std::time::Instant::now();
+        let err = render(src, &json!({})).unwrap_err();
+        assert!(err.bound && err.message.contains("ran longer than 500 ms"), "{err}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(3), "{:?}", started.elapsed());
     }
 
     #[test]

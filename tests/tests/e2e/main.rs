@@ -18,6 +18,7 @@ mod crash;
 mod disk_full;
 mod docs;
 mod executions;
+mod hardening;
 mod http_edge;
 mod idempotency;
 mod isolation;

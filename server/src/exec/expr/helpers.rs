@@ -42,10 +42,8 @@ fn str(v: &Value) -> Result<Value, Error> {
     Ok(match v.kind() {
         ValueKind::String => v.clone(),
         ValueKind::Undefined | ValueKind::None => Value::from("null"),
-        ValueKind::Seq | ValueKind::Map | ValueKind::Iterable => {
-            Value::from(to_json(v).map_err(invalid)?.to_string())
-        }
-        _ => Value::from(v.to_string()),
+        ValueKind::Seq | ValueKind::Map | ValueKind::Iterable => Value::from(json_text(v)?),
+        _ => Value::from(minijinja::limits::display(v)?),
     })
 }
 
@@ -89,7 +87,12 @@ fn float(v: &Value) -> Result<Value, Error> {
 fn items(v: &Value, function: &str) -> Result<Vec<Value>, Error> {
     match v.kind() {
         ValueKind::Seq | ValueKind::Iterable | ValueKind::Map | ValueKind::String => {
-            Ok(v.try_iter()?.collect())
+            let mut out = Vec::new();
+            for item in v.try_iter()? {
+                minijinja::limits::charge_items(1)?;
+                out.push(item);
+            }
+            Ok(out)
         }
         kind => Err(invalid(format!("{function}() of a {kind}: expected a list"))),
     }
@@ -173,12 +176,14 @@ fn dict(v: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
             ValueKind::Undefined | ValueKind::None => {}
             ValueKind::Map => {
                 for key in v.try_iter()? {
+                    minijinja::limits::charge_items(2)?;
                     let item = v.get_item(&key)?;
                     out.push((key, item));
                 }
             }
             ValueKind::Seq | ValueKind::Iterable => {
                 for pair in v.try_iter()? {
+                    minijinja::limits::charge_items(2)?;
                     match pair.len() {
                         Some(2) if !matches!(pair.kind(), ValueKind::String | ValueKind::Map) => {
                             out.push((pair.get_item_by_index(0)?, pair.get_item_by_index(1)?));
@@ -207,16 +212,29 @@ fn map_of(v: &Value, function: &str) -> Result<(), Error> {
 
 fn keys(v: &Value) -> Result<Value, Error> {
     map_of(v, "keys")?;
+    minijinja::limits::charge_items(v.len().unwrap_or(0))?;
     Ok(Value::from(v.try_iter()?.collect::<Vec<_>>()))
 }
 
 fn values(v: &Value) -> Result<Value, Error> {
     map_of(v, "values")?;
+    minijinja::limits::charge_items(v.len().unwrap_or(0))?;
     Ok(Value::from(v.try_iter()?.map(|k| v.get_item(&k)).collect::<Result<Vec<_>, _>>()?))
 }
 
 fn json_dumps(v: &Value) -> Result<Value, Error> {
-    Ok(Value::from(to_json(v).map_err(invalid)?.to_string()))
+    Ok(Value::from(json_text(v)?))
+}
+
+/// `v` as JSON text; the value and its text are both charged to the evaluation's budget.
+fn json_text(v: &Value) -> Result<String, Error> {
+    let json = to_json(v).map_err(invalid)?;
+    let mut out = String::new();
+    let mut w = minijinja::limits::Charged(&mut out);
+    std::fmt::Write::write_fmt(&mut w, format_args!("{json}")).map_err(|_| {
+        minijinja::limits::charge(0).err().unwrap_or_else(|| invalid("JSON text failed".into()))
+    })?;
+    Ok(out)
 }
 
 fn json_loads(s: &str) -> Result<Value, Error> {

@@ -18,6 +18,13 @@ pub(super) fn call(_state: &mut State, value: &Value, method: &str, args: &[Valu
 
 fn string_method(s: &str, method: &str, args: &[Value]) -> Result<Value, Error> {
     let text = |t: String| Ok(Value::from(t));
+    // What a method builds is charged to the evaluation's budget before it is built.
+    let charge = minijinja::limits::charge;
+    match method {
+        "upper" | "lower" | "title" | "capitalize" => charge(s.len().saturating_mul(3))?,
+        "strip" | "lstrip" | "rstrip" | "split" | "splitlines" => charge(s.len())?,
+        _ => {}
+    }
     match method {
         "upper" => text(s.to_uppercase()),
         "lower" => text(s.to_lowercase()),
@@ -48,22 +55,44 @@ fn string_method(s: &str, method: &str, args: &[Value]) -> Result<Value, Error> 
             let limit = maxsplit.filter(|n| *n >= 0).map(|n| n as usize + 1).unwrap_or(usize::MAX);
             let parts: Vec<Value> = match sep {
                 Some("") => return Err(Error::new(ErrorKind::InvalidOperation, "split(): empty separator")),
-                Some(sep) => s.splitn(limit, sep).map(Value::from).collect(),
-                None => s.split_whitespace().map(Value::from).collect(),
+                Some(sep) => {
+                    minijinja::limits::charge_items(s.matches(sep).count() + 1)?;
+                    s.splitn(limit, sep).map(Value::from).collect()
+                }
+                None => {
+                    minijinja::limits::charge_items(s.split_whitespace().count())?;
+                    s.split_whitespace().map(Value::from).collect()
+                }
             };
             Ok(Value::from(parts))
         }
-        "splitlines" => Ok(Value::from(s.lines().map(Value::from).collect::<Vec<_>>())),
+        "splitlines" => {
+            minijinja::limits::charge_items(s.lines().count())?;
+            Ok(Value::from(s.lines().map(Value::from).collect::<Vec<_>>()))
+        }
         "join" => {
             let (items,): (Value,) = from_args(args)?;
-            let parts: Vec<String> = items
-                .try_iter()?
-                .map(|item| item.as_str().map(str::to_string).unwrap_or_else(|| item.to_string()))
-                .collect();
-            text(parts.join(s))
+            let mut out = String::new();
+            for (i, item) in items.try_iter()?.enumerate() {
+                if i > 0 {
+                    charge(s.len())?;
+                    out.push_str(s);
+                }
+                match item.as_str() {
+                    Some(part) => {
+                        charge(part.len())?;
+                        out.push_str(part);
+                    }
+                    None => out.push_str(&minijinja::limits::display(&item)?),
+                }
+            }
+            text(out)
         }
         "replace" => {
             let (old, new, count): (&str, &str, Option<i64>) = from_args(args)?;
+            let matches = if old.is_empty() { s.chars().count() + 1 } else { s.matches(old).count() };
+            let matches = count.filter(|n| *n >= 0).map_or(matches, |n| matches.min(n as usize));
+            charge(s.len().saturating_add(matches.saturating_mul(new.len())))?;
             text(match count.filter(|n| *n >= 0) {
                 Some(n) => s.replacen(old, new, n as usize),
                 None => s.replace(old, new),

@@ -31,7 +31,8 @@ fn ctx() -> Context {
 }
 
 fn eval(src: &str) -> Result<Json, String> {
-    Evaluator::new(100_000).eval(&Expr(Json::String(src.into())), &ctx())
+    Evaluator::new(crate::exec::expr::Bounds::with_fuel(100_000))
+        .eval(&Expr(Json::String(src.into())), &ctx())
 }
 
 fn ok(src: &str) -> Json {
@@ -77,7 +78,7 @@ fn whole_values_come_back_as_they_were() {
     assert_eq!(ok("inputs"), json!([{"topic": "cats", "n": 3}]));
     assert_eq!(ok("outputs"), json!([{"a": 1}, {"a": 2}]));
     let big = json!(u64::MAX);
-    let ev = Evaluator::new(1000);
+    let ev = Evaluator::new(crate::exec::expr::Bounds::with_fuel(1000));
     assert_eq!(ev.eval(&Expr(json!("_")), &ctx_with(big.clone())).unwrap(), big);
     assert_eq!(ev.eval(&Expr(json!("_")), &ctx_with(json!(-3))).unwrap(), json!(-3));
 }
@@ -97,13 +98,13 @@ fn missing_values_are_null() {
 fn results_in_reduce() {
     let mut c = ctx_with(json!(4));
     c.results = Some(Arc::new(json!([1, 2])));
-    let ev = Evaluator::new(1000);
+    let ev = Evaluator::new(crate::exec::expr::Bounds::with_fuel(1000));
     assert_eq!(ev.eval(&Expr(json!("results + [_]")), &c).unwrap(), json!([1, 2, 4]));
 }
 
 #[test]
 fn literals_with_expressions_inside() {
-    let ev = Evaluator::new(1000);
+    let ev = Evaluator::new(crate::exec::expr::Bounds::with_fuel(1000));
     let expr = Expr(
         json!({"plain": "just text", "e": "$ _.x * 10", "list": [1, "$ _.k", {"n": "$ len(_.items)"}], "t": true}),
     );
@@ -177,7 +178,7 @@ fn comparisons_of_context_values_and_literals() {
         ok("_.x is number and _.name is string and _.items is sequence and _ is mapping"),
         json!(true)
     );
-    let ev = Evaluator::new(10_000);
+    let ev = Evaluator::new(crate::exec::expr::Bounds::with_fuel(10_000));
     let t = Template("{% for k, v in _.items[1] | items %}{{ k }}={{ v }};{% endfor %}".into());
     assert_eq!(ev.render(&t, &ctx()).unwrap(), json!("a=5;b=q;"));
 }
@@ -208,11 +209,11 @@ fn compile_and_run_errors_name_the_expression() {
 fn fuel_stops_runaway_expressions() {
     // Expressions have no loops (filters run natively, over bounded data), so
     // only a tiny fuel stops one; templates' loops are where fuel matters.
-    let tiny = Evaluator::new(3);
+    let tiny = Evaluator::new(crate::exec::expr::Bounds::with_fuel(3));
     let e = tiny.eval(&Expr(json!("_.x + 1 + 2 + 3 + 4")), &ctx()).expect_err("too much work for 3 fuel");
     assert!(e.contains("ran out of fuel"), "{e}");
     assert!(e.contains("limit of 3 steps") && e.contains("executions.expression_fuel"), "{e}");
-    let ev = Evaluator::new(1_000);
+    let ev = Evaluator::new(crate::exec::expr::Bounds::with_fuel(1_000));
     let t = Template("{% for i in range(100000) %}{% endfor %}".into());
     let e = ev.render(&t, &ctx()).unwrap_err();
     assert!(e.contains("executions.expression_fuel"), "{e}");
@@ -220,7 +221,7 @@ fn fuel_stops_runaway_expressions() {
 
 #[test]
 fn templates() {
-    let ev = Evaluator::new(100_000);
+    let ev = Evaluator::new(crate::exec::expr::Bounds::with_fuel(100_000));
     let t = |s: &str| Template(s.to_string());
     assert_eq!(
         ev.render(&t("Write about {{ inputs[0].topic }}."), &ctx()).unwrap(),
@@ -249,7 +250,7 @@ fn eval_over_a_big_context_is_cheap() {
     let mut c = ctx_with(json!({"x": 1}));
     c.task = Arc::new(json!({"name": "big", "main": steps}));
     c.outputs = Arc::new(Json::Array(outputs));
-    let ev = Evaluator::new(100_000);
+    let ev = Evaluator::new(crate::exec::expr::Bounds::with_fuel(100_000));
     let exprs = [Expr(json!("_.x + 1")), Expr(json!("outputs[-1].x")), Expr(json!("len(outputs)"))];
     let rounds = 2_000;
     let started = Instant::now();
@@ -261,4 +262,155 @@ fn eval_over_a_big_context_is_cheap() {
     let per_eval = started.elapsed() / (rounds * exprs.len() as u32);
     println!("one eval over a 1,000-step task and 1,000 outputs: {per_eval:?}");
     assert_eq!(ev.eval(&exprs[1], &c).unwrap(), json!(999));
+}
+
+fn bounded(max_bytes: usize, timeout_ms: u64) -> Evaluator {
+    Evaluator::new(crate::exec::expr::Bounds {
+        fuel: 100_000,
+        max_bytes,
+        timeout: std::time::Duration::from_millis(timeout_ms),
+    })
+}
+
+/// Each of these asked for gigabytes to terabytes in one instruction (or a
+/// few): every one now fails before allocating, naming the setting.
+#[test]
+fn values_that_would_pass_the_byte_bound_fail_before_they_are_built() {
+    let ev = bounded(8 << 20, 10_000);
+    let bombs = [
+        "'a\\nb' | indent(10**12)",
+        "('a\\n' * 1000) | indent(10**9)",
+        "'x' * 10**8",
+        "('x' * 10**6) | replace('x', 'x' * 100)",
+        "[('x' * 10**6)] * 100",
+        "[1] * 10**8",
+        "('x' * 10**6) ~ ('x' * 10**6) ~ ('x' * 10**6) ~ ('x' * 10**6) ~ ('x' * 10**6) ~ ('x' * 10**6) ~ ('x' * 10**6) ~ ('x' * 10**6) ~ ('x' * 10**6)",
+        "', '.join([('x' * 10**6)] * 100)",
+        "','.join([('x' * 10**6)] * 100)",
+        "json_dumps([('x' * 10**6)] * 100)",
+        "str([('x' * 10**6)] * 100)",
+        "'%0999999999d' | format(1)",
+        "(('x' * 10**6) | list) | length",
+        "('x' * 10**6).upper() ~ ('x' * 10**6).upper() ~ ('x' * 10**6).upper()",
+        "('ab' * 10**6).split('b') | length",
+        "[('x' * 10**6), ('y' * 10**6), ('z' * 10**6), ('w' * 10**6), ('v' * 10**6), ('u' * 10**6), ('t' * 10**6), ('s' * 10**6), ('r' * 10**6)]",
+    ];
+    for src in bombs {
+        let started = Instant::now();
+        let e = ev.eval(&Expr(json!(src)), &ctx()).expect_err(src);
+        assert!(
+            e.contains("would build more than the limit of 8388608 bytes (executions.expression_max_bytes)"),
+            "{src}: {e}"
+        );
+        assert!(started.elapsed().as_secs() < 5, "{src} took {:?}", started.elapsed());
+    }
+    // Templates too: text captured by `set` blocks and doubled in a loop.
+    let doubling = "{% set ns = namespace(s='x') %}{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s | length }}";
+    let e = ev.render(&Template(doubling.into()), &ctx()).unwrap_err();
+    assert!(e.contains("executions.expression_max_bytes"), "{e}");
+    let captured =
+        "{% set big %}{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}{% endset %}{{ big | length }}";
+    let e = ev.render(&Template(captured.into()), &ctx()).unwrap_err();
+    assert!(e.contains("executions.expression_max_bytes"), "{e}");
+    // What stays within the bound works as before.
+    assert_eq!(ev.eval(&Expr(json!("('x' * 1000) | length")), &ctx()).unwrap(), json!(1000));
+    assert_eq!(ev.eval(&Expr(json!("'a\\nb' | indent(2)")), &ctx()).unwrap(), json!("a\n  b"));
+}
+
+#[test]
+fn a_slow_evaluation_stops_at_its_time_bound() {
+    let ev = bounded(64 << 20, 50);
+    let scan =
+        "{% set s = 'x' * 1000000 %}{% for i in range(100000) %}{% if 'y' in s %}{% endif %}{% endfor %}";
+    let started = Instant::now();
+    let e = ev.render(&Template(scan.into()), &ctx()).unwrap_err();
+    assert!(e.contains("ran longer than the limit of 50 ms (executions.expression_timeout_ms)"), "{e}");
+    assert!(started.elapsed().as_secs() < 5, "{:?}", started.elapsed());
+}
+
+/// The bounds hold random compositions of the operations that grow
+/// values, in a child process whose address space is limited: an evaluation
+/// that allocated past the bound would abort the child ("memory allocation of
+/// N bytes failed"), failing this test.
+#[test]
+fn random_growing_expressions_stay_within_a_memory_bound() {
+    const CHILD: &str = "AGENT_PLATFORM_EXPR_FUZZ_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        return fuzz_random_expressions();
+    }
+    if std::process::Command::new("prlimit").arg("--version").output().is_err() {
+        panic!("prlimit (util-linux) is needed to limit the child's address space");
+    }
+    let exe = std::env::current_exe().expect("the test binary");
+    let out = std::process::Command::new("prlimit")
+        .arg(format!("--as={}", 3u64 << 30))
+        .arg("--")
+        .arg(exe)
+        .args([
+            "exec::expr::tests::random_growing_expressions_stay_within_a_memory_bound",
+            "--exact",
+            "--nocapture",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .expect("the child runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "the child failed ({:?}):\n{text}", out.status);
+    assert!(text.contains("random expressions evaluated"), "{text}");
+}
+
+fn fuzz_random_expressions() {
+    use rand::SeedableRng;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(40);
+    // The default bounds, but for a smaller budget of bytes (the bound is
+    // the same code; a debug build takes a while to build 64 MiB 300 times).
+    let ev = bounded(8 << 20, 500);
+    let (mut failed, mut bounded) = (0, 0);
+    let rounds = 200;
+    for _ in 0..rounds {
+        let src = random_expr(&mut rng, 3);
+        let started = Instant::now();
+        match ev.eval(&Expr(json!(src)), &ctx()) {
+            Ok(v) => assert!(serde_json::to_vec(&v).unwrap().len() <= 8 << 20, "{src}"),
+            Err(e) => {
+                failed += 1;
+                if e.contains("executions.expression_max_bytes")
+                    || e.contains("executions.expression_timeout_ms")
+                {
+                    bounded += 1;
+                }
+            }
+        }
+        assert!(started.elapsed().as_secs() < 10, "{src} took {:?}", started.elapsed());
+    }
+    println!("{rounds} random expressions evaluated: {failed} failed, {bounded} of them at a bound");
+    assert!(bounded > rounds / 10, "the generator should often pass the bound: {bounded}");
+}
+
+/// A random expression whose value is a string, built from operations that grow values.
+fn random_expr(rng: &mut impl rand::Rng, depth: u32) -> String {
+    use rand::Rng;
+    fn n(rng: &mut impl Rng) -> String {
+        10u64.pow(rng.random_range(0..=12)).to_string()
+    }
+    if depth == 0 {
+        return format!("('ab\\n' * {})", 10u64.pow(rng.random_range(0..=7)));
+    }
+    let inner = random_expr(rng, depth - 1);
+    match rng.random_range(0..14) {
+        0 => format!("({inner} * {})", n(rng)),
+        1 => format!("({inner} | indent({}))", n(rng)),
+        2 => format!("({inner} | replace('a', {}))", random_expr(rng, depth - 1)),
+        3 => format!("({inner} ~ {inner})"),
+        4 => format!("(', '.join([{inner}] * {}))", n(rng)),
+        5 => format!("json_dumps([{inner}] * {})", n(rng)),
+        6 => format!("str([{inner}, {inner}] * {})", n(rng)),
+        7 => format!("({inner} | upper)"),
+        8 => format!("({inner}.replace('b', {inner}))"),
+        9 => format!("(({inner} | list) | join('-'))"),
+        10 => format!("('%0{}d' | format(1))", n(rng)),
+        11 => format!("({inner} + {inner})"),
+        12 => format!("(({inner}).split('a') | join({inner}))"),
+        _ => format!("({inner} | title | trim)"),
+    }
 }

@@ -184,15 +184,23 @@ fn to_json_at(value: &Value, depth: usize) -> Result<Json, String> {
         return Err(format!("the value nests deeper than {MAX_DEPTH} levels"));
     }
     if let Some(node) = value.downcast_object_ref::<LazyJson>() {
+        charge(weight(node.node()))?;
         return Ok(node.node().clone());
     }
+    charge(NODE_BYTES)?;
     Ok(match value.kind() {
         ValueKind::Undefined | ValueKind::None => Json::Null,
         ValueKind::Bool => Json::Bool(value.is_true()),
         ValueKind::Number => number_to_json(value),
-        ValueKind::String => Json::String(value.as_str().unwrap_or_default().to_string()),
+        ValueKind::String => {
+            let s = value.as_str().unwrap_or_default();
+            charge(s.len())?;
+            Json::String(s.to_string())
+        }
         ValueKind::Bytes => {
-            Json::String(String::from_utf8_lossy(value.as_bytes().unwrap_or_default()).into_owned())
+            let b = value.as_bytes().unwrap_or_default();
+            charge(b.len())?;
+            Json::String(String::from_utf8_lossy(b).into_owned())
         }
         ValueKind::Seq | ValueKind::Iterable => {
             let iter = value.try_iter().map_err(|e| e.to_string())?;
@@ -201,6 +209,7 @@ fn to_json_at(value: &Value, depth: usize) -> Result<Json, String> {
         ValueKind::Map => {
             let mut out = serde_json::Map::new();
             for key in value.try_iter().map_err(|e| e.to_string())? {
+                charge(key.as_str().map_or(NODE_BYTES, str::len))?;
                 let item = value.get_item(&key).map_err(|e| e.to_string())?;
                 let key = match key.as_str() {
                     Some(s) => s.to_string(),
@@ -214,6 +223,26 @@ fn to_json_at(value: &Value, depth: usize) -> Result<Json, String> {
         // Functions, macros and other plain objects: their printed form.
         _ => Json::String(value.to_string()),
     })
+}
+
+/// What one JSON node costs beyond its text, as [`charge`]d.
+const NODE_BYTES: usize = std::mem::size_of::<Json>();
+
+/// Charges `bytes` about to be built against the evaluation's budget
+/// (`minijinja::limits`): a result is converted within it too.
+fn charge(bytes: usize) -> Result<(), String> {
+    minijinja::limits::charge(bytes).map_err(|e| e.to_string())
+}
+
+/// About what a copy of `json` costs: its text and a node each.
+fn weight(json: &Json) -> usize {
+    NODE_BYTES
+        + match json {
+            Json::String(s) => s.len(),
+            Json::Array(items) => items.iter().map(weight).sum(),
+            Json::Object(map) => map.iter().map(|(k, v)| k.len() + weight(v)).sum(),
+            _ => 0,
+        }
 }
 
 fn number_to_json(value: &Value) -> Json {

@@ -29,7 +29,7 @@ struct Fixture {
     agent: Agent,
     task: Task,
     tools: Vec<ToolDef>,
-    eval: Evaluator,
+    eval: std::sync::Arc<Evaluator>,
     ctx: Context,
     policy: ApiCallPolicy,
     http: reqwest::Client,
@@ -91,7 +91,7 @@ impl Fixture {
             agent,
             task,
             tools,
-            eval: Evaluator::new(100_000),
+            eval: std::sync::Arc::new(Evaluator::new(crate::exec::expr::Bounds::with_fuel(100_000))),
             ctx,
             policy: ApiCallPolicy {
                 allowed_hosts: vec![target.to_string()],

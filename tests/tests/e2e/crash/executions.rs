@@ -7,7 +7,10 @@
 //! is resumed by the check), and its transitions must start with `init`, obey
 //! the contract's allowed-next table, never repeat one (ids unique, no two of
 //! the same type and place in a row, as a re-run would show) and keep every
-//! transition seen at an earlier check, in order.
+//! transition seen at an earlier check, in order. Two tasks are poisoned: a
+//! step that asks for a terabyte and a workflow that yields to itself; each
+//! must fail naming its limit, and the server must never die of them (before
+//! their bounds, either one aborted the process at every restart).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -38,10 +41,31 @@ enum Flavor {
     Foreach,
     Prompt,
     Map,
+    /// Poisoned: a step whose expression would build a terabyte.
+    Bomb,
+    /// Poisoned: a workflow that yields to itself without end.
+    Recurse,
 }
 
 impl Flavor {
-    const ALL: [Flavor; 5] = [Flavor::Sleep, Flavor::Wait, Flavor::Foreach, Flavor::Prompt, Flavor::Map];
+    const ALL: [Flavor; 7] = [
+        Flavor::Sleep,
+        Flavor::Wait,
+        Flavor::Foreach,
+        Flavor::Prompt,
+        Flavor::Map,
+        Flavor::Bomb,
+        Flavor::Recurse,
+    ];
+
+    /// The setting a poisoned task's execution must fail naming.
+    fn poison(self) -> Option<&'static str> {
+        match self {
+            Flavor::Bomb => Some("executions.expression_max_bytes"),
+            Flavor::Recurse => Some("executions.max_depth"),
+            _ => None,
+        }
+    }
 
     fn task(self) -> Value {
         let (name, main) = match self {
@@ -76,10 +100,18 @@ impl Flavor {
                     {"workflow": "wrap", "arguments": {"s": "_"}},
                 ]),
             ),
+            Flavor::Bomb => (
+                "exec-bomb",
+                json!([{"evaluate": {"n": "_.n"}}, {"evaluate": {"x": "'a\\nb' | indent(10**12)"}}]),
+            ),
+            Flavor::Recurse => ("exec-recurse", json!([{"workflow": "again", "arguments": {"n": "_.n"}}])),
         };
         let mut task = json!({"name": name, "main": main, "metadata": {"tag": name}});
         if self == Flavor::Map {
             task["wrap"] = json!([{"return": {"sum": "_.s"}}]);
+        }
+        if self == Flavor::Recurse {
+            task["again"] = json!([{"workflow": "again", "arguments": {"n": "_.n + 1"}}]);
         }
         task
     }
@@ -91,6 +123,7 @@ impl Flavor {
             Flavor::Foreach => json!({"n": k}),
             Flavor::Prompt => json!({"said": format!("say {n}")}),
             Flavor::Map => json!({"sum": (0..k).map(|i| i * i).sum::<u64>()}),
+            Flavor::Bomb | Flavor::Recurse => Value::Null,
         }
     }
 }
@@ -152,7 +185,7 @@ impl Figures {
     pub(super) fn print(&self) {
         eprintln!(
             "  executions: {} started and acknowledged, {} more found after a start in flight; {} not ended \
-             at a kill and carried on after the restart; {} finished (succeeded with the expected output), \
+             at a kill and carried on after the restart; {} finished as their task computes (poisoned ones failing naming their limit), \
              {} resumed by clients, {} by the checks after a restart; {} transitions checked\n  \
              executions lost: {}, ended wrong: {}, repeated transitions: {}, transitions against the table: {}, \
              unexpected: {}",
@@ -459,12 +492,17 @@ async fn check(api: &Api, id: Uuid, run: &Run, resume: Resume, notes: &mut Notes
     let (flavor, n, k, seen) = (run.flavor, run.n, run.k, &run.seen);
     let (_, e) = api.get(&format!("/api/executions/{id}")).await;
     let expected = flavor.expected(n, k);
-    if e["status"] == "succeeded" && e["output"] == expected {
+    let as_expected = match flavor.poison() {
+        Some(setting) => e["status"] == "failed" && e["error"].as_str().is_some_and(|m| m.contains(setting)),
+        None => e["status"] == "succeeded" && e["output"] == expected,
+    };
+    if as_expected {
         notes.succeeded = true;
     } else if TERMINAL.iter().any(|s| e["status"] == *s) {
+        let wanted = flavor.poison().map_or(expected.to_string(), |s| format!("a failure naming {s}"));
         notes
             .wrong
-            .push(format!("execution {id} ({flavor:?}) ended {}, not with {expected}: {e}", e["status"]));
+            .push(format!("execution {id} ({flavor:?}) ended {}, not with {wanted}: {e}", e["status"]));
     }
     let Some(ts) = transitions(api, id, notes).await else { return seen.to_vec() };
     let ended = TERMINAL.iter().any(|s| e["status"] == *s);
