@@ -489,6 +489,7 @@ fn offsets(seed: u64, n: usize, range: std::ops::Range<u64>) -> Vec<u64> {
 }
 
 /// Cuts `prepared`'s db at each of `cuts` and checks each start; returns (refused, served).
+/// The store uncut is served whole first: refusing every store would pass the rest.
 fn cut_at_each(
     what: &str,
     prepared: &Path,
@@ -497,6 +498,8 @@ fn cut_at_each(
     acked: &BTreeSet<String>,
 ) -> (usize, usize) {
     let started = Instant::now();
+    let len = std::fs::metadata(db(prepared)).unwrap().len();
+    assert_eq!(start_on_cut(prepared, len, key, acked), Outcome::Served, "{what}: refused uncut");
     let outcomes: Vec<_> = cuts.iter().map(|&at| start_on_cut(prepared, at, key, acked)).collect();
     let served = outcomes.iter().filter(|o| **o == Outcome::Served).count();
     eprintln!(
