@@ -20,6 +20,15 @@
 //! thread writes it to the manifest at most once a second (the writer never
 //! waits for the manifest). The manifest is always replaced atomically: a temp
 //! file, fsync, rename, fsync of the directory.
+//!
+//! Beside it, `checkpoint` ([`DurablePoint`]) keeps, for the last group the
+//! writer made durable, the size of the `db` file then and the durable
+//! sequence: the writer overwrites it in place (one `pwrite`, no fsync) after
+//! every durable group and before answering any of its commits. A killed
+//! process's writes are in the page cache, so after a kill it holds the size
+//! under which every acknowledged write lies; sled never shrinks the file (see
+//! `server/vendor/sled/PATCHED.md`), so a `db` file shorter than that lost
+//! acknowledged data, whatever sled's recovery would make of what is left.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -36,6 +45,8 @@ use uuid::Uuid;
 
 /// The manifest's file name in the data dir.
 pub const MANIFEST_FILE: &str = "manifest.json";
+/// The file of the last durable point ([`DurablePoint`]) in the data dir.
+pub const POINT_FILE: &str = "checkpoint";
 /// The layout the manifest describes; a newer one is refused by older binaries.
 ///
 /// - 1: release 0.1.0 and before.
@@ -163,6 +174,92 @@ impl FileFingerprint {
 /// single-client write rate. A checkpoint trails by a second anyway, and a
 /// clean stop writes the exact count.
 const STAGE_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// What the writer last made durable: the `db` file's size right after the
+/// flush (every acknowledged write lies below it) and the durable sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DurablePoint {
+    pub store_id: Uuid,
+    pub commits: u64,
+    pub db_bytes: u64,
+}
+
+const POINT_MAGIC: &[u8; 8] = b"apckpt\x00\x01";
+const POINT_LEN: usize = 48;
+
+impl DurablePoint {
+    /// Magic, store id, commits, db bytes, then the first 8 bytes of the
+    /// SHA-256 of those: 48 bytes, within one disk sector.
+    fn encode(&self) -> [u8; POINT_LEN] {
+        let mut out = [0u8; POINT_LEN];
+        out[..8].copy_from_slice(POINT_MAGIC);
+        out[8..24].copy_from_slice(self.store_id.as_bytes());
+        out[24..32].copy_from_slice(&self.commits.to_be_bytes());
+        out[32..40].copy_from_slice(&self.db_bytes.to_be_bytes());
+        let sum = Sha256::digest(&out[..40]);
+        out[40..].copy_from_slice(&sum[..8]);
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> Option<DurablePoint> {
+        let bytes: &[u8; POINT_LEN] = bytes.try_into().ok()?;
+        let word = |at: usize| u64::from_be_bytes(bytes[at..at + 8].try_into().expect("8 bytes"));
+        (&bytes[..8] == POINT_MAGIC && Sha256::digest(&bytes[..40])[..8] == bytes[40..]).then(|| {
+            DurablePoint {
+                store_id: Uuid::from_slice(&bytes[8..24]).expect("16 bytes"),
+                commits: word(24),
+                db_bytes: word(32),
+            }
+        })
+    }
+
+    /// Reads the point of `dir`: `Ok(None)` when there is none.
+    pub fn read(dir: &Path) -> Result<Option<DurablePoint>, String> {
+        let path = dir.join(POINT_FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) => DurablePoint::decode(&bytes).map(Some).ok_or_else(|| {
+                format!("{} is damaged ({} bytes that do not check)", path.display(), bytes.len())
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+        }
+    }
+}
+
+/// The writer's handle on [`POINT_FILE`] and on the `db` file whose size it records.
+#[derive(Debug)]
+pub struct PointFile {
+    file: File,
+    db: File,
+    store_id: Uuid,
+}
+
+impl PointFile {
+    /// Writes the point of a store just opened (`commits` durable, the `db`
+    /// file as it is) durably, and opens the file for [`PointFile::record`].
+    pub fn create(dir: &Path, store_id: Uuid, commits: u64) -> std::io::Result<PointFile> {
+        let db = File::open(dir.join(DB_FILE))?;
+        let point = DurablePoint { store_id, commits, db_bytes: db.metadata()?.len() };
+        let tmp = dir.join(format!("{POINT_FILE}.tmp"));
+        {
+            let mut f = File::create(&tmp)?;
+            f.write_all(&point.encode())?;
+            f.sync_all()?;
+        }
+        std::fs::rename(&tmp, dir.join(POINT_FILE))?;
+        File::open(dir)?.sync_all()?;
+        let file = std::fs::OpenOptions::new().write(true).open(dir.join(POINT_FILE))?;
+        Ok(PointFile { file, db, store_id })
+    }
+
+    /// Records `commits` and the `db` file's size now, in place, without
+    /// fsync. Call right after a flush succeeded and before anyone hears of it.
+    pub fn record(&self, commits: u64) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let point = DurablePoint { store_id: self.store_id, commits, db_bytes: self.db.metadata()?.len() };
+        self.file.write_all_at(&point.encode(), 0)
+    }
+}
 
 /// The commit sequence, shared by the writer, the checkpoint thread and the clean stop.
 #[derive(Debug)]
@@ -343,6 +440,30 @@ mod tests {
         seq.stage(&db);
         seq.all_flushed();
         assert_eq!((seq.durable(), sled_sequence(&db).unwrap()), (15, Some(15)));
+    }
+
+    #[test]
+    fn a_durable_point_is_recorded_in_place_and_a_damaged_one_is_told() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(DurablePoint::read(dir.path()).unwrap(), None);
+        std::fs::write(dir.path().join(DB_FILE), vec![7u8; 1000]).unwrap();
+        let id = Uuid::now_v7();
+        let file = PointFile::create(dir.path(), id, 5).unwrap();
+        let read = || DurablePoint::read(dir.path()).unwrap().unwrap();
+        assert_eq!(read(), DurablePoint { store_id: id, commits: 5, db_bytes: 1000 });
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(dir.path().join(DB_FILE))
+            .unwrap()
+            .write_all(&[1; 24])
+            .unwrap();
+        file.record(9).unwrap();
+        assert_eq!(read(), DurablePoint { store_id: id, commits: 9, db_bytes: 1024 });
+        let mut bytes = std::fs::read(dir.path().join(POINT_FILE)).unwrap();
+        bytes[30] ^= 1;
+        std::fs::write(dir.path().join(POINT_FILE), &bytes).unwrap();
+        let err = DurablePoint::read(dir.path()).unwrap_err();
+        assert!(err.contains("is damaged (48 bytes that do not check)"), "{err}");
     }
 
     #[test]

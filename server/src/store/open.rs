@@ -22,7 +22,9 @@ use std::path::{Path, PathBuf};
 
 use uuid::Uuid;
 
-use super::manifest::{self, DB_FILE, FileFingerprint, Manifest, SEQUENCE_KEY, STORE_ID_KEY};
+use super::manifest::{
+    self, DB_FILE, DurablePoint, FileFingerprint, Manifest, PointFile, SEQUENCE_KEY, STORE_ID_KEY,
+};
 
 /// How the open went: printed in the banner.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,12 +132,12 @@ impl Damage {
 }
 
 /// Opens sled in `dir` after the checks above, and records the open in the
-/// manifest (not clean until the store closes).
+/// durable point and the manifest (not clean until the store closes).
 pub(super) fn open_checked(
     dir: &Path,
     accept_data_loss: bool,
     cache_bytes: u64,
-) -> Result<(sled::Db, Opened), OpenError> {
+) -> Result<(sled::Db, Opened, PointFile), OpenError> {
     let manifest = match Manifest::read(dir) {
         Ok(m) => m,
         Err(what) if accept_data_loss => {
@@ -145,6 +147,20 @@ pub(super) fn open_checked(
             return finish(dir, open_sled(dir, true, cache_bytes)?, None, 1, Origin::AcceptedLoss(what));
         }
         Err(what) => return Err(OpenError::Corrupt { dir: dir.to_path_buf(), what, accepting: false }),
+    };
+    // The durable point counts only beside the manifest of its store (a first
+    // start writes it just before the manifest).
+    let point = match manifest.as_ref().map(|_| DurablePoint::read(dir)) {
+        Some(Ok(p)) => p,
+        Some(Err(what)) if !accept_data_loss => {
+            return Err(OpenError::Corrupt { dir: dir.to_path_buf(), what, accepting: false });
+        }
+        _ => None,
+    };
+    // The checkpoint is the later of the manifest's and the durable point's.
+    let checkpoint = |m: &Manifest| match point {
+        Some(p) if p.store_id == m.store_id => m.checkpoint.max(p.commits),
+        _ => m.checkpoint,
     };
     let db_path = dir.join(DB_FILE);
     let db_bytes = match std::fs::metadata(&db_path) {
@@ -169,11 +185,13 @@ pub(super) fn open_checked(
         (Some(m), None) => Some(Damage::Lost(format!(
             "has no db file, though its manifest says it was initialised (store {}, {} commits): \
              data was lost (a deleted db file, or a volume that is not mounted?)",
-            m.store_id, m.checkpoint
+            m.store_id,
+            checkpoint(m)
         ))),
         (Some(m), Some(0)) => Some(Damage::Lost(format!(
             "has an empty db file, though its manifest says it holds {} commits (store {}): data was lost",
-            m.checkpoint, m.store_id
+            checkpoint(m),
+            m.store_id
         ))),
         (None, None | Some(0)) => Some(Damage::Lost(
             "holds sled's files but no db file, or an empty one, and no manifest: either a data dir of \
@@ -191,7 +209,23 @@ pub(super) fn open_checked(
                     false => Damage::Corrupt(format!("{d}; something other than agent-platform wrote to it")),
                 })
             }
-            _ => None,
+            // Not stopped cleanly: every acknowledged write lies below the size
+            // the durable point records, and sled never shrinks its file.
+            _ => match point {
+                Some(p) if p.store_id != m.store_id => Some(Damage::Corrupt(format!(
+                    "its {} file belongs to another store ({}, but the manifest says {})",
+                    manifest::POINT_FILE,
+                    p.store_id,
+                    m.store_id
+                ))),
+                Some(p) if db_bytes.is_some_and(|now| now < p.db_bytes) => Some(Damage::Lost(format!(
+                    "was cut short: its db file is {} bytes, but was {} when its last acknowledged \
+                     write was made durable; data was lost (a truncated or replaced db file?)",
+                    db_bytes.unwrap_or(0),
+                    p.db_bytes
+                ))),
+                _ => None,
+            },
         },
         (None, Some(_)) => None,
     };
@@ -221,17 +255,18 @@ pub(super) fn open_checked(
             None => Some(Damage::Lost(format!(
                 "holds none of its data: its db has no store id (a new or replaced db file?), \
                  though its manifest says it holds {} commits (store {})",
-                m.checkpoint, m.store_id
+                checkpoint(m),
+                m.store_id
             ))),
             Some(id) if id != m.store_id => Some(Damage::Lost(format!(
                 "holds another store's db (store {id}, but the manifest says {}): a db file copied from elsewhere?",
                 m.store_id
             ))),
-            Some(_) if sled_seq.unwrap_or(0) < m.checkpoint => Some(Damage::Lost(format!(
+            Some(_) if sled_seq.unwrap_or(0) < checkpoint(m) => Some(Damage::Lost(format!(
                 "is behind its checkpoint: it holds commits up to {} but was checkpointed at {}; \
                  data was lost (a truncated or replaced db file?)",
                 sled_seq.unwrap_or(0),
-                m.checkpoint
+                checkpoint(m)
             ))),
             Some(_) => None,
         },
@@ -262,14 +297,15 @@ pub(super) fn open_checked(
 }
 
 /// Writes the store id and sequence into sled when missing, flushes, and
-/// records the open in the manifest, with the format the store is in.
+/// records the open in the durable point, then in the manifest, with the
+/// format the store is in.
 fn finish(
     dir: &Path,
     db: sled::Db,
     manifest_id: Option<Uuid>,
     format_version: u32,
     origin: Origin,
-) -> Result<(sled::Db, Opened), OpenError> {
+) -> Result<(sled::Db, Opened, PointFile), OpenError> {
     let run = || -> Result<Opened, sled::Error> {
         let store_id = match manifest::sled_store_id(&db)? {
             Some(id) => id,
@@ -293,10 +329,14 @@ fn finish(
     let opened = quietly(run)
         .map_err(|what| OpenError::Corrupt { dir: dir.to_path_buf(), what, accepting })?
         .map_err(|e| sled_error(dir, e, accepting))?;
+    // Before the manifest: a start stopped in between is refused again, never served short.
+    let point = PointFile::create(dir, opened.store_id, opened.sequence).map_err(|e| {
+        OpenError::io(dir, format!("cannot write {}: {e}", dir.join(manifest::POINT_FILE).display()))
+    })?;
     let running = manifest::running_manifest(opened.store_id, opened.sequence);
     let upgrading_from = Some(format_version).filter(|&v| v < manifest::FORMAT_VERSION);
     write_manifest(dir, &Manifest { upgrading_from, ..running })?;
-    Ok((db, opened))
+    Ok((db, opened, point))
 }
 
 /// Replaces the manifest of `dir`.

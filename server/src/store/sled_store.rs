@@ -88,7 +88,7 @@ use sled::IVec;
 use uuid::Uuid;
 
 use super::filter::{canonical, metadata_matches};
-use super::manifest::{Checkpointer, Sequence};
+use super::manifest::{Checkpointer, PointFile, Sequence};
 use super::open::{OpenError, Opened, held_by_another, open_checked, quietly};
 use super::{
     Direction, DocParts, Expect, Kind, ListQuery, Op, Record, SortBy, Store, StoreError, StoreResult,
@@ -336,6 +336,8 @@ pub struct SledStore {
     purger: Mutex<Option<JoinHandle<()>>>,
     opened: Opened,
     sequence: Arc<Sequence>,
+    /// Where the writer, and the close, record each durable point.
+    point: Arc<PointFile>,
     /// Declared after `shared` on purpose: fields drop in order, so its drop (the
     /// clean-stop manifest, with the `db` file's fingerprint) runs once sled has
     /// closed its files and will not change them again.
@@ -427,7 +429,8 @@ impl SledStore {
     /// refuses it when it is in use, lost data or is corrupt (see [`super::open`]).
     pub fn open_with(dir: &Path, options: OpenOptions) -> Result<Self, OpenError> {
         let durability = options.durability;
-        let (db, opened) = open_checked(dir, options.accept_data_loss, options.cache_bytes)?;
+        let (db, opened, point) = open_checked(dir, options.accept_data_loss, options.cache_bytes)?;
+        let point = Arc::new(point);
         upgrade::to_current(&db, dir, &opened, options.accept_data_loss)?;
         let fail = |e: std::io::Error| OpenError::Io { dir: dir.to_path_buf(), what: e.to_string() };
         let sequence = Sequence::starting_at(opened.sequence);
@@ -467,6 +470,7 @@ impl SledStore {
             sync_file: None,
             recovery: None,
             sequence: sequence.clone(),
+            point: point.clone(),
         };
         writer.sync_file = writer.open_sync_file().map_err(fail)?;
         let writer = std::thread::Builder::new()
@@ -493,6 +497,7 @@ impl SledStore {
             purger: Mutex::new(Some(purger)),
             opened,
             sequence,
+            point,
             checkpointer: Mutex::new(CleanStop { checkpointer, flushed: false }),
         })
     }
@@ -564,6 +569,7 @@ impl SledStore {
             }
         {
             self.sequence.all_flushed();
+            let _ = self.point.record(self.sequence.durable());
             clean.flushed = true;
         }
         true

@@ -7,10 +7,10 @@
 //! dir, what is wrong and what to do, prints no key, panics not, and leaves
 //! the data dir exactly as it found it (so a restore is still possible).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use agent_platform_tests::{Client, Exited, Process, copy_dir, run_to_exit, types};
@@ -205,7 +205,8 @@ fn an_older_db_after_an_unclean_stop_is_refused_as_behind_its_checkpoint() {
     let p = Process::serve(&data);
     write_agents(&p.base, &base().key, "later", 20);
     p.stop();
-    // The older db and its snapshots, under the newer manifest, as an unclean stop leaves it.
+    // The older db, its snapshots and its durable point, under the newer
+    // manifest, as an unclean stop leaves it.
     for entry in std::fs::read_dir(&data).unwrap() {
         let name = entry.unwrap().file_name();
         if name.to_string_lossy().starts_with("snap.") {
@@ -214,7 +215,7 @@ fn an_older_db_after_an_unclean_stop_is_refused_as_behind_its_checkpoint() {
     }
     for entry in std::fs::read_dir(&older).unwrap() {
         let name = entry.unwrap().file_name();
-        if name == "db" || name.to_string_lossy().starts_with("snap.") {
+        if name == "db" || name == "checkpoint" || name.to_string_lossy().starts_with("snap.") {
             std::fs::copy(older.join(&name), data.join(&name)).unwrap();
         }
     }
@@ -377,4 +378,187 @@ fn a_first_start_that_cannot_listen_leaves_the_first_key_to_the_next_start() {
     assert!(out.stdout.is_empty(), "a key was printed by a server that did not start: {out:?}");
     let stdout = Process::serve(&data).stop();
     assert!(stdout.trim().starts_with("ap_"), "no first key at the next start: {stdout:?}");
+}
+
+/// How a start on a cut copy of a data dir ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    Refused,
+    Served,
+}
+
+/// Cuts a copy of `prepared`'s `db` to `at` bytes and starts `serve` on it:
+/// it must refuse (exit 1, saying data was lost and what to do), or serve
+/// the key and every agent in `acked`.
+fn start_on_cut(prepared: &Path, at: u64, key: &str, acked: &BTreeSet<String>) -> Outcome {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    copy_dir(prepared, &data);
+    let len = std::fs::metadata(db(&data)).unwrap().len();
+    cut_db(&data, |_| at);
+    let cut = format!("the db cut to {at} of {len} bytes");
+    match Process::try_serve_with(&data, &[], &[]) {
+        Err(said) => {
+            assert!(said.contains("exited early (exit status: 1)"), "{cut}: {said}");
+            assert!(said.contains(&format!("the store in {}", data.display())), "{cut}: {said}");
+            for advice in ["Restore the data dir from a backup", "--accept-data-loss"] {
+                assert!(said.contains(advice), "{cut}: no {advice:?} in: {said}");
+            }
+            assert!(!said.contains("panicked"), "{cut}: {said}");
+            Outcome::Refused
+        }
+        Ok(p) => {
+            let names = agent_names(&p.base, key);
+            p.kill();
+            let names = names.unwrap_or_else(|e| panic!("{cut} was served, but its agents are not: {e}"));
+            let missing: Vec<_> = acked.difference(&names).collect();
+            assert!(
+                missing.is_empty(),
+                "{cut} was served without {} of {} acknowledged agents: {missing:?}",
+                missing.len(),
+                acked.len()
+            );
+            Outcome::Served
+        }
+    }
+}
+
+/// The names of every agent the server lists.
+fn agent_names(base: &str, key: &str) -> Result<BTreeSet<String>, String> {
+    let client = Client::with_key(base, key).unwrap();
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let mut names = BTreeSet::new();
+        loop {
+            let page = client.agent_list().limit(1000).offset(names.len() as u64).send().await;
+            let items = page.map_err(|e| e.to_string())?.into_inner().items;
+            let got = items.len();
+            names.extend(items.into_iter().map(|a| a.name));
+            if got < 1000 {
+                return Ok(names);
+            }
+        }
+    })
+}
+
+/// Writes agents from 16 clients until `acked` of them were answered, then
+/// SIGKILLs the server with writes under way; returns the names answered 201.
+fn write_until_killed(p: Process, key: &str, acked: usize) -> BTreeSet<String> {
+    let client = Client::with_key(&p.base, key).unwrap();
+    let answered = Arc::new(Mutex::new(BTreeSet::new()));
+    let enough = Arc::new(tokio::sync::Notify::new());
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let writers: Vec<_> = (0..16)
+            .map(|w| {
+                let (client, answered, enough) = (client.clone(), answered.clone(), enough.clone());
+                tokio::spawn(async move {
+                    for i in (w..).step_by(16) {
+                        let name = format!("killed {i}");
+                        let body = types::CreateAgentRequest::builder().name(name.clone());
+                        if client.agent_create().body(body).send().await.is_err() {
+                            return; // the server is gone
+                        }
+                        let mut answered = answered.lock().unwrap();
+                        answered.insert(name);
+                        if answered.len() >= acked {
+                            enough.notify_one();
+                        }
+                    }
+                })
+            })
+            .collect();
+        enough.notified().await;
+        p.kill();
+        for w in writers {
+            w.await.unwrap();
+        }
+    });
+    Arc::try_unwrap(answered).unwrap().into_inner().unwrap()
+}
+
+/// A small xorshift generator: the offsets of a run are reproducible from its seed.
+fn offsets(seed: u64, n: usize, range: std::ops::Range<u64>) -> Vec<u64> {
+    let mut x = seed | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            range.start + x % (range.end - range.start)
+        })
+        .collect()
+}
+
+/// Cuts `prepared`'s db at each of `cuts` and checks each start; returns (refused, served).
+/// The store uncut is served whole first: refusing every store would pass the rest.
+fn cut_at_each(
+    what: &str,
+    prepared: &Path,
+    cuts: &[u64],
+    key: &str,
+    acked: &BTreeSet<String>,
+) -> (usize, usize) {
+    let started = Instant::now();
+    let len = std::fs::metadata(db(prepared)).unwrap().len();
+    assert_eq!(start_on_cut(prepared, len, key, acked), Outcome::Served, "{what}: refused uncut");
+    let outcomes: Vec<_> = cuts.iter().map(|&at| start_on_cut(prepared, at, key, acked)).collect();
+    let served = outcomes.iter().filter(|o| **o == Outcome::Served).count();
+    eprintln!(
+        "{what}: {} cuts, {} refused, {served} served whole, in {:?}",
+        cuts.len(),
+        cuts.len() - served,
+        started.elapsed()
+    );
+    (cuts.len() - served, served)
+}
+
+/// Every few KiB of a small store's `db`, after a clean stop and after a
+/// SIGKILL with writes under way: each start on the cut store refuses with
+/// the message, or serves every write that was acknowledged.
+#[test]
+fn a_small_store_cut_anywhere_is_refused_or_served_whole() {
+    if agent_platform_tests::sled_only("what opening a data dir checks") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (clean, killed) = (dir.path().join("clean"), dir.path().join("killed"));
+    let p = Process::serve(&clean);
+    let key = p.key.clone().expect("a new store prints a first key");
+    write_agents(&p.base, &key, "clean", 40);
+    p.stop();
+    let acked: BTreeSet<_> = (0..40).map(|i| format!("clean {i}")).collect();
+    copy_dir(&clean, &killed);
+    let every = |data: &Path| {
+        let len = std::fs::metadata(db(data)).unwrap().len();
+        let step = (len / 48).next_multiple_of(4096).max(4096);
+        (0..len).step_by(step as usize).chain([len - 1]).collect::<Vec<_>>()
+    };
+    let cuts = every(&clean);
+    let (refused, _) = cut_at_each("a small store after a clean stop", &clean, &cuts, &key, &acked);
+    assert_eq!(refused, cuts.len(), "a cut after a clean stop is always refused (the db changed)");
+
+    let p = Process::serve(&killed);
+    let mut acked = acked;
+    acked.extend(write_until_killed(p, &key, 40));
+    cut_at_each("a small store after a SIGKILL", &killed, &every(&killed), &key, &acked);
+}
+
+/// Random offsets of a larger store's `db`, SIGKILLed with writes under way:
+/// anywhere in the file, and in its last 512 KiB (sled's segment: the last
+/// writes before the kill are there or before).
+#[test]
+fn a_larger_store_killed_mid_writes_and_cut_at_random_is_refused_or_served_whole() {
+    if agent_platform_tests::sled_only("what opening a data dir checks") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let p = Process::serve(&data);
+    let key = p.key.clone().expect("a new store prints a first key");
+    let acked = write_until_killed(p, &key, 1500);
+    let len = std::fs::metadata(db(&data)).unwrap().len();
+    let seed = std::time::SystemTime::UNIX_EPOCH.elapsed().unwrap().as_nanos() as u64;
+    eprintln!("{} agents acknowledged, db of {len} bytes, offsets from seed {seed}", acked.len());
+    let mut cuts = offsets(seed, 24, 0..len);
+    cuts.extend(offsets(seed.rotate_left(17), 24, len.saturating_sub(512 << 10)..len));
+    cut_at_each("a larger store after a SIGKILL", &data, &cuts, &key, &acked);
 }

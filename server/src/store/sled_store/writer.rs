@@ -62,6 +62,8 @@ pub(super) struct Writer {
     pub(super) recovery: Option<Recovery>,
     /// The commit sequence kept in sled beside the records ([`super::manifest`]).
     pub(super) sequence: Arc<Sequence>,
+    /// Where each durable group is recorded before it is answered.
+    pub(super) point: Arc<PointFile>,
 }
 
 impl Writer {
@@ -189,6 +191,10 @@ impl Writer {
             Ok(()) => {
                 // The group is durable.
                 self.sequence.group_flushed(db, results.iter().filter(|r| r.is_ok()).count());
+                // Before anyone hears of it: the db file's size now bounds every
+                // acknowledged write. A pwrite into a block the file already has
+                // practically cannot fail; if it did, the point would only lag.
+                let _ = self.point.record(self.sequence.durable());
                 let finished: Vec<_> = undos.iter().filter_map(|u| u.purge_finished).collect();
                 self.shared.purging.remove(&finished);
                 if undos.iter().any(|u| !u.purges_started.is_empty()) {

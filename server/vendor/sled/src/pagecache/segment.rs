@@ -702,21 +702,10 @@ impl SegmentAccountant {
             self.ordering.remove(&last_lsn);
         }
 
-        // we want to avoid aggressive truncation because it can cause
-        // blocking if we allocate a segment that was just truncated.
-        let laziness_factor = 1;
-
-        // truncate if possible
-        while self.tip != 0 && self.free.len() > laziness_factor {
-            let last_segment = self.tip - self.config.segment_size as LogOffset;
-            if self.free.contains(&last_segment) {
-                self.free.remove(&last_segment);
-                self.truncate(last_segment)?;
-            } else {
-                break;
-            }
-        }
-
+        // agent-platform: the file is never shrunk (free segments at its end
+        // stay on the free list and are reused like any other), so that a
+        // file shorter than it was when a write was made durable always
+        // means data was lost (see `server/src/store/manifest.rs`).
         Ok(())
     }
 
