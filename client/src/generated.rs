@@ -19640,13 +19640,13 @@ let response = client.execution_list()
 
 Answers 201 with the execution, `queued`; the server runs it in the background (follow it with `GET /api/executions/{id}/transitions.stream`). `input` must match the task's `input_schema`: a mismatch is a 422 whose `loc` starts `["body","input",…]` and names the offending value. The task is read once, now: later edits of the task do not change this execution.
 
-How an execution runs: each step's outcome is committed as a transition, durably, before the next step starts. A server that stops (even killed) resumes every unfinished execution from its last transition when it starts again: a step in flight at a kill runs again (steps are at-least-once; a transition is never repeated), and a `sleep` ends at its original due time. An execution over a limit of the server (steps per execution, foreach items, parallel branches, sleep length, expression fuel, api_call timeout) fails with an `error` naming the limit.
+How an execution runs: each step's outcome is committed as a transition, durably, before the next step starts. A server that stops (even killed) resumes every unfinished execution from its last transition when it starts again: a step in flight at a kill runs again (steps are at-least-once; a transition is never repeated), and a `sleep` ends at its original due time. A step in flight at `executions.max_step_attempts` server deaths in a row is not run again: the execution fails saying so. An execution over a limit of the server (steps per execution, foreach items, parallel branches, sleep length, expression fuel, api_call timeout) fails with an `error` naming the limit.
 
 Statuses: `queued → starting → running ↔ awaiting_input → succeeded | failed | cancelled`. An execution may become:
 
 | status | from | |---|---| | `starting` | `queued` | | `running` | `starting`, `awaiting_input`, `running` | | `awaiting_input` | `starting`, `running` | | `succeeded` | `starting`, `awaiting_input`, `running` | | `failed` | `starting`, `running` | | `cancelled` | `queued`, `starting`, `awaiting_input`, `running` |
 
-404 if the task does not exist.
+404 if the task does not exist; 429 `rate_limited` when the tenant already has `executions.max_active_per_tenant` executions under way (queued, running, sleeping or awaiting input): nothing is started.
 
 Sends a `POST` request to `/api/tasks/{task_id}/executions`
 

@@ -54,6 +54,9 @@
 //! workers = 64                    # executions advancing at once
 //! lease_s = 15                    # (postgres) another server takes over an execution
 //!                                 # whose server has not renewed its claim for this long
+//! max_step_attempts = 3           # an execution whose step was under way through this many
+//!                                 # server deaths (or lease takeovers) fails instead of running it again
+//! max_active_per_tenant = 1000    # executions a tenant may have under way (not ended); more: 429
 //! ```
 //!
 //! Every `[executions]` setting has an `AGENT_PLATFORM_EXECUTIONS_<NAME>`
@@ -123,6 +126,13 @@ pub struct ExecutionsConfig {
     /// shared (PostgreSQL) store, another server takes over an execution whose
     /// server stopped renewing for this long.
     pub lease_s: u64,
+    /// How many times the server may stop (die, or lose the execution's lease
+    /// to a takeover) while a step of one execution is under way, with nothing
+    /// committed since, before the execution fails instead of running it again.
+    pub max_step_attempts: u32,
+    /// Executions one tenant may have under way (queued, running, sleeping or
+    /// awaiting input); starting one more answers 429.
+    pub max_active_per_tenant: usize,
 }
 
 impl Default for ExecutionsConfig {
@@ -139,6 +149,8 @@ impl Default for ExecutionsConfig {
             max_depth: 32,
             workers: 64,
             lease_s: 15,
+            max_step_attempts: 3,
+            max_active_per_tenant: 1000,
         }
     }
 }
@@ -180,6 +192,8 @@ impl ExecutionsConfig {
         set(env, "max_depth", &mut self.max_depth)?;
         set(env, "workers", &mut self.workers)?;
         set(env, "lease_s", &mut self.lease_s)?;
+        set(env, "max_step_attempts", &mut self.max_step_attempts)?;
+        set(env, "max_active_per_tenant", &mut self.max_active_per_tenant)?;
         let limits = [
             ("max_steps", self.max_steps),
             ("max_foreach_items", self.max_foreach_items as u64),
@@ -192,6 +206,8 @@ impl ExecutionsConfig {
             ("max_depth", self.max_depth as u64),
             ("workers", self.workers as u64),
             ("lease_s", self.lease_s),
+            ("max_step_attempts", u64::from(self.max_step_attempts)),
+            ("max_active_per_tenant", self.max_active_per_tenant as u64),
         ];
         for (setting, value) in limits {
             if value == 0 {
@@ -544,16 +560,20 @@ mod tests {
         assert_eq!(defaults.executions.max_steps, 10_000);
         assert_eq!(defaults.executions.max_sleep_s, 2_592_000);
         assert_eq!(defaults.executions.workers, 64);
+        assert_eq!(defaults.executions.max_step_attempts, 3);
+        assert_eq!(defaults.executions.max_active_per_tenant, 1000);
         assert!(defaults.tools.api_call_allowed_hosts.is_empty());
         let mut cfg: Config = toml::from_str(
             "[tools]\napi_call_allowed_hosts = [\"api.example.com\"]\n\
-             [executions]\nmax_foreach_items = 5\nexpression_fuel = 10\n",
+             [executions]\nmax_foreach_items = 5\nexpression_fuel = 10\nmax_step_attempts = 2\n",
         )
         .unwrap();
         assert_eq!(cfg.tools.api_call_allowed_hosts, ["api.example.com"]);
         assert_eq!(cfg.executions.max_foreach_items, 5);
         assert_eq!(cfg.executions.api_call_timeout_s, 30);
+        assert_eq!(cfg.executions.max_step_attempts, 2);
         cfg.apply_env(|k| match k {
+            "AGENT_PLATFORM_EXECUTIONS_MAX_ACTIVE_PER_TENANT" => Some("9".into()),
             "AGENT_PLATFORM_EXECUTIONS_MAX_FOREACH_ITEMS" => Some("7".into()),
             "AGENT_PLATFORM_EXECUTIONS_WORKERS" => Some("2".into()),
             "AGENT_PLATFORM_TOOLS_API_CALL_ALLOWED_HOSTS" => Some("a.test, 127.0.0.1:9000,".into()),
@@ -563,6 +583,7 @@ mod tests {
         assert_eq!(cfg.executions.max_foreach_items, 7);
         assert_eq!(cfg.executions.workers, 2);
         assert_eq!(cfg.executions.expression_fuel, 10);
+        assert_eq!(cfg.executions.max_active_per_tenant, 9);
         assert_eq!(cfg.tools.api_call_allowed_hosts, ["a.test", "127.0.0.1:9000"]);
         let err = cfg
             .apply_env(|k| (k == "AGENT_PLATFORM_EXECUTIONS_MAX_STEPS").then(|| "many".into()))

@@ -1,4 +1,4 @@
-//! The `agent-platform` command: run the server, manage API keys.
+//! The `agent-platform` command: run the server, manage API keys, end executions.
 
 use std::path::PathBuf;
 
@@ -52,6 +52,35 @@ enum Command {
         common: Common,
         #[command(subcommand)]
         action: KeysAction,
+    },
+    /// End an execution that a server cannot (it stops the server each time it
+    /// runs): on the embedded store, run while the server is stopped; on
+    /// PostgreSQL, at any time (a server running it stops its run).
+    Executions {
+        #[command(flatten)]
+        common: Common,
+        #[command(subcommand)]
+        action: ExecutionsAction,
+    },
+}
+
+#[derive(Subcommand)]
+enum ExecutionsAction {
+    /// Cancel an execution under way (status `cancelled`).
+    Cancel {
+        /// The execution's id.
+        id: uuid::Uuid,
+        /// Why, kept as its error and in its `cancelled` transition.
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// Fail an execution that is running (status `failed`, an `error` transition).
+    Fail {
+        /// The execution's id.
+        id: uuid::Uuid,
+        /// Why, kept as its error (default: failed by an operator).
+        #[arg(long)]
+        reason: Option<String>,
     },
 }
 
@@ -125,20 +154,44 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             serve(cfg).await
         }
         Command::Keys { common, action } => {
-            let cfg = load_config(&common)?;
-            let (store, app) =
-                agent_platform::server::open_app(&cfg, agent_platform::app::SearchStart::Never).await?;
-            if let Backend::Sled(sled) = &store
-                && let Origin::AcceptedLoss(what) = &sled.opened().origin
-            {
-                eprintln!("accepted data loss in {}: {what}", cfg.server.data_dir.display());
-            }
+            let (store, app) = open_offline(&common).await?;
             let out = keys(&app, action).await;
             drop(app);
             store.close();
             out
         }
+        Command::Executions { common, action } => {
+            let (store, app) = open_offline(&common).await?;
+            let out = end_execution(&app, action).await;
+            drop(app);
+            store.close();
+            out
+        }
     }
+}
+
+/// Opens the store for a command that runs beside no server (on the embedded
+/// store) or beside any number of them (PostgreSQL).
+async fn open_offline(common: &Common) -> anyhow::Result<(Backend, App)> {
+    let cfg = load_config(common)?;
+    let (store, app) =
+        agent_platform::server::open_app(&cfg, agent_platform::app::SearchStart::Never).await?;
+    if let Backend::Sled(sled) = &store
+        && let Origin::AcceptedLoss(what) = &sled.opened().origin
+    {
+        eprintln!("accepted data loss in {}: {what}", cfg.server.data_dir.display());
+    }
+    Ok((store, app))
+}
+
+async fn end_execution(app: &App, action: ExecutionsAction) -> anyhow::Result<()> {
+    let (id, fail, reason) = match action {
+        ExecutionsAction::Cancel { id, reason } => (id, false, reason),
+        ExecutionsAction::Fail { id, reason } => (id, true, reason),
+    };
+    let (_, e) = app.execution_end_by_operator(id, fail, reason).await?;
+    println!("execution {} is {}: {}", e.id, e.status.as_str(), e.error.unwrap_or_default());
+    Ok(())
 }
 
 async fn keys(app: &App, action: KeysAction) -> anyhow::Result<()> {

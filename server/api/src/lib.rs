@@ -413,9 +413,11 @@ pub trait AgentPlatformApi {
     /// resumes every unfinished execution from its last transition when it
     /// starts again: a step in flight at a kill runs again (steps are
     /// at-least-once; a transition is never repeated), and a `sleep` ends at its
-    /// original due time. An execution over a limit of the server (steps per
-    /// execution, foreach items, parallel branches, sleep length, expression
-    /// fuel, api_call timeout) fails with an `error` naming the limit.
+    /// original due time. A step in flight at `executions.max_step_attempts`
+    /// server deaths in a row is not run again: the execution fails saying so.
+    /// An execution over a limit of the server (steps per execution, foreach
+    /// items, parallel branches, sleep length, expression fuel, api_call
+    /// timeout) fails with an `error` naming the limit.
     ///
     /// Statuses: `queued → starting → running ↔ awaiting_input → succeeded |
     /// failed | cancelled`. An execution may become:
@@ -429,7 +431,9 @@ pub trait AgentPlatformApi {
     /// | `failed` | `starting`, `running` |
     /// | `cancelled` | `queued`, `starting`, `awaiting_input`, `running` |
     ///
-    /// 404 if the task does not exist.
+    /// 404 if the task does not exist; 429 `rate_limited` when the tenant
+    /// already has `executions.max_active_per_tenant` executions under way
+    /// (queued, running, sleeping or awaiting input): nothing is started.
     #[endpoint { method = POST, path = "/api/tasks/{task_id}/executions", tags = ["executions"] }]
     async fn execution_create(
         rqctx: RequestContext<Self::Context>,

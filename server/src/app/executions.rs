@@ -22,8 +22,8 @@ use crate::api::types::{
 use crate::api::validate::{Issues, Source, check_against_schema};
 use crate::app::stored::StoredToolDef;
 use crate::exec::records::{
-    ExecutionData, StoredPlace, StoredSnapshot, TransitionData, active_marker, commit_ops, execution_of,
-    read, transition_of,
+    ACTIVE_SCOPE, ExecutionData, StoredPlace, StoredSnapshot, TransitionData, active_marker, commit_ops,
+    execution_of, read, transition_of,
 };
 use crate::store::{Direction, Expect, Kind, ListQuery, Op, Record, SortBy, StoreError};
 
@@ -39,7 +39,9 @@ impl App {
     }
 
     /// Starts an execution of a task (201): `input` is checked against the
-    /// task's `input_schema` (a 422 at `["body","input",…]`).
+    /// task's `input_schema` (a 422 at `["body","input",…]`). A tenant with
+    /// `executions.max_active_per_tenant` executions under way (not ended) is
+    /// answered 429 (concurrent starts may pass the limit by their number).
     pub async fn execution_start(
         &self,
         t: Tenant,
@@ -62,6 +64,17 @@ impl App {
                 return Err(Error::Validation(issues.into_vec()));
             }
         }
+        let max = engine.config.max_active_per_tenant;
+        let past = ListQuery::oldest_first(max - 1, 1);
+        if !self.store.list(t.0, Kind::ActiveExecution, ACTIVE_SCOPE, &past).await?.is_empty() {
+            return Err(Error::RateLimited {
+                message: format!(
+                    "this tenant has {max} executions under way (queued, running, sleeping or awaiting \
+                     input): the limit of executions.max_active_per_tenant; wait for some to end, or cancel some"
+                ),
+                retry_after: None,
+            });
+        }
         let agent = self.load(t, Kind::Agent, task.agent_id).await?;
         let tools = crate::exec::prompt::task_tools(self, t, &task).await?;
         let snapshot = StoredSnapshot {
@@ -78,7 +91,7 @@ impl App {
             Op::Require { kind: Kind::Task, id: task_id },
             Op::Put { record: rec, expect: Expect::Absent },
             Op::Put { record: snap, expect: Expect::Absent },
-            Op::Put { record: active_marker(id, task_id), expect: Expect::Absent },
+            Op::Put { record: active_marker(id), expect: Expect::Absent },
         ];
         self.store.commit(t.0, ops).await?;
         engine.enqueue(t, id);
@@ -105,15 +118,58 @@ impl App {
         req: UpdateExecutionRequest,
     ) -> Result<Execution> {
         let engine = self.engine()?;
+        let change = match req.status {
+            RequestedStatus::Cancelled => Change::Cancel(req.reason),
+            RequestedStatus::Running => Change::Resume(req.input),
+        };
+        let (execution, to) = self.execution_change(t, id, change).await?;
+        engine.changed();
+        match to {
+            ExecutionStatus::Cancelled => engine.abort(id),
+            _ => engine.enqueue(t, id),
+        }
+        Ok(execution)
+    }
+
+    /// Cancels or fails an execution under way, found by its id alone (in any
+    /// tenant): what `agent-platform executions cancel|fail` does, with no
+    /// engine in this process. On a shared store, the server running it loses
+    /// its lease by this commit and stops the run at once. 404 when no
+    /// execution of that id is under way; 409 for a change the status table forbids.
+    pub async fn execution_end_by_operator(
+        &self,
+        id: Uuid,
+        fail: bool,
+        reason: Option<String>,
+    ) -> Result<(Tenant, Execution)> {
+        let markers = self.store.scan_kind(Kind::ActiveExecution).await?;
+        let Some((tenant, _)) = markers.into_iter().find(|(_, marker)| marker.id == id) else {
+            return Err(Error::NotFound(format!(
+                "no execution {id} is under way in this store: it has ended, or there is none"
+            )));
+        };
+        let t = Tenant(tenant);
+        let change = if fail { Change::Fail(reason) } else { Change::Cancel(reason) };
+        let (execution, _) = self.execution_change(t, id, change).await?;
+        Ok((t, execution))
+    }
+
+    /// Commits a change of an execution by someone other than its run.
+    async fn execution_change(
+        &self,
+        t: Tenant,
+        id: Uuid,
+        change: Change,
+    ) -> Result<(Execution, ExecutionStatus)> {
         for _ in 0..RETRIES {
             let (mut rec, mut data) = self.execution_record(t, id).await?;
             let from = data.status();
-            let (to, transition) = match req.status {
-                RequestedStatus::Cancelled => {
+            let (to, transition) = match &change {
+                Change::Cancel(reason) => {
                     if !ExecutionStatus::Cancelled.allowed_from(from) {
                         return Err(forbidden(from, ExecutionStatus::Cancelled));
                     }
-                    let reason = req.reason.clone();
+                    let reason = reason.clone();
                     let output = reason.as_ref().map_or(Value::Null, |r| json!({ "reason": r }));
                     data.error = Some(reason.unwrap_or_else(|| "cancelled".into()));
                     let last = self.last_transition(t, id).await?;
@@ -129,7 +185,32 @@ impl App {
                     };
                     (ExecutionStatus::Cancelled, t)
                 }
-                RequestedStatus::Running => {
+                Change::Fail(reason) => {
+                    if !ExecutionStatus::Failed.allowed_from(from) {
+                        return Err(Error::Conflict(format!(
+                            "execution {id} is {}: only one that is starting or running can be failed; cancel it instead",
+                            from.as_str()
+                        )));
+                    }
+                    let Some(last) = self.last_transition(t, id).await? else {
+                        // Started but nothing committed yet: try again.
+                        continue;
+                    };
+                    let error = reason
+                        .clone()
+                        .unwrap_or_else(|| "failed by an operator (agent-platform executions fail)".into());
+                    data.error = Some(error.clone());
+                    let t = TransitionData {
+                        kind: TransitionType::Error.into(),
+                        output: json!({ "error": error }),
+                        current: last.next.unwrap_or(last.current),
+                        next: None,
+                        key: "error".into(),
+                        resume_state: None,
+                    };
+                    (ExecutionStatus::Failed, t)
+                }
+                Change::Resume(input) => {
                     if from != ExecutionStatus::AwaitingInput {
                         return Err(Error::Conflict(format!(
                             "execution {id} is {}: only one that is awaiting_input can be resumed (to running)",
@@ -144,7 +225,7 @@ impl App {
                     };
                     let t = TransitionData {
                         kind: TransitionType::Resume.into(),
-                        output: req.input.clone().unwrap_or(Value::Null),
+                        output: input.clone().unwrap_or(Value::Null),
                         current: wait.current.clone(),
                         next: wait.resume_state.and_then(|paused| paused.next),
                         key: format!("{}/resume", wait.key),
@@ -154,8 +235,10 @@ impl App {
                 }
             };
             data.advance(transition.kind.into());
-            if to == ExecutionStatus::Cancelled {
+            if to.is_terminal() {
                 data.timers.clear();
+                data.asleep_until = None;
+                data.in_flight = None;
             }
             let ops = commit_ops(self.store.as_ref(), t.0, &mut rec, &data, &[transition]).await?;
             match self.store.commit(t.0, ops).await {
@@ -163,12 +246,7 @@ impl App {
                 Err(StoreError::Stale) => continue,
                 Err(e) => return Err(e.into()),
             }
-            engine.changed();
-            match to {
-                ExecutionStatus::Cancelled => engine.abort(id),
-                _ => engine.enqueue(t, id),
-            }
-            return Ok(execution_of(&rec, &data));
+            return Ok((execution_of(&rec, &data), to));
         }
         Err(StoreError::Stale.into())
     }
@@ -269,6 +347,16 @@ impl App {
             futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
         Ok(Box::pin(stream))
     }
+}
+
+/// A change of an execution by someone other than its run.
+enum Change {
+    /// A client's or an operator's cancel, with its reason.
+    Cancel(Option<String>),
+    /// An operator's fail, with its reason.
+    Fail(Option<String>),
+    /// A client's resume of an execution awaiting input, with the input.
+    Resume(Option<Value>),
 }
 
 fn forbidden(from: ExecutionStatus, to: ExecutionStatus) -> Error {

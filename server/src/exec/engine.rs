@@ -4,8 +4,21 @@
 //! the execution is created or resumed, when the server starts (every
 //! execution that was under way at the last stop goes on from its last
 //! transition), and again when a run could not reach the store. A run holds
-//! one of `workers` slots while it works; a sleeping run gives its slot back.
-//! A cancel aborts the run at once (an in-flight model or HTTP call is dropped).
+//! one of `workers` slots while it works. A sleep outside concurrent branches
+//! drops the run: the engine keeps only its due time (a timer, below) and
+//! loads it again then; at start, such sleeping executions are only timed.
+//! On a shared store the run also releases its lease, the execution's marker
+//! says until when it sleeps, and every server times it (the first to claim
+//! it when due runs it). A sleep inside a parallel branch keeps its run in
+//! memory, giving its slot back. A cancel aborts the run at once (an
+//! in-flight model or HTTP call is dropped).
+//!
+//! Every engine has an id of its own (new at every start). A run's commits
+//! name it in the execution's record while the run works ([`ExecutionData::in_flight`]);
+//! a clean stop clears it. A run that finds another engine's id there counts a
+//! server that stopped mid-step, durably, before it runs anything; once
+//! `executions.max_step_attempts` have, the execution fails instead (see
+//! [`Run::begin`](super::run::Run)).
 //!
 //! On a shared store (several servers on one database) a run also holds the
 //! execution's lease (see [`super::lease`]), and the engine looks every third
@@ -13,23 +26,25 @@
 //! (their server died, or stopped): it claims and runs them. That look is
 //! also how a starting server resumes what was under way.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{Semaphore, broadcast, watch};
+use chrono::{DateTime, Utc};
+use tokio::sync::{Notify, Semaphore, broadcast, watch};
 use tokio::task::AbortHandle;
 use uuid::Uuid;
 
 use super::api_call::ApiCallPolicy;
 use super::expr::Evaluator;
 use super::lease::{Claim, Held, Leases, Lost, lease_of};
-use super::records::{ExecutionData, marker_waits, read};
+use super::records::{ExecutionData, commit_ops, marker_asleep_until, marker_waits, read};
 use super::run::{Run, Stop};
 use crate::api::types::ExecutionStatus;
 use crate::app::{App, Tenant};
 use crate::config::{ExecutionsConfig, ToolsConfig};
-use crate::store::{Change, Kind, StoreResult, now};
+use crate::store::{Change, Kind, StoreError, StoreResult, now};
 
 /// How long a run that could not reach the store waits before it tries again.
 const STORE_RETRY: Duration = Duration::from_secs(2);
@@ -37,14 +52,21 @@ const STORE_RETRY: Duration = Duration::from_secs(2);
 const STOP_WAIT: Duration = Duration::from_secs(2);
 
 /// What is known of an execution this process runs.
-#[derive(Default)]
 struct Active {
+    tenant: Tenant,
     /// The run under way.
     abort: Option<AbortHandle>,
     /// Run it again when this run ends (it was resumed while it ended).
     again: bool,
     /// The execution's lease, once this run claimed it (shared stores only).
     lease: Option<Arc<Held>>,
+}
+
+/// The executions asleep, unloaded, by due time.
+#[derive(Default)]
+struct Timers {
+    due: BTreeSet<(DateTime<Utc>, Uuid)>,
+    of: HashMap<Uuid, (DateTime<Utc>, Tenant)>,
 }
 
 /// How a run that was not stopped ended.
@@ -56,6 +78,8 @@ enum Ended {
 }
 
 pub struct Engine {
+    /// This engine's id, new at every start (on a shared store, the server's id in leases).
+    pub id: Uuid,
     pub app: App,
     pub config: ExecutionsConfig,
     pub eval: Arc<Evaluator>,
@@ -64,6 +88,12 @@ pub struct Engine {
     pub http: reqwest::Client,
     pub(super) slots: Arc<Semaphore>,
     active: parking_lot::Mutex<HashMap<Uuid, Active>>,
+    /// How many runs are loaded (in memory) now.
+    pub(super) loaded: AtomicUsize,
+    /// The executions asleep with no run loaded, and a wake for their timer
+    /// task when an earlier one is added.
+    timers: parking_lot::Mutex<Timers>,
+    timers_changed: Arc<Notify>,
     /// Bumped by every commit of a transition: streams of transitions wait on it.
     changes: watch::Sender<u64>,
     stopping: std::sync::atomic::AtomicBool,
@@ -88,7 +118,9 @@ impl Engine {
             reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().map_err(|e| {
                 crate::app::Error::Internal(format!("cannot build the HTTP client of api_call tools: {e}"))
             })?;
+        let leases = app.store.shared().then(|| Leases::new(config.lease_s));
         let engine = Arc::new(Engine {
+            id: leases.as_ref().map_or_else(Uuid::new_v4, |l| l.server),
             app: app.clone(),
             config: config.clone(),
             eval: Arc::new(Evaluator::new(config.expression_bounds())),
@@ -96,31 +128,43 @@ impl Engine {
             http,
             slots: Arc::new(Semaphore::new(config.workers.max(1))),
             active: Default::default(),
+            loaded: AtomicUsize::new(0),
+            timers: Default::default(),
+            timers_changed: Arc::default(),
             changes: watch::channel(0).0,
             stopping: Default::default(),
-            leases: app.store.shared().then(|| Leases::new(config.lease_s)),
+            leases,
             background: Default::default(),
             log,
         });
         app.install_engine(&engine);
+        engine.start_timers();
         if engine.leases.is_some() {
             // What was under way is found by the first look, as is what another server leaves.
             engine.share();
             return Ok(engine);
         }
-        let mut resumed = 0;
+        let (mut resumed, mut asleep) = (0, 0);
         for (tenant, active) in app.store.scan_kind(Kind::ActiveExecution).await? {
             let Some(rec) = app.store.get(tenant, Kind::Execution, active.id).await? else { continue };
             let data: ExecutionData = read(&rec)?;
-            if !data.status().is_terminal()
-                && data.status() != crate::api::types::ExecutionStatus::AwaitingInput
-            {
-                engine.enqueue(Tenant(tenant), rec.id);
-                resumed += 1;
+            if data.status().is_terminal() || data.status() == ExecutionStatus::AwaitingInput {
+                continue;
+            }
+            match data.asleep_until {
+                Some(due) if due > now() => {
+                    engine.schedule(Tenant(tenant), rec.id, due);
+                    asleep += 1;
+                }
+                _ => {
+                    engine.enqueue(Tenant(tenant), rec.id);
+                    resumed += 1;
+                }
             }
         }
-        if resumed > 0 {
-            slog::info!(engine.log, "resuming executions that were under way at the last stop"; "count" => resumed);
+        if resumed + asleep > 0 {
+            slog::info!(engine.log, "resuming executions that were under way at the last stop";
+                "count" => resumed, "asleep" => asleep);
         }
         Ok(engine)
     }
@@ -146,7 +190,7 @@ impl Engine {
                 engine.stopped(tenant, id, stop);
             }
         });
-        active.insert(id, Active { abort: Some(task.abort_handle()), again: false, lease: None });
+        active.insert(id, Active { tenant, abort: Some(task.abort_handle()), again: false, lease: None });
     }
 
     /// One run of the execution, in one of the engine's slots.
@@ -269,7 +313,7 @@ impl Engine {
             });
             background.push(listen.abort_handle());
         }
-        *self.background.lock() = background;
+        self.background.lock().extend(background);
     }
 
     /// Wakes the keeper of the lease `id` (of every lease, for `None`), which
@@ -305,6 +349,13 @@ impl Engine {
             if marker_waits(&marker) || self.active.lock().contains_key(&marker.id) {
                 continue;
             }
+            if let Some(due) = marker_asleep_until(&marker)
+                && due > now()
+            {
+                // Nothing to claim before then; whichever server claims it first when due runs it.
+                self.schedule(Tenant(tenant), marker.id, due);
+                continue;
+            }
             if let Some(rec) = held.get(&(tenant, marker.id)) {
                 let lease = lease_of(rec);
                 let at = now();
@@ -325,8 +376,11 @@ impl Engine {
             // One read each, in turn (not a burst of them): markers written
             // before they said whether their execution waits say nothing.
             let Some(rec) = store.get(tenant.0, Kind::Execution, id).await? else { continue };
-            let runnable = read::<ExecutionData>(&rec)
-                .map_or(true, |d| !d.status().is_terminal() && d.status() != ExecutionStatus::AwaitingInput);
+            let runnable = read::<ExecutionData>(&rec).map_or(true, |d| {
+                !d.status().is_terminal()
+                    && d.status() != ExecutionStatus::AwaitingInput
+                    && d.asleep_until.is_none_or(|due| due <= now())
+            });
             if runnable {
                 self.enqueue(tenant, id);
                 claiming += 1;
@@ -342,6 +396,7 @@ impl Engine {
     fn stopped(self: &Arc<Self>, tenant: Tenant, id: Uuid, stop: Stop) {
         match stop {
             Stop::Suspended | Stop::Gone => {}
+            Stop::Asleep(due) => self.schedule(tenant, id, due),
             // Called from the run itself: the execution runs again once this run is gone.
             Stop::Reload => self.enqueue(tenant, id),
             Stop::Failed(msg) => {
@@ -365,6 +420,7 @@ impl Engine {
 
     /// Stops the run of a cancelled execution, dropping its in-flight step.
     pub fn abort(&self, id: Uuid) {
+        self.unschedule(id);
         if let Some(a) = self.active.lock().get_mut(&id) {
             a.again = false;
             if let Some(abort) = a.abort.take() {
@@ -381,7 +437,13 @@ impl Engine {
     /// another server goes on with them at its next look instead of after
     /// they expire.
     pub async fn stop(&self) {
-        let held = self.halt().await;
+        let (held, stopped) = self.halt_runs().await;
+        // Their steps were stopped, not cut short by a death: not counted against them.
+        let settle = futures::future::join_all(stopped.iter().map(|&(t, id)| self.settle(t, id)));
+        if tokio::time::timeout(STOP_WAIT, settle).await.is_err() {
+            slog::warn!(self.log, "executions not marked as stopped cleanly in time: their next run counts a stop mid-step";
+                "count" => stopped.len());
+        }
         let Some(leases) = &self.leases else { return };
         let store = self.app.store.as_ref();
         let releases = futures::future::join_all(held.iter().map(|h| leases.release(store, h)));
@@ -393,23 +455,133 @@ impl Engine {
 
     /// Stops every run and what runs beside them, releasing nothing (as a
     /// server that dies would); answers the leases its runs held.
+    #[cfg(test)]
     pub(crate) async fn halt(&self) -> Vec<Arc<Held>> {
+        self.halt_runs().await.0
+    }
+
+    /// [`Engine::halt`], also answering the executions whose runs it stopped.
+    async fn halt_runs(&self) -> (Vec<Arc<Held>>, Vec<(Tenant, Uuid)>) {
         self.stopping.store(true, std::sync::atomic::Ordering::Relaxed);
         for task in self.background.lock().drain(..) {
             task.abort();
         }
         let mut held = Vec::new();
-        for a in self.active.lock().values_mut() {
+        let mut stopped = Vec::new();
+        for (&id, a) in self.active.lock().iter_mut() {
             held.extend(a.lease.clone());
             if let Some(abort) = a.abort.take() {
                 abort.abort();
+                stopped.push((a.tenant, id));
             }
         }
         let deadline = tokio::time::Instant::now() + STOP_WAIT;
         while !self.active.lock().is_empty() && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
-        held
+        (held, stopped)
+    }
+
+    /// Clears this engine's mark on an execution whose run a clean stop ended
+    /// (see [`ExecutionData::in_flight`]), so that its next run does not count
+    /// the stop as a death. Best effort: an execution left marked counts one.
+    async fn settle(&self, tenant: Tenant, id: Uuid) {
+        let store = self.app.store.as_ref();
+        let settled = async {
+            let Some(mut rec) = store.get(tenant.0, Kind::Execution, id).await? else { return Ok(()) };
+            let mut data: ExecutionData = read(&rec).map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            if data.in_flight != Some(self.id) {
+                return Ok(());
+            }
+            data.in_flight = None;
+            let ops = commit_ops(store, tenant.0, &mut rec, &data, &[])
+                .await
+                .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+            match store.commit(tenant.0, ops).await {
+                // Written meanwhile (a cancel): whoever wrote it decided.
+                Ok(()) | Err(StoreError::Stale) => Ok(()),
+                Err(e) => Err(e),
+            }
+        };
+        if let Err(e) = settled.await {
+            slog::warn!(self.log, "execution not marked as stopped cleanly: its next run counts a stop mid-step";
+                "execution" => %id, "error" => %e);
+        }
+    }
+
+    /// Runs the execution when `due` comes (it sleeps until then, unloaded).
+    fn schedule(&self, tenant: Tenant, id: Uuid, due: DateTime<Utc>) {
+        if self.stopping.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut timers = self.timers.lock();
+        if let Some((old, _)) = timers.of.insert(id, (due, tenant)) {
+            timers.due.remove(&(old, id));
+        }
+        let first = timers.due.first().is_none_or(|&(at, _)| due < at);
+        timers.due.insert((due, id));
+        drop(timers);
+        if first {
+            self.timers_changed.notify_one();
+        }
+    }
+
+    fn unschedule(&self, id: Uuid) {
+        let mut timers = self.timers.lock();
+        if let Some((due, _)) = timers.of.remove(&id) {
+            timers.due.remove(&(due, id));
+        }
+    }
+
+    /// Enqueues the executions that are due; answers when the next one is.
+    fn wake_due(self: &Arc<Self>) -> Option<DateTime<Utc>> {
+        let at = now();
+        let mut due = Vec::new();
+        let next = {
+            let mut timers = self.timers.lock();
+            while let Some(&(when, id)) = timers.due.first()
+                && when <= at
+            {
+                timers.due.pop_first();
+                if let Some((_, tenant)) = timers.of.remove(&id) {
+                    due.push((tenant, id));
+                }
+            }
+            timers.due.first().map(|&(when, _)| when)
+        };
+        for (tenant, id) in due {
+            self.enqueue(tenant, id);
+        }
+        next
+    }
+
+    /// Starts the task that runs sleeping executions when they are due.
+    fn start_timers(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        let changed = self.timers_changed.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                let notified = changed.notified();
+                tokio::pin!(notified);
+                // A timer added from here on wakes this wait.
+                notified.as_mut().enable();
+                let next = match weak.upgrade() {
+                    Some(engine) => engine.wake_due(),
+                    None => return,
+                };
+                match next {
+                    None => notified.await,
+                    Some(at) => {
+                        let left = (at - now()).to_std().unwrap_or_default();
+                        tokio::select! {
+                            _ = tokio::time::sleep(left) => {}
+                            _ = notified => {}
+                        }
+                    }
+                }
+            }
+        });
+        self.background.lock().push(task.abort_handle());
     }
 
     /// Tells the streams of transitions that something committed.
@@ -422,12 +594,23 @@ impl Engine {
         self.changes.subscribe()
     }
 
-    /// How many executions this process is running (sleeping ones included).
+    /// How many executions this process is running (waiting for a worker,
+    /// working, or asleep in memory: inside a parallel branch, or on a shared store).
     pub fn running(&self) -> usize {
         self.active.lock().len()
     }
 
-    /// Whether this process is running the execution (sleeping included).
+    /// How many runs are loaded in memory (working, or asleep in memory).
+    pub fn loaded(&self) -> usize {
+        self.loaded.load(Ordering::Relaxed)
+    }
+
+    /// How many executions sleep unloaded, only their due time kept.
+    pub fn scheduled(&self) -> usize {
+        self.timers.lock().of.len()
+    }
+
+    /// Whether this process is running the execution (asleep in memory included).
     pub fn runs(&self, id: Uuid) -> bool {
         self.active.lock().contains_key(&id)
     }

@@ -11,7 +11,8 @@
 //! would expire. A server that dies thus loses its executions to the others
 //! within `lease_s`; the run that takes over replays the committed
 //! transitions (a sleep keeps its due time), so no step committed is run
-//! again. Two runs of one execution never both commit in any case (each
+//! again. An execution asleep (outside parallel branches) holds no lease:
+//! its run released it, and any server claims it when it is due. Two runs of one execution never both commit in any case (each
 //! commit expects the execution record's last version): the lease keeps the
 //! second from running at all.
 //!

@@ -214,14 +214,15 @@ async fn lease(app: &App, id: Uuid) -> Option<LeaseData> {
 }
 
 /// Executions started on either server, each also asked of the other: each
-/// sleeps on exactly one, which holds its lease; none commits a step twice.
+/// runs (a sleep in a parallel branch, its run loaded) on exactly one, which
+/// holds its lease; none commits a step twice.
 async fn each_execution_runs_on_exactly_one_server(backend: Backend) {
     let Some(pair) = two_servers(backend, 15).await else { return };
     let (a, b) = (&pair.a, &pair.b);
     let id = task(
         &a.app,
         json!({"name": "t", "main": [
-        {"evaluate": {"x": 1}}, {"sleep": {"seconds": 0.5}}, {"evaluate": {"y": 2}}]}),
+        {"evaluate": {"x": 1}}, {"parallel": [{"sleep": {"seconds": 0.5}}]}, {"evaluate": {"y": 2}}]}),
     )
     .await;
     let mut started = Vec::new();
@@ -249,30 +250,23 @@ async fn each_execution_runs_on_exactly_one_server(backend: Backend) {
         let done = until(&b.app, *id, Duration::from_secs(20), |e| e.status.is_terminal()).await;
         assert_eq!(done.status, ExecutionStatus::Succeeded, "{:?}", done.error);
         let ts = transitions(&b.app, *id).await;
-        assert_eq!(
-            kinds(&ts),
-            [
-                TransitionType::Init,
-                TransitionType::Step,
-                TransitionType::Step,
-                TransitionType::Step,
-                TransitionType::Finish
-            ]
-        );
+        let step = TransitionType::Step;
+        assert_eq!(kinds(&ts), [TransitionType::Init, step, step, step, step, TransitionType::Finish]);
         assert!(lease(&a.app, *id).await.is_none(), "the ending commit deleted the lease");
     }
     pair.finish().await;
 }
 
-/// A server that dies while an execution sleeps on it: the other takes its
-/// lease over once it expires, and ends the sleep at its first due time.
+/// A server that dies while an execution sleeps on it (in a parallel branch:
+/// its run loaded, its lease held): the other takes its lease over once it
+/// expires, and ends the sleep at its first due time.
 async fn a_dead_servers_sleeping_execution_is_finished_by_another(backend: Backend) {
     let Some(pair) = two_servers(backend, 1).await else { return };
     let a = &pair.a;
     let id = task(
         &a.app,
         json!({"name": "t", "main": [
-        {"evaluate": {"x": 1}}, {"sleep": {"seconds": 2}}, {"return": {"ok": true}}]}),
+        {"evaluate": {"x": 1}}, {"parallel": [{"sleep": {"seconds": 2}}]}, {"return": {"ok": true}}]}),
     )
     .await;
     let e = start(&a.app, id).await;
@@ -295,16 +289,8 @@ async fn a_dead_servers_sleeping_execution_is_finished_by_another(backend: Backe
     assert_eq!(done.status, ExecutionStatus::Succeeded, "{:?}", done.error);
     assert_eq!(done.output, Some(json!({"ok": true})));
     let ts = transitions(&b.app, e.id).await;
-    assert_eq!(
-        kinds(&ts),
-        [
-            TransitionType::Init,
-            TransitionType::Step,
-            TransitionType::Step,
-            TransitionType::Step,
-            TransitionType::Finish
-        ]
-    );
+    let step = TransitionType::Step;
+    assert_eq!(kinds(&ts), [TransitionType::Init, step, step, step, step, TransitionType::Finish]);
     let slept = ts[2].created_at;
     assert!(slept >= due, "the sleep ended at {slept}, before its due time {due}");
     assert!(slept < due + chrono::Duration::seconds(2), "the sleep started again on the other server");
@@ -317,7 +303,7 @@ async fn a_dead_servers_sleeping_execution_is_finished_by_another(backend: Backe
 async fn a_cancel_through_another_server_stops_the_run(backend: Backend) {
     let Some(pair) = two_servers(backend, 1).await else { return };
     let a = &pair.a;
-    let id = task(&a.app, json!({"name": "t", "main": [{"sleep": {"hours": 1}}]})).await;
+    let id = task(&a.app, json!({"name": "t", "main": [{"parallel": [{"sleep": {"hours": 1}}]}]})).await;
     let e = start(&a.app, id).await;
     until(&a.app, e.id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await;
     let runner = pair.runner_of(e.id).await;
@@ -331,7 +317,39 @@ async fn a_cancel_through_another_server_stops_the_run(backend: Backend) {
         assert!(Instant::now() < deadline, "the sleeping run on the other server was not stopped");
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    assert_eq!(kinds(&transitions(&a.app, e.id).await), [TransitionType::Init, TransitionType::Cancelled]);
+    let ts = kinds(&transitions(&a.app, e.id).await);
+    assert_eq!(ts, [TransitionType::Init, TransitionType::Cancelled]);
+    pair.finish().await;
+}
+
+/// A sleep outside parallel branches drops its run and releases its lease;
+/// the marker says until when it sleeps. When its server has died, the
+/// other wakes it at its due time.
+async fn an_asleep_execution_holds_no_lease_and_another_server_wakes_it(backend: Backend) {
+    let Some(pair) = two_servers(backend, 15).await else { return };
+    let a = &pair.a;
+    let id =
+        task(&a.app, json!({"name": "t", "main": [{"sleep": {"seconds": 2}}, {"return": {"ok": true}}]}))
+            .await;
+    let e = start(&a.app, id).await;
+    let due = until(&a.app, e.id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await;
+    let due = due.sleeping_until.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while lease(&a.app, e.id).await.is_some() || pair.a.engine.runs(e.id) || pair.b.engine.runs(e.id) {
+        assert!(Instant::now() < deadline, "an asleep execution still has a run or a lease");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let marker = a.app.store.get(T.0, Kind::ActiveExecution, e.id).await.unwrap().expect("its marker");
+    assert_eq!(super::records::marker_asleep_until(&marker), Some(due));
+    // The server that put it to sleep dies; the other wakes it (lease_s 15: no takeover needed).
+    a.engine.halt().await;
+    let b = &pair.b;
+    let done = until(&b.app, e.id, Duration::from_secs(20), |e| e.status.is_terminal()).await;
+    assert_eq!(done.status, ExecutionStatus::Succeeded, "{:?}", done.error);
+    let ts = transitions(&b.app, e.id).await;
+    let slept = ts[1].created_at;
+    assert!(slept >= due, "the sleep ended at {slept}, before its due time {due}");
+    assert!(slept < due + chrono::Duration::seconds(6), "woken at {slept}, long after {due}");
     pair.finish().await;
 }
 
@@ -371,8 +389,8 @@ async fn a_resume_through_another_server_runs_there_at_once(backend: Backend) {
 async fn a_stopping_server_hands_its_executions_over(backend: Backend) {
     let Some(pair) = two_servers(backend, 6).await else { return };
     let a = &pair.a;
-    let id =
-        task(&a.app, json!({"name": "t", "main": [{"sleep": {"seconds": 4}}, {"return": {"n": 1}}]})).await;
+    let main = json!([{"parallel": [{"sleep": {"seconds": 4}}]}, {"return": {"n": 1}}]);
+    let id = task(&a.app, json!({"name": "t", "main": main})).await;
     let e = start(&a.app, id).await;
     until(&a.app, e.id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await;
     let runner = pair.runner_of(e.id).await;
@@ -395,9 +413,8 @@ async fn a_stopping_server_hands_its_executions_over(backend: Backend) {
 async fn a_server_that_cannot_renew_stops_and_another_finishes(backend: Backend) {
     let Some(pair) = two_servers(backend, 1).await else { return };
     let a = &pair.a;
-    let id =
-        task(&a.app, json!({"name": "t", "main": [{"sleep": {"seconds": 2.5}}, {"return": {"ok": true}}]}))
-            .await;
+    let main = json!([{"parallel": [{"sleep": {"seconds": 2.5}}]}, {"return": {"ok": true}}]);
+    let id = task(&a.app, json!({"name": "t", "main": main})).await;
     let e = start(&a.app, id).await;
     until(&a.app, e.id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await;
     let runner = pair.runner_of(e.id).await;
@@ -412,9 +429,10 @@ async fn a_server_that_cannot_renew_stops_and_another_finishes(backend: Backend)
     }
     let done = until(&b.app, e.id, Duration::from_secs(20), |e| e.status.is_terminal()).await;
     assert_eq!(done.status, ExecutionStatus::Succeeded, "{:?}", done.error);
+    let step = TransitionType::Step;
     assert_eq!(
         kinds(&transitions(&b.app, e.id).await),
-        [TransitionType::Init, TransitionType::Step, TransitionType::Step, TransitionType::Finish]
+        [TransitionType::Init, step, step, step, TransitionType::Finish]
     );
     pair.finish().await;
 }
@@ -446,7 +464,7 @@ async fn a_cancel_elsewhere_is_heard_at_once(backend: Backend) {
         eprintln!("skipped: this store does not report its changes");
         return pair.finish().await;
     }
-    let id = task(&a.app, json!({"name": "t", "main": [{"sleep": {"hours": 1}}]})).await;
+    let id = task(&a.app, json!({"name": "t", "main": [{"parallel": [{"sleep": {"hours": 1}}]}]})).await;
     let e = start(&a.app, id).await;
     until(&a.app, e.id, Duration::from_secs(10), |e| e.sleeping_until.is_some()).await;
     let runner = pair.runner_of(e.id).await;
@@ -513,6 +531,7 @@ on_both!(
     each_execution_runs_on_exactly_one_server,
     a_dead_servers_sleeping_execution_is_finished_by_another,
     a_cancel_through_another_server_stops_the_run,
+    an_asleep_execution_holds_no_lease_and_another_server_wakes_it,
     a_resume_through_another_server_runs_there_at_once,
     a_stopping_server_hands_its_executions_over,
     a_server_that_cannot_renew_stops_and_another_finishes,

@@ -148,6 +148,26 @@ pub struct ExecutionData {
     /// Sleeps under way: the key of the sleeping step → when it ends.
     #[serde(default)]
     pub timers: BTreeMap<String, DateTime<Utc>>,
+    /// Until when the execution has nothing to run (a sleep outside concurrent
+    /// branches): meanwhile no run of it is loaded, only this time is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub asleep_until: Option<DateTime<Utc>>,
+    /// The engine (one per server start) whose run was working on the
+    /// execution as of this record: set by every commit of a run that goes on
+    /// working, cleared when the run stops cleanly (the execution ends, waits
+    /// for input or sleeps, or the server stops cleanly). A run that starts
+    /// and finds another engine here knows that engine's server died, or lost
+    /// the execution's lease, in the middle of a step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<Uuid>,
+    /// How many servers died (or lost the lease) mid-step since the last
+    /// transition: past `executions.max_step_attempts`, the execution fails.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stopped_mid_step: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl ExecutionData {
@@ -169,6 +189,9 @@ impl ExecutionData {
             last: None,
             state: Map::new(),
             timers: BTreeMap::new(),
+            asleep_until: None,
+            in_flight: None,
+            stopped_mid_step: 0,
         }
     }
 }
@@ -259,9 +282,13 @@ pub fn owner(rec: &Record) -> Uuid {
     rec.scope
 }
 
+/// The scope of every [`active_marker`]: one list per tenant, so that the
+/// executions a tenant has under way are counted by one read.
+pub const ACTIVE_SCOPE: Uuid = Uuid::nil();
+
 /// The record that marks an execution as not ended yet (see [`Kind::ActiveExecution`]).
-pub fn active_marker(execution: Uuid, task: Uuid) -> Record {
-    Record::new(Kind::ActiveExecution, execution, task, Value::Null)
+pub fn active_marker(execution: Uuid) -> Record {
+    Record::new(Kind::ActiveExecution, execution, ACTIVE_SCOPE, Value::Null)
 }
 
 /// Whether a marker says its execution waits for input (written on shared
@@ -269,6 +296,24 @@ pub fn active_marker(execution: Uuid, task: Uuid) -> Record {
 /// those need not read a waiting execution each time).
 pub fn marker_waits(marker: &Record) -> bool {
     marker.data.get("waiting").and_then(Value::as_bool) == Some(true)
+}
+
+/// Until when a marker says its execution sleeps with no run loaded (shared
+/// stores only, like [`marker_waits`]).
+pub fn marker_asleep_until(marker: &Record) -> Option<DateTime<Utc>> {
+    marker.data.get("asleep_until").and_then(|v| DateTime::<Utc>::deserialize(v).ok())
+}
+
+/// What an execution's marker says on a shared store, from the execution's
+/// stored fields as JSON: that it waits, or sleeps until when, or nothing.
+fn marker_data(execution: &Value) -> Value {
+    if execution.get("status").and_then(Value::as_str) == Some("awaiting_input") {
+        return serde_json::json!({ "waiting": true });
+    }
+    match execution.get("asleep_until") {
+        Some(until) if !until.is_null() => serde_json::json!({ "asleep_until": until }),
+        _ => Value::Null,
+    }
 }
 
 impl ExecutionData {
@@ -300,23 +345,24 @@ pub async fn commit_ops(
         let rec = Record::fresh(Kind::Transition, record.id, encode(t)?);
         ops.push(Op::Put { record: rec, expect: Expect::Absent });
     }
-    // The status as read (before `record.data` becomes the new one), without decoding the rest.
-    let waited = record.data.get("status").and_then(Value::as_str) == Some("awaiting_input");
+    // What the marker says as read (before `record.data` becomes the new one), without decoding the rest.
+    let said = marker_data(&record.data);
     record.updated_at = now().max(record.created_at);
     record.data = encode(data)?;
     ops.push(Op::Put { record: record.clone(), expect: Expect::Version(record.version) });
     let ends = data.status().is_terminal();
     let waits = data.status() == crate::api::types::ExecutionStatus::AwaitingInput;
+    let says = marker_data(&record.data);
     if ends && store.get(tenant, Kind::ActiveExecution, record.id).await?.is_some() {
         ops.push(Op::Delete { kind: Kind::ActiveExecution, id: record.id, version: None });
     }
     if store.shared() {
         if !ends
-            && waits != waited
+            && says != said
             && let Some(mut marker) = store.get(tenant, Kind::ActiveExecution, record.id).await?
         {
             let expect = Expect::Version(marker.version);
-            marker.data = if waits { serde_json::json!({ "waiting": true }) } else { Value::Null };
+            marker.data = says;
             marker.updated_at = now().max(marker.created_at);
             ops.push(Op::Put { record: marker, expect });
         }
@@ -350,6 +396,11 @@ mod tests {
             "status": "awaiting_input", "input": {"topics": ["a"]}, "output": null, "error": null,
             "transitions": 4, "last": "wait", "state": {"seen": 2},
             "timers": {"main[1]": "2026-11-23T20:00:00Z"}}));
+        keeps::<ExecutionData>(json!({
+            "status": "running", "input": {}, "output": null, "error": null,
+            "transitions": 2, "last": "step", "state": {},
+            "timers": {"main[1]": "2026-11-23T20:00:00Z"}, "asleep_until": "2026-11-23T20:00:00Z",
+            "in_flight": "01a20a1e-613b-7774-b3d2-2547029b969b", "stopped_mid_step": 2}));
         keeps::<TransitionData>(json!({
             "type": "wait", "output": {"tool_call": {"id": "call_1", "name": "f", "arguments": {}}},
             "current": {"workflow": "main[2].then", "step": 0}, "next": null, "key": "main[2].then[0]#call1",

@@ -48,6 +48,9 @@ pub enum Stop {
     Reload,
     /// The store could not write or read: the run is tried again later.
     Store(Error),
+    /// The execution sleeps until then, with nothing else to run: the run is
+    /// dropped, and the engine runs it again when it is due.
+    Asleep(chrono::DateTime<chrono::Utc>),
 }
 
 impl From<StoreError> for Stop {
@@ -158,6 +161,12 @@ pub struct Run {
     slot: parking_lot::Mutex<Option<OwnedSemaphorePermit>>,
 }
 
+impl Drop for Run {
+    fn drop(&mut self) {
+        self.engine.loaded.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 fn target(workflow: &str, step: usize) -> TransitionTarget {
     TransitionTarget { workflow: workflow.to_owned(), step: step as i64 }
 }
@@ -176,7 +185,8 @@ fn truthy(v: &Value) -> bool {
 
 impl Run {
     /// Loads an execution to run: its record, snapshot and transitions.
-    /// `None` when there is nothing to run (gone, or already ended).
+    /// `None` when there is nothing to run (gone, or already ended);
+    /// [`Stop::Asleep`], loading nothing more, when it sleeps until later.
     pub async fn load(
         engine: Arc<Engine>,
         tenant: Tenant,
@@ -189,17 +199,24 @@ impl Run {
         if data.status().is_terminal() {
             return Ok(None);
         }
+        if let Some(due) = data.asleep_until
+            && due > now()
+        {
+            return Err(Stop::Asleep(due));
+        }
         let Some(snap) = store.get(tenant.0, Kind::ExecutionTask, id).await? else {
             return Err(Stop::Failed(format!("execution {id} has no snapshot of its task")));
         };
         let snapshot: Snapshot =
             read::<StoredSnapshot>(&snap).and_then(|s| s.snapshot()).map_err(Stop::Store)?;
         let mut entries = HashMap::new();
+        let mut at = target("main", 0);
         let mut q = ListQuery::oldest_first(0, 1000);
         loop {
             let page = store.list(tenant.0, Kind::Transition, id, &q).await?;
             for rec in &page {
                 let t: TransitionData = read(rec).map_err(Stop::Store)?;
+                at = t.next.clone().unwrap_or_else(|| t.current.clone()).into();
                 entries.insert(
                     t.key,
                     Entry { kind: t.kind.into(), output: t.output, resume_state: t.resume_state },
@@ -216,13 +233,14 @@ impl Run {
         let execution = Arc::new(json!({"id": id, "task_id": record.scope}));
         let agent = Arc::new(serde_json::to_value(&snapshot.agent).unwrap_or(Value::Null));
         let task = Arc::new(serde_json::to_value(&snapshot.task).unwrap_or(Value::Null));
+        engine.loaded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(Some(Run {
             engine,
             tenant,
             id,
             snapshot,
             workflows,
-            journal: tokio::sync::Mutex::new(Journal { record, data, entries, at: target("main", 0) }),
+            journal: tokio::sync::Mutex::new(Journal { record, data, entries, at }),
             input,
             execution,
             agent,
@@ -260,6 +278,7 @@ impl Run {
     }
 
     async fn run_main(&self) -> Flowing<Value> {
+        self.begin().await?;
         let init = Emit {
             kind: TransitionType::Init,
             key: "init".into(),
@@ -274,6 +293,33 @@ impl Run {
         let at = ListAt { place: "main".into(), key: "main".into(), top: true, depth: 0 };
         let wf = Workflow::default();
         Ok(self.run_list(main, &at, (*self.input).clone(), &wf, false).await?.value())
+    }
+
+    /// Makes it durable, before any step runs (a replay included), that this
+    /// engine works on the execution; counts the servers that stopped in the
+    /// middle of its step, and fails it once they reach
+    /// `executions.max_step_attempts` instead of running the step again.
+    /// A new execution needs no commit here: its `init` is the first.
+    async fn begin(&self) -> Flowing<()> {
+        let me = self.engine.id;
+        let (in_flight, stopped, transitions) = {
+            let journal = self.journal.lock().await;
+            (journal.data.in_flight, journal.data.stopped_mid_step, journal.data.transitions)
+        };
+        if in_flight == Some(me) || (in_flight.is_none() && transitions == 0) {
+            return Ok(());
+        }
+        // Another engine's run was working on it: its server died, or lost the lease, mid-step.
+        let stopped = stopped + u32::from(in_flight.is_some());
+        let max = self.engine.config.max_step_attempts;
+        if stopped >= max {
+            return Err(Stop::Failed(format!(
+                "the server stopped {stopped} times while running this step, so it is not run again \
+                 (executions.max_step_attempts = {max})"
+            )));
+        }
+        self.commit(Vec::new(), move |d| d.stopped_mid_step = stopped).await?;
+        Ok(())
     }
 
     /// Commits the `error` transition of a failed run.
@@ -347,6 +393,11 @@ impl Run {
             }
         }
         let mut data = journal.data.clone();
+        // This run goes on working (unless the commit ends it, makes it wait, or `change` says it sleeps).
+        data.in_flight = Some(self.engine.id);
+        if !emits.is_empty() {
+            data.stopped_mid_step = 0;
+        }
         change(&mut data);
         let mut transitions = Vec::with_capacity(emits.len());
         for e in &emits {
@@ -366,6 +417,9 @@ impl Run {
                 resume_state: e.resume_state.clone(),
             });
             data.advance(e.kind);
+        }
+        if data.status().is_terminal() || data.status() == crate::api::types::ExecutionStatus::AwaitingInput {
+            data.in_flight = None;
         }
         let mut record = journal.record.clone();
         let store = self.engine.app.store.as_ref();
@@ -722,24 +776,40 @@ impl Run {
                         "a sleep of {seconds} s: more than the limit of {max} s (executions.max_sleep_s)"
                     )));
                 }
-                let due = self.journal.lock().await.data.timers.get(&key).copied();
-                let due = match due {
-                    Some(due) => due,
-                    None => {
-                        let due = now() + chrono::Duration::milliseconds((*seconds * 1000.0) as i64);
+                let (timer, asleep) = {
+                    let journal = self.journal.lock().await;
+                    (journal.data.timers.get(&key).copied(), journal.data.asleep_until)
+                };
+                let due = timer
+                    .unwrap_or_else(|| now() + chrono::Duration::milliseconds((*seconds * 1000.0) as i64));
+                // Outside concurrent branches nothing else runs meanwhile: the
+                // run is dropped until the sleep is due (and its lease released).
+                if !branch && due > now() {
+                    if timer.is_none() || asleep != Some(due) {
                         let timer = key.clone();
                         self.commit(Vec::new(), move |d| {
                             d.timers.insert(timer, due);
+                            d.asleep_until = Some(due);
+                            d.in_flight = None;
+                            d.stopped_mid_step = 0;
                         })
                         .await?;
-                        due
                     }
-                };
+                    return Err(Stop::Asleep(due));
+                }
+                if timer.is_none() {
+                    let timer = key.clone();
+                    self.commit(Vec::new(), move |d| {
+                        d.timers.insert(timer, due);
+                    })
+                    .await?;
+                }
                 self.sleep_until(due).await;
                 let timer = key.clone();
                 done(
                     self.step_done(key, Value::Null, here, next, move |d| {
                         d.timers.remove(&timer);
+                        d.asleep_until = None;
                     })
                     .await?,
                 )

@@ -24,10 +24,32 @@ fn quiet() -> slog::Logger {
 }
 
 async fn engine_on(store: Arc<SledStore>) -> (App, Arc<Engine>) {
+    engine_with(store, &ExecutionsConfig::default()).await
+}
+
+async fn engine_with(store: Arc<SledStore>, config: &ExecutionsConfig) -> (App, Arc<Engine>) {
     let app = App::new(store).await.unwrap();
-    let engine =
-        Engine::start(&app, &ExecutionsConfig::default(), &ToolsConfig::default(), quiet()).await.unwrap();
+    let engine = Engine::start(&app, config, &ToolsConfig::default(), quiet()).await.unwrap();
     (app, engine)
+}
+
+/// The execution's stored fields.
+async fn stored(app: &App, id: Uuid) -> super::records::ExecutionData {
+    let rec = app.store.get(T.0, crate::store::Kind::Execution, id).await.unwrap().unwrap();
+    super::records::read(&rec).unwrap()
+}
+
+/// Waits until `engine`'s run works on the execution (its commits name it).
+async fn worked_on_by(app: &App, engine: &Engine, id: Uuid) -> super::records::ExecutionData {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let data = stored(app, id).await;
+        if data.in_flight == Some(engine.id) {
+            return data;
+        }
+        assert!(Instant::now() < deadline, "execution {id} not worked on by the new engine: {data:?}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 async fn task(app: &App, body: Value) -> Uuid {
@@ -233,9 +255,9 @@ async fn a_run_whose_record_changed_under_it_starts_again_and_finishes() {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(SledStore::open(dir.path(), Durability::Flush).unwrap());
     let (app, _engine) = engine_on(store.clone()).await;
-    let id =
-        task(&app, json!({"name": "t", "main": [{"sleep": {"seconds": 0.3}}, {"return": {"ok": true}}]}))
-            .await;
+    // A sleep in a parallel branch keeps its run loaded.
+    let main = json!([{"parallel": [{"sleep": {"seconds": 0.3}}]}, {"return": {"ok": true}}]);
+    let id = task(&app, json!({"name": "t", "main": main})).await;
     let e = start(&app, id, json!({})).await;
     while app.execution_get(T, e.id).await.unwrap().sleeping_until.is_none() {
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -244,10 +266,112 @@ async fn a_run_whose_record_changed_under_it_starts_again_and_finishes() {
     let done = until(&app, e.id, ExecutionStatus::is_terminal).await;
     assert_eq!(done.status, ExecutionStatus::Succeeded, "{:?}", done.error);
     let ts = transitions(&app, e.id).await;
+    let step = TransitionType::Step;
+    assert_eq!(kinds(&ts), [TransitionType::Init, step, step, step, TransitionType::Finish]);
+}
+
+/// Sleeping executions hold no run, only their due time: while they sleep,
+/// and after a restart, which times them instead of loading them; one that
+/// is due wakes, is loaded, and finishes.
+#[tokio::test]
+async fn sleeping_executions_are_timed_not_loaded_and_wake_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SledStore::open(dir.path(), Durability::Flush).unwrap());
+    let (app, engine) = engine_on(store.clone()).await;
+    let long =
+        task(&app, json!({"name": "long", "main": [{"evaluate": {"x": 1}}, {"sleep": {"hours": 1}}]})).await;
+    let short = task(
+        &app,
+        json!({"name": "short", "main": [{"evaluate": {"x": 1}}, {"sleep": {"seconds": 3}}, {"return": {"ok": true}}]}),
+    )
+    .await;
+    let mut ids = Vec::new();
+    for _ in 0..40 {
+        ids.push(start(&app, long, json!({})).await.id);
+    }
+    let quick = start(&app, short, json!({})).await.id;
+    for &id in ids.iter().chain([&quick]) {
+        until(&app, id, |_| true).await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while app.execution_get(T, id).await.unwrap().sleeping_until.is_none() {
+            assert!(Instant::now() < deadline, "execution {id} never slept");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while engine.loaded() > 0 || engine.running() > 0 {
+        assert!(Instant::now() < deadline, "{} runs loaded, {} running", engine.loaded(), engine.running());
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(engine.scheduled(), 41);
+    engine.stop().await;
+
+    let (app, engine) = engine_on(store).await;
     assert_eq!(
-        kinds(&ts),
-        [TransitionType::Init, TransitionType::Step, TransitionType::Step, TransitionType::Finish]
+        (engine.scheduled(), engine.loaded(), engine.running()),
+        (41, 0, 0),
+        "timed at start, not loaded"
     );
+    let done = until(&app, quick, ExecutionStatus::is_terminal).await;
+    assert_eq!(done.status, ExecutionStatus::Succeeded, "{:?}", done.error);
+    assert_eq!(done.output, Some(json!({"ok": true})));
+    let ts = transitions(&app, quick).await;
+    assert_allowed(&ts);
+    let step = TransitionType::Step;
+    assert_eq!(kinds(&ts), [TransitionType::Init, step, step, step, TransitionType::Finish]);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while engine.loaded() > 0 {
+        assert!(Instant::now() < deadline, "the finished run is still loaded");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(engine.scheduled(), 40);
+    assert!(stored(&app, ids[0]).await.asleep_until.is_some());
+}
+
+/// A step under way each time its server dies (here: stops without a clean
+/// stop) is not run again past `max_step_attempts` deaths: the execution
+/// fails saying so. A clean stop in between is not counted; a commit would
+/// have reset the count.
+#[tokio::test]
+async fn a_step_under_way_through_max_step_attempts_deaths_fails_the_execution() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SledStore::open(dir.path(), Durability::Flush).unwrap());
+    let config = ExecutionsConfig { max_step_attempts: 2, ..Default::default() };
+    let (app, engine) = engine_with(store.clone(), &config).await;
+    // A sleep inside a parallel branch: a step that stays under way, its run loaded.
+    let main = json!([{"evaluate": {"x": 1}}, {"parallel": [{"sleep": {"hours": 1}}]}]);
+    let id = task(&app, json!({"name": "t", "main": main})).await;
+    let e = start(&app, id, json!({})).await;
+    let data = worked_on_by(&app, &engine, e.id).await;
+    assert_eq!(data.stopped_mid_step, 0);
+    while stored(&app, e.id).await.timers.is_empty() {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    engine.halt().await;
+
+    let (app, engine) = engine_with(store.clone(), &config).await;
+    assert_eq!(worked_on_by(&app, &engine, e.id).await.stopped_mid_step, 1, "one death counted");
+    engine.stop().await;
+    let data = stored(&app, e.id).await;
+    assert_eq!((data.in_flight, data.stopped_mid_step), (None, 1), "a clean stop is not a death");
+
+    let (app, engine) = engine_with(store.clone(), &config).await;
+    assert_eq!(worked_on_by(&app, &engine, e.id).await.stopped_mid_step, 1);
+    engine.halt().await;
+
+    let (app, _engine) = engine_with(store, &config).await;
+    let done = until(&app, e.id, ExecutionStatus::is_terminal).await;
+    assert_eq!(done.status, ExecutionStatus::Failed);
+    let error = done.error.unwrap();
+    assert!(
+        error.contains("the server stopped 2 times while running this step")
+            && error.contains("executions.max_step_attempts"),
+        "{error}"
+    );
+    let ts = transitions(&app, e.id).await;
+    assert_allowed(&ts);
+    assert_eq!(kinds(&ts), [TransitionType::Init, TransitionType::Step, TransitionType::Error]);
+    assert_eq!((ts[2].current.workflow.as_str(), ts[2].current.step), ("main", 1), "at the step under way");
 }
 
 /// A quick look at the time per step (the `executions` bench measures it properly).

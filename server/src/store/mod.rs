@@ -50,8 +50,10 @@ pub enum Kind {
     /// The task, agent and tools an execution runs with, as read at its start
     /// (id: the execution's; scope: the execution).
     ExecutionTask = 13,
-    /// An execution that has not ended (id: the execution's; scope: its task):
-    /// what a starting server resumes, without reading every execution.
+    /// An execution that has not ended (id: the execution's; scope: the nil
+    /// id, one list per tenant; markers written before that have their task's):
+    /// what a starting server resumes, without reading every execution, and
+    /// how many a tenant has under way (`executions.max_active_per_tenant`).
     ActiveExecution = 14,
     /// A server's claim on an execution, until `expires_at` (id: the
     /// execution's; scope: its task): on a shared store, one server runs it.

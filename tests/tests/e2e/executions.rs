@@ -14,6 +14,7 @@
 mod control;
 mod limits;
 mod prompts;
+mod recovery;
 mod steps;
 mod typed;
 
