@@ -1,7 +1,7 @@
 //! API keys through the API (`GET|POST /api/keys`, `DELETE /api/keys/{key_id}`):
 //! each tenant its own, effective at once.
 
-use agent_platform_tests::{Raw, TestServer};
+use agent_platform_tests::{Client, Raw, TestServer, types};
 use serde_json::Value;
 
 async fn as_key(s: &TestServer, key: &str, method: &str, path: &str) -> Raw {
@@ -99,6 +99,49 @@ async fn a_repeated_key_creation_creates_no_second_key_and_does_not_show_the_fir
     assert!(again.contains(first["id"].as_str().unwrap()), "the 409 names the key: {again}");
     assert!(!again.contains(first["key"].as_str().unwrap()), "but never shows it: {again}");
     assert_eq!(ids(&as_key(&s, &s.key, "GET", "/api/keys").await).len(), 2, "one key was created");
+    s.stop().await;
+}
+
+/// The status and `detail` of a generated client's error answer.
+fn refusal<T: std::fmt::Debug>(r: Result<T, agent_platform_client::Error<types::Error>>) -> (u16, String) {
+    match r {
+        Err(agent_platform_client::Error::ErrorResponse(rv)) => match (rv.status().as_u16(), rv.into_inner())
+        {
+            (status, types::Error::ErrorResponse(e)) => (status, e.detail),
+            other => panic!("expected an ErrorResponse, got {other:?}"),
+        },
+        other => panic!("expected an error answer, got {other:?}"),
+    }
+}
+
+async fn key_ids(c: &Client, limit: u64, offset: u64) -> Vec<uuid::Uuid> {
+    let page = c.key_list().limit(limit).offset(offset).send().await.unwrap().into_inner();
+    page.items.iter().map(|k| k.id).collect()
+}
+
+#[tokio::test]
+async fn keys_page_with_limit_and_offset_and_a_tenant_holds_at_most_max_keys_per_tenant() {
+    let s = TestServer::with_config(|c| c.server.max_keys_per_tenant = 5).await;
+    let mut made = Vec::new();
+    for _ in 0..4 {
+        made.push(s.client.key_create().send().await.unwrap().into_inner().id);
+    }
+    let newest_first: Vec<_> = made.iter().rev().copied().collect();
+    assert_eq!(key_ids(&s.client, 2, 0).await, newest_first[..2]);
+    assert_eq!(key_ids(&s.client, 2, 2).await, newest_first[2..4]);
+    assert_eq!(key_ids(&s.client, 2, 4).await.len(), 1, "the first key, oldest");
+    assert!(key_ids(&s.client, 2, 5).await.is_empty());
+    let asc =
+        s.client.key_list().direction(types::Direction::Asc).limit(4u64).offset(1u64).send().await.unwrap();
+    assert_eq!(asc.items.iter().map(|k| k.id).collect::<Vec<_>>(), made);
+
+    let (status, detail) = refusal(s.client.key_create().send().await);
+    assert_eq!(status, 409);
+    assert!(detail.contains("max_keys_per_tenant") && detail.contains('5'), "{detail}");
+    assert_eq!(key_ids(&s.client, 100, 0).await.len(), 5, "the refused creation made no key");
+    // Another tenant has its own allowance.
+    let other = s.other_tenant().await;
+    assert!(other.key_create().send().await.is_ok());
     s.stop().await;
 }
 
