@@ -19378,7 +19378,7 @@ let response = client.key_create()
     }
     /**Revoke an API key of the caller's tenant
 
-It is refused at once (401) by every later request. The key making this request may revoke itself: this request answers 204, the next one 401. Another tenant's key id is a 404, as a missing one is.
+It is refused at once (401) by every later request. The key making this request may revoke itself: this request answers 204, the next one 401. The tenant's last key cannot be revoked (409): to rotate a key, create the new one first, then delete the old one. Another tenant's key id is a 404, as a missing one is.
 
 Sends a `DELETE` request to `/api/keys/{key_id}`
 

@@ -86,7 +86,9 @@ pub trait AgentPlatformApi {
     ///
     /// It is refused at once (401) by every later request. The key making this
     /// request may revoke itself: this request answers 204, the next one 401.
-    /// Another tenant's key id is a 404, as a missing one is.
+    /// The tenant's last key cannot be revoked (409): to rotate a key, create
+    /// the new one first, then delete the old one. Another tenant's key id is a
+    /// 404, as a missing one is.
     #[endpoint { method = DELETE, path = "/api/keys/{key_id}", tags = ["keys"] }]
     async fn key_delete(rqctx: RequestContext<Self::Context>, path: PathParams<KeyPath>) -> Deleted;
 

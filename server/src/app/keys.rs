@@ -7,8 +7,9 @@
 //! Keys are managed by the CLI (while the server is stopped on sled, which
 //! admits one process) and through the API, each tenant its own keys
 //! ([`App::tenant_key_create`], [`App::tenant_key_list`], [`App::tenant_key_revoke`]).
-//! Through the API a tenant holds at most `server.max_keys_per_tenant` keys
-//! (the CLI, the operator's tool, is not held to it).
+//! Through the API a tenant holds at least one key (its last cannot be
+//! deleted: rotate by creating the new key first) and at most
+//! `server.max_keys_per_tenant`; the CLI, the operator's tool, may do either.
 //! A revoked key is refused at once: the revocation commits, then drops the
 //! key from the cache of known keys, and a lookup that raced with it does not
 //! put it back (see [`App::authenticate`]).
@@ -277,14 +278,31 @@ impl App {
 
     /// Revokes a key of the caller's tenant (`DELETE /api/keys/{id}`); another
     /// tenant's key is as missing as one that does not exist. The caller's own
-    /// key may be revoked: its next request is a 401.
+    /// key may be revoked (its next request is a 401), but not the tenant's
+    /// last one: nothing could make the tenant a key through the API again, so
+    /// that is a 409 saying how to rotate.
     pub async fn tenant_key_revoke(&self, t: Tenant, id: Uuid) -> Result<()> {
-        let rec = self.store.get(SYSTEM, Kind::ApiKey, id).await?;
-        let owned = rec.as_ref().and_then(|r| serde_json::from_value::<KeyData>(r.data.clone()).ok());
-        match (rec, owned) {
-            (Some(rec), Some(d)) if d.tenant_id == t.0 => Ok(self.revoke(&rec, Vec::new()).await?),
-            _ => Err(Error::not_found(Kind::ApiKey, id)),
+        let _queue = self.lock_record(t, Kind::Tenant, t.0).await;
+        for _ in 0..RETRIES {
+            let rec = self.store.get(SYSTEM, Kind::ApiKey, id).await?;
+            let owned = rec.as_ref().and_then(|r| serde_json::from_value::<KeyData>(r.data.clone()).ok());
+            let rec = match (rec, owned) {
+                (Some(rec), Some(d)) if d.tenant_id == t.0 => rec,
+                _ => return Err(Error::not_found(Kind::ApiKey, id)),
+            };
+            let tenant = self.tenant_record(t).await?;
+            if self.tenant_keys(t).await?.len() <= 1 {
+                return Err(Error::Conflict(format!(
+                    "API key {id} is the tenant's last key, and deleting it would lock the tenant \
+                     out: to rotate it, create a new key first (POST /api/keys), then delete this one"
+                )));
+            }
+            match self.revoke(&rec, vec![unchanged(tenant)]).await {
+                Err(StoreError::Stale) => continue,
+                done => return Ok(done?),
+            }
         }
+        Err(StoreError::Stale.into())
     }
 
     /// Deletes a key record (committing `ops` with it), then forgets the key

@@ -56,9 +56,11 @@ async fn a_deleted_key_is_refused_at_once_even_the_one_calling() {
     assert_eq!(refused.status, 401, "a revoked key is refused at once: {}", refused.body);
     assert_eq!(as_key(&s, &s.key, "DELETE", &format!("/api/keys/{id}")).await.status, 404, "deleted twice");
 
-    // A key may revoke itself: this request answers, the next is refused.
+    // A key may revoke itself (once it is not the last): this request
+    // answers, the next is refused.
     let list = as_key(&s, &s.key, "GET", "/api/keys").await;
     let own = ids(&list).pop().unwrap();
+    assert_eq!(as_key(&s, &s.key, "POST", "/api/keys").await.status, 201);
     assert_eq!(as_key(&s, &s.key, "DELETE", &format!("/api/keys/{own}")).await.status, 204);
     assert_eq!(as_key(&s, &s.key, "GET", "/api/keys").await.status, 401);
     s.stop().await;
@@ -142,6 +144,39 @@ async fn keys_page_with_limit_and_offset_and_a_tenant_holds_at_most_max_keys_per
     // Another tenant has its own allowance.
     let other = s.other_tenant().await;
     assert!(other.key_create().send().await.is_ok());
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_tenants_last_key_cannot_be_deleted_and_the_409_says_how_to_rotate() {
+    let s = TestServer::start().await;
+    let own = key_ids(&s.client, 10, 0).await;
+    assert_eq!(own.len(), 1);
+    let (status, detail) = refusal(s.client.key_delete().key_id(own[0]).send().await);
+    assert_eq!(status, 409);
+    assert!(detail.contains("last key") && detail.contains("create a new key first"), "{detail}");
+    assert!(s.client.agent_list().send().await.is_ok(), "the key still works");
+
+    // Rotation: a new key first, then the old one goes.
+    let new = s.client.key_create().send().await.unwrap().into_inner();
+    s.client.key_delete().key_id(own[0]).send().await.unwrap();
+    let rotated = Client::with_key(&s.base, &new.key).unwrap();
+    assert_eq!(key_ids(&rotated, 10, 0).await, [new.id]);
+    assert_eq!(refusal(rotated.key_delete().key_id(new.id).send().await).0, 409);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn concurrent_deletes_of_a_tenants_two_keys_leave_it_one() {
+    let s = TestServer::start().await;
+    let second = s.client.key_create().send().await.unwrap().into_inner();
+    let both = key_ids(&s.client, 10, 0).await;
+    let other = Client::with_key(&s.base, &second.key).unwrap();
+    let (a, b) =
+        tokio::join!(s.client.key_delete().key_id(both[0]).send(), other.key_delete().key_id(both[1]).send());
+    assert_eq!(a.is_ok() as u8 + b.is_ok() as u8, 1, "one delete lands, one is refused: {a:?} {b:?}");
+    let left = s.app().key_list().await.unwrap();
+    assert_eq!(left.iter().filter(|k| k.tenant == "default").count(), 1);
     s.stop().await;
 }
 
