@@ -268,7 +268,7 @@ fn transition_event(t: &Transition) -> Frames {
 /// after a terminal one. A missing execution is an ordinary error answer.
 ///
 /// As for a chat, a task drives the domain's stream into a channel, and stops
-/// when the client goes away.
+/// when the client goes away, even while the execution waits.
 pub async fn transition_stream(
     app: App,
     t: Tenant,
@@ -278,8 +278,7 @@ pub async fn transition_stream(
     let mut transitions = app.transition_follow(t, execution, after).await?;
     let (tx, mut rx) = mpsc::channel::<app::Result<Transition>>(64);
     tokio::spawn(async move {
-        while !tx.is_closed() {
-            let Some(item) = transitions.next().await else { return };
+        while let Some(item) = until_closed(&tx, transitions.next()).await.flatten() {
             if tx.send(item).await.is_err() {
                 return;
             }
