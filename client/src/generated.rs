@@ -278,7 +278,7 @@ pub mod types {
     ///The HTTP request of an `api_call` tool.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ApiCallDef {
-        ///Headers sent with the request.
+        ///Headers sent with the request: valid HTTP header names and values, other than those the HTTP client sets itself (`Host`, `Connection`, `Transfer-Encoding`, `Content-Length`, `Keep-Alive`, `Upgrade`, `TE`, `Trailer`, `Proxy-Connection`: a 422).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub headers: ::std::option::Option<
             ::std::collections::HashMap<::std::string::String, ::std::string::String>,
@@ -18725,7 +18725,7 @@ Errors: a validation failure is a 422 whose `detail` lists every violation as `{
 
 Connections: a request body must arrive in full within the server's `request_body_timeout_s` (default 30 s; 408 `request_timeout` otherwise), and a connection that brings no complete request head within `idle_timeout_s` (default 30 s: silent, slow headers, or idle between requests) is closed.
 
-Retries are safe: every POST (under `/api` and `/v1`) takes an `Idempotency-Key` header; a repeat with the same key within 24 hours answers the first answer without doing it again (a streamed answer is not replayed: a repeat runs again).
+Retries are safe: every POST (under `/api` and `/v1`) takes an `Idempotency-Key` header; a repeat with the same key within 24 hours answers the first answer without doing it again; a streamed session chat or response is answered again as the stream of events it sent (a streamed chat completion, which saves nothing, runs again).
 
 OpenAI-compatible routes (tag `openai`, under `/v1`): the same keys, tenants and records, in OpenAI's request and answer shapes, so that OpenAI's SDKs and the tools built on them work with a changed base URL; their errors are in OpenAI's shape, `{"error": {message, type, param, code}}`, with the same statuses and codes.
 
@@ -18807,7 +18807,7 @@ let response = client.agent_list()
 Sends a `POST` request to `/api/agents`
 
 Arguments:
-- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.agent_create()
@@ -18922,7 +18922,7 @@ Sends a `POST` request to `/api/agents/{id}/docs`
 
 Arguments:
 - `id`: The agent's id.
-- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.agent_doc_create()
@@ -19000,7 +19000,7 @@ Sends a `POST` request to `/api/agents/{id}/search`
 
 Arguments:
 - `id`: The agent's id.
-- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.agent_search()
@@ -19065,7 +19065,7 @@ Sends a `POST` request to `/api/agents/{id}/tasks`
 
 Arguments:
 - `id`: The agent's id.
-- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.task_create()
@@ -19145,7 +19145,7 @@ Sends a `POST` request to `/api/agents/{id}/tools`
 
 Arguments:
 - `id`: The agent's id.
-- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.tool_create()
@@ -19340,12 +19340,19 @@ let response = client.healthz()
     pub fn healthz(&self) -> builder::Healthz<'_> {
         builder::Healthz::new(self)
     }
-    /**List the caller's tenant's API keys, newest first (never the keys themselves)
+    /**List the caller's tenant's API keys, newest first unless asked (never the keys themselves)
 
 Sends a `GET` request to `/api/keys`
 
+Arguments:
+- `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
+- `limit`: How many keys to answer at most (1 to 1000): page on with `offset += len(items)` until a page comes back empty.
+- `offset`: How many keys to skip first.
 ```ignore
 let response = client.key_list()
+    .direction(direction)
+    .limit(limit)
+    .offset(offset)
     .send()
     .await;
 ```*/
@@ -19354,12 +19361,12 @@ let response = client.key_list()
     }
     /**Create an API key for the caller's tenant
 
-The answer shows the key this once: the service keeps only its hash. It works at once. With an `Idempotency-Key`, a repeat does not create another key, but it cannot show the first one again either: it is a 409 naming it.
+The answer shows the key this once: the service keeps only its hash. It works at once. With an `Idempotency-Key`, a repeat does not create another key, but it cannot show the first one again either: it is a 409 naming it. A tenant holds at most the server's `max_keys_per_tenant` keys (100 unless configured): beyond it, a 409 naming the setting.
 
 Sends a `POST` request to `/api/keys`
 
 Arguments:
-- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 ```ignore
 let response = client.key_create()
     .idempotency_key(idempotency_key)
@@ -19371,7 +19378,7 @@ let response = client.key_create()
     }
     /**Revoke an API key of the caller's tenant
 
-It is refused at once (401) by every later request. The key making this request may revoke itself: this request answers 204, the next one 401. Another tenant's key id is a 404, as a missing one is.
+It is refused at once (401) by every later request. The key making this request may revoke itself: this request answers 204, the next one 401. The tenant's last key cannot be revoked (409): to rotate a key, create the new one first, then delete the old one. Another tenant's key id is a 404, as a missing one is.
 
 Sends a `DELETE` request to `/api/keys/{key_id}`
 
@@ -19428,7 +19435,7 @@ Send `agent` (one id) or `agents` (a list), not both, and optionally `user` or `
 Sends a `POST` request to `/api/sessions`
 
 Arguments:
-- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.session_create()
@@ -19522,7 +19529,7 @@ Sends a `POST` request to `/api/sessions/{id}/chat`
 
 Arguments:
 - `id`: The session's id.
-- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.session_chat()
@@ -19566,7 +19573,7 @@ Sends a `POST` request to `/api/sessions/{id}/messages`
 
 Arguments:
 - `id`: The session's id.
-- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.message_create()
@@ -19652,7 +19659,7 @@ Sends a `POST` request to `/api/tasks/{task_id}/executions`
 
 Arguments:
 - `task_id`: The task's id.
-- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.execution_create()
@@ -19693,7 +19700,7 @@ let response = client.user_list()
 Sends a `POST` request to `/api/users`
 
 Arguments:
-- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.user_create()
@@ -19806,7 +19813,7 @@ Sends a `POST` request to `/api/users/{user_id}/docs`
 
 Arguments:
 - `user_id`: The user's id.
-- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.user_doc_create()
@@ -19880,7 +19887,7 @@ Sends a `POST` request to `/api/users/{user_id}/search`
 
 Arguments:
 - `user_id`: The user's id.
-- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.user_search()
@@ -19904,7 +19911,7 @@ Unsupported (400, naming the `param`): `n` other than 1, content parts other tha
 Sends a `POST` request to `/v1/chat/completions`
 
 Arguments:
-- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.openai_chat_completion()
@@ -19925,7 +19932,7 @@ It is a session like any other: `GET /api/sessions/{id}` shows it and its messag
 Sends a `POST` request to `/v1/conversations`
 
 Arguments:
-- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.openai_conversation_create()
@@ -19958,7 +19965,7 @@ Sends a `POST` request to `/v1/conversations/{conversation_id}`
 
 Arguments:
 - `conversation_id`: The conversation's id: its session's id.
-- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.openai_conversation_update()
@@ -20017,7 +20024,7 @@ Sends a `POST` request to `/v1/conversations/{conversation_id}/items`
 
 Arguments:
 - `conversation_id`: The conversation's id: its session's id.
-- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.openai_item_create()
@@ -20093,7 +20100,7 @@ Unsupported (400, naming the `param`): `background: true`, tools other than `fun
 Sends a `POST` request to `/v1/responses`
 
 Arguments:
-- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
 let response = client.openai_response_create()
@@ -24217,16 +24224,62 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct KeyList<'a> {
         client: &'a super::Client,
+        direction: Result<Option<types::Direction>, String>,
+        limit: Result<Option<::std::num::NonZeroU64>, String>,
+        offset: Result<Option<i64>, String>,
     }
     impl<'a> KeyList<'a> {
         pub fn new(client: &'a super::Client) -> Self {
-            Self { client: client }
+            Self {
+                client: client,
+                direction: Ok(None),
+                limit: Ok(None),
+                offset: Ok(None),
+            }
+        }
+        pub fn direction<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::Direction>,
+        {
+            self.direction = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `Direction` for direction failed".to_string()
+                });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: num :: NonZeroU64` for limit failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<i64>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `i64` for offset failed".to_string());
+            self
         }
         ///Sends a `GET` request to `/api/keys`
         pub async fn send(
             self,
         ) -> Result<ResponseValue<types::ListResponseForApiKey>, Error<types::Error>> {
-            let Self { client } = self;
+            let Self { client, direction, limit, offset } = self;
+            let direction = direction.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
             let url = format!("{}/api/keys", client.baseurl,);
             let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
             header_map
@@ -24244,6 +24297,9 @@ pub mod builder {
                     ::reqwest::header::ACCEPT,
                     ::reqwest::header::HeaderValue::from_static("application/json"),
                 )
+                .query(&progenitor_client::QueryParam::new("direction", &direction))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
                 .headers(header_map)
                 .build()?;
             let info = OperationInfo {

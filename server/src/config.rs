@@ -14,6 +14,7 @@
 //! store_cache_mb = 64          # memory for the embedded store's page cache
 //! vector_graph_min = 20000    # an owner with this many vectors is searched through an
 //!                             # approximate-nearest-neighbour graph on disk (fewer: exactly)
+//! max_keys_per_tenant = 100   # API keys a tenant may hold (POST /api/keys beyond it: 409)
 //!
 //! [store]
 //! backend = "sled"            # or "postgres": many servers on one database
@@ -259,6 +260,9 @@ pub struct ServerConfig {
     /// fewer, and filtered or hybrid searches, score every vector exactly.
     /// Embedded store only.
     pub vector_graph_min: u64,
+    /// API keys a tenant may create through the API (`POST /api/keys`) before
+    /// it must delete one; the CLI's `keys create` is not held to it.
+    pub max_keys_per_tenant: usize,
 }
 
 impl Default for ServerConfig {
@@ -277,6 +281,7 @@ impl Default for ServerConfig {
             store_min_free_mb: crate::store::sled_store::DEFAULT_MIN_FREE_BYTES >> 20,
             store_cache_mb: crate::store::sled_store::DEFAULT_CACHE_BYTES >> 20,
             vector_graph_min: crate::search::DEFAULT_VECTOR_GRAPH_MIN,
+            max_keys_per_tenant: crate::app::keys::DEFAULT_MAX_KEYS_PER_TENANT,
         }
     }
 }
@@ -465,6 +470,12 @@ impl Config {
         if let Some(v) = env("AGENT_PLATFORM_VECTOR_GRAPH_MIN") {
             self.server.vector_graph_min = parse("AGENT_PLATFORM_VECTOR_GRAPH_MIN", v)?;
         }
+        if let Some(v) = env("AGENT_PLATFORM_MAX_KEYS_PER_TENANT") {
+            self.server.max_keys_per_tenant = parse("AGENT_PLATFORM_MAX_KEYS_PER_TENANT", v)?;
+        }
+        if self.server.max_keys_per_tenant == 0 {
+            anyhow::bail!("max_keys_per_tenant = 0: expected at least 1 (a tenant needs a key)");
+        }
         if self.server.vector_graph_min == 0 {
             anyhow::bail!("vector_graph_min = 0: expected at least 1 (a large number turns the graphs off)");
         }
@@ -593,6 +604,19 @@ mod tests {
             cfg.apply_env(|k| (k == "AGENT_PLATFORM_EXECUTIONS_WORKERS").then(|| "0".into())).unwrap_err();
         assert!(err.to_string().contains("executions.workers"), "{err}");
         assert!(toml::from_str::<Config>("[executions]\nmax_stepz = 1\n").is_err());
+    }
+
+    #[test]
+    fn max_keys_per_tenant_from_the_file_then_the_environment() {
+        assert_eq!(Config::default().server.max_keys_per_tenant, 100);
+        let mut cfg: Config = toml::from_str("[server]\nmax_keys_per_tenant = 5\n").unwrap();
+        assert_eq!(cfg.server.max_keys_per_tenant, 5);
+        let env =
+            |v: &'static str| move |k: &str| (k == "AGENT_PLATFORM_MAX_KEYS_PER_TENANT").then(|| v.into());
+        cfg.apply_env(env("7")).unwrap();
+        assert_eq!(cfg.server.max_keys_per_tenant, 7);
+        let err = cfg.apply_env(env("0")).unwrap_err();
+        assert!(err.to_string().contains("max_keys_per_tenant"), "{err}");
     }
 
     #[test]

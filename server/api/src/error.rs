@@ -322,7 +322,7 @@ impl OpenAiError {
             ApiError::Validation(issues) => {
                 let first = issues.first();
                 OpenAiErrorDetail {
-                    message: self.error.to_string(),
+                    message: validation_message(issues),
                     kind: kind.into(),
                     param: first.map(|i| param_path(&i.loc)),
                     code: first.map(|i| i.kind.clone()),
@@ -337,6 +337,20 @@ impl OpenAiError {
         };
         OpenAiErrorBody { error: detail }
     }
+}
+
+/// A validation failure's message on `/v1`: each violation after the field
+/// it names, as `param` names it (`messages[0].content: ...`), as OpenAI
+/// writes a field, never Rust's view of the path.
+fn validation_message(issues: &[Issue]) -> String {
+    let each: Vec<String> = issues
+        .iter()
+        .map(|i| match param_path(&i.loc) {
+            p if p.is_empty() => i.msg.clone(),
+            p => format!("{p}: {}", i.msg),
+        })
+        .collect();
+    format!("Invalid request: {}", each.join("; "))
 }
 
 /// `["body", "messages", 0, "content"]` as `messages[0].content`: the request

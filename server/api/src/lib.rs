@@ -67,21 +67,28 @@ pub trait AgentPlatformApi {
     /// The answer shows the key this once: the service keeps only its hash. It
     /// works at once. With an `Idempotency-Key`, a repeat does not create another
     /// key, but it cannot show the first one again either: it is a 409 naming it.
+    /// A tenant holds at most the server's `max_keys_per_tenant` keys (100
+    /// unless configured): beyond it, a 409 naming the setting.
     #[endpoint { method = POST, path = "/api/keys", tags = ["keys"] }]
     async fn key_create(
         rqctx: RequestContext<Self::Context>,
         idempotency: IdempotencyKey,
     ) -> Created<ApiKeyCreated>;
 
-    /// List the caller's tenant's API keys, newest first (never the keys themselves).
+    /// List the caller's tenant's API keys, newest first unless asked (never the keys themselves).
     #[endpoint { method = GET, path = "/api/keys", tags = ["keys"] }]
-    async fn key_list(rqctx: RequestContext<Self::Context>) -> Ok200<ListResponse<ApiKey>>;
+    async fn key_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<KeyListParams>,
+    ) -> Ok200<ListResponse<ApiKey>>;
 
     /// Revoke an API key of the caller's tenant.
     ///
     /// It is refused at once (401) by every later request. The key making this
     /// request may revoke itself: this request answers 204, the next one 401.
-    /// Another tenant's key id is a 404, as a missing one is.
+    /// The tenant's last key cannot be revoked (409): to rotate a key, create
+    /// the new one first, then delete the old one. Another tenant's key id is a
+    /// 404, as a missing one is.
     #[endpoint { method = DELETE, path = "/api/keys/{key_id}", tags = ["keys"] }]
     async fn key_delete(rqctx: RequestContext<Self::Context>, path: PathParams<KeyPath>) -> Deleted;
 

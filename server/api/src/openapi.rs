@@ -36,7 +36,9 @@ pub fn openapi() -> Value {
          30 s: silent, slow headers, or idle between requests) is closed.\n\n\
          Retries are safe: every POST (under `/api` and `/v1`) takes an `Idempotency-Key` \
          header; a repeat with the same key within 24 hours answers the first answer without \
-         doing it again (a streamed answer is not replayed: a repeat runs again).\n\n\
+         doing it again; a streamed session chat or response is answered again as the \
+         stream of events it sent (a streamed chat completion, which saves nothing, runs \
+         again).\n\n\
          OpenAI-compatible routes (tag `openai`, under `/v1`): the same keys, tenants and \
          records, in OpenAI's request and answer shapes, so that OpenAI's SDKs and the tools \
          built on them work with a changed base URL; their errors are in OpenAI's shape, \

@@ -24,6 +24,11 @@ pub enum Reply<R, E = ApiError> {
         status: StatusCode,
         body: String,
     },
+    /// The remembered events of an earlier streamed answer with the same
+    /// `Idempotency-Key`, byte for byte (a 200 `text/event-stream`).
+    ReplayedStream {
+        body: String,
+    },
 }
 
 /// The header that marks a [`Reply::Replayed`] answer.
@@ -53,6 +58,11 @@ impl<R: HttpResponse, E: ErrorAnswer + Send + Sync + 'static> HttpResponse for R
                 .header(http::header::CONTENT_TYPE, "application/json")
                 .header(IDEMPOTENT_REPLAYED, "true")
                 .body(body.into())?),
+            Reply::ReplayedStream { body } => Ok(http::Response::builder()
+                .status(StatusCode::OK)
+                .header(http::header::CONTENT_TYPE, "text/event-stream")
+                .header(IDEMPOTENT_REPLAYED, "true")
+                .body(body.into())?),
         }
     }
 
@@ -65,6 +75,7 @@ impl<R: HttpResponse, E: ErrorAnswer + Send + Sync + 'static> HttpResponse for R
             Reply::Ok(r) => r.status_code(),
             Reply::Err(e) => e.status().as_status(),
             Reply::Replayed { status, .. } => *status,
+            Reply::ReplayedStream { .. } => StatusCode::OK,
         }
     }
 }
@@ -137,6 +148,7 @@ impl<R> Reply<R> {
             Reply::Ok(r) => Reply::Ok(r),
             Reply::Err(e) => Reply::Err(e.into()),
             Reply::Replayed { status, body } => Reply::Replayed { status, body },
+            Reply::ReplayedStream { body } => Reply::ReplayedStream { body },
         }
     }
 }

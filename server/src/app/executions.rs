@@ -282,9 +282,16 @@ impl App {
         Ok(transition_of(&rec, &read(&rec)?))
     }
 
+    /// How many tasks follow transitions for [`App::transition_follow`]'s
+    /// streams now: each lasts until its execution ends or its stream is dropped.
+    pub fn transition_followers(&self) -> usize {
+        self.followers.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
     /// Every transition after `after` (all of them when `None`), then each new
-    /// one as it commits; the stream ends after a terminal transition. 404
-    /// (before the stream starts) when the execution does not exist.
+    /// one as it commits; the stream ends after a terminal transition, and
+    /// stops following once it is dropped. 404 (before the stream starts) when
+    /// the execution does not exist.
     pub async fn transition_follow(
         &self,
         t: Tenant,
@@ -306,7 +313,9 @@ impl App {
         let mut changes = self.engine()?.watch();
         let app = self.clone();
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<Transition>>(64);
+        let following = Following::new(&self.followers);
         tokio::spawn(async move {
+            let _following = following;
             loop {
                 changes.mark_unchanged();
                 // Read before the page: once it has ended, the page holds its last transition.
@@ -361,4 +370,20 @@ enum Change {
 
 fn forbidden(from: ExecutionStatus, to: ExecutionStatus) -> Error {
     Error::Conflict(format!("an execution cannot go from {} to {}", from.as_str(), to.as_str()))
+}
+
+/// Counts a task following transitions while it lives (see [`App::transition_followers`]).
+struct Following(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl Following {
+    fn new(count: &std::sync::Arc<std::sync::atomic::AtomicUsize>) -> Self {
+        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Following(count.clone())
+    }
+}
+
+impl Drop for Following {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }

@@ -23,6 +23,13 @@
 //!   so there is no window to lose a write in — except for `POST /api/keys`,
 //!   whose key is committed first: a crash between the two commits lets a retry
 //!   create a second key.
+//! - A streamed answer (a chat, a `/v1` response) saves its turn with a
+//!   placeholder answer in the same commit, keeps the key's lock while it
+//!   streams (a repeat meanwhile waits, then is a 409), and once the stream
+//!   has ended well [`App::idempotency_remember_stream`] replaces the
+//!   placeholder with the events sent, which a repeat gets again. A repeat
+//!   finding the placeholder (the server stopped mid-stream, or the stream
+//!   was too long to keep) is a 409 saying where the answer was saved.
 //! - Failures (4xx, 5xx) are not remembered: a failed request leaves the store
 //!   as it was, so running its retry again is right (and replaying a 5xx would
 //!   make retrying useless).
@@ -57,10 +64,17 @@ const SWEEP_BATCH: usize = 16;
 pub enum Remembered {
     /// The status and the JSON body, byte for byte.
     Answer { status: u16, body: String },
-    /// An answer that must not be stored (it carries a secret): a repeat is a
-    /// 409 with this explanation.
+    /// An answer that must not be stored (it carries a secret), or a stream
+    /// that could not be kept: a repeat is a 409 with this explanation.
     Withheld { detail: String },
+    /// A streamed answer (`text/event-stream`): its events as sent, byte for
+    /// byte, sent again to a repeat.
+    Stream { events: String },
 }
+
+/// The most bytes of events a streamed answer keeps to send again; a longer
+/// stream's repeat is a 409 saying where its answer is.
+pub const MAX_STREAM_REMEMBERED: usize = 1024 * 1024;
 
 #[derive(Serialize, Deserialize)]
 struct IdempotencyData {
@@ -100,6 +114,9 @@ pub struct Claim {
     /// The success status the request answers (the answer's status when saved).
     status: u16,
     saved: AtomicBool,
+    /// The request answers a stream: its write remembers a placeholder, which
+    /// [`App::idempotency_remember_stream`] replaces with the events once sent.
+    streamed: AtomicBool,
 }
 
 tokio::task_local! {
@@ -123,6 +140,26 @@ impl Claim {
     /// True once the answer is in the store.
     pub fn saved(&self) -> bool {
         self.saved.load(Ordering::SeqCst)
+    }
+
+    /// Marks the request as answering a stream (see [`Claim::streamed`]).
+    pub fn answers_a_stream(&self) {
+        self.streamed.store(true, Ordering::SeqCst);
+    }
+
+    /// What a repeat is told while the stream's events are not remembered
+    /// (the server stopped before the stream ended, or it was too long to keep).
+    fn stream_placeholder(&self) -> Remembered {
+        Remembered::Withheld {
+            detail: format!(
+                "a streamed {} with the Idempotency-Key '{}' was answered, and its turn saved, \
+                 within the last 24 hours, but its stream was not kept to be sent again (it \
+                 was longer than {MAX_STREAM_REMEMBERED} bytes, or the server stopped while \
+                 sending it): read the answer where it was saved (the session's messages, or \
+                 the response); send a new request with a new key to ask again",
+                self.request, self.key
+            ),
+        }
     }
 
     fn record_op(&self, answer: Remembered) -> StoreResult<Op> {
@@ -180,8 +217,16 @@ impl App {
                 return Ok(Begun::Replay(data.answer));
             }
         }
-        let claim =
-            Claim { tenant: t, id, key: key.to_owned(), fingerprint, request, status, saved: false.into() };
+        let claim = Claim {
+            tenant: t,
+            id,
+            key: key.to_owned(),
+            fingerprint,
+            request,
+            status,
+            saved: false.into(),
+            streamed: false.into(),
+        };
         Ok(Begun::Fresh(Arc::new(claim), guard))
     }
 
@@ -196,13 +241,18 @@ impl App {
         answer: impl FnOnce() -> Option<A>,
     ) -> StoreResult<()> {
         let claim = CLAIM.try_with(Arc::clone).ok().filter(|c| c.tenant == t && !c.saved());
-        if let Some(claim) = &claim
-            && let Some(body) = answer()
+        let remembered = match &claim {
+            None => None,
+            // A stream's turn: its events are remembered once they are sent.
+            Some(claim) if claim.streamed.load(Ordering::SeqCst) => Some(claim.stream_placeholder()),
+            Some(claim) => answer()
                 .map(|a| serde_json::to_string(&a))
                 .transpose()
                 .map_err(|e| StoreError::Io(e.to_string()))?
-        {
-            ops.push(claim.record_op(Remembered::Answer { status: claim.status, body })?);
+                .map(|body| Remembered::Answer { status: claim.status, body }),
+        };
+        if let (Some(claim), Some(remembered)) = (&claim, remembered) {
+            ops.push(claim.record_op(remembered)?);
             self.store.commit(t.0, ops).await?;
             claim.saved.store(true, Ordering::SeqCst);
             return Ok(());
@@ -215,6 +265,25 @@ impl App {
     pub async fn idempotency_save(&self, claim: &Claim, answer: Remembered) -> Result<()> {
         if !claim.saved() {
             self.store.commit(claim.tenant.0, vec![claim.record_op(answer)?]).await?;
+            claim.saved.store(true, Ordering::SeqCst);
+        }
+        self.sweep_idempotency(claim.tenant).await;
+        Ok(())
+    }
+
+    /// Remembers the events of a claimed stream that ended well, in place of
+    /// the placeholder its turn was saved with (or as the only record, when it
+    /// saved nothing); a stream over [`MAX_STREAM_REMEMBERED`] bytes keeps the
+    /// placeholder (or, having saved nothing, runs again when repeated).
+    pub async fn idempotency_remember_stream(&self, claim: &Claim, events: String) -> Result<()> {
+        if events.len() <= MAX_STREAM_REMEMBERED {
+            let mut op = claim.record_op(Remembered::Stream { events })?;
+            if let Some(rec) = self.store.get(claim.tenant.0, Kind::Idempotency, claim.id).await?
+                && let Op::Put { expect, .. } = &mut op
+            {
+                *expect = Expect::Version(rec.version);
+            }
+            self.store.commit(claim.tenant.0, vec![op]).await?;
             claim.saved.store(true, Ordering::SeqCst);
         }
         self.sweep_idempotency(claim.tenant).await;

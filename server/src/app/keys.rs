@@ -7,6 +7,9 @@
 //! Keys are managed by the CLI (while the server is stopped on sled, which
 //! admits one process) and through the API, each tenant its own keys
 //! ([`App::tenant_key_create`], [`App::tenant_key_list`], [`App::tenant_key_revoke`]).
+//! Through the API a tenant holds at least one key (its last cannot be
+//! deleted: rotate by creating the new key first) and at most
+//! `server.max_keys_per_tenant`; the CLI, the operator's tool, may do either.
 //! A revoked key is refused at once: the revocation commits, then drops the
 //! key from the cache of known keys, and a lookup that raced with it does not
 //! put it back (see [`App::authenticate`]).
@@ -26,8 +29,12 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use super::records::RETRIES;
 use super::{App, Error, Result, Tenant};
-use crate::store::{Expect, Kind, ListQuery, Op, Record, SortBy, new_id};
+use crate::store::{Expect, Kind, ListQuery, Op, Record, SortBy, StoreError, new_id};
+
+/// How many keys a tenant may hold unless configured (`server.max_keys_per_tenant`).
+pub const DEFAULT_MAX_KEYS_PER_TENANT: usize = 100;
 
 /// Keys and tenants live outside every tenant, in the nil tenant.
 const SYSTEM: Uuid = Uuid::nil();
@@ -90,6 +97,13 @@ pub struct KeyInfo {
     pub created_at: DateTime<Utc>,
 }
 
+/// The op that commits only if `tenant` is unchanged since it was read (and
+/// changes it, so that a concurrent change of its keys does not commit).
+fn unchanged(tenant: Record) -> Op {
+    let version = tenant.version;
+    Op::Put { record: tenant, expect: Expect::Version(version) }
+}
+
 fn hash(key: &str) -> String {
     hex::encode(Sha256::digest(key.as_bytes()))
 }
@@ -149,12 +163,17 @@ impl App {
     }
 
     /// Makes a key of an existing tenant and commits it with `ops`.
-    async fn mint_key(
+    async fn mint_key(&self, tenant_id: Uuid, tenant_name: &str, ops: Vec<Op>) -> Result<(String, KeyInfo)> {
+        Ok(self.try_mint_key(tenant_id, tenant_name, ops).await??)
+    }
+
+    /// [`App::mint_key`], with the commit's own error apart (to retry a stale one).
+    async fn try_mint_key(
         &self,
         tenant_id: Uuid,
         tenant_name: &str,
         mut ops: Vec<Op>,
-    ) -> Result<(String, KeyInfo)> {
+    ) -> Result<Result<(String, KeyInfo), StoreError>> {
         let mut bytes = [0u8; 24];
         rand::rng().fill_bytes(&mut bytes);
         let key = format!("ap_{}", hex::encode(bytes));
@@ -169,8 +188,7 @@ impl App {
         let info =
             KeyInfo { id: rec.id, tenant: data.tenant, prefix: data.prefix, created_at: rec.created_at };
         ops.push(Op::Put { record: rec, expect: Expect::Absent });
-        self.store.commit(SYSTEM, ops).await?;
-        Ok((key, info))
+        Ok(self.store.commit(SYSTEM, ops).await.map(|()| (key, info)))
     }
 
     pub async fn key_list(&self) -> Result<Vec<KeyInfo>> {
@@ -194,21 +212,10 @@ impl App {
             .collect()
     }
 
-    /// A new key of the caller's own tenant (`POST /api/keys`).
-    pub async fn tenant_key_create(&self, t: Tenant) -> Result<(String, KeyInfo)> {
-        let rec = self
-            .store
-            .get(SYSTEM, Kind::Tenant, t.0)
-            .await?
-            .ok_or_else(|| Error::Unauthorized(format!("tenant {} no longer exists", t.0)))?;
-        let data: TenantData =
-            serde_json::from_value(rec.data).map_err(|e| Error::Internal(e.to_string()))?;
-        self.mint_key(t.0, &data.name, vec![Op::Require { kind: Kind::Tenant, id: t.0 }]).await
-    }
-
-    /// The caller's tenant's keys, newest first (`GET /api/keys`). Keys are few:
-    /// the list is read whole (across tenants, as the CLI lists them) and filtered.
-    pub async fn tenant_key_list(&self, t: Tenant) -> Result<Vec<KeyInfo>> {
+    /// The caller's tenant's keys, newest first. A tenant holds at most
+    /// [`App::max_keys_per_tenant`] of them: they are read from every key (as
+    /// the CLI lists them) and filtered.
+    async fn tenant_keys(&self, t: Tenant) -> Result<Vec<KeyInfo>> {
         Ok(self
             .keys()
             .await?
@@ -218,24 +225,91 @@ impl App {
             .collect())
     }
 
-    /// Revokes a key of the caller's tenant (`DELETE /api/keys/{id}`); another
-    /// tenant's key is as missing as one that does not exist. The caller's own
-    /// key may be revoked: its next request is a 401.
-    pub async fn tenant_key_revoke(&self, t: Tenant, id: Uuid) -> Result<()> {
-        let rec = self.store.get(SYSTEM, Kind::ApiKey, id).await?;
-        let owned = rec.as_ref().and_then(|r| serde_json::from_value::<KeyData>(r.data.clone()).ok());
-        match (rec, owned) {
-            (Some(rec), Some(d)) if d.tenant_id == t.0 => self.revoke(&rec).await,
-            _ => Err(Error::not_found(Kind::ApiKey, id)),
-        }
+    /// The caller's tenant's record. Every change of its keys through the API
+    /// commits with [`unchanged`] of it, so what the change checked (how many
+    /// keys the tenant holds) still holds when it commits, whatever other
+    /// requests or servers do meanwhile.
+    async fn tenant_record(&self, t: Tenant) -> Result<Record> {
+        self.store
+            .get(SYSTEM, Kind::Tenant, t.0)
+            .await?
+            .ok_or_else(|| Error::Unauthorized(format!("tenant {} no longer exists", t.0)))
     }
 
-    /// Deletes a key record, then forgets the key in the cache (see [`App::authenticate`]).
-    async fn revoke(&self, rec: &Record) -> Result<()> {
-        let deleted = self
-            .store
-            .commit(SYSTEM, vec![Op::Delete { kind: Kind::ApiKey, id: rec.id, version: None }])
-            .await;
+    /// A new key of the caller's own tenant (`POST /api/keys`); a 409 naming
+    /// `server.max_keys_per_tenant` when the tenant holds that many already.
+    pub async fn tenant_key_create(&self, t: Tenant) -> Result<(String, KeyInfo)> {
+        let _queue = self.lock_record(t, Kind::Tenant, t.0).await;
+        for _ in 0..RETRIES {
+            let tenant = self.tenant_record(t).await?;
+            let data: TenantData =
+                serde_json::from_value(tenant.data.clone()).map_err(|e| Error::Internal(e.to_string()))?;
+            let held = self.tenant_keys(t).await?.len();
+            if held >= self.max_keys_per_tenant {
+                return Err(Error::Conflict(format!(
+                    "the tenant holds {held} API keys, the most the server's `max_keys_per_tenant` \
+                     setting (AGENT_PLATFORM_MAX_KEYS_PER_TENANT) allows: delete one \
+                     (DELETE /api/keys/{{key_id}}) before creating another"
+                )));
+            }
+            match self.try_mint_key(t.0, &data.name, vec![unchanged(tenant)]).await? {
+                Err(StoreError::Stale) => continue,
+                done => return Ok(done?),
+            }
+        }
+        Err(StoreError::Stale.into())
+    }
+
+    /// A page of the caller's tenant's keys (`GET /api/keys`): `offset` and
+    /// `limit` over them, newest first unless `oldest_first`.
+    pub async fn tenant_key_list(
+        &self,
+        t: Tenant,
+        offset: usize,
+        limit: usize,
+        oldest_first: bool,
+    ) -> Result<Vec<KeyInfo>> {
+        let mut keys = self.tenant_keys(t).await?;
+        if oldest_first {
+            keys.reverse();
+        }
+        Ok(keys.into_iter().skip(offset).take(limit).collect())
+    }
+
+    /// Revokes a key of the caller's tenant (`DELETE /api/keys/{id}`); another
+    /// tenant's key is as missing as one that does not exist. The caller's own
+    /// key may be revoked (its next request is a 401), but not the tenant's
+    /// last one: nothing could make the tenant a key through the API again, so
+    /// that is a 409 saying how to rotate.
+    pub async fn tenant_key_revoke(&self, t: Tenant, id: Uuid) -> Result<()> {
+        let _queue = self.lock_record(t, Kind::Tenant, t.0).await;
+        for _ in 0..RETRIES {
+            let rec = self.store.get(SYSTEM, Kind::ApiKey, id).await?;
+            let owned = rec.as_ref().and_then(|r| serde_json::from_value::<KeyData>(r.data.clone()).ok());
+            let rec = match (rec, owned) {
+                (Some(rec), Some(d)) if d.tenant_id == t.0 => rec,
+                _ => return Err(Error::not_found(Kind::ApiKey, id)),
+            };
+            let tenant = self.tenant_record(t).await?;
+            if self.tenant_keys(t).await?.len() <= 1 {
+                return Err(Error::Conflict(format!(
+                    "API key {id} is the tenant's last key, and deleting it would lock the tenant \
+                     out: to rotate it, create a new key first (POST /api/keys), then delete this one"
+                )));
+            }
+            match self.revoke(&rec, vec![unchanged(tenant)]).await {
+                Err(StoreError::Stale) => continue,
+                done => return Ok(done?),
+            }
+        }
+        Err(StoreError::Stale.into())
+    }
+
+    /// Deletes a key record (committing `ops` with it), then forgets the key
+    /// in the cache (see [`App::authenticate`]).
+    async fn revoke(&self, rec: &Record, mut ops: Vec<Op>) -> Result<(), StoreError> {
+        ops.push(Op::Delete { kind: Kind::ApiKey, id: rec.id, version: None });
+        let deleted = self.store.commit(SYSTEM, ops).await;
         // Whether or not the delete landed, the cache must not outlive it.
         let mut cache = self.key_cache.write().expect("key cache");
         cache.forgotten += 1;
@@ -243,7 +317,7 @@ impl App {
             cache.keys.remove(hashed);
         }
         drop(cache);
-        Ok(deleted?)
+        deleted
     }
 
     /// Revokes a key given its id, its listed prefix, or the key itself.
@@ -264,7 +338,7 @@ impl App {
             _ => return Err(Error::Conflict(format!("'{which}' matches several keys; give the key id"))),
         };
         let rec = self.load(Tenant(SYSTEM), Kind::ApiKey, found.id).await?;
-        self.revoke(&rec).await?;
+        self.revoke(&rec, Vec::new()).await?;
         Ok(KeyInfo {
             id: found.id,
             tenant: found.tenant.clone(),

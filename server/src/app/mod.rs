@@ -142,6 +142,11 @@ pub struct App {
     /// engine holds the application, and the server holds the engine, so that
     /// stopping the server drops both (and closes the store).
     engine: Arc<std::sync::OnceLock<std::sync::Weak<crate::exec::engine::Engine>>>,
+    /// How many API keys a tenant may hold through the API (`server.max_keys_per_tenant`).
+    pub max_keys_per_tenant: usize,
+    /// How many tasks follow an execution's transitions for a stream now
+    /// (see [`App::transition_followers`]).
+    followers: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl App {
@@ -195,6 +200,8 @@ impl App {
             record_locks: Default::default(),
             idempotency_locks: Default::default(),
             engine: Default::default(),
+            max_keys_per_tenant: keys::DEFAULT_MAX_KEYS_PER_TENANT,
+            followers: Default::default(),
         };
         changes::forget_on_changes(&app);
         docs::start_index(&app, start).await?;

@@ -5,7 +5,8 @@
 //! with the agent's `default_settings` under the step's `settings`, offering
 //! the step's `tools` as function specs. When the model calls tools,
 //! `api_call` tools run here and their answers go back to the model (at most
-//! [`MAX_TOOL_ROUNDS`] rounds); a `function` tool pauses the execution
+//! [`MAX_TOOL_ROUNDS`] rounds; a call refused, as to a host not allowed, or
+//! failed goes back as a tool message saying why); a `function` tool pauses the execution
 //! ([`Outcome::Pause`]) with the conversation so far in the pause's state, and
 //! the step resumes from that state with the tool's result.
 
@@ -270,8 +271,9 @@ fn messages_from(value: Value) -> Result<Vec<ChatMessage>, String> {
     }
 }
 
-/// Runs `calls` in order: api_call tools now (their answers appended as tool
-/// messages); the first function tool pauses, keeping the rest for the resume.
+/// Runs `calls` in order: api_call tools now (their answers, or why there is
+/// none, appended as tool messages); the first function tool pauses, keeping
+/// the rest for the resume.
 async fn run_calls(
     env: &StepEnv<'_>,
     offered: &[&ToolDef],
@@ -300,8 +302,13 @@ async fn run_calls(
             )),
             (ToolType::ApiCall, Ok(arguments)) => {
                 let def = tool.api_call.as_ref().ok_or_else(|| format!("tool {name:?} has no api_call"))?;
-                let answer = run_api_call(env.http, def, &arguments, env.policy).await?;
-                messages.push(ChatMessage::tool_result(&call.id, answer.to_string()));
+                // A call that is refused (a host not allowed) or fails is told
+                // to the model, which may do without it or answer why not.
+                let answer = match run_api_call(env.http, def, &arguments, env.policy).await {
+                    Ok(answer) => answer.to_string(),
+                    Err(why) => format!("error: {why}"),
+                };
+                messages.push(ChatMessage::tool_result(&call.id, answer));
             }
             (ToolType::Function, Ok(arguments)) => {
                 let paused = Paused {

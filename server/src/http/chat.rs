@@ -3,7 +3,7 @@
 use dropshot::RequestContext;
 
 use super::context::Ctx;
-use super::run::{run, run_once};
+use super::run::{run_once, run_once_stream};
 use crate::api::types::*;
 use crate::api::{ApiError, ChatAnswer, IdempotencyKey, JsonBody, PathParams, Reply};
 
@@ -15,8 +15,10 @@ pub async fn session_chat(
 ) -> Result<Reply<ChatAnswer>, ApiError> {
     let (id, (body, digest)) = (path.into_inner().id, body.into_parts());
     if body.stream {
-        // A stream is not replayed (see the operation's description): it runs again.
-        run(&rqctx, |app, t| async move { super::stream::chat_stream(app, t, id, body).await }).await
+        run_once_stream(&rqctx, key, digest, |app, t, keyed| async move {
+            super::stream::chat_stream(app, t, id, body, keyed).await
+        })
+        .await
     } else {
         run_once(&rqctx, key, digest, None, |app, t| async move {
             app.chat(t, id, body).await.map(ChatAnswer::Json)

@@ -5,7 +5,7 @@ use dropshot::{HttpResponseCreated, HttpResponseDeleted, HttpResponseOk, Request
 use super::context::Ctx;
 use super::run::{run, run_once};
 use crate::api::types::*;
-use crate::api::{Created, Deleted, IdempotencyKey, Ok200, PathParams};
+use crate::api::{Created, Deleted, IdempotencyKey, Ok200, PathParams, QueryParams};
 
 pub async fn key_create(rqctx: RequestContext<Ctx>, key: IdempotencyKey) -> Created<ApiKeyCreated> {
     // The answer carries the key, which is never stored: a repeat cannot show it.
@@ -26,9 +26,14 @@ pub async fn key_create(rqctx: RequestContext<Ctx>, key: IdempotencyKey) -> Crea
     .await
 }
 
-pub async fn key_list(rqctx: RequestContext<Ctx>) -> Ok200<ListResponse<ApiKey>> {
+pub async fn key_list(
+    rqctx: RequestContext<Ctx>,
+    query: QueryParams<KeyListParams>,
+) -> Ok200<ListResponse<ApiKey>> {
+    let q = query.into_inner();
+    let oldest_first = q.direction == Direction::Asc;
     run(&rqctx, |app, t| async move {
-        let items = app.tenant_key_list(t).await?;
+        let items = app.tenant_key_list(t, q.offset.get(), q.limit.get(), oldest_first).await?;
         let items = items
             .into_iter()
             .map(|k| ApiKey { id: k.id, prefix: k.prefix, created_at: k.created_at })

@@ -54,8 +54,11 @@ impl AgentPlatformApi for Impl {
         keys::key_create(rqctx, key).await
     }
 
-    async fn key_list(rqctx: RequestContext<Ctx>) -> Ok200<ListResponse<ApiKey>> {
-        keys::key_list(rqctx).await
+    async fn key_list(
+        rqctx: RequestContext<Ctx>,
+        query: QueryParams<KeyListParams>,
+    ) -> Ok200<ListResponse<ApiKey>> {
+        keys::key_list(rqctx, query).await
     }
 
     async fn key_delete(rqctx: RequestContext<Ctx>, path: PathParams<KeyPath>) -> Deleted {

@@ -4,7 +4,7 @@
 use dropshot::{HttpResponseOk, RequestContext};
 
 use super::context::Ctx;
-use super::run::{run, run_once};
+use super::run::{run, run_once, run_once_stream};
 use crate::api::types::*;
 use crate::api::{ChatAnswer, IdempotencyKey, JsonBody, OpenAiError, PathParams, QueryParams, Reply, V1};
 
@@ -145,8 +145,10 @@ pub async fn openai_response_create(
         return Ok(Reply::Err(OpenAiError::unsupported(param, message, &rqctx.request_id)));
     }
     let reply = if body.stream {
-        // A stream is not replayed: it runs again.
-        run(&rqctx, |app, t| async move { super::stream::response_stream(app, t, body).await }).await
+        run_once_stream(&rqctx, key, digest, |app, t, keyed| async move {
+            super::stream::response_stream(app, t, body, keyed).await
+        })
+        .await
     } else {
         run_once(&rqctx, key, digest, None, |app, t| async move {
             app.response_create(t, body).await.map(ChatAnswer::Json)

@@ -118,6 +118,9 @@ where
             let status = StatusCode::from_u16(status).unwrap_or(R::STATUS);
             return Ok(Reply::Replayed { status, body });
         }
+        Ok(Begun::Replay(Remembered::Stream { events })) => {
+            return Ok(Reply::ReplayedStream { body: events });
+        }
         Ok(Begun::Replay(Remembered::Withheld { detail })) => {
             return Ok(Reply::Err(domain_error(rqctx, app::Error::Conflict(detail))));
         }
@@ -139,4 +142,57 @@ where
             "error" => e.to_string());
     }
     Ok(Reply::Ok(answer))
+}
+
+/// A streamed answer's `Idempotency-Key` claim, and the key's lock, held
+/// until the stream has ended (see [`run_once_stream`]).
+pub struct StreamClaim {
+    pub claim: std::sync::Arc<idempotency::Claim>,
+    pub _queue: crate::app::locks::KeyedGuard<(Tenant, uuid::Uuid)>,
+}
+
+/// [`run_once`] for a POST answered by a stream (a chat, a `/v1` response): a
+/// repeat of one that ended well gets its events again (`text/event-stream`);
+/// one sent while it streams waits for it, then is a 409. `op` gets the claim
+/// (when a key was sent), which its stream keeps until it ends: the turn it
+/// saves commits with the key's record, and its events are remembered once sent.
+pub async fn run_once_stream<T, F, Fut>(
+    rqctx: &RequestContext<Ctx>,
+    key: IdempotencyKey,
+    body: Option<[u8; 32]>,
+    op: F,
+) -> Result<Reply<ChatAnswer<T>>, ApiError>
+where
+    F: FnOnce(App, Tenant, Option<StreamClaim>) -> Fut,
+    Fut: Future<Output = app::Result<ChatAnswer<T>>>,
+{
+    let Some(key) = key.0 else { return run(rqctx, |app, t| op(app, t, None)).await };
+    let tenant = match authenticate(rqctx).await {
+        Ok(t) => t,
+        Err(e) => return Ok(Reply::Err(e)),
+    };
+    let app = rqctx.context().app.clone();
+    let (method, path) = (rqctx.request.method().as_str(), rqctx.request.uri().path());
+    let fingerprint = idempotency::fingerprint(method, path, body.as_ref().map_or(&[][..], |d| &d[..]));
+    let begun = app.idempotency_begin(tenant, &key, format!("{method} {path}"), fingerprint, 200);
+    let (claim, queue) = match begun.await {
+        Err(e) => return Ok(Reply::Err(domain_error(rqctx, e))),
+        Ok(Begun::Replay(Remembered::Stream { events })) => {
+            return Ok(Reply::ReplayedStream { body: events });
+        }
+        Ok(Begun::Replay(Remembered::Answer { status, body })) => {
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
+            return Ok(Reply::Replayed { status, body });
+        }
+        Ok(Begun::Replay(Remembered::Withheld { detail })) => {
+            return Ok(Reply::Err(domain_error(rqctx, app::Error::Conflict(detail))));
+        }
+        Ok(Begun::Fresh(claim, queue)) => (claim, queue),
+    };
+    claim.answers_a_stream();
+    let held = StreamClaim { claim: claim.clone(), _queue: queue };
+    match claim.scope(op(app, tenant, Some(held))).await {
+        Ok(r) => Ok(Reply::Ok(r)),
+        Err(e) => Ok(Reply::Err(domain_error(rqctx, e))),
+    }
 }

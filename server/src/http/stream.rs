@@ -2,7 +2,8 @@
 //! transitions, framed as `text/event-stream`.
 //!
 //! The domain yields the items ([`App::chat_stream`], [`App::transition_follow`]);
-//! this module only frames them. A chat: one `data: <chunk>` event each, then
+//! this module frames them (and, for a request with an `Idempotency-Key`,
+//! keeps the events sent, for a repeat: see `pump`). A chat: one `data: <chunk>` event each, then
 //! `data: [DONE]`, or, when the stream fails after it started, one
 //! `data: <error event>` whose code is the one the same failure has as an
 //! ordinary answer ([`super::error`]). Transitions: one `id: <transition id>`
@@ -19,6 +20,7 @@ use tokio::sync::mpsc;
 use uuid::Uuid;
 
 use super::error::api_error;
+use super::run::StreamClaim;
 use crate::api::types::Transition;
 use crate::api::types::{
     ChatCompletion, ChatCompletionRequest, CreateResponseRequest, ModelResponse, ResponseError,
@@ -26,13 +28,11 @@ use crate::api::types::{
 };
 use crate::api::types_chat::{ChatErrorDetail, ChatErrorEvent, ChatRequest};
 use crate::api::{ApiError, ChatAnswer, EventStream, OpenAiError};
+use crate::app::idempotency::MAX_STREAM_REMEMBERED;
+use crate::app::responses::StreamFailure;
 use crate::app::{self, App, Tenant};
 
 type Frames = Result<Frame<Bytes>, std::convert::Infallible>;
-
-fn event(data: &str) -> Frames {
-    Ok(Frame::data(Bytes::from(format!("data: {data}\n\n"))))
-}
 
 /// The data of the event that ends a stream that failed.
 fn error_data(e: app::Error) -> String {
@@ -48,9 +48,15 @@ fn error_data(e: app::Error) -> String {
 /// The chat's answer as a stream of events (see [`json_events`]). A failure
 /// before the first chunk (the provider refusing at once, an answer over the
 /// size bound in one piece) is still an ordinary error answer.
-pub async fn chat_stream(app: App, t: Tenant, session: Uuid, req: ChatRequest) -> app::Result<ChatAnswer> {
+pub async fn chat_stream(
+    app: App,
+    t: Tenant,
+    session: Uuid,
+    req: ChatRequest,
+    keyed: Option<StreamClaim>,
+) -> app::Result<ChatAnswer> {
     let chunks = app.chat_stream(t, session, req).await?;
-    Ok(ChatAnswer::Stream(json_events(chunks, error_data).await?))
+    Ok(ChatAnswer::Stream(json_events(chunks, error_data, app, keyed).await?))
 }
 
 /// A `/v1` chat completion's answer as a stream of events: as [`chat_stream`],
@@ -61,7 +67,7 @@ pub async fn completion_stream(
     req: ChatCompletionRequest,
 ) -> app::Result<ChatAnswer<ChatCompletion>> {
     let chunks = app.completion_stream(t, req).await?;
-    Ok(ChatAnswer::Stream(json_events(chunks, openai_error_data).await?))
+    Ok(ChatAnswer::Stream(json_events(chunks, openai_error_data, app, None).await?))
 }
 
 /// The data of the event that ends a `/v1` stream that failed.
@@ -72,106 +78,175 @@ fn openai_error_data(e: app::Error) -> String {
 
 /// Items as `data: <JSON>` events, then `data: [DONE]`; a failure is one
 /// `data: <error_data(e)>` event that ends the stream. A failure before the
-/// first item is still an ordinary error answer.
-///
-/// A task drives the domain's stream into a channel the body reads: the body
-/// must be `Sync`, the provider's stream is not. When the client goes away the
-/// body is dropped, the task sees the channel closed, and stops (dropping the
-/// stream: nothing is saved).
+/// first item is still an ordinary error answer. With an `Idempotency-Key`
+/// (`keyed`), see [`pump`].
 async fn json_events<T: Serialize + Send + Sync + 'static>(
     mut items: std::pin::Pin<Box<dyn Stream<Item = app::Result<T>> + Send>>,
     error_data: fn(app::Error) -> String,
+    app: App,
+    keyed: Option<StreamClaim>,
 ) -> app::Result<Body> {
-    let (tx, mut rx) = mpsc::channel::<app::Result<T>>(16);
-    tokio::spawn(async move {
-        while !tx.is_closed() {
-            let Some(item) = items.next().await else { return };
-            if tx.send(item).await.is_err() {
-                return;
-            }
-        }
-    });
-    // Answer once the first event is ready, so that the response head and the
-    // first chunk leave together. Dropshot's sockets keep Nagle's algorithm
-    // on, which holds a chunk written alone after the head until the client
-    // acknowledges the head (a delayed ACK: ~40 ms on Linux).
-    let first = match rx.recv().await {
+    let first = match in_claim(&keyed, items.next()).await {
         Some(Err(e)) => return Err(e),
         first => first,
     };
-    // `pending`: the item already taken (the first), not yet framed.
-    let frames = futures::stream::unfold(Some((Some(first), rx)), move |state| async move {
-        let (pending, mut rx) = state?;
-        let item = match pending {
-            Some(item) => item,
-            None => rx.recv().await,
-        };
-        Some(match item {
-            Some(Ok(item)) => {
-                (event(&serde_json::to_string(&item).expect("an event serialises")), Some((None, rx)))
+    let frame = move |item: app::Result<T>| match item {
+        Ok(item) => (data_event(&serde_json::to_string(&item).expect("an event serialises")), false),
+        Err(e) => (data_event(&error_data(e)), true),
+    };
+    let rx = pump(items, first, frame, Some("data: [DONE]\n\n"), app, keyed);
+    Ok(body_of(rx).await)
+}
+
+fn data_event(data: &str) -> Bytes {
+    Bytes::from(format!("data: {data}\n\n"))
+}
+
+/// `next`, run where the request's `Idempotency-Key` claim is seen (so the
+/// turn the stream saves commits with the key's record).
+async fn in_claim<F: Future>(keyed: &Option<StreamClaim>, next: F) -> F::Output {
+    match keyed {
+        Some(k) => k.claim.scope(next).await,
+        None => next.await,
+    }
+}
+
+/// Drives the domain's stream into a channel the body reads, as frames
+/// (`frame` also says whether the item is a failure); after the last item,
+/// `end`, unless a failure came. The body must be `Sync`, the domain's stream
+/// is not.
+///
+/// When the client goes away the body is dropped: the task sees the channel
+/// closed, even while it waits for the next item, and stops (dropping the
+/// stream: nothing is saved) — unless the turn was saved already, with an
+/// `Idempotency-Key`: then it reads the last items still, and once the
+/// stream has ended well, remembers every event sent, for a repeat.
+fn pump<I: Send + 'static>(
+    mut items: std::pin::Pin<Box<dyn Stream<Item = I> + Send>>,
+    first: Option<I>,
+    frame: impl Fn(I) -> (Bytes, bool) + Send + 'static,
+    end: Option<&'static str>,
+    app: App,
+    keyed: Option<StreamClaim>,
+) -> mpsc::Receiver<Bytes> {
+    let (tx, rx) = mpsc::channel::<Bytes>(16);
+    tokio::spawn(async move {
+        let saved = || keyed.as_ref().is_some_and(|k| k.claim.saved());
+        // The events sent, while they fit what a repeat may be sent again.
+        let mut sent = keyed.as_ref().map(|_| String::new());
+        let (mut failed, mut pending) = (false, Some(first));
+        loop {
+            let item = match pending.take() {
+                Some(item) => item,
+                None if saved() => in_claim(&keyed, items.next()).await,
+                None => match until_closed(&tx, in_claim(&keyed, items.next())).await {
+                    Some(item) => item,
+                    None => return,
+                },
+            };
+            let (bytes, last) = match item {
+                Some(item) => {
+                    let (bytes, failure) = frame(item);
+                    failed |= failure;
+                    (bytes, false)
+                }
+                None => match end {
+                    Some(end) if !failed => (Bytes::from_static(end.as_bytes()), true),
+                    _ => break,
+                },
+            };
+            if let Some(kept) = &mut sent {
+                if kept.len() + bytes.len() <= MAX_STREAM_REMEMBERED {
+                    kept.push_str(&String::from_utf8_lossy(&bytes));
+                } else {
+                    sent = None;
+                }
             }
-            Some(Err(e)) => (event(&error_data(e)), None),
-            // The domain's stream ends after its last item only when it went well.
-            None => (event("[DONE]"), None),
-        })
+            if tx.send(bytes).await.is_err() && !saved() {
+                return;
+            }
+            if last {
+                break;
+            }
+        }
+        if let (Some(k), Some(sent), false) = (&keyed, sent, failed) {
+            // Not remembered (a store failure): a repeat is told where the answer is.
+            let _ = app.idempotency_remember_stream(&k.claim, sent).await;
+        }
     });
-    Ok(Body::wrap(StreamBody::new(frames)))
+    rx
+}
+
+/// The body reading [`pump`]'s channel. It answers once the first event is
+/// ready, so that the response head and the first chunk leave together.
+/// Dropshot's sockets keep Nagle's algorithm on, which holds a chunk written
+/// alone after the head until the client acknowledges the head (a delayed
+/// ACK: ~40 ms on Linux).
+async fn body_of(mut rx: mpsc::Receiver<Bytes>) -> Body {
+    let first = rx.recv().await;
+    let frames = futures::stream::unfold((first, rx), |(pending, mut rx)| async move {
+        let bytes = match pending {
+            Some(bytes) => bytes,
+            None => rx.recv().await?,
+        };
+        Some((Ok::<_, std::convert::Infallible>(Frame::data(bytes)), (None, rx)))
+    });
+    Body::wrap(StreamBody::new(frames))
 }
 
 /// A `/v1` response's answer as a stream of typed events: `event: <type>` and
 /// `data: <event>` each, ending after `response.completed`, or with a
 /// `response.failed` event whose response carries the error's code (no
 /// `[DONE]`: OpenAI's Responses streams end with their last event). A failure
-/// before the first event is an ordinary error answer.
+/// before the first event is an ordinary error answer. With an
+/// `Idempotency-Key` (`keyed`), see [`pump`].
 pub async fn response_stream(
     app: App,
     t: Tenant,
     req: CreateResponseRequest,
+    keyed: Option<StreamClaim>,
 ) -> app::Result<ChatAnswer<ModelResponse>> {
-    let mut events = app.response_stream(t, req).await?;
-    let (tx, mut rx) = mpsc::channel::<Frames>(16);
-    tokio::spawn(async move {
-        while !tx.is_closed() {
-            let frame = match events.next().await {
-                None => return,
-                Some(Ok(e)) => typed_event(&e.kind, &e),
-                Some(Err(failure)) => {
-                    let (error, mut response) = (failure.error, failure.response);
-                    let message = error.to_string();
-                    let code = match api_error(error, "") {
-                        ApiError::Other { body, .. } => body.code,
-                        ApiError::Validation(_) => "bad_request".to_owned(),
-                    };
-                    response.error = Some(ResponseError { code, message });
-                    let e = ResponseStreamEvent {
-                        kind: "response.failed".into(),
-                        sequence_number: failure.sequence_number,
-                        response: Some(Box::new(response)),
-                        ..Default::default()
-                    };
-                    typed_event(&e.kind, &e)
-                }
+    let events = app.response_stream(t, req).await?;
+    let frame = |item: Result<ResponseStreamEvent, StreamFailure>| match item {
+        Ok(e) => (typed_event(&e.kind, &e), false),
+        Err(failure) => {
+            let (error, mut response) = (failure.error, failure.response);
+            let message = error.to_string();
+            let code = match api_error(error, "") {
+                ApiError::Other { body, .. } => body.code,
+                ApiError::Validation(_) => "bad_request".to_owned(),
             };
-            if tx.send(frame).await.is_err() {
-                return;
-            }
+            response.error = Some(ResponseError { code, message });
+            let e = ResponseStreamEvent {
+                kind: "response.failed".into(),
+                sequence_number: failure.sequence_number,
+                response: Some(Box::new(response)),
+                ..Default::default()
+            };
+            (typed_event(&e.kind, &e), true)
         }
-    });
-    // The head and the first event leave together (see `json_events`).
-    let first = rx.recv().await;
-    let frames = futures::stream::unfold((first, rx), |(pending, mut rx)| async move {
-        let frame = match pending {
-            Some(frame) => frame,
-            None => rx.recv().await?,
-        };
-        Some((frame, (None, rx)))
-    });
-    Ok(ChatAnswer::Stream(Body::wrap(StreamBody::new(frames))))
+    };
+    let mut events = events;
+    let first = in_claim(&keyed, events.next()).await;
+    let rx = pump(events, first, frame, None, app, keyed);
+    Ok(ChatAnswer::Stream(body_of(rx).await))
 }
 
-fn typed_event(kind: &str, data: &impl Serialize) -> Frames {
+/// What `next` gives, or `None` as soon as the body reading `tx`'s channel is
+/// dropped (the client went away): a producer waiting for its next item (an
+/// execution that waits, a provider that is slow) stops then, dropping the
+/// domain's stream, rather than when that item comes.
+async fn until_closed<T, I>(tx: &mpsc::Sender<T>, next: impl Future<Output = I>) -> Option<I> {
+    tokio::select! {
+        biased;
+        () = tx.closed() => None,
+        item = next => Some(item),
+    }
+}
+
+fn typed_event(kind: &str, data: &impl Serialize) -> Bytes {
     let data = serde_json::to_string(data).expect("an event serialises");
-    Ok(Frame::data(Bytes::from(format!("event: {kind}\ndata: {data}\n\n"))))
+    Bytes::from(format!("event: {kind}\ndata: {data}\n\n"))
 }
 
 /// How long a transitions stream stays silent before it sends a comment, so
@@ -193,7 +268,7 @@ fn transition_event(t: &Transition) -> Frames {
 /// after a terminal one. A missing execution is an ordinary error answer.
 ///
 /// As for a chat, a task drives the domain's stream into a channel, and stops
-/// when the client goes away.
+/// when the client goes away, even while the execution waits.
 pub async fn transition_stream(
     app: App,
     t: Tenant,
@@ -203,8 +278,7 @@ pub async fn transition_stream(
     let mut transitions = app.transition_follow(t, execution, after).await?;
     let (tx, mut rx) = mpsc::channel::<app::Result<Transition>>(64);
     tokio::spawn(async move {
-        while !tx.is_closed() {
-            let Some(item) = transitions.next().await else { return };
+        while let Some(item) = until_closed(&tx, transitions.next()).await.flatten() {
             if tx.send(item).await.is_err() {
                 return;
             }

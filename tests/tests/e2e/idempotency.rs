@@ -213,6 +213,41 @@ async fn a_repeated_chat_calls_the_model_once_and_saves_the_exchange_once() {
     s.stop().await;
 }
 
+#[tokio::test]
+async fn a_repeated_streamed_chat_or_response_saves_the_turn_once_and_streams_it_again() {
+    let fake = FakeUpstream::start().await;
+    let s = TestServer::with_models(agent_platform_tests::fake_models(&fake, 30.0)).await;
+    let agent = s.create_agent("Ada").await;
+    let session = s.create_session(&[agent.id], &[]).await;
+    let chat = format!("/api/sessions/{}/chat", session.id);
+    let body = json!({"messages": [{"role": "user", "content": "Hi"}], "stream": true});
+    fake.push(Behaviour::Text("Hello once".into()));
+    let first = post(&s, &chat, &body, "stream-1").await;
+    assert_eq!(first.status, 200, "{}", first.text);
+    assert!(first.text.contains("Hello") && first.text.ends_with("data: [DONE]\n\n"), "{}", first.text);
+    let again = post(&s, &chat, &body, "stream-1").await;
+    assert_eq!((again.status, again.replayed), (200, true), "{}", again.text);
+    assert_eq!(again.text, first.text, "the same events, byte for byte");
+    assert_eq!(fake.requests().len(), 1, "the model was called once");
+    let messages = format!("/api/sessions/{}/messages", session.id);
+    assert_eq!(count(&s, &messages).await, 2, "the question and the answer, saved once");
+
+    // A streamed `/v1` response in a conversation: one turn, its events again.
+    let conversation = post(&s, "/v1/conversations", &json!({}), "conv-1").await.json();
+    let id = conversation["id"].as_str().unwrap().to_owned();
+    fake.push(Behaviour::Text("Once".into()));
+    let turn = json!({"model": agent.id.to_string(), "input": "Hello?", "conversation": id, "stream": true});
+    let first = post(&s, "/v1/responses", &turn, "stream-2").await;
+    assert_eq!(first.status, 200, "{}", first.text);
+    assert!(first.text.contains("event: response.completed"), "{}", first.text);
+    let again = post(&s, "/v1/responses", &turn, "stream-2").await;
+    assert_eq!((again.status, again.replayed, again.text == first.text), (200, true, true), "{}", again.text);
+    assert_eq!(fake.requests().len(), 2, "the model was called once more");
+    let items = format!("/api/sessions/{id}/messages");
+    assert_eq!(count(&s, &items).await, 2, "the conversation's input and answer, saved once");
+    s.stop().await;
+}
+
 /// `POST path body` twice with the key `idem`: the first answers 200 with `field`
 /// (a JSON pointer) equal to `expected`, the second replays it byte for byte.
 async fn once_then_replayed(

@@ -1,7 +1,7 @@
 //! API keys through the API (`GET|POST /api/keys`, `DELETE /api/keys/{key_id}`):
 //! each tenant its own, effective at once.
 
-use agent_platform_tests::{Raw, TestServer};
+use agent_platform_tests::{Client, Raw, TestServer, types};
 use serde_json::Value;
 
 async fn as_key(s: &TestServer, key: &str, method: &str, path: &str) -> Raw {
@@ -56,9 +56,11 @@ async fn a_deleted_key_is_refused_at_once_even_the_one_calling() {
     assert_eq!(refused.status, 401, "a revoked key is refused at once: {}", refused.body);
     assert_eq!(as_key(&s, &s.key, "DELETE", &format!("/api/keys/{id}")).await.status, 404, "deleted twice");
 
-    // A key may revoke itself: this request answers, the next is refused.
+    // A key may revoke itself (once it is not the last): this request
+    // answers, the next is refused.
     let list = as_key(&s, &s.key, "GET", "/api/keys").await;
     let own = ids(&list).pop().unwrap();
+    assert_eq!(as_key(&s, &s.key, "POST", "/api/keys").await.status, 201);
     assert_eq!(as_key(&s, &s.key, "DELETE", &format!("/api/keys/{own}")).await.status, 204);
     assert_eq!(as_key(&s, &s.key, "GET", "/api/keys").await.status, 401);
     s.stop().await;
@@ -99,6 +101,82 @@ async fn a_repeated_key_creation_creates_no_second_key_and_does_not_show_the_fir
     assert!(again.contains(first["id"].as_str().unwrap()), "the 409 names the key: {again}");
     assert!(!again.contains(first["key"].as_str().unwrap()), "but never shows it: {again}");
     assert_eq!(ids(&as_key(&s, &s.key, "GET", "/api/keys").await).len(), 2, "one key was created");
+    s.stop().await;
+}
+
+/// The status and `detail` of a generated client's error answer.
+fn refusal<T: std::fmt::Debug>(r: Result<T, agent_platform_client::Error<types::Error>>) -> (u16, String) {
+    match r {
+        Err(agent_platform_client::Error::ErrorResponse(rv)) => match (rv.status().as_u16(), rv.into_inner())
+        {
+            (status, types::Error::ErrorResponse(e)) => (status, e.detail),
+            other => panic!("expected an ErrorResponse, got {other:?}"),
+        },
+        other => panic!("expected an error answer, got {other:?}"),
+    }
+}
+
+async fn key_ids(c: &Client, limit: u64, offset: u64) -> Vec<uuid::Uuid> {
+    let page = c.key_list().limit(limit).offset(offset).send().await.unwrap().into_inner();
+    page.items.iter().map(|k| k.id).collect()
+}
+
+#[tokio::test]
+async fn keys_page_with_limit_and_offset_and_a_tenant_holds_at_most_max_keys_per_tenant() {
+    let s = TestServer::with_config(|c| c.server.max_keys_per_tenant = 5).await;
+    let mut made = Vec::new();
+    for _ in 0..4 {
+        made.push(s.client.key_create().send().await.unwrap().into_inner().id);
+    }
+    let newest_first: Vec<_> = made.iter().rev().copied().collect();
+    assert_eq!(key_ids(&s.client, 2, 0).await, newest_first[..2]);
+    assert_eq!(key_ids(&s.client, 2, 2).await, newest_first[2..4]);
+    assert_eq!(key_ids(&s.client, 2, 4).await.len(), 1, "the first key, oldest");
+    assert!(key_ids(&s.client, 2, 5).await.is_empty());
+    let asc =
+        s.client.key_list().direction(types::Direction::Asc).limit(4u64).offset(1u64).send().await.unwrap();
+    assert_eq!(asc.items.iter().map(|k| k.id).collect::<Vec<_>>(), made);
+
+    let (status, detail) = refusal(s.client.key_create().send().await);
+    assert_eq!(status, 409);
+    assert!(detail.contains("max_keys_per_tenant") && detail.contains('5'), "{detail}");
+    assert_eq!(key_ids(&s.client, 100, 0).await.len(), 5, "the refused creation made no key");
+    // Another tenant has its own allowance.
+    let other = s.other_tenant().await;
+    assert!(other.key_create().send().await.is_ok());
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_tenants_last_key_cannot_be_deleted_and_the_409_says_how_to_rotate() {
+    let s = TestServer::start().await;
+    let own = key_ids(&s.client, 10, 0).await;
+    assert_eq!(own.len(), 1);
+    let (status, detail) = refusal(s.client.key_delete().key_id(own[0]).send().await);
+    assert_eq!(status, 409);
+    assert!(detail.contains("last key") && detail.contains("create a new key first"), "{detail}");
+    assert!(s.client.agent_list().send().await.is_ok(), "the key still works");
+
+    // Rotation: a new key first, then the old one goes.
+    let new = s.client.key_create().send().await.unwrap().into_inner();
+    s.client.key_delete().key_id(own[0]).send().await.unwrap();
+    let rotated = Client::with_key(&s.base, &new.key).unwrap();
+    assert_eq!(key_ids(&rotated, 10, 0).await, [new.id]);
+    assert_eq!(refusal(rotated.key_delete().key_id(new.id).send().await).0, 409);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn concurrent_deletes_of_a_tenants_two_keys_leave_it_one() {
+    let s = TestServer::start().await;
+    let second = s.client.key_create().send().await.unwrap().into_inner();
+    let both = key_ids(&s.client, 10, 0).await;
+    let other = Client::with_key(&s.base, &second.key).unwrap();
+    let (a, b) =
+        tokio::join!(s.client.key_delete().key_id(both[0]).send(), other.key_delete().key_id(both[1]).send());
+    assert_eq!(a.is_ok() as u8 + b.is_ok() as u8, 1, "one delete lands, one is refused: {a:?} {b:?}");
+    let left = s.app().key_list().await.unwrap();
+    assert_eq!(left.iter().filter(|k| k.tenant == "default").count(), 1);
     s.stop().await;
 }
 

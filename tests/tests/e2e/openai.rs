@@ -301,6 +301,9 @@ async fn errors_on_v1_are_in_openais_shape_with_the_usual_statuses() {
         (error(&r)["type"].clone(), error(&r)["param"].clone(), error(&r)["code"].clone()),
         (json!("invalid_request_error"), json!("messages"), json!("missing"))
     );
+    let message = error(&r)["message"].as_str().unwrap().to_owned();
+    assert!(message.starts_with("Invalid request: messages: "), "the field as OpenAI writes it: {message}");
+    assert!(!message.contains("Key("), "no Rust debug paths: {message}");
     let r = t.complete(json!({"model": "m", "messages": [user("x")], "temperature": 3})).await;
     assert_eq!((r.status, error(&r)["param"].clone()), (422, json!("temperature")), "{}", r.body);
     let r = t.complete(json!({"model": "m", "messages": [{"role": "tool", "content": "x"}]})).await;

@@ -237,6 +237,43 @@ async fn a_tool_definition_must_fit_its_type() {
 }
 
 #[tokio::test]
+async fn an_api_call_tool_may_not_set_host_connection_or_transfer_encoding() {
+    let s = TestServer::start().await;
+    let a = s.create_agent("Ada").await;
+    let with_header = |name: &str| {
+        let mut b = fetch();
+        b["api_call"]["headers"] = json!({"accept": "text/html", name: "x"});
+        b
+    };
+    for name in ["Host", "connection", "Transfer-Encoding"] {
+        let r = post_tool(&s, a.id, &with_header(name)).await;
+        r.assert_422(json!(["body", "api_call", "headers", name]), "value_error");
+        assert!(r.body.to_string().contains("sets it itself"), "{}", r.body);
+    }
+    assert!(s.client.tool_list().id(a.id).send().await.unwrap().items.is_empty());
+
+    // Nor through PUT, PATCH or a task's inline tools.
+    let tool = post_tool(&s, a.id, &fetch()).await;
+    let path = format!("/api/agents/{}/tools/{}", a.id, tool.body["id"].as_str().unwrap());
+    s.raw("PUT", &path, Some(&with_header("Host").to_string()))
+        .await
+        .assert_422(json!(["body", "api_call", "headers", "Host"]), "value_error");
+    let patch = json!({"api_call": with_header("Connection")["api_call"]}).to_string();
+    s.raw("PATCH", &path, Some(&patch))
+        .await
+        .assert_422(json!(["body", "api_call", "headers", "Connection"]), "value_error");
+    let stored = s.client.tool_list().id(a.id).send().await.unwrap().into_inner().items;
+    let headers = stored[0].api_call.as_ref().unwrap().headers.clone().unwrap();
+    assert_eq!(headers.len(), 1, "the refused writes changed nothing: {headers:?}");
+    let task =
+        json!({"name": "t", "main": [{"evaluate": {"x": 1}}], "tools": [with_header("transfer-encoding")]});
+    s.raw("POST", &format!("/api/agents/{}/tasks", a.id), Some(&task.to_string()))
+        .await
+        .assert_422(json!(["body", "tools", 0, "api_call", "headers", "transfer-encoding"]), "value_error");
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn patching_the_type_needs_the_new_definition_and_drops_the_old_one() {
     let s = TestServer::start().await;
     let a = s.create_agent("Ada").await;

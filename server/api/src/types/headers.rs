@@ -13,7 +13,9 @@ pub const IDEMPOTENCY_KEY_PATTERN: &str = r"^[ -~]+$";
 pub struct IdempotencyHeader {
     /// Makes retrying this POST safe. A repeat with the same key by the same
     /// tenant within 24 hours is not done again: it answers the first answer
-    /// (status and body, with the header `Idempotent-Replayed: true`); the same
+    /// (status and body, with the header `Idempotent-Replayed: true`; a streamed
+    /// chat or response, its events as they were sent, up to 1 MiB of them;
+    /// a longer one is a 409 saying where the answer was saved); the same
     /// key on another request (another route or body, compared byte for byte)
     /// is a 409; a repeat while the first is still being served waits for its
     /// answer (up to 10 s, then a 409). Only successes are remembered: after a

@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::paging::{Direction, Limit, Offset};
 use crate::validate::Check;
 
 /// An API key of the caller's tenant, as listed: never the key itself.
@@ -33,3 +34,21 @@ pub struct KeyPath {
 }
 
 impl Check for KeyPath {}
+
+/// Paging of a tenant's keys: newest first unless asked (a key never changes,
+/// so it has no `sort_by`, and it has no metadata to filter on).
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+pub struct KeyListParams {
+    /// How many keys to answer at most (1 to 1000): page on with
+    /// `offset += len(items)` until a page comes back empty.
+    #[serde(default)]
+    pub limit: Limit,
+    /// How many keys to skip first.
+    #[serde(default)]
+    pub offset: Offset,
+    /// Newest first (`desc`, the default) or oldest first (`asc`).
+    #[serde(default)]
+    pub direction: Direction,
+}
+
+impl Check for KeyListParams {}

@@ -696,12 +696,40 @@ impl Parser<'_> {
                 p.push(
                     at,
                     "value_error",
-                    format!("a sleep lasts more than 0 s and at most 30 days, got {total} s"),
+                    format!(
+                        "a sleep lasts more than 0 s and at most 30 days, got {}",
+                        readable_seconds(total)
+                    ),
                 );
             }
             Some(total)
         })
     }
+}
+
+/// Seconds as a person reads them: `90 s`, `0.5 s`, `45 days`; beyond 10,000
+/// days, or under a millisecond, in scientific notation (`1e308 s`), never the
+/// hundreds of digits a large `f64` prints as.
+pub fn readable_seconds(seconds: f64) -> String {
+    const DAY: f64 = 86400.0;
+    if !seconds.is_finite() {
+        return "more seconds than a number can hold".to_owned();
+    }
+    let magnitude = seconds.abs();
+    if magnitude != 0.0 && !(1e-3..1e4 * DAY).contains(&magnitude) {
+        format!("{seconds:e} s")
+    } else if magnitude > 30.0 * DAY {
+        let days = seconds / DAY;
+        format!("{} days ({} s)", trimmed(days), trimmed(seconds))
+    } else {
+        format!("{} s", trimmed(seconds))
+    }
+}
+
+/// At most three decimals, none when they are zeros.
+fn trimmed(n: f64) -> String {
+    let text = format!("{n:.3}");
+    text.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
 #[cfg(test)]

@@ -287,6 +287,22 @@ fn shapes_that_are_wrong_are_refused_where_they_are() {
 }
 
 #[test]
+fn a_sleep_past_the_bound_names_its_length_readably() {
+    let (_, _, msg) = refused(json!({"sleep": {"seconds": 1e308}}));
+    assert_eq!(msg, "a sleep lasts more than 0 s and at most 30 days, got 1e308 s");
+    let (_, _, msg) = refused(json!({"sleep": {"days": 1e308}}));
+    assert_eq!(
+        msg,
+        "a sleep lasts more than 0 s and at most 30 days, got more seconds than a number can hold"
+    );
+    let (_, _, msg) = refused(json!({"sleep": {"days": 31}}));
+    assert_eq!(msg, "a sleep lasts more than 0 s and at most 30 days, got 31 days (2678400 s)");
+    assert_eq!(readable_seconds(1e-300), "1e-300 s");
+    assert_eq!(readable_seconds(1.5), "1.5 s");
+    assert_eq!(readable_seconds(0.0), "0 s");
+}
+
+#[test]
 fn every_issue_of_a_step_is_reported_not_just_the_first() {
     let issues =
         parse(json!({"if": "((", "then": [{"log": "{{"}, {"nope": 1}], "else": {"evaluate": {"a": "))"}}}))

@@ -78,7 +78,10 @@ pub struct ApiCallDef {
     /// An `http://` or `https://` URL (at most 2,048 characters).
     #[schemars(length(min = 1, max = 2048), regex(path = "URL_PATTERN"))]
     pub url: String,
-    /// Headers sent with the request.
+    /// Headers sent with the request: valid HTTP header names and values,
+    /// other than those the HTTP client sets itself (`Host`, `Connection`,
+    /// `Transfer-Encoding`, `Content-Length`, `Keep-Alive`, `Upgrade`, `TE`,
+    /// `Trailer`, `Proxy-Connection`: a 422).
     #[serde(default)]
     pub headers: Option<BTreeMap<String, String>>,
     /// How long to wait for the answer, in seconds (1 to 600).
@@ -174,6 +177,38 @@ pub struct ToolDef {
     pub api_call: Option<ApiCallDef>,
 }
 
+/// Headers an `api_call` tool may not set: the HTTP client sets them itself,
+/// as they route the request (`Host`) or frame it on the connection.
+pub const RESERVED_API_CALL_HEADERS: &[&str] = &[
+    "host",
+    "connection",
+    "transfer-encoding",
+    "content-length",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "proxy-connection",
+];
+
+/// Why an `api_call` tool may not send this header, if it may not.
+pub fn api_call_header_refusal(name: &str, value: &str) -> Option<String> {
+    if RESERVED_API_CALL_HEADERS.iter().any(|r| r.eq_ignore_ascii_case(name)) {
+        return Some(format!(
+            "an api_call tool may not set the header {name:?}: the HTTP client sets it itself \
+             (reserved: Host, Connection, Transfer-Encoding, Content-Length, Keep-Alive, Upgrade, \
+             TE, Trailer, Proxy-Connection)"
+        ));
+    }
+    if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+        return Some(format!("{name:?} is not a valid HTTP header name"));
+    }
+    if http::HeaderValue::from_str(value).is_err() {
+        return Some(format!("the header {name:?} has a value that is not valid in HTTP"));
+    }
+    None
+}
+
 /// Reports a tool whose definition does not fit its type, or whose function
 /// parameters are not a valid JSON Schema. `at` is where the tool is in the body.
 pub fn check_tool_def(
@@ -206,6 +241,13 @@ pub fn check_tool_def(
         let mut at = loc("function");
         at.push(LocPart::Key("parameters".into()));
         check_json_schema(&Value::Object(f.parameters.clone()), &at, issues);
+    }
+    for (name, value) in api_call.and_then(|a| a.headers.as_ref()).into_iter().flatten() {
+        if let Some(why) = api_call_header_refusal(name, value) {
+            let mut at = loc("api_call");
+            at.extend([LocPart::Key("headers".into()), LocPart::Key(name.clone())]);
+            issues.push(&at, "value_error", why);
+        }
     }
 }
 

@@ -103,6 +103,18 @@ async fn post_sends_the_arguments_as_json_and_the_tools_headers_only() {
 }
 
 #[tokio::test]
+async fn a_stored_tool_setting_a_reserved_header_is_refused_before_any_request() {
+    let (addr, _server) = target().await;
+    let http = http_client().unwrap();
+    for name in ["Host", "connection", "TRANSFER-ENCODING"] {
+        let mut d = def(HttpMethod::Post, format!("http://{addr}/echo"));
+        d.headers = Some([(name.to_string(), "evil.test".to_string())].into());
+        let err = run_api_call(&http, &d, &json!({}), &policy(&[addr.to_string()])).await.unwrap_err();
+        assert!(err.contains(name) && err.contains("may not set the header"), "{err}");
+    }
+}
+
+#[tokio::test]
 async fn get_sends_the_arguments_as_the_query() {
     let (addr, _server) = target().await;
     let http = http_client().unwrap();

@@ -243,13 +243,22 @@ async fn an_api_call_tool_runs_here_and_its_answer_goes_back_to_the_model() {
 }
 
 #[tokio::test]
-async fn a_disallowed_host_fails_the_step() {
+async fn a_call_to_a_disallowed_host_is_told_to_the_model_and_the_step_goes_on() {
     let mut f = Fixture::new().await;
     f.policy.allowed_hosts.clear();
     f.fake.push(Behaviour::ToolCall { name: "fetch".into(), arguments: "{}".into() });
-    let step = prompt(text("Fetch"), Some(PromptTools::All), Value::Null, false);
-    let err = prompt_step(&f.env(), &step, None).await.unwrap_err();
-    assert!(err.contains("tools.api_call_allowed_hosts"), "{err}");
+    f.fake.push(Behaviour::Text("I could not fetch it".into()));
+    let step = prompt(text("Fetch"), Some(PromptTools::All), Value::Null, true);
+    let done = prompt_step(&f.env(), &step, None).await.unwrap();
+    assert_eq!(done, Outcome::Done(json!("I could not fetch it")));
+    let requests = f.fake.requests();
+    assert_eq!(requests.len(), 2, "the model is asked again, with the refusal");
+    let tool_message = &requests[1].body["messages"][2];
+    assert_eq!(tool_message["role"], "tool");
+    let said = tool_message["content"].as_str().unwrap();
+    assert!(said.starts_with("error: api_call to 127.0.0.1:"), "{said}");
+    assert!(said.contains("is not allowed") && said.contains("tools.api_call_allowed_hosts"), "{said}");
+    // A tool_call step has no model to tell: it fails.
     let err = tool_call_step(&f.env(), "fetch", json!({})).await.unwrap_err();
     assert!(err.contains(&format!("api_call to 127.0.0.1:{} is not allowed", f.target.port())), "{err}");
 }

@@ -392,6 +392,34 @@ async fn read_stream(
 }
 
 #[tokio::test]
+async fn a_stream_dropped_by_its_client_while_the_execution_waits_stops_following_it() {
+    let s = agent_platform_tests::TestServer::start().await;
+    let c = Ctx::on(&s.base, &s.key).await;
+    let task = c.task(json!([{"log": "a"}, {"wait_for_input": {"info": {}}}]), json!({})).await;
+    let id = Ctx::id(&c.api.start(task, json!({})).await);
+    c.api.wait_for(id, &["awaiting_input"], ENDS_WITHIN).await;
+    let before = s.app().transition_followers();
+    let url = format!("{}/api/executions/{id}/transitions.stream", c.api.base);
+    let mut resp = reqwest::Client::new().get(url).bearer_auth(&c.api.key).send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let first = resp.chunk().await.unwrap().expect("the transitions so far");
+    assert!(String::from_utf8_lossy(&first).contains("data: "), "{first:?}");
+    assert_eq!(s.app().transition_followers(), before + 1, "the stream follows the execution");
+    drop(resp);
+    // The execution still waits; the stream's task must not.
+    let since = Instant::now();
+    while s.app().transition_followers() != before {
+        assert!(
+            since.elapsed() < Duration::from_secs(5),
+            "a stream dropped by its client still follows its waiting execution"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(c.api.execution(id).await["status"], "awaiting_input");
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn the_stream_sends_every_transition_then_ends_and_resumes_after_last_event_id() {
     let c = Ctx::new().await;
     let task = c.task(json!([{"log": "a"}, {"wait_for_input": {"info": {}}}, {"log": "b"}]), json!({})).await;

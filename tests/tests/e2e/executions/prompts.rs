@@ -201,7 +201,7 @@ async fn a_tool_call_step_of_an_api_call_tool_gives_status_headers_and_json() {
 }
 
 #[tokio::test]
-async fn an_api_call_to_a_host_not_allowed_fails_naming_the_setting() {
+async fn an_api_call_to_a_host_not_allowed_fails_naming_the_setting_and_a_model_is_told() {
     let t = setup().await;
     // `localhost` is the same server, but not the allowed host `127.0.0.1`.
     let port = t.target.url().rsplit(':').next().unwrap().to_owned();
@@ -211,11 +211,19 @@ async fn an_api_call_to_a_host_not_allowed_fails_naming_the_setting() {
         .run_steps(json!([{"tool": "sneaky", "arguments": {}}]), json!({"tools": [tool.clone()]}), json!({}))
         .await;
     assert_failed(&e, &ts, &["tools.api_call_allowed_hosts"]);
-    // Called by the model: the same.
+    // Called by the model: the model is told why, and answers on.
     t.fake.push(Behaviour::ToolCall { name: "sneaky".into(), arguments: "{}".into() });
-    let (e, ts) =
-        t.c.run_steps(json!([{"prompt": "go", "tools": "all"}]), json!({"tools": [tool]}), json!({})).await;
-    assert_failed(&e, &ts, &["tools.api_call_allowed_hosts"]);
+    t.fake.push(Behaviour::Text("I may not call it".into()));
+    let (e, _) =
+        t.c.run_steps(
+            json!([{"prompt": "go", "tools": "all", "unwrap": true}]),
+            json!({"tools": [tool]}),
+            json!({}),
+        )
+        .await;
+    assert_succeeded(&e, json!("I may not call it"));
+    let told = t.fake.requests().last().unwrap().body["messages"].to_string();
+    assert!(told.contains("is not allowed") && told.contains("tools.api_call_allowed_hosts"), "{told}");
     assert!(t.target.received().is_empty(), "nothing reached the host");
     t.s.stop().await;
 }
