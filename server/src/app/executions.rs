@@ -65,15 +65,28 @@ impl App {
             }
         }
         let max = engine.config.max_active_per_tenant;
-        let past = ListQuery::oldest_first(max - 1, 1);
-        if !self.store.list(t.0, Kind::ActiveExecution, ACTIVE_SCOPE, &past).await?.is_empty() {
-            return Err(Error::RateLimited {
-                message: format!(
-                    "this tenant has {max} executions under way (queued, running, sleeping or awaiting \
-                     input): the limit of executions.max_active_per_tenant; wait for some to end, or cancel some"
-                ),
-                retry_after: None,
-            });
+        // Whether the tenant has a `max`-th execution under way is a scan of
+        // its markers; one far from the limit lets the next starts skip it.
+        if !engine.take_cap_room(t) {
+            let (last, far) = (
+                ListQuery::oldest_first(max - 1, 1),
+                ListQuery::oldest_first((max - max / 10).saturating_sub(1), 1),
+            );
+            let marker = |q| self.store.list(t.0, Kind::ActiveExecution, ACTIVE_SCOPE, q);
+            if !marker(&last).await?.is_empty() {
+                return Err(Error::RateLimited {
+                    message: format!(
+                        "this tenant has {max} executions under way (queued, running, sleeping or awaiting \
+                         input): the limit of executions.max_active_per_tenant; wait for some to end, or cancel some"
+                    ),
+                    retry_after: None,
+                });
+            }
+            // Fewer than `max - slack` under way: the next `slack` starts stay within the limit.
+            let slack = max / 10;
+            if slack > 0 && marker(&far).await?.is_empty() {
+                engine.give_cap_room(t, slack);
+            }
         }
         let agent = self.load(t, Kind::Agent, task.agent_id).await?;
         let tools = crate::exec::prompt::task_tools(self, t, &task).await?;

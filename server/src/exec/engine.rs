@@ -48,6 +48,8 @@ use crate::store::{Change, Kind, StoreError, StoreResult, now};
 
 /// How long a run that could not reach the store waits before it tries again.
 const STORE_RETRY: Duration = Duration::from_secs(2);
+/// How long room under the cap of executions under way is trusted (see [`Engine::give_cap_room`]).
+const CAP_ROOM_FOR: Duration = Duration::from_secs(1);
 /// How long a stopping engine waits for its aborted runs to be gone.
 const STOP_WAIT: Duration = Duration::from_secs(2);
 
@@ -94,6 +96,9 @@ pub struct Engine {
     /// task when an earlier one is added.
     timers: parking_lot::Mutex<Timers>,
     timers_changed: Arc<Notify>,
+    /// Per tenant: how many more executions it may start, until when, before
+    /// its count under way is looked at again (see [`Engine::take_cap_room`]).
+    cap_room: parking_lot::Mutex<HashMap<Uuid, (std::time::Instant, usize)>>,
     /// Bumped by every commit of a transition: streams of transitions wait on it.
     changes: watch::Sender<u64>,
     stopping: std::sync::atomic::AtomicBool,
@@ -131,6 +136,7 @@ impl Engine {
             loaded: AtomicUsize::new(0),
             timers: Default::default(),
             timers_changed: Arc::default(),
+            cap_room: Default::default(),
             changes: watch::channel(0).0,
             stopping: Default::default(),
             leases,
@@ -582,6 +588,30 @@ impl Engine {
             }
         });
         self.background.lock().push(task.abort_handle());
+    }
+
+    /// Takes one start of the room [`Engine::give_cap_room`] gave the tenant:
+    /// false when it has none (its count under way must be looked at).
+    pub fn take_cap_room(&self, tenant: Tenant) -> bool {
+        let mut room = self.cap_room.lock();
+        match room.get_mut(&tenant.0) {
+            Some((given, left)) if *left > 0 && given.elapsed() < CAP_ROOM_FOR => {
+                *left -= 1;
+                true
+            }
+            _ => {
+                room.remove(&tenant.0);
+                false
+            }
+        }
+    }
+
+    /// The tenant was seen `n` or more executions under the cap
+    /// (`executions.max_active_per_tenant`): its next `n` starts in this
+    /// process may skip the look. Starts of other servers are not counted,
+    /// hence a short time to live ([`CAP_ROOM_FOR`]).
+    pub fn give_cap_room(&self, tenant: Tenant, n: usize) {
+        self.cap_room.lock().insert(tenant.0, (std::time::Instant::now(), n));
     }
 
     /// Tells the streams of transitions that something committed.

@@ -91,11 +91,12 @@ std::thread_local! {
 }
 
 /// Runs `quick` (calls of an [`Evaluator`]) on this thread within
-/// [`QUICK_SLICE`]; if it runs longer, runs `slow` (the same calls, owning
-/// what they need) on a blocking thread with the evaluator's whole time.
-pub async fn offload<T: Send + 'static>(
+/// [`QUICK_SLICE`]; if it runs longer, runs the calls `slow` makes (the same
+/// calls, owning what they need: built only then) on a blocking thread with
+/// the evaluator's whole time.
+pub async fn offload<T: Send + 'static, S: FnOnce() -> Result<T, String> + Send + 'static>(
     quick: impl FnOnce() -> Result<T, String>,
-    slow: impl FnOnce() -> Result<T, String> + Send + 'static,
+    slow: impl FnOnce() -> S,
 ) -> Result<T, String> {
     SLICE.with(|s| s.set(Some(QUICK_SLICE)));
     SLOW.with(|s| s.set(false));
@@ -104,7 +105,7 @@ pub async fn offload<T: Send + 'static>(
     if !SLOW.with(|s| s.replace(false)) {
         return answer;
     }
-    tokio::task::spawn_blocking(slow).await.map_err(|e| format!("the evaluation stopped: {e}"))?
+    tokio::task::spawn_blocking(slow()).await.map_err(|e| format!("the evaluation stopped: {e}"))?
 }
 
 /// What one expression or template may use: see the module's docs.

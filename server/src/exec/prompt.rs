@@ -80,9 +80,14 @@ pub async fn prompt_step(
     let mut rounds = 0;
     match resume {
         None => {
-            let (eval, owned, ctx) = (env.eval.clone(), prompt.clone(), env.ctx.clone());
-            request.messages =
-                offload(|| messages(env.eval, prompt, env.ctx), move || messages(&eval, &owned, &ctx)).await?
+            request.messages = offload(
+                || messages(env.eval, prompt, env.ctx),
+                || {
+                    let (eval, prompt, ctx) = (env.eval.clone(), prompt.clone(), env.ctx.clone());
+                    move || messages(&eval, &prompt, &ctx)
+                },
+            )
+            .await?
         }
         Some((state, result)) => {
             let paused: Paused = serde_json::from_value(state)

@@ -532,24 +532,39 @@ impl Run {
 
     /// An expression's value, off the async workers when it is slow (see [`offload`]).
     async fn eval(&self, expr: &Expr, ctx: &Context) -> Flowing<Value> {
-        let (engine, owned, octx) = (self.engine.clone(), expr.clone(), ctx.clone());
-        offload(|| self.engine.eval.eval(expr, ctx), move || engine.eval.eval(&owned, &octx))
-            .await
-            .map_err(Stop::Failed)
+        let eval = &self.engine.eval;
+        offload(
+            || eval.eval(expr, ctx),
+            || {
+                let (eval, expr, ctx) = (eval.clone(), expr.clone(), ctx.clone());
+                move || eval.eval(&expr, &ctx)
+            },
+        )
+        .await
+        .map_err(Stop::Failed)
     }
 
     async fn eval_object(&self, pairs: &[(String, Expr)], ctx: &Context) -> Flowing<Value> {
-        let (engine, owned, octx) = (self.engine.clone(), pairs.to_vec(), ctx.clone());
-        offload(|| self.engine.eval.eval_object(pairs, ctx), move || engine.eval.eval_object(&owned, &octx))
-            .await
-            .map_err(Stop::Failed)
+        let eval = &self.engine.eval;
+        offload(
+            || eval.eval_object(pairs, ctx),
+            || {
+                let (eval, pairs, ctx) = (eval.clone(), pairs.to_vec(), ctx.clone());
+                move || eval.eval_object(&pairs, &ctx)
+            },
+        )
+        .await
+        .map_err(Stop::Failed)
     }
 
     async fn render_text(&self, template: &Template, ctx: &Context) -> Flowing<String> {
-        let (engine, owned, octx) = (self.engine.clone(), template.clone(), ctx.clone());
+        let eval = &self.engine.eval;
         offload(
-            || self.engine.eval.render_text(template, ctx),
-            move || engine.eval.render_text(&owned, &octx),
+            || eval.render_text(template, ctx),
+            || {
+                let (eval, template, ctx) = (eval.clone(), template.clone(), ctx.clone());
+                move || eval.render_text(&template, &ctx)
+            },
         )
         .await
         .map_err(Stop::Failed)

@@ -569,7 +569,7 @@ impl SledStore {
             }
         {
             self.sequence.all_flushed();
-            let _ = self.point.record(self.sequence.durable());
+            let _ = self.point.record(self.sequence.durable(), true);
             clean.flushed = true;
         }
         true

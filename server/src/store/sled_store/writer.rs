@@ -194,7 +194,7 @@ impl Writer {
                 // Before anyone hears of it: the db file's size now bounds every
                 // acknowledged write. A pwrite into a block the file already has
                 // practically cannot fail; if it did, the point would only lag.
-                let _ = self.point.record(self.sequence.durable());
+                let _ = self.point.record(self.sequence.durable(), false);
                 let finished: Vec<_> = undos.iter().filter_map(|u| u.purge_finished).collect();
                 self.shared.purging.remove(&finished);
                 if undos.iter().any(|u| !u.purges_started.is_empty()) {
