@@ -90,22 +90,32 @@ std::thread_local! {
     static SLOW: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Runs `quick` (calls of an [`Evaluator`]) on this thread within
-/// [`QUICK_SLICE`]; if it runs longer, runs the calls `slow` makes (the same
-/// calls, owning what they need: built only then) on a blocking thread with
-/// the evaluator's whole time.
-pub async fn offload<T: Send + 'static, S: FnOnce() -> Result<T, String> + Send + 'static>(
-    quick: impl FnOnce() -> Result<T, String>,
-    slow: impl FnOnce() -> S,
-) -> Result<T, String> {
+/// Runs `f(eval, input, ctx)` (calls of the [`Evaluator`]) on this thread
+/// within [`QUICK_SLICE`]; if it runs longer, runs it again on a blocking
+/// thread with the evaluator's whole time, on copies of `input` and `ctx`
+/// (made only then).
+pub async fn offload<I, T>(
+    eval: &Arc<Evaluator>,
+    input: &I,
+    ctx: &Context,
+    f: fn(&Evaluator, &I, &Context) -> Result<T, String>,
+) -> Result<T, String>
+where
+    I: ?Sized + ToOwned + 'static,
+    I::Owned: Send + 'static,
+    T: Send + 'static,
+{
     SLICE.with(|s| s.set(Some(QUICK_SLICE)));
     SLOW.with(|s| s.set(false));
-    let answer = quick();
+    let answer = f(eval, input, ctx);
     SLICE.with(|s| s.set(None));
     if !SLOW.with(|s| s.replace(false)) {
         return answer;
     }
-    tokio::task::spawn_blocking(slow()).await.map_err(|e| format!("the evaluation stopped: {e}"))?
+    let (eval, input, ctx) = (eval.clone(), input.to_owned(), ctx.clone());
+    tokio::task::spawn_blocking(move || f(&eval, std::borrow::Borrow::borrow(&input), &ctx))
+        .await
+        .map_err(|e| format!("the evaluation stopped: {e}"))?
 }
 
 /// What one expression or template may use: see the module's docs.

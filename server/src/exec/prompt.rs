@@ -79,16 +79,7 @@ pub async fn prompt_step(
     let (provider, mut request) = base_request(env, settings.as_ref(), &offered, tool_choice.as_ref())?;
     let mut rounds = 0;
     match resume {
-        None => {
-            request.messages = offload(
-                || messages(env.eval, prompt, env.ctx),
-                || {
-                    let (eval, prompt, ctx) = (env.eval.clone(), prompt.clone(), env.ctx.clone());
-                    move || messages(&eval, &prompt, &ctx)
-                },
-            )
-            .await?
-        }
+        None => request.messages = offload(env.eval, prompt, env.ctx, messages).await?,
         Some((state, result)) => {
             let paused: Paused = serde_json::from_value(state)
                 .map_err(|e| format!("the paused prompt step's state cannot be read: {e}"))?;

@@ -22,7 +22,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use uuid::Uuid;
 
 use super::engine::Engine;
-use super::expr::{Context, offload};
+use super::expr::{Context, Evaluator, offload};
 use super::prompt::{Outcome, StepEnv, prompt_step, tool_call_step};
 use super::records::{ExecutionData, Paused, Snapshot, StoredSnapshot, TransitionData, commit_ops, read};
 use crate::api::types::{
@@ -532,42 +532,15 @@ impl Run {
 
     /// An expression's value, off the async workers when it is slow (see [`offload`]).
     async fn eval(&self, expr: &Expr, ctx: &Context) -> Flowing<Value> {
-        let eval = &self.engine.eval;
-        offload(
-            || eval.eval(expr, ctx),
-            || {
-                let (eval, expr, ctx) = (eval.clone(), expr.clone(), ctx.clone());
-                move || eval.eval(&expr, &ctx)
-            },
-        )
-        .await
-        .map_err(Stop::Failed)
+        offload(&self.engine.eval, expr, ctx, Evaluator::eval).await.map_err(Stop::Failed)
     }
 
     async fn eval_object(&self, pairs: &[(String, Expr)], ctx: &Context) -> Flowing<Value> {
-        let eval = &self.engine.eval;
-        offload(
-            || eval.eval_object(pairs, ctx),
-            || {
-                let (eval, pairs, ctx) = (eval.clone(), pairs.to_vec(), ctx.clone());
-                move || eval.eval_object(&pairs, &ctx)
-            },
-        )
-        .await
-        .map_err(Stop::Failed)
+        offload(&self.engine.eval, pairs, ctx, Evaluator::eval_object).await.map_err(Stop::Failed)
     }
 
     async fn render_text(&self, template: &Template, ctx: &Context) -> Flowing<String> {
-        let eval = &self.engine.eval;
-        offload(
-            || eval.render_text(template, ctx),
-            || {
-                let (eval, template, ctx) = (eval.clone(), template.clone(), ctx.clone());
-                move || eval.render_text(&template, &ctx)
-            },
-        )
-        .await
-        .map_err(Stop::Failed)
+        offload(&self.engine.eval, template, ctx, Evaluator::render_text).await.map_err(Stop::Failed)
     }
 
     fn env<'a>(&'a self, ctx: &'a Context) -> StepEnv<'a> {

@@ -103,28 +103,9 @@ where
     Fut: Future<Output = app::Result<R>>,
 {
     let Some(key) = key.0 else { return run(rqctx, op).await };
-    let tenant = match authenticate(rqctx).await {
-        Ok(t) => t,
-        Err(e) => return Ok(Reply::Err(e)),
-    };
-    let app = rqctx.context().app.clone();
-    let (method, path) = (rqctx.request.method().as_str(), rqctx.request.uri().path());
-    let fingerprint = idempotency::fingerprint(method, path, body.as_ref().map_or(&[][..], |d| &d[..]));
-    let begun =
-        app.idempotency_begin(tenant, &key, format!("{method} {path}"), fingerprint, R::STATUS.as_u16());
-    let (claim, _queue) = match begun.await {
-        Err(e) => return Ok(Reply::Err(domain_error(rqctx, e))),
-        Ok(Begun::Replay(Remembered::Answer { status, body })) => {
-            let status = StatusCode::from_u16(status).unwrap_or(R::STATUS);
-            return Ok(Reply::Replayed { status, body });
-        }
-        Ok(Begun::Replay(Remembered::Stream { events })) => {
-            return Ok(Reply::ReplayedStream { body: events });
-        }
-        Ok(Begun::Replay(Remembered::Withheld { detail })) => {
-            return Ok(Reply::Err(domain_error(rqctx, app::Error::Conflict(detail))));
-        }
-        Ok(Begun::Fresh(claim, queue)) => (claim, queue),
+    let (app, tenant, claim, _queue) = match claim_once(rqctx, &key, body, R::STATUS).await {
+        Ok(claimed) => claimed,
+        Err(reply) => return Ok(reply),
     };
     let answer = match claim.scope(op(app.clone(), tenant)).await {
         Ok(r) => r,
@@ -142,6 +123,37 @@ where
             "error" => e.to_string());
     }
     Ok(Reply::Ok(answer))
+}
+
+/// Authenticates a POST sent with the `Idempotency-Key` `key` and claims the
+/// key for it; a repeat gets, as the `Err`, what the key remembers (its
+/// answer, its events, or the 409 of an answer withheld; `status` when the
+/// stored status does not read). `body` is the digest of the request body.
+async fn claim_once<R>(
+    rqctx: &RequestContext<Ctx>,
+    key: &str,
+    body: Option<[u8; 32]>,
+    status: StatusCode,
+) -> Result<
+    (App, Tenant, std::sync::Arc<idempotency::Claim>, crate::app::locks::KeyedGuard<(Tenant, uuid::Uuid)>),
+    Reply<R>,
+> {
+    let tenant = authenticate(rqctx).await.map_err(Reply::Err)?;
+    let app = rqctx.context().app.clone();
+    let (method, path) = (rqctx.request.method().as_str(), rqctx.request.uri().path());
+    let fingerprint = idempotency::fingerprint(method, path, body.as_ref().map_or(&[][..], |d| &d[..]));
+    let begun = app.idempotency_begin(tenant, key, format!("{method} {path}"), fingerprint, status.as_u16());
+    match begun.await {
+        Err(e) => Err(Reply::Err(domain_error(rqctx, e))),
+        Ok(Begun::Replay(Remembered::Answer { status: stored, body })) => {
+            Err(Reply::Replayed { status: StatusCode::from_u16(stored).unwrap_or(status), body })
+        }
+        Ok(Begun::Replay(Remembered::Stream { events })) => Err(Reply::ReplayedStream { body: events }),
+        Ok(Begun::Replay(Remembered::Withheld { detail })) => {
+            Err(Reply::Err(domain_error(rqctx, app::Error::Conflict(detail))))
+        }
+        Ok(Begun::Fresh(claim, queue)) => Ok((app, tenant, claim, queue)),
+    }
 }
 
 /// A streamed answer's `Idempotency-Key` claim, and the key's lock, held
@@ -167,27 +179,9 @@ where
     Fut: Future<Output = app::Result<ChatAnswer<T>>>,
 {
     let Some(key) = key.0 else { return run(rqctx, |app, t| op(app, t, None)).await };
-    let tenant = match authenticate(rqctx).await {
-        Ok(t) => t,
-        Err(e) => return Ok(Reply::Err(e)),
-    };
-    let app = rqctx.context().app.clone();
-    let (method, path) = (rqctx.request.method().as_str(), rqctx.request.uri().path());
-    let fingerprint = idempotency::fingerprint(method, path, body.as_ref().map_or(&[][..], |d| &d[..]));
-    let begun = app.idempotency_begin(tenant, &key, format!("{method} {path}"), fingerprint, 200);
-    let (claim, queue) = match begun.await {
-        Err(e) => return Ok(Reply::Err(domain_error(rqctx, e))),
-        Ok(Begun::Replay(Remembered::Stream { events })) => {
-            return Ok(Reply::ReplayedStream { body: events });
-        }
-        Ok(Begun::Replay(Remembered::Answer { status, body })) => {
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
-            return Ok(Reply::Replayed { status, body });
-        }
-        Ok(Begun::Replay(Remembered::Withheld { detail })) => {
-            return Ok(Reply::Err(domain_error(rqctx, app::Error::Conflict(detail))));
-        }
-        Ok(Begun::Fresh(claim, queue)) => (claim, queue),
+    let (app, tenant, claim, queue) = match claim_once(rqctx, &key, body, StatusCode::OK).await {
+        Ok(claimed) => claimed,
+        Err(reply) => return Ok(reply),
     };
     claim.answers_a_stream();
     let held = StreamClaim { claim: claim.clone(), _queue: queue };

@@ -228,13 +228,7 @@ fn json_dumps(v: &Value) -> Result<Value, Error> {
 
 /// `v` as JSON text; the value and its text are both charged to the evaluation's budget.
 fn json_text(v: &Value) -> Result<String, Error> {
-    let json = to_json(v).map_err(invalid)?;
-    let mut out = String::new();
-    let mut w = minijinja::limits::Charged(&mut out);
-    std::fmt::Write::write_fmt(&mut w, format_args!("{json}")).map_err(|_| {
-        minijinja::limits::charge(0).err().unwrap_or_else(|| invalid("JSON text failed".into()))
-    })?;
-    Ok(out)
+    minijinja::limits::display(&to_json(v).map_err(invalid)?)
 }
 
 fn json_loads(s: &str) -> Result<Value, Error> {

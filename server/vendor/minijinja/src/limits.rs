@@ -152,7 +152,7 @@ pub(crate) fn tick() -> Result<(), Error> {
 }
 
 /// A string that charges what is written into it.
-pub struct Charged<'a>(pub &'a mut String);
+struct Charged<'a>(&'a mut String);
 
 impl fmt::Write for Charged<'_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {

@@ -1,5 +1,3 @@
-use std::fmt;
-
 use crate::error::{Error, ErrorKind};
 use crate::utils::{collect_untrusted, untrusted_size_hint};
 use crate::value::merge_object::MergeSeq;
@@ -610,14 +608,7 @@ pub fn neg(val: &Value) -> Result<Value, Error> {
 
 /// Attempts a string concatenation.
 pub fn string_concat(left: Value, right: &Value) -> Result<Value, Error> {
-    let mut out = String::new();
-    let mut w = crate::limits::Charged(&mut out);
-    if fmt::Write::write_fmt(&mut w, format_args!("{left}{right}")).is_err() {
-        return Err(crate::limits::charge(0).err().unwrap_or_else(|| {
-            Error::new(ErrorKind::WriteFailure, "string concatenation failed")
-        }));
-    }
-    Ok(Value::from(out))
+    crate::limits::display(&format_args!("{left}{right}")).map(Value::from)
 }
 
 /// Implements a containment operation on values.
