@@ -21,10 +21,11 @@
 //! waits for the manifest). The manifest is always replaced atomically: a temp
 //! file, fsync, rename, fsync of the directory.
 //!
-//! Beside it, `checkpoint` ([`DurablePoint`]) keeps, for the last group the
-//! writer made durable, the size of the `db` file then and the durable
-//! sequence: the writer overwrites it in place (one `pwrite`, no fsync) after
-//! every durable group and before answering any of its commits. A killed
+//! Beside it, `checkpoint` ([`DurablePoint`]) keeps the size of the `db` file
+//! and the durable sequence as of the last durable group that grew the file:
+//! the writer overwrites it in place (one `pwrite`, no fsync) after such a
+//! group and before answering any of its commits, and again at a clean close
+//! (see [`PointFile::record`]). A killed
 //! process's writes are in the page cache, so after a kill it holds the size
 //! under which every acknowledged write lies; sled never shrinks the file (see
 //! `server/vendor/sled/PATCHED.md`), so a `db` file shorter than that lost
