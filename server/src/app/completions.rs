@@ -1,29 +1,31 @@
 //! OpenAI's chat completions and model list (`/v1`), over the same agents,
 //! documents and providers as session chat.
 //!
-//! A completion is stateless: the history is the request's messages and
-//! nothing is saved. When `model` is one of the tenant's agents' ids, that
-//! agent answers as in a session chat (its system message, tools, recall and
-//! settings: [`super::chat_prepare`]'s pieces, with no session); any other
-//! model name goes to the provider that serves it, as sent.
+//! A completion is one turn (see [`super::turn`]) with no session: the
+//! history is the request's messages and nothing is saved. When `model` is
+//! one of the tenant's agents' ids, that agent answers as in a session chat
+//! (its system message, tools, recall and settings); any other model name
+//! goes to the provider that serves it, as sent.
+
+use std::collections::VecDeque;
 
 use chrono::Utc;
-use futures::{Stream, StreamExt};
+use futures::future::BoxFuture;
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::chat::{answer_id, contract_usage, merge_settings, to_wire_call, usage_or_count};
-use super::chat_prepare::{completion_request, template_context, tool_specs};
-use super::chat_stream::contract_chunk;
 use super::conversations::text_of;
+use super::turn::convert::{answer_id, contract_chunk, contract_usage, from_wire_call, to_wire_call};
+use super::turn::drive::{self, Items};
+use super::turn::plan::{New, tool_specs};
+use super::turn::{Answered, Ask, Driver, Plan, Shape, SystemFor};
 use super::{App, Error, Result, Tenant};
 use crate::api::types::{
-    Agent, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatSettings, ChatUsage,
-    CompletionAnswerMessage, CompletionChoice, CompletionContent, CompletionMessage, CompletionRole,
-    DocReference, Model, ModelList, StopSequences, Tool,
+    Agent, ChatChunkChoice, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatSettings,
+    ChatUsage, CompletionAnswerMessage, CompletionChoice, CompletionContent, CompletionMessage,
+    CompletionRole, Model, ModelList, StopSequences, Tool,
 };
-use crate::models::provider::CompletionStream as UpstreamStream;
-use crate::models::{self, ChunkAccumulator, DEFAULT_SYSTEM_TEMPLATE, Provider, wire};
+use crate::models::wire;
 use crate::store::ListQuery;
 
 /// The most agents `GET /v1/models` lists.
@@ -32,16 +34,15 @@ pub const MODEL_LIST_AGENTS: usize = 10_000;
 /// What `owned_by` says of an agent.
 const OWNED_BY: &str = "agent-platform";
 
-/// A completion ready for the model call.
-pub struct PreparedCompletion {
-    pub provider: Provider,
-    pub request: wire::CompletionRequest,
+/// A completion, planned.
+pub struct CompletionTurn {
+    plan: Plan,
     /// Whether a streamed answer ends with a usage chunk (`stream_options.include_usage`).
-    pub include_usage: bool,
+    include_usage: bool,
 }
 
 /// The chunks of a streamed completion; it ends after the last chunk, or with one `Err`.
-pub type CompletionChunks = std::pin::Pin<Box<dyn Stream<Item = Result<ChatCompletionChunk>> + Send>>;
+pub type CompletionChunks = Items<Result<ChatCompletionChunk>>;
 
 impl App {
     /// The tenant's agents (oldest first, at most [`MODEL_LIST_AGENTS`]), then
@@ -94,60 +95,64 @@ impl App {
         }
     }
 
-    /// The request to send and its provider.
-    pub async fn completion_prepare(
-        &self,
-        t: Tenant,
-        mut req: ChatCompletionRequest,
-    ) -> Result<PreparedCompletion> {
+    /// The stored tools of an agent (oldest first).
+    pub(super) async fn agent_tools(&self, t: Tenant, agent: Uuid) -> Result<Vec<Tool>> {
+        let all = ListQuery::oldest_first(0, usize::MAX);
+        self.list_resources(t, agent, &all).await
+    }
+
+    /// Plans a completion.
+    async fn completion_turn(&self, t: Tenant, mut req: ChatCompletionRequest) -> Result<CompletionTurn> {
         let include_usage = req.stream_options.as_ref().is_some_and(|o| o.include_usage);
-        let mut messages: Vec<wire::ChatMessage> =
+        let messages: Vec<wire::ChatMessage> =
             std::mem::take(&mut req.messages).into_iter().map(wire_message).collect();
-        let request_settings = settings_of(&req);
-        let mut extra = serde_json::Map::new();
-        if let Some(v) = req.parallel_tool_calls {
-            extra.insert("parallel_tool_calls".into(), Value::Bool(v));
-        }
-        if let Some(user) = &req.user {
-            extra.insert("user".into(), Value::String(user.clone()));
-        }
-        let (provider, model, tools, settings) = match self.completion_agent(t, &req.model).await? {
-            None => {
-                let provider = self.models.resolve(&req.model)?.clone();
-                (provider, req.model.clone(), tool_specs(&[], req.tools.as_deref()), request_settings)
-            }
-            Some(agent) => {
-                let (provider, model) = self.choose_model(None, &agent)?;
-                let settings = merge_settings(agent.default_settings.as_ref(), &request_settings);
-                let all = ListQuery::oldest_first(0, usize::MAX);
-                let agent_tools: Vec<Tool> = self.list_resources(t, agent.id, &all).await?;
-                let tools = tool_specs(&agent_tools, req.tools.as_deref());
-                let docs = match last_user_text(&messages) {
-                    Some(text) => self.recall(t, agent.id, &[], text).await?,
-                    None => Vec::new(),
-                };
-                messages.insert(0, wire::ChatMessage::system(agent_system_message(&agent, &tools, &docs)?));
-                (provider, model, tools, settings)
-            }
+        let agent = self.completion_agent(t, &req.model).await?;
+        let stored_tools = match &agent {
+            Some(agent) => self.agent_tools(t, agent.id).await?,
+            None => Vec::new(),
         };
-        let mut request =
-            completion_request(model, messages, tools, settings, req.tool_choice, None, req.stream);
-        request.response_format = req.response_format.map(Value::Object);
-        request.extra = extra;
-        Ok(PreparedCompletion { provider, request, include_usage })
+        let mut plan = self
+            .plan(
+                t,
+                Ask {
+                    agent: agent.as_ref(),
+                    model: if agent.is_some() { None } else { Some(&req.model) },
+                    settings: settings_of(&req),
+                    tools: tool_specs(&stored_tools, req.tools.as_deref()),
+                    recall: Some(&[]),
+                    system: Some(SystemFor { users: &[], session: None }),
+                    instructions: None,
+                    history: None,
+                    new: New::Sent(messages),
+                    render_templates: false,
+                    tool_choice: req.tool_choice.map(super::turn::plan::wire_tool_choice),
+                    response_format: req.response_format.map(Value::Object),
+                    stream: req.stream,
+                },
+            )
+            .await?;
+        if let Some(v) = req.parallel_tool_calls {
+            plan.request.extra.insert("parallel_tool_calls".into(), Value::Bool(v));
+        }
+        if let Some(user) = req.user {
+            plan.request.extra.insert("user".into(), Value::String(user));
+        }
+        Ok(CompletionTurn { plan, include_usage })
     }
 
     /// A chat completion, whole.
     pub async fn completion(&self, t: Tenant, req: ChatCompletionRequest) -> Result<ChatCompletion> {
-        let prepared = self.completion_prepare(t, req).await?;
-        let answer = prepared.provider.chat(&prepared.request).await?;
-        let usage = usage_or_count(&prepared.request, answer.usage, answer.text());
+        let turn = self.completion_turn(t, req).await?;
+        let answer = turn.plan.provider.chat(&turn.plan.request).await?;
+        let answered = Driver::whole(answer).collect(&turn.plan.request).await?;
+        let model = answered.model_or(&turn.plan.request);
         Ok(ChatCompletion {
-            id: answer_id(&answer.id),
+            id: answer_id(&answered.id),
             object: "chat.completion".into(),
             created: Utc::now().timestamp(),
-            model: if answer.model.is_empty() { prepared.request.model.clone() } else { answer.model },
-            choices: answer
+            model,
+            choices: answered
+                .answer
                 .choices
                 .into_iter()
                 .map(|c| CompletionChoice {
@@ -160,102 +165,93 @@ impl App {
                             .message
                             .tool_calls
                             .filter(|cs| !cs.is_empty())
-                            .map(|cs| cs.iter().map(super::chat::from_wire_call).collect()),
+                            .map(|cs| cs.iter().map(from_wire_call).collect()),
                     },
                     finish_reason: c.finish_reason,
                     logprobs: None,
                 })
                 .collect(),
-            usage,
+            usage: answered.usage,
         })
     }
 
     /// A chat completion, chunk by chunk. The provider's stream is opened
     /// first, so a provider that fails at once is an ordinary error.
     pub async fn completion_stream(&self, t: Tenant, req: ChatCompletionRequest) -> Result<CompletionChunks> {
-        let prepared = self.completion_prepare(t, req).await?;
-        let upstream = prepared.provider.chat_stream(&prepared.request).await?;
-        let streaming = Streaming {
-            prepared,
-            upstream,
-            acc: ChunkAccumulator::new(),
+        let turn = self.completion_turn(t, req).await?;
+        let upstream = turn.plan.provider.chat_stream(&turn.plan.request).await?;
+        let shape = CompletionShape {
+            turn,
             id: String::new(),
             model: String::new(),
             created: Utc::now().timestamp(),
             usage_sent: false,
         };
-        Ok(Box::pin(futures::stream::unfold(Some(streaming), |streaming| async move {
-            let mut streaming = streaming?;
-            match streaming.next().await {
-                Some(Ok(chunk)) => Some((Ok(chunk), Some(streaming))),
-                Some(Err(e)) => Some((Err(e), None)),
-                None => None,
-            }
-        })))
+        Ok(drive::stream(upstream, shape, Vec::new()))
     }
 }
 
-/// A stream under way.
-struct Streaming {
-    prepared: PreparedCompletion,
-    upstream: UpstreamStream,
-    acc: ChunkAccumulator,
+/// A streamed completion: chat-completion chunks, and the usage chunk when asked for.
+struct CompletionShape {
+    turn: CompletionTurn,
+    /// The answer's id and model, set at the first chunk.
     id: String,
     model: String,
     created: i64,
     usage_sent: bool,
 }
 
-impl Streaming {
-    /// The next chunk to send; `None` once done.
-    async fn next(&mut self) -> Option<Result<ChatCompletionChunk>> {
-        while let Some(item) = self.upstream.next().await {
-            let chunk = match item {
-                Ok(chunk) => chunk,
-                Err(e) => return Some(Err(e.into())),
-            };
-            self.acc.push(&chunk);
-            if self.id.is_empty() {
-                self.id = answer_id(&chunk.id);
-                self.model = if chunk.model.is_empty() {
-                    self.prepared.request.model.clone()
-                } else {
-                    chunk.model.clone()
-                };
-            }
-            let usage = if self.prepared.include_usage { chunk.usage.map(contract_usage) } else { None };
-            self.usage_sent |= usage.is_some();
-            let choices = contract_chunk(chunk).choices;
-            if choices.is_empty() && usage.is_none() {
-                continue;
-            }
-            return Some(Ok(self.chunk(choices, usage)));
-        }
-        if self.prepared.include_usage && !self.usage_sent {
-            self.usage_sent = true;
-            let usage = usage_or_count(&self.prepared.request, None, self.acc.content());
-            return Some(Ok(self.chunk(Vec::new(), Some(usage))));
-        }
-        None
-    }
-
-    fn chunk(
-        &self,
-        choices: Vec<crate::api::types::ChatChunkChoice>,
-        usage: Option<ChatUsage>,
-    ) -> ChatCompletionChunk {
+impl CompletionShape {
+    fn chunk_of(&self, choices: Vec<ChatChunkChoice>, usage: Option<ChatUsage>) -> ChatCompletionChunk {
         ChatCompletionChunk {
             id: if self.id.is_empty() { answer_id("") } else { self.id.clone() },
             object: "chat.completion.chunk".into(),
             created: self.created,
             model: if self.model.is_empty() {
-                self.prepared.request.model.clone()
+                self.turn.plan.request.model.clone()
             } else {
                 self.model.clone()
             },
             choices,
             usage,
         }
+    }
+}
+
+impl Shape for CompletionShape {
+    type Item = Result<ChatCompletionChunk>;
+
+    fn request(&self) -> &wire::CompletionRequest {
+        &self.turn.plan.request
+    }
+
+    fn chunk(&mut self, chunk: wire::CompletionChunk, first: (&str, &str), out: &mut VecDeque<Self::Item>) {
+        if self.id.is_empty() {
+            self.id = answer_id(first.0);
+            self.model =
+                if first.1.is_empty() { self.turn.plan.request.model.clone() } else { first.1.to_owned() };
+        }
+        let usage = if self.turn.include_usage { chunk.usage.map(contract_usage) } else { None };
+        self.usage_sent |= usage.is_some();
+        let choices = contract_chunk(chunk).choices;
+        if choices.is_empty() && usage.is_none() {
+            return;
+        }
+        out.push_back(Ok(self.chunk_of(choices, usage)));
+    }
+
+    fn end(&mut self, answered: Answered) -> BoxFuture<'_, Result<Vec<Self::Item>>> {
+        let last = if self.turn.include_usage && !self.usage_sent {
+            self.usage_sent = true;
+            vec![Ok(self.chunk_of(Vec::new(), Some(answered.usage)))]
+        } else {
+            Vec::new()
+        };
+        Box::pin(async move { Ok(last) })
+    }
+
+    fn failure(&mut self, error: Error) -> Self::Item {
+        Err(error)
     }
 }
 
@@ -297,22 +293,4 @@ fn wire_message(m: CompletionMessage) -> wire::ChatMessage {
         tool_call_id: m.tool_call_id,
         reasoning_content: None,
     }
-}
-
-/// The text of the last user message, when it has some.
-fn last_user_text(messages: &[wire::ChatMessage]) -> Option<&str> {
-    messages
-        .iter()
-        .rev()
-        .find(|m| m.role == wire::Role::User)
-        .and_then(|m| m.content.as_deref())
-        .filter(|c| !c.trim().is_empty())
-}
-
-/// The agent's system message: the default system template, with no users and no session.
-fn agent_system_message(agent: &Agent, tools: &[wire::ToolSpec], docs: &[DocReference]) -> Result<String> {
-    let context = template_context(agent, &[], None, tools, docs);
-    let text = models::render(DEFAULT_SYSTEM_TEMPLATE, &context)
-        .map_err(|e| Error::Internal(format!("the default system template: {e}")))?;
-    Ok(text.trim_end().to_owned())
 }

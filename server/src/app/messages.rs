@@ -14,7 +14,7 @@ use super::{App, Error, Result, Tenant};
 use crate::api::types::Metadata;
 use crate::api::types_sessions::{CreateMessageRequest, Message, ToolCall};
 use crate::models::tokens;
-use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError};
+use crate::store::{Expect, Kind, ListQuery, Op, Record};
 
 /// A message's stored fields (besides id, session, timestamps and metadata).
 #[derive(Serialize, Deserialize)]
@@ -126,7 +126,7 @@ impl App {
     /// Appends messages to a session, in the order given, in one atomic commit.
     /// `answer`, given the messages made, says what the request answers,
     /// remembered with its idempotency key in that commit (see
-    /// [`App::commit_answering`]); `None` when the answer is not known yet.
+    /// [`App::commit_answering`]).
     pub async fn append_messages<A: Serialize>(
         &self,
         t: Tenant,
@@ -134,39 +134,10 @@ impl App {
         messages: Vec<CreateMessageRequest>,
         answer: impl FnOnce(&[Message]) -> Option<A>,
     ) -> Result<Vec<Message>> {
-        self.append_messages_with(t, session, messages, answer, Vec::new()).await
-    }
-
-    /// [`App::append_messages`], with `extra` ops in the same commit (a chat's
-    /// release of its session's lease).
-    pub(super) async fn append_messages_with<A: Serialize>(
-        &self,
-        t: Tenant,
-        session: Uuid,
-        messages: Vec<CreateMessageRequest>,
-        answer: impl FnOnce(&[Message]) -> Option<A>,
-        extra: Vec<Op>,
-    ) -> Result<Vec<Message>> {
-        let mut ops = vec![self.session_changes(session)];
-        ops.extend(extra);
         let (created, puts) = message_records(session, messages).await?;
+        let mut ops = vec![self.session_changes(session)];
         ops.extend(puts);
-        let committed = self.commit_answering(t, ops, || answer(&created)).await;
-        match &committed {
-            Ok(()) => {
-                let items: Vec<_> = created.iter().map(super::chat::history_item).collect();
-                self.history.appended(t, session, &items);
-            }
-            // Whether it landed is unknown: the cached history can't tell.
-            Err(_) => self.history.forget(t, session),
-        }
-        committed.map_err(|e| match e {
-            // Only a chat's session lock is deleted with a version: it was taken over.
-            StoreError::Stale | StoreError::NotFound { kind: Kind::SessionLock, .. } => {
-                super::chat_lock::lost(session)
-            }
-            e => e.into(),
-        })?;
+        self.commit_messages(t, session, ops, &created, true, || answer(&created)).await?;
         Ok(created)
     }
 

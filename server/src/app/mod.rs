@@ -7,8 +7,6 @@ pub mod agents;
 mod changes;
 pub mod chat;
 pub mod chat_lock;
-pub mod chat_prepare;
-pub mod chat_stream;
 pub mod completions;
 pub mod conversations;
 pub mod docs;
@@ -27,6 +25,7 @@ mod shared_tests;
 pub mod stored;
 pub mod tasks;
 pub mod tools;
+pub mod turn;
 pub mod users;
 
 use std::path::Path;
@@ -126,7 +125,7 @@ pub struct App {
     /// The model providers chats go through.
     pub models: Arc<Providers>,
     /// One lock per session with a chat under way, so exchanges do not interleave.
-    chat_locks: chat::ChatLocks,
+    chat_locks: locks::KeyedLocks<(Tenant, Uuid)>,
     /// Whether `search` holds every document yet (see [`docs::SearchState`]).
     search_state: Arc<tokio::sync::watch::Sender<SearchState>>,
     /// Owners whose documents a delete changed while the index was being built.

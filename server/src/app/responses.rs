@@ -1,42 +1,44 @@
 //! OpenAI's Responses API (`/v1/responses`) over sessions: a stored response
-//! is a turn of a session (its input items become messages, its answer an
-//! assistant message) plus a `response` record in the session's scope that
-//! remembers the turn's settings and which messages it made.
+//! is a turn (see [`super::turn`]) of a session (its input items become
+//! messages, its answer an assistant message) plus a `response` record in the
+//! session's scope that remembers the turn's settings and which messages it
+//! made.
 //!
 //! `previous_response_id` continues the session of that response;
 //! `conversation` names the session; neither starts a new session (the
 //! agent's, when `model` is an agent's id; else one with no agent), created
 //! in the same commit as the turn, so a failed call leaves nothing behind.
-//! The prompt is assembled from [`super::chat_prepare`]'s steps: the agent's
-//! system message, then `instructions`, the session's history within its
-//! token budget, then the new input.
+//! The prompt: the agent's system message, then `instructions`, the
+//! session's history within its token budget, then the new input. A streamed
+//! response's events are [`events::Events`]'s, a function of the provider's chunks.
 
-use chrono::Utc;
-use futures::{Stream, StreamExt};
+mod events;
+
+use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio::sync::OwnedMutexGuard;
 use uuid::Uuid;
 
-use super::chat::{from_wire_call, merge_settings, usage_or_count};
-use super::chat_lock::SessionLease;
-use super::chat_prepare::{completion_request, system_message, template_context, tool_specs};
+use self::events::Events;
+pub use self::events::StreamFailure;
 use super::conversations::{items_of, messages_of_items};
 use super::history::History;
-use super::messages::message_records;
 use super::records::{decode, encode};
 use super::sessions::{plain_session, session_record};
+use super::turn::convert::reply_message;
+use super::turn::drive::{self, Items};
+use super::turn::plan::{New, tool_specs, wire_tool_choice};
+use super::turn::{Answered, Ask, Driver, Plan, Saving, Shape, SystemFor};
 use super::{App, Error, Result, Tenant};
 use crate::api::types::{
     ChatFunction, ChatSettings, ChatTool, ChatToolChoice, ChatUsage, ConversationId, ConversationItem,
-    CreateResponseRequest, InputItemListParams, ItemContent, ItemList, ItemOrder, Metadata, ModelResponse,
-    NamedFunction, NamedToolChoice, ResponseDeleted, ResponseError, ResponseInput, ResponseStreamEvent,
-    ResponseTool, ResponseToolChoice, ResponseUsage, Tool, ToolCallType, User,
+    CreateResponseRequest, InputItemListParams, ItemList, ItemOrder, Metadata, ModelResponse, NamedFunction,
+    NamedToolChoice, ResponseDeleted, ResponseError, ResponseInput, ResponseStreamEvent, ResponseTool,
+    ResponseToolChoice, ResponseUsage, ToolCallType,
 };
 use crate::api::types_sessions::{CreateMessageRequest, Message, Role, Session};
-use crate::models::provider::CompletionStream as UpstreamStream;
-use crate::models::{ChunkAccumulator, Provider, wire};
-use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError};
+use crate::models::wire;
+use crate::store::{Expect, Kind, Op, Record};
 
 /// What a `response` record keeps (its id is the response's, its scope the session).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -62,7 +64,7 @@ pub struct ResponseData {
 #[derive(Clone, Debug)]
 struct Head {
     id: Uuid,
-    created_at: chrono::DateTime<Utc>,
+    created_at: chrono::DateTime<chrono::Utc>,
     model: String,
     instructions: Option<String>,
     previous_response_id: Option<String>,
@@ -87,33 +89,24 @@ pub fn parse_response_id(id: &str) -> Option<Uuid> {
     Uuid::try_parse(id.strip_prefix("resp_")?).ok()
 }
 
-/// A response ready for the model call. Holds the session's chat lock (and
-/// lease on a shared store) until dropped, as a chat does.
-pub struct PreparedResponse {
-    provider: Provider,
-    request: wire::CompletionRequest,
+/// A response, planned: what to send, what it echoes, and where to save.
+/// Holds the session (as a chat does) until dropped.
+pub struct ResponseTurn {
+    plan: Plan,
     head: Head,
-    tenant: Tenant,
-    session: Uuid,
-    /// A new session's record and ops, committed with the turn.
-    new_session: Option<(Record, Vec<Op>)>,
-    new_messages: Vec<CreateMessageRequest>,
-    /// Ids of the input's messages, then of the answer: made now, in order, so
-    /// that a streamed answer names its items before they are saved.
-    ids: Vec<Uuid>,
-    lease: Option<SessionLease>,
-    _lock: Option<OwnedMutexGuard<()>>,
+    saving: Saving,
 }
 
-impl PreparedResponse {
+impl ResponseTurn {
+    /// The id of the answer's message, chosen in advance.
     fn answer_id(&self) -> Uuid {
-        *self.ids.last().expect("the answer has an id")
+        *self.saving.ids.as_ref().and_then(|ids| ids.last()).expect("the answer has an id")
     }
 }
 
 impl App {
-    /// The session and prompt of a response (see the module's docs).
-    pub async fn response_prepare(&self, t: Tenant, req: CreateResponseRequest) -> Result<PreparedResponse> {
+    /// The session and plan of a response (see the module's docs).
+    async fn response_turn(&self, t: Tenant, req: CreateResponseRequest) -> Result<ResponseTurn> {
         let agent = self.completion_agent(t, &req.model).await?;
         // The session: continued, named, or new.
         let (session_id, conversation) = match (&req.previous_response_id, &req.conversation) {
@@ -127,50 +120,31 @@ impl App {
             (None, Some(c)) => (Some(c.id()), Some(c.id())),
             (None, None) => (None, None),
         };
-        let (lock, lease, session, users, version, new_session) = match session_id {
+        let (held, session, new_session) = match session_id {
             Some(sid) => {
-                let lock = self.chat_lock(t, sid).await;
-                let lease = self.session_lease(t, sid).await?;
-                let record = self.load(t, Kind::Session, sid).await?;
-                let session: Session = decode(&record)?;
+                let held = self.hold_session(t, sid).await?;
                 if let Some(a) = &agent
-                    && !session.agents.is_empty()
-                    && !session.agents.contains(&a.id)
+                    && !held.session.agents.is_empty()
+                    && !held.session.agents.contains(&a.id)
                 {
                     return Err(Error::BadRequest(format!(
                         "model: agent {} is not an agent of session {sid}",
                         a.id
                     )));
                 }
-                let mut users: Vec<User> = Vec::with_capacity(session.users.len());
-                for u in &session.users {
-                    users.push(self.user_get(t, *u).await?);
-                }
-                let version = self.store.shared().then_some(record.version);
-                (Some(lock), lease, session, users, version, None)
+                let session = held.session.clone();
+                (Some(held), session, None)
             }
             None => {
                 let (rec, ops) = session_record(plain_session(agent.as_ref().map(|a| a.id), None))?;
                 let session: Session = decode(&rec)?;
-                (None, None, session, Vec::new(), None, Some((rec, ops)))
+                (None, session, Some((rec, ops)))
             }
         };
-
-        // Settings, model and provider.
-        let request_settings = ChatSettings {
-            temperature: req.temperature,
-            top_p: req.top_p,
-            max_tokens: req.max_output_tokens,
-            ..ChatSettings::default()
+        let users = match &held {
+            Some(_) => self.session_users(t, &session).await?,
+            None => Vec::new(),
         };
-        let (provider, model, settings) = match &agent {
-            Some(a) => {
-                let (provider, model) = self.choose_model(None, a)?;
-                (provider, model, merge_settings(a.default_settings.as_ref(), &request_settings))
-            }
-            None => (self.models.resolve(&req.model)?.clone(), req.model.clone(), request_settings),
-        };
-        // The new messages; recall on the last user message.
         let new_messages = match req.input.clone() {
             ResponseInput::Text(text) => vec![CreateMessageRequest {
                 role: Role::User,
@@ -183,31 +157,14 @@ impl App {
             ResponseInput::Items(items) => messages_of_items(items),
         };
         let request_tools: Vec<ChatTool> = req.tools.iter().flatten().map(chat_tool).collect();
-        let mut system = Vec::new();
-        let tools = match &agent {
-            Some(a) => {
-                let all = ListQuery::oldest_first(0, usize::MAX);
-                let agent_tools: Vec<Tool> = self.list_resources(t, a.id, &all).await?;
-                let tools = tool_specs(&agent_tools, Some(&request_tools));
-                let docs = match new_messages.iter().rev().find(|m| m.role == Role::User) {
-                    Some(m) if !m.content.trim().is_empty() => {
-                        self.recall(t, a.id, &session.users, &m.content).await?
-                    }
-                    _ => Vec::new(),
-                };
-                let context = template_context(a, &users, Some(&session), &tools, &docs);
-                system.push(wire::ChatMessage::system(system_message(&session, &context)?));
-                tools
-            }
-            None => tool_specs(&[], Some(&request_tools)),
+        let stored_tools = match &agent {
+            Some(a) => self.agent_tools(t, a.id).await?,
+            None => Vec::new(),
         };
-        system.extend(req.instructions.clone().map(wire::ChatMessage::system));
-        let new_wire: Vec<wire::ChatMessage> = new_messages.iter().map(super::chat::new_message).collect();
-        let history: History = match new_session {
-            Some(_) => History::default(),
-            None => self.history(t, session.id, version).await?,
+        let history: History = match &held {
+            None => History::default(),
+            Some(held) => self.history(t, session.id, held.version).await?,
         };
-        let messages = self.fit_history(&history, &session, &provider, &model, system, new_wire).await?;
         let tool_choice = req.tool_choice.clone().map(|c| match c {
             ResponseToolChoice::Mode(m) => ChatToolChoice::Mode(m),
             ResponseToolChoice::Function(f) => ChatToolChoice::Function(NamedToolChoice {
@@ -215,16 +172,39 @@ impl App {
                 function: NamedFunction { name: f.name },
             }),
         });
-        let mut request =
-            completion_request(model.clone(), messages, tools, settings, tool_choice, None, req.stream);
+        let mut plan = self
+            .plan(
+                t,
+                Ask {
+                    agent: agent.as_ref(),
+                    model: if agent.is_some() { None } else { Some(&req.model) },
+                    settings: ChatSettings {
+                        temperature: req.temperature,
+                        top_p: req.top_p,
+                        max_tokens: req.max_output_tokens,
+                        ..ChatSettings::default()
+                    },
+                    tools: tool_specs(&stored_tools, Some(&request_tools)),
+                    recall: Some(session.users.as_slice()),
+                    system: Some(SystemFor { users: &users, session: Some(&session) }),
+                    instructions: req.instructions.clone(),
+                    history: Some((&history, &session)),
+                    new: New::Saved(new_messages),
+                    render_templates: false,
+                    tool_choice: tool_choice.map(wire_tool_choice),
+                    response_format: None,
+                    stream: req.stream,
+                },
+            )
+            .await?;
         if let Some(v) = req.parallel_tool_calls {
-            request.extra.insert("parallel_tool_calls".into(), Value::Bool(v));
+            plan.request.extra.insert("parallel_tool_calls".into(), Value::Bool(v));
         }
-        let ids = (0..=new_messages.len()).map(|_| Uuid::now_v7()).collect();
+        let ids = (0..=plan.new_messages.len()).map(|_| Uuid::now_v7()).collect();
         let head = Head {
             id: Uuid::now_v7(),
             created_at: crate::store::now(),
-            model,
+            model: plan.request.model.clone(),
             instructions: req.instructions,
             previous_response_id: req.previous_response_id,
             conversation,
@@ -239,111 +219,65 @@ impl App {
             store: req.store.unwrap_or(true),
             metadata: req.metadata.unwrap_or_default(),
         };
-        Ok(PreparedResponse {
-            provider,
-            request,
-            head,
+        let (lease, lock) = match held {
+            Some(held) => (held.lease, Some(held.lock)),
+            None => (None, None),
+        };
+        let saving = Saving {
             tenant: t,
             session: session.id,
+            save: head.store,
             new_session,
-            new_messages,
-            ids,
+            new_messages: plan.new_messages.clone(),
+            ids: Some(ids),
             lease,
-            _lock: lock,
-        })
+            lock,
+        };
+        Ok(ResponseTurn { plan, head, saving })
     }
 
     /// A response, whole.
     pub async fn response_create(&self, t: Tenant, req: CreateResponseRequest) -> Result<ModelResponse> {
-        let prepared = self.response_prepare(t, req).await?;
-        let answer = prepared.provider.chat(&prepared.request).await?;
-        let usage = usage_or_count(&prepared.request, answer.usage, answer.text());
-        self.response_save(&prepared, &answer, usage).await
+        let turn = self.response_turn(t, req).await?;
+        let answer = turn.plan.provider.chat(&turn.plan.request).await?;
+        let answered = Driver::whole(answer).collect(&turn.plan.request).await?;
+        self.response_save(&turn, answered).await
     }
 
-    /// Saves the turn (when `store`), and answers the completed response.
-    async fn response_save(
-        &self,
-        prepared: &PreparedResponse,
-        answer: &wire::CompletionResponse,
-        usage: ChatUsage,
-    ) -> Result<ModelResponse> {
-        let mut messages = prepared.new_messages.clone();
-        let reply = answer.message().cloned().unwrap_or_default();
-        let calls = reply.tool_calls.as_ref().filter(|c| !c.is_empty());
-        messages.push(CreateMessageRequest {
-            role: Role::Assistant,
-            content: reply.content.clone().unwrap_or_default(),
-            name: None,
-            tool_calls: calls.map(|cs| cs.iter().map(from_wire_call).collect()),
-            tool_call_id: None,
-            metadata: None,
-        });
-        let (mut created, puts) = message_records(prepared.session, messages).await?;
-        let puts = with_ids(puts, &mut created, &prepared.ids);
-        let output = items_of(created.last().expect("the answer"));
-        let response = model_response(&prepared.head, output, Some(&usage), "completed", None);
-        if !prepared.head.store {
-            if let Some(lease) = &prepared.lease {
-                lease.release().await;
-            }
-            return Ok(response);
-        }
-        let t = prepared.tenant;
-        let mut ops = match &prepared.new_session {
-            Some((rec, ops)) => {
-                let mut all = vec![Op::Put { record: rec.clone(), expect: Expect::Absent }];
-                all.extend(ops.iter().cloned());
-                all
-            }
-            None => vec![self.session_changes(prepared.session)],
-        };
-        if let Some(lease) = &prepared.lease {
-            ops.push(lease.release_op().await?);
-        }
-        ops.extend(puts);
-        let (inputs, answer_message) = created.split_at(created.len() - 1);
-        let data = ResponseData {
-            model: prepared.head.model.clone(),
-            instructions: prepared.head.instructions.clone(),
-            previous_response_id: prepared.head.previous_response_id.clone(),
-            conversation: prepared.head.conversation,
-            input_messages: inputs.iter().map(|m| m.id).collect(),
-            output_message: answer_message[0].id,
-            usage: (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens),
-            temperature: prepared.head.temperature,
-            top_p: prepared.head.top_p,
-            max_output_tokens: prepared.head.max_output_tokens,
-            tools: serde_json::to_value(&prepared.head.tools).unwrap_or_default(),
-            tool_choice: prepared.head.tool_choice.clone(),
-            parallel_tool_calls: prepared.head.parallel_tool_calls,
-        };
-        let mut record = Record::fresh(Kind::Response, prepared.session, encode(&data)?);
-        record.id = prepared.head.id;
-        // The response's time, as answered.
-        (record.created_at, record.updated_at) = (prepared.head.created_at, prepared.head.created_at);
-        record.metadata = Some(prepared.head.metadata.0.clone());
-        ops.push(Op::Put { record, expect: Expect::Absent });
-        // The answer is remembered with the turn (an `Idempotency-Key`'s).
-        let committed = self.commit_answering(t, ops, || Some(&response)).await;
-        match &committed {
-            Ok(()) if prepared.new_session.is_none() => {
-                let items: Vec<_> = created.iter().map(super::chat::history_item).collect();
-                self.history.appended(t, prepared.session, &items);
-            }
-            Ok(()) => {}
-            Err(_) => self.history.forget(t, prepared.session),
-        }
-        committed.map_err(|e| match e {
-            StoreError::Stale | StoreError::NotFound { kind: Kind::SessionLock, .. } => {
-                super::chat_lock::lost(prepared.session)
-            }
-            e => e.into(),
-        })?;
-        if let Some(lease) = &prepared.lease {
-            lease.released().await;
-        }
-        Ok(response)
+    /// Saves the turn and its `response` record (when `store`), and answers
+    /// the completed response.
+    async fn response_save(&self, turn: &ResponseTurn, answered: Answered) -> Result<ModelResponse> {
+        let reply = reply_message(&answered.answer.message().cloned().unwrap_or_default());
+        let usage = answered.usage;
+        let head = &turn.head;
+        let answer = self
+            .save_turn(&turn.saving, Some(reply), |made| {
+                let (inputs, reply) = made.split_at(made.len() - 1);
+                let response = model_response(head, items_of(&reply[0]), Some(&usage), "completed", None);
+                let data = ResponseData {
+                    model: head.model.clone(),
+                    instructions: head.instructions.clone(),
+                    previous_response_id: head.previous_response_id.clone(),
+                    conversation: head.conversation,
+                    input_messages: inputs.iter().map(|m| m.id).collect(),
+                    output_message: reply[0].id,
+                    usage: (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens),
+                    temperature: head.temperature,
+                    top_p: head.top_p,
+                    max_output_tokens: head.max_output_tokens,
+                    tools: serde_json::to_value(&head.tools).unwrap_or_default(),
+                    tool_choice: head.tool_choice.clone(),
+                    parallel_tool_calls: head.parallel_tool_calls,
+                };
+                let mut record = Record::fresh(Kind::Response, turn.saving.session, encode(&data)?);
+                record.id = head.id;
+                // The response's time, as answered.
+                (record.created_at, record.updated_at) = (head.created_at, head.created_at);
+                record.metadata = Some(head.metadata.0.clone());
+                Ok((vec![Op::Put { record, expect: Expect::Absent }], Some(response)))
+            })
+            .await?;
+        Ok(answer.expect("the response is made"))
     }
 
     /// The stored `response` record of a response id (404 when there is none).
@@ -440,23 +374,6 @@ impl App {
     }
 }
 
-/// Puts the prepared ids on the new messages' records.
-fn with_ids(puts: Vec<Op>, created: &mut [Message], ids: &[Uuid]) -> Vec<Op> {
-    for (m, id) in created.iter_mut().zip(ids) {
-        m.id = *id;
-    }
-    puts.into_iter()
-        .zip(ids)
-        .map(|(op, id)| match op {
-            Op::Put { mut record, expect } => {
-                record.id = *id;
-                Op::Put { record, expect }
-            }
-            other => other,
-        })
-        .collect()
-}
-
 /// A request's function tool as a chat's.
 fn chat_tool(t: &ResponseTool) -> ChatTool {
     ChatTool {
@@ -508,297 +425,57 @@ fn model_response(
 
 // ---------------------------------------------------------------- streaming
 
-/// A failure after a streamed response started: what the last event,
-/// `response.failed`, carries (the HTTP layer adds the error's code).
-pub struct StreamFailure {
-    pub error: Error,
-    /// The response as it stands, `failed`, its `error` to fill in.
-    pub response: ModelResponse,
-    pub sequence_number: u64,
-}
-
 /// The events of a streamed response: it ends after `response.completed`, or
 /// with one `Err` (to be sent as `response.failed`).
-pub type ResponseEvents =
-    std::pin::Pin<Box<dyn Stream<Item = std::result::Result<ResponseStreamEvent, StreamFailure>> + Send>>;
+pub type ResponseEvents = Items<std::result::Result<ResponseStreamEvent, StreamFailure>>;
 
 impl App {
     /// A response answered event by event. The provider's stream is opened
     /// first, so that a provider failing at once is an ordinary error.
     pub async fn response_stream(&self, t: Tenant, req: CreateResponseRequest) -> Result<ResponseEvents> {
-        let prepared = self.response_prepare(t, req).await?;
-        let upstream = prepared.provider.chat_stream(&prepared.request).await?;
-        let mut streaming = Streaming {
-            app: self.clone(),
-            prepared,
-            upstream,
-            acc: ChunkAccumulator::new(),
-            seq: 0,
-            queue: std::collections::VecDeque::new(),
-            text: None,
-            calls: Vec::new(),
-            next_index: 0,
-            done: false,
-        };
-        let head = model_response(&streaming.prepared.head, Vec::new(), None, "in_progress", None);
-        streaming.push(event(
-            "response.created",
-            ResponseStreamEvent { response: Some(Box::new(head.clone())), ..Default::default() },
-        ));
-        streaming.push(event(
-            "response.in_progress",
-            ResponseStreamEvent { response: Some(Box::new(head)), ..Default::default() },
-        ));
-        Ok(Box::pin(futures::stream::unfold(Some(streaming), |streaming| async move {
-            let mut streaming = streaming?;
-            match streaming.next().await {
-                Some(Ok(e)) => Some((Ok(e), Some(streaming))),
-                Some(Err(f)) => Some((Err(f), None)),
-                None => None,
-            }
-        })))
+        let turn = self.response_turn(t, req).await?;
+        let upstream = turn.plan.provider.chat_stream(&turn.plan.request).await?;
+        let mut events = Events::new(turn.answer_id());
+        let head = events.start(&model_response(&turn.head, Vec::new(), None, "in_progress", None));
+        let shape = ResponseShape { app: self.clone(), turn, events };
+        Ok(drive::stream(upstream, shape, head.into_iter().map(Ok).collect()))
     }
 }
 
-fn event(kind: &str, e: ResponseStreamEvent) -> ResponseStreamEvent {
-    ResponseStreamEvent { kind: kind.into(), ..e }
-}
-
-/// A function call being streamed: its output index and item id.
-struct OpenCall {
-    output_index: u32,
-    item_id: String,
-    call_id: String,
-    name: String,
-}
-
-struct Streaming {
+/// A streamed response: its events ([`Events`]), the turn saved before the last.
+struct ResponseShape {
     app: App,
-    prepared: PreparedResponse,
-    upstream: UpstreamStream,
-    acc: ChunkAccumulator,
-    seq: u64,
-    queue: std::collections::VecDeque<ResponseStreamEvent>,
-    /// The output index of the assistant's text item, once it has text.
-    text: Option<u32>,
-    calls: Vec<OpenCall>,
-    next_index: u32,
-    done: bool,
+    turn: ResponseTurn,
+    events: Events,
 }
 
-impl Streaming {
-    fn push(&mut self, mut e: ResponseStreamEvent) {
-        e.sequence_number = self.seq;
-        self.seq += 1;
-        self.queue.push_back(e);
+impl Shape for ResponseShape {
+    type Item = std::result::Result<ResponseStreamEvent, StreamFailure>;
+
+    fn request(&self) -> &wire::CompletionRequest {
+        &self.turn.plan.request
     }
 
-    fn answer_item_id(&self) -> String {
-        self.prepared.answer_id().to_string()
+    fn chunk(
+        &mut self,
+        chunk: wire::CompletionChunk,
+        _first: (&str, &str),
+        out: &mut std::collections::VecDeque<Self::Item>,
+    ) {
+        out.extend(self.events.chunk(chunk).into_iter().map(Ok));
     }
 
-    async fn next(&mut self) -> Option<std::result::Result<ResponseStreamEvent, StreamFailure>> {
-        loop {
-            if let Some(e) = self.queue.pop_front() {
-                return Some(Ok(e));
-            }
-            if self.done {
-                return None;
-            }
-            match self.upstream.next().await {
-                Some(Ok(chunk)) => self.chunk(chunk),
-                Some(Err(e)) => return Some(Err(self.failure(e.into()))),
-                None => {
-                    if let Err(e) = self.finish().await {
-                        return Some(Err(self.failure(e)));
-                    }
-                }
-            }
-        }
+    fn end(&mut self, answered: Answered) -> BoxFuture<'_, Result<Vec<Self::Item>>> {
+        Box::pin(async move {
+            let mut last = self.events.close(answered.answer.text(), answered.answer.tool_calls());
+            let response = self.app.response_save(&self.turn, answered).await?;
+            last.push(self.events.completed(response));
+            Ok(last.into_iter().map(Ok).collect())
+        })
     }
 
-    fn failure(&mut self, error: Error) -> StreamFailure {
-        self.done = true;
-        let response = model_response(&self.prepared.head, Vec::new(), None, "failed", None);
-        let sequence_number = self.seq;
-        self.seq += 1;
-        StreamFailure { error, response, sequence_number }
-    }
-
-    /// Opens the text item.
-    fn open_text(&mut self) -> u32 {
-        if let Some(i) = self.text {
-            return i;
-        }
-        let i = self.next_index;
-        self.next_index += 1;
-        self.text = Some(i);
-        let item_id = self.answer_item_id();
-        let item = ConversationItem::Message {
-            id: item_id.clone(),
-            status: "in_progress".into(),
-            role: "assistant".into(),
-            content: Vec::new(),
-        };
-        self.push(event(
-            "response.output_item.added",
-            ResponseStreamEvent { output_index: Some(i), item: Some(item), ..Default::default() },
-        ));
-        let part = ItemContent::OutputText { text: String::new(), annotations: Vec::new() };
-        self.push(event(
-            "response.content_part.added",
-            ResponseStreamEvent {
-                output_index: Some(i),
-                content_index: Some(0),
-                item_id: Some(item_id),
-                part: Some(part),
-                ..Default::default()
-            },
-        ));
-        i
-    }
-
-    fn chunk(&mut self, chunk: wire::CompletionChunk) {
-        self.acc.push(&chunk);
-        let Some(choice) = chunk.choices.into_iter().find(|c| c.index == 0) else { return };
-        if let Some(text) = choice.delta.content.filter(|t| !t.is_empty()) {
-            let i = self.open_text();
-            let item_id = self.answer_item_id();
-            self.push(event(
-                "response.output_text.delta",
-                ResponseStreamEvent {
-                    output_index: Some(i),
-                    content_index: Some(0),
-                    item_id: Some(item_id),
-                    delta: Some(text),
-                    logprobs: Some(Vec::new()),
-                    ..Default::default()
-                },
-            ));
-        }
-        for call in choice.delta.tool_calls.into_iter().flatten() {
-            let n = call.index.unwrap_or(0) as usize;
-            if n >= self.calls.len() {
-                let output_index = self.next_index;
-                self.next_index += 1;
-                let function = call.function.clone().unwrap_or_default();
-                let open = OpenCall {
-                    output_index,
-                    item_id: super::conversations::call_item_id(self.prepared.answer_id(), self.calls.len()),
-                    call_id: call.id.clone().unwrap_or_default(),
-                    name: function.name.clone().unwrap_or_default(),
-                };
-                let item = ConversationItem::FunctionCall {
-                    id: open.item_id.clone(),
-                    call_id: open.call_id.clone(),
-                    name: open.name.clone(),
-                    arguments: String::new(),
-                    status: "in_progress".into(),
-                };
-                self.calls.push(open);
-                self.push(event(
-                    "response.output_item.added",
-                    ResponseStreamEvent {
-                        output_index: Some(output_index),
-                        item: Some(item),
-                        ..Default::default()
-                    },
-                ));
-            }
-            let Some(open) = self.calls.get(n.min(self.calls.len() - 1)) else { continue };
-            let (output_index, item_id) = (open.output_index, open.item_id.clone());
-            if let Some(piece) = call.function.and_then(|f| f.arguments).filter(|a| !a.is_empty()) {
-                self.push(event(
-                    "response.function_call_arguments.delta",
-                    ResponseStreamEvent {
-                        output_index: Some(output_index),
-                        item_id: Some(item_id),
-                        delta: Some(piece),
-                        ..Default::default()
-                    },
-                ));
-            }
-        }
-    }
-
-    /// Closes the items, saves the turn, and queues `response.completed`.
-    async fn finish(&mut self) -> Result<()> {
-        self.done = true;
-        if self.text.is_none() && self.calls.is_empty() {
-            self.open_text();
-        }
-        let acc = std::mem::take(&mut self.acc);
-        let usage = usage_or_count(&self.prepared.request, acc.usage(), acc.content());
-        let text = acc.content().to_owned();
-        let final_calls = acc.tool_calls().to_vec();
-        let answer = acc.finish();
-        if let Some(i) = self.text {
-            let item_id = self.answer_item_id();
-            let part = ItemContent::OutputText { text: text.clone(), annotations: Vec::new() };
-            self.push(event(
-                "response.output_text.done",
-                ResponseStreamEvent {
-                    output_index: Some(i),
-                    content_index: Some(0),
-                    item_id: Some(item_id.clone()),
-                    text: Some(text.clone()),
-                    logprobs: Some(Vec::new()),
-                    ..Default::default()
-                },
-            ));
-            self.push(event(
-                "response.content_part.done",
-                ResponseStreamEvent {
-                    output_index: Some(i),
-                    content_index: Some(0),
-                    item_id: Some(item_id.clone()),
-                    part: Some(part.clone()),
-                    ..Default::default()
-                },
-            ));
-            let item = ConversationItem::Message {
-                id: item_id,
-                status: "completed".into(),
-                role: "assistant".into(),
-                content: vec![part],
-            };
-            self.push(event(
-                "response.output_item.done",
-                ResponseStreamEvent { output_index: Some(i), item: Some(item), ..Default::default() },
-            ));
-        }
-        let calls = std::mem::take(&mut self.calls);
-        for (open, call) in calls.iter().zip(final_calls.iter()) {
-            self.push(event(
-                "response.function_call_arguments.done",
-                ResponseStreamEvent {
-                    output_index: Some(open.output_index),
-                    item_id: Some(open.item_id.clone()),
-                    arguments: Some(call.function.arguments.clone()),
-                    ..Default::default()
-                },
-            ));
-            let item = ConversationItem::FunctionCall {
-                id: open.item_id.clone(),
-                call_id: call.id.clone(),
-                name: call.function.name.clone(),
-                arguments: call.function.arguments.clone(),
-                status: "completed".into(),
-            };
-            self.push(event(
-                "response.output_item.done",
-                ResponseStreamEvent {
-                    output_index: Some(open.output_index),
-                    item: Some(item),
-                    ..Default::default()
-                },
-            ));
-        }
-        let response = self.app.response_save(&self.prepared, &answer, usage).await?;
-        self.push(event(
-            "response.completed",
-            ResponseStreamEvent { response: Some(Box::new(response)), ..Default::default() },
-        ));
-        Ok(())
+    fn failure(&mut self, error: Error) -> Self::Item {
+        let response = model_response(&self.turn.head, Vec::new(), None, "failed", None);
+        Err(self.events.failed(error, response))
     }
 }

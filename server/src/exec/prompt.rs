@@ -19,6 +19,8 @@ use super::api_call::{ApiCallPolicy, run_api_call};
 use super::expr::{Context, Evaluator, offload};
 use crate::api::types::{Agent, ChatSettings, PromptInput, PromptTools, Step, Task};
 use crate::api::types_tools::{ToolDef, ToolType};
+use crate::app::turn::Ask;
+use crate::app::turn::plan::New;
 use crate::app::{App, Tenant};
 use crate::models::wire::{self, ChatMessage, CompletionRequest, ToolCall, ToolChoice, ToolSpec};
 use crate::store::ListQuery;
@@ -76,7 +78,8 @@ pub async fn prompt_step(
         return Err(format!("prompt_step called with a {} step", step.kind()));
     };
     let offered = offered_tools(env.tools, tools.as_ref())?;
-    let (provider, mut request) = base_request(env, settings.as_ref(), &offered, tool_choice.as_ref())?;
+    let (provider, mut request) =
+        base_request(env, settings.as_ref(), &offered, tool_choice.as_ref()).await?;
     let mut rounds = 0;
     match resume {
         None => request.messages = offload(env.eval, prompt, env.ctx, messages).await?,
@@ -184,9 +187,10 @@ fn tool_spec(tool: &ToolDef) -> ToolSpec {
     ToolSpec::function(&tool.name, description, parameters)
 }
 
-/// The provider and the request without its messages: model and settings as
-/// chat chooses them, the step's `settings` over the agent's defaults.
-fn base_request(
+/// The provider and the request without its messages: the turn's plan (see
+/// [`crate::app::turn`]) for the agent, with the step's `settings` (its
+/// `model` over the agent's) and the tools it offers.
+async fn base_request(
     env: &StepEnv<'_>,
     settings: Option<&crate::api::types::JsonObject>,
     offered: &[&ToolDef],
@@ -201,9 +205,6 @@ fn base_request(
     let response_format = settings.remove("response_format").filter(|v| !v.is_null());
     let step_settings: ChatSettings =
         serde_json::from_value(Value::Object(settings)).map_err(|e| format!("prompt step: settings: {e}"))?;
-    let merged = crate::app::chat::merge_settings(env.agent.default_settings.as_ref(), &step_settings);
-    let (provider, model) =
-        env.app.choose_model(model.as_deref(), env.agent).map_err(|e| format!("prompt step: {e}"))?;
     let tools: Vec<ToolSpec> = offered.iter().map(|t| tool_spec(t)).collect();
     let tool_choice = match tool_choice.filter(|c| !c.is_null()) {
         Some(c) if !tools.is_empty() => Some(
@@ -212,15 +213,23 @@ fn base_request(
         ),
         _ => None,
     };
-    let request = CompletionRequest {
-        model,
+    let ask = Ask {
+        agent: Some(env.agent),
+        model: model.as_deref(),
+        settings: step_settings,
+        tools,
+        recall: None,
+        system: None,
+        instructions: None,
+        history: None,
+        new: New::Sent(Vec::new()),
+        render_templates: false,
         tool_choice,
-        tools: (!tools.is_empty()).then_some(tools),
         response_format,
-        ..CompletionRequest::default()
+        stream: false,
     };
-    let request = crate::app::chat::with_sampling(request, merged);
-    Ok((provider, request))
+    let plan = env.app.plan(env.tenant, ask).await.map_err(|e| format!("prompt step: {e}"))?;
+    Ok((plan.provider, plan.request))
 }
 
 /// The step's messages: one user message from a template, a list of

@@ -1,14 +1,20 @@
-//! Server-sent events: a streamed chat's chunks and an execution's
-//! transitions, framed as `text/event-stream`.
+//! Server-sent events: a streamed turn's items and an execution's
+//! transitions, framed as `text/event-stream` by one framer ([`sse`]).
 //!
-//! The domain yields the items ([`App::chat_stream`], [`App::transition_follow`]);
-//! this module frames them (and, for a request with an `Idempotency-Key`,
-//! keeps the events sent, for a repeat: see `pump`). A chat: one `data: <chunk>` event each, then
-//! `data: [DONE]`, or, when the stream fails after it started, one
-//! `data: <error event>` whose code is the one the same failure has as an
-//! ordinary answer ([`super::error`]). Transitions: one `id: <transition id>`
-//! and `data: <transition>` event each, a comment now and then while none
-//! comes, and, on a failure, an `event: error` with the same error body.
+//! The domain yields the items ([`App::chat_stream`], [`App::completion_stream`],
+//! [`App::response_stream`], [`App::transition_follow`]); a task drives them into
+//! a channel the body reads (and, for a request with an `Idempotency-Key`,
+//! keeps the events sent, for a repeat: see [`sse`]). The framings:
+//!
+//! - a chat or completion: one `data: <chunk>` event each, then `data: [DONE]`,
+//!   or, when the stream fails after it started, one `data: <error event>`
+//!   whose code is the one the same failure has as an ordinary answer
+//!   ([`super::error`]);
+//! - a response: `event: <type>` and `data: <event>` each, ending after
+//!   `response.completed` or with `response.failed` (no `[DONE]`);
+//! - transitions: one `id: <transition id>` and `data: <transition>` event
+//!   each, a comment now and then while none comes, and, on a failure, an
+//!   `event: error` with the same error body.
 
 use bytes::Bytes;
 use dropshot::Body;
@@ -31,8 +37,6 @@ use crate::api::{ApiError, ChatAnswer, EventStream, OpenAiError};
 use crate::app::idempotency::MAX_STREAM_REMEMBERED;
 use crate::app::responses::StreamFailure;
 use crate::app::{self, App, Tenant};
-
-type Frames = Result<Frame<Bytes>, std::convert::Infallible>;
 
 /// The data of the event that ends a stream that failed.
 fn error_data(e: app::Error) -> String {
@@ -78,8 +82,7 @@ fn openai_error_data(e: app::Error) -> String {
 
 /// Items as `data: <JSON>` events, then `data: [DONE]`; a failure is one
 /// `data: <error_data(e)>` event that ends the stream. A failure before the
-/// first item is still an ordinary error answer. With an `Idempotency-Key`
-/// (`keyed`), see [`pump`].
+/// first item is still an ordinary error answer.
 async fn json_events<T: Serialize + Send + Sync + 'static>(
     mut items: std::pin::Pin<Box<dyn Stream<Item = app::Result<T>> + Send>>,
     error_data: fn(app::Error) -> String,
@@ -94,8 +97,8 @@ async fn json_events<T: Serialize + Send + Sync + 'static>(
         Ok(item) => (data_event(&serde_json::to_string(&item).expect("an event serialises")), false),
         Err(e) => (data_event(&error_data(e)), true),
     };
-    let rx = pump(items, first, frame, Some("data: [DONE]\n\n"), app, keyed);
-    Ok(body_of(rx).await)
+    let framing = Framing { frame, end: Some("data: [DONE]\n\n"), first_wait: None, keep_alive: None };
+    Ok(sse(items, Some(first), framing, app, keyed).await)
 }
 
 fn data_event(data: &str) -> Bytes {
@@ -111,30 +114,50 @@ async fn in_claim<F: Future>(keyed: &Option<StreamClaim>, next: F) -> F::Output 
     }
 }
 
-/// Drives the domain's stream into a channel the body reads, as frames
-/// (`frame` also says whether the item is a failure); after the last item,
-/// `end`, unless a failure came. The body must be `Sync`, the domain's stream
-/// is not.
+/// How [`sse`] frames a stream's items.
+struct Framing<F> {
+    /// An item's event, and whether the item is a failure (the last event then).
+    frame: F,
+    /// What follows the last item, unless a failure came.
+    end: Option<&'static str>,
+    /// How long the answer waits for the first event before its head leaves
+    /// alone; `None`: until it comes.
+    first_wait: Option<std::time::Duration>,
+    /// How long the stream stays silent before it sends a comment.
+    keep_alive: Option<std::time::Duration>,
+}
+
+/// The events of `items` (after `first`, an item already taken, if any) as
+/// a body. A task drives the domain's stream into a channel the body reads,
+/// as frames; after the last item, `end`, unless a failure came. The body
+/// must be `Sync`, the domain's stream is not.
 ///
 /// When the client goes away the body is dropped: the task sees the channel
-/// closed, even while it waits for the next item, and stops (dropping the
-/// stream: nothing is saved) — unless the turn was saved already, with an
-/// `Idempotency-Key`: then it reads the last items still, and once the
-/// stream has ended well, remembers every event sent, for a repeat.
-fn pump<I: Send + 'static>(
+/// closed, even while it waits for the next item (an execution that waits, a
+/// provider that is slow), and stops, dropping the stream: nothing is saved —
+/// unless the turn was saved already, with an `Idempotency-Key` (`keyed`):
+/// then it reads the last items still, and once the stream has ended well,
+/// remembers every event sent, for a repeat.
+///
+/// The answer leaves once the first event is ready (within `first_wait`), so
+/// that the response head and the first event leave together: Dropshot's
+/// sockets keep Nagle's algorithm on, which holds a chunk written alone after
+/// the head until the client acknowledges the head (a delayed ACK: ~40 ms on
+/// Linux).
+async fn sse<I: Send + 'static>(
     mut items: std::pin::Pin<Box<dyn Stream<Item = I> + Send>>,
-    first: Option<I>,
-    frame: impl Fn(I) -> (Bytes, bool) + Send + 'static,
-    end: Option<&'static str>,
+    first: Option<Option<I>>,
+    framing: Framing<impl Fn(I) -> (Bytes, bool) + Send + 'static>,
     app: App,
     keyed: Option<StreamClaim>,
-) -> mpsc::Receiver<Bytes> {
-    let (tx, rx) = mpsc::channel::<Bytes>(16);
+) -> Body {
+    let (tx, mut rx) = mpsc::channel::<Bytes>(16);
+    let Framing { frame, end, first_wait, keep_alive } = framing;
     tokio::spawn(async move {
         let saved = || keyed.as_ref().is_some_and(|k| k.claim.saved());
         // The events sent, while they fit what a repeat may be sent again.
         let mut sent = keyed.as_ref().map(|_| String::new());
-        let (mut failed, mut pending) = (false, Some(first));
+        let (mut failed, mut pending) = (false, first);
         loop {
             let item = match pending.take() {
                 Some(item) => item,
@@ -148,7 +171,7 @@ fn pump<I: Send + 'static>(
                 Some(item) => {
                     let (bytes, failure) = frame(item);
                     failed |= failure;
-                    (bytes, false)
+                    (bytes, failure)
                 }
                 None => match end {
                     Some(end) if !failed => (Bytes::from_static(end.as_bytes()), true),
@@ -174,22 +197,27 @@ fn pump<I: Send + 'static>(
             let _ = app.idempotency_remember_stream(&k.claim, sent).await;
         }
     });
-    rx
-}
-
-/// The body reading [`pump`]'s channel. It answers once the first event is
-/// ready, so that the response head and the first chunk leave together.
-/// Dropshot's sockets keep Nagle's algorithm on, which holds a chunk written
-/// alone after the head until the client acknowledges the head (a delayed
-/// ACK: ~40 ms on Linux).
-async fn body_of(mut rx: mpsc::Receiver<Bytes>) -> Body {
-    let first = rx.recv().await;
-    let frames = futures::stream::unfold((first, rx), |(pending, mut rx)| async move {
+    // `Some(None)`: the stream ended before its first event.
+    let first: Option<Option<Bytes>> = match first_wait {
+        None => Some(rx.recv().await),
+        Some(wait) => tokio::time::timeout(wait, rx.recv()).await.ok(),
+    };
+    let frames = futures::stream::unfold(Some((first, rx)), move |state| async move {
+        let (pending, mut rx) = state?;
         let bytes = match pending {
             Some(bytes) => bytes,
-            None => rx.recv().await?,
-        };
-        Some((Ok::<_, std::convert::Infallible>(Frame::data(bytes)), (None, rx)))
+            None => match keep_alive {
+                None => rx.recv().await,
+                Some(every) => match tokio::time::timeout(every, rx.recv()).await {
+                    Ok(bytes) => bytes,
+                    Err(_) => {
+                        let comment = Frame::data(Bytes::from_static(b": waiting\n\n"));
+                        return Some((Ok(comment), Some((None, rx))));
+                    }
+                },
+            },
+        }?;
+        Some((Ok::<_, std::convert::Infallible>(Frame::data(bytes)), Some((None, rx))))
     });
     Body::wrap(StreamBody::new(frames))
 }
@@ -199,7 +227,7 @@ async fn body_of(mut rx: mpsc::Receiver<Bytes>) -> Body {
 /// `response.failed` event whose response carries the error's code (no
 /// `[DONE]`: OpenAI's Responses streams end with their last event). A failure
 /// before the first event is an ordinary error answer. With an
-/// `Idempotency-Key` (`keyed`), see [`pump`].
+/// `Idempotency-Key` (`keyed`), see [`sse`].
 pub async fn response_stream(
     app: App,
     t: Tenant,
@@ -228,8 +256,8 @@ pub async fn response_stream(
     };
     let mut events = events;
     let first = in_claim(&keyed, events.next()).await;
-    let rx = pump(events, first, frame, None, app, keyed);
-    Ok(ChatAnswer::Stream(body_of(rx).await))
+    let framing = Framing { frame, end: None, first_wait: None, keep_alive: None };
+    Ok(ChatAnswer::Stream(sse(events, Some(first), framing, app, keyed).await))
 }
 
 /// What `next` gives, or `None` as soon as the body reading `tx`'s channel is
@@ -254,58 +282,27 @@ fn typed_event(kind: &str, data: &impl Serialize) -> Bytes {
 const KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// How long the answer waits for the first transition before its head leaves
-/// alone (see `chat_stream` on why the head and the first event leave together):
-/// transitions already committed are there at once; a stream that resumes
-/// after the last one must not keep the client waiting for its head.
+/// alone: transitions already committed are there at once; a stream that
+/// resumes after the last one must not keep the client waiting for its head.
 const FIRST_EVENT_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
-
-fn transition_event(t: &Transition) -> Frames {
-    let data = serde_json::to_string(t).expect("a transition serialises");
-    Ok(Frame::data(Bytes::from(format!("id: {}\ndata: {data}\n\n", t.id))))
-}
 
 /// An execution's transitions after `after` as a stream of events, ending
 /// after a terminal one. A missing execution is an ordinary error answer.
-///
-/// As for a chat, a task drives the domain's stream into a channel, and stops
-/// when the client goes away, even while the execution waits.
 pub async fn transition_stream(
     app: App,
     t: Tenant,
     execution: Uuid,
     after: Option<Uuid>,
 ) -> app::Result<EventStream> {
-    let mut transitions = app.transition_follow(t, execution, after).await?;
-    let (tx, mut rx) = mpsc::channel::<app::Result<Transition>>(64);
-    tokio::spawn(async move {
-        while let Some(item) = until_closed(&tx, transitions.next()).await.flatten() {
-            if tx.send(item).await.is_err() {
-                return;
-            }
+    let transitions = app.transition_follow(t, execution, after).await?;
+    let frame = |item: app::Result<Transition>| match item {
+        Ok(t) => {
+            let data = serde_json::to_string(&t).expect("a transition serialises");
+            (Bytes::from(format!("id: {}\ndata: {data}\n\n", t.id)), false)
         }
-    });
-    let first = tokio::time::timeout(FIRST_EVENT_WAIT, rx.recv()).await.ok();
-    // `pending`: an item already taken (the first), not yet framed.
-    let frames = futures::stream::unfold(Some((first, rx)), |state| async move {
-        let (pending, mut rx) = state?;
-        let item = match pending {
-            Some(item) => item,
-            None => match tokio::time::timeout(KEEP_ALIVE, rx.recv()).await {
-                Ok(item) => item,
-                Err(_) => {
-                    return Some((Ok(Frame::data(Bytes::from_static(b": waiting\n\n"))), Some((None, rx))));
-                }
-            },
-        };
-        match item {
-            Some(Ok(transition)) => Some((transition_event(&transition), Some((None, rx)))),
-            Some(Err(e)) => {
-                let data = error_data(e);
-                Some((Ok(Frame::data(Bytes::from(format!("event: error\ndata: {data}\n\n")))), None))
-            }
-            // The domain's stream ends after a terminal transition.
-            None => None,
-        }
-    });
-    Ok(EventStream(Body::wrap(StreamBody::new(frames))))
+        Err(e) => (Bytes::from(format!("event: error\ndata: {}\n\n", error_data(e))), true),
+    };
+    let framing =
+        Framing { frame, end: None, first_wait: Some(FIRST_EVENT_WAIT), keep_alive: Some(KEEP_ALIVE) };
+    Ok(EventStream(sse(transitions, None, framing, app, None).await))
 }

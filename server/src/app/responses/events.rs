@@ -1,0 +1,411 @@
+//! A streamed response's events, as a function of the provider's chunks.
+//!
+//! [`Events::start`] gives `response.created` and `response.in_progress`;
+//! [`Events::chunk`] the events of one chunk (an item opened when its first
+//! text or call arrives, then its deltas); [`Events::close`] the events that
+//! close the items once the provider is done; [`Events::completed`] the last
+//! event, with the saved response; [`Events::failed`] what a failure ends the
+//! stream with. Every event has the next `sequence_number`.
+
+use crate::api::types::{ConversationItem, ItemContent, ModelResponse, ResponseStreamEvent};
+use crate::app::Error;
+use crate::models::wire;
+
+/// A failure after a streamed response started: what the last event,
+/// `response.failed`, carries (the HTTP layer adds the error's code).
+pub struct StreamFailure {
+    pub error: Error,
+    /// The response as it stands, `failed`, its `error` to fill in.
+    pub response: ModelResponse,
+    pub sequence_number: u64,
+}
+
+/// A function call being streamed: its output index and item id.
+struct OpenCall {
+    output_index: u32,
+    item_id: String,
+}
+
+/// The event sequence of one streamed response.
+pub struct Events {
+    /// The id of the answer's message (its text item's id; its calls' ids derive from it).
+    answer: uuid::Uuid,
+    seq: u64,
+    /// The output index of the assistant's text item, once it has text.
+    text: Option<u32>,
+    calls: Vec<OpenCall>,
+    next_index: u32,
+}
+
+fn event(kind: &str, e: ResponseStreamEvent) -> ResponseStreamEvent {
+    ResponseStreamEvent { kind: kind.into(), ..e }
+}
+
+impl Events {
+    pub fn new(answer: uuid::Uuid) -> Events {
+        Events { answer, seq: 0, text: None, calls: Vec::new(), next_index: 0 }
+    }
+
+    fn numbered(&mut self, mut e: ResponseStreamEvent) -> ResponseStreamEvent {
+        e.sequence_number = self.seq;
+        self.seq += 1;
+        e
+    }
+
+    fn answer_item_id(&self) -> String {
+        self.answer.to_string()
+    }
+
+    /// `response.created` and `response.in_progress`, with the response `in_progress`.
+    pub fn start(&mut self, head: &ModelResponse) -> Vec<ResponseStreamEvent> {
+        let created = event(
+            "response.created",
+            ResponseStreamEvent { response: Some(Box::new(head.clone())), ..Default::default() },
+        );
+        let in_progress = event(
+            "response.in_progress",
+            ResponseStreamEvent { response: Some(Box::new(head.clone())), ..Default::default() },
+        );
+        vec![self.numbered(created), self.numbered(in_progress)]
+    }
+
+    /// Opens the text item.
+    fn open_text(&mut self, out: &mut Vec<ResponseStreamEvent>) -> u32 {
+        if let Some(i) = self.text {
+            return i;
+        }
+        let i = self.next_index;
+        self.next_index += 1;
+        self.text = Some(i);
+        let item_id = self.answer_item_id();
+        let item = ConversationItem::Message {
+            id: item_id.clone(),
+            status: "in_progress".into(),
+            role: "assistant".into(),
+            content: Vec::new(),
+        };
+        let added = event(
+            "response.output_item.added",
+            ResponseStreamEvent { output_index: Some(i), item: Some(item), ..Default::default() },
+        );
+        out.push(self.numbered(added));
+        let part = ItemContent::OutputText { text: String::new(), annotations: Vec::new() };
+        let part_added = event(
+            "response.content_part.added",
+            ResponseStreamEvent {
+                output_index: Some(i),
+                content_index: Some(0),
+                item_id: Some(item_id),
+                part: Some(part),
+                ..Default::default()
+            },
+        );
+        out.push(self.numbered(part_added));
+        i
+    }
+
+    /// The events of one of the provider's chunks (its first choice).
+    pub fn chunk(&mut self, chunk: wire::CompletionChunk) -> Vec<ResponseStreamEvent> {
+        let mut out = Vec::new();
+        let Some(choice) = chunk.choices.into_iter().find(|c| c.index == 0) else { return out };
+        if let Some(text) = choice.delta.content.filter(|t| !t.is_empty()) {
+            let i = self.open_text(&mut out);
+            let delta = event(
+                "response.output_text.delta",
+                ResponseStreamEvent {
+                    output_index: Some(i),
+                    content_index: Some(0),
+                    item_id: Some(self.answer_item_id()),
+                    delta: Some(text),
+                    logprobs: Some(Vec::new()),
+                    ..Default::default()
+                },
+            );
+            out.push(self.numbered(delta));
+        }
+        for call in choice.delta.tool_calls.into_iter().flatten() {
+            let n = call.index.unwrap_or(0) as usize;
+            if n >= self.calls.len() {
+                let output_index = self.next_index;
+                self.next_index += 1;
+                let function = call.function.clone().unwrap_or_default();
+                let open = OpenCall {
+                    output_index,
+                    item_id: crate::app::conversations::call_item_id(self.answer, self.calls.len()),
+                };
+                let item = ConversationItem::FunctionCall {
+                    id: open.item_id.clone(),
+                    call_id: call.id.clone().unwrap_or_default(),
+                    name: function.name.clone().unwrap_or_default(),
+                    arguments: String::new(),
+                    status: "in_progress".into(),
+                };
+                self.calls.push(open);
+                let added = event(
+                    "response.output_item.added",
+                    ResponseStreamEvent {
+                        output_index: Some(output_index),
+                        item: Some(item),
+                        ..Default::default()
+                    },
+                );
+                out.push(self.numbered(added));
+            }
+            let Some(open) = self.calls.get(n.min(self.calls.len() - 1)) else { continue };
+            let (output_index, item_id) = (open.output_index, open.item_id.clone());
+            if let Some(piece) = call.function.and_then(|f| f.arguments).filter(|a| !a.is_empty()) {
+                let delta = event(
+                    "response.function_call_arguments.delta",
+                    ResponseStreamEvent {
+                        output_index: Some(output_index),
+                        item_id: Some(item_id),
+                        delta: Some(piece),
+                        ..Default::default()
+                    },
+                );
+                out.push(self.numbered(delta));
+            }
+        }
+        out
+    }
+
+    /// Once the provider is done: the events that close the items, given the
+    /// whole text and calls (a text item is opened, empty, when there was neither).
+    pub fn close(&mut self, text: &str, calls: &[wire::ToolCall]) -> Vec<ResponseStreamEvent> {
+        let mut out = Vec::new();
+        if self.text.is_none() && self.calls.is_empty() {
+            self.open_text(&mut out);
+        }
+        if let Some(i) = self.text {
+            let item_id = self.answer_item_id();
+            let part = ItemContent::OutputText { text: text.to_owned(), annotations: Vec::new() };
+            let text_done = event(
+                "response.output_text.done",
+                ResponseStreamEvent {
+                    output_index: Some(i),
+                    content_index: Some(0),
+                    item_id: Some(item_id.clone()),
+                    text: Some(text.to_owned()),
+                    logprobs: Some(Vec::new()),
+                    ..Default::default()
+                },
+            );
+            out.push(self.numbered(text_done));
+            let part_done = event(
+                "response.content_part.done",
+                ResponseStreamEvent {
+                    output_index: Some(i),
+                    content_index: Some(0),
+                    item_id: Some(item_id.clone()),
+                    part: Some(part.clone()),
+                    ..Default::default()
+                },
+            );
+            out.push(self.numbered(part_done));
+            let item = ConversationItem::Message {
+                id: item_id,
+                status: "completed".into(),
+                role: "assistant".into(),
+                content: vec![part],
+            };
+            let item_done = event(
+                "response.output_item.done",
+                ResponseStreamEvent { output_index: Some(i), item: Some(item), ..Default::default() },
+            );
+            out.push(self.numbered(item_done));
+        }
+        let open = std::mem::take(&mut self.calls);
+        for (open, call) in open.iter().zip(calls) {
+            let args_done = event(
+                "response.function_call_arguments.done",
+                ResponseStreamEvent {
+                    output_index: Some(open.output_index),
+                    item_id: Some(open.item_id.clone()),
+                    arguments: Some(call.function.arguments.clone()),
+                    ..Default::default()
+                },
+            );
+            out.push(self.numbered(args_done));
+            let item = ConversationItem::FunctionCall {
+                id: open.item_id.clone(),
+                call_id: call.id.clone(),
+                name: call.function.name.clone(),
+                arguments: call.function.arguments.clone(),
+                status: "completed".into(),
+            };
+            let item_done = event(
+                "response.output_item.done",
+                ResponseStreamEvent {
+                    output_index: Some(open.output_index),
+                    item: Some(item),
+                    ..Default::default()
+                },
+            );
+            out.push(self.numbered(item_done));
+        }
+        out
+    }
+
+    /// `response.completed`, with the response as saved.
+    pub fn completed(&mut self, response: ModelResponse) -> ResponseStreamEvent {
+        let e = event(
+            "response.completed",
+            ResponseStreamEvent { response: Some(Box::new(response)), ..Default::default() },
+        );
+        self.numbered(e)
+    }
+
+    /// What ends a stream that failed: `response` (`failed`) and the next sequence number.
+    pub fn failed(&mut self, error: Error, response: ModelResponse) -> StreamFailure {
+        let sequence_number = self.seq;
+        self.seq += 1;
+        StreamFailure { error, response, sequence_number }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn chunk(v: serde_json::Value) -> wire::CompletionChunk {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn response() -> ModelResponse {
+        let head = super::super::Head {
+            id: uuid::Uuid::nil(),
+            created_at: chrono::Utc::now(),
+            model: "m".into(),
+            instructions: None,
+            previous_response_id: None,
+            conversation: None,
+            temperature: None,
+            top_p: None,
+            max_output_tokens: None,
+            tools: Vec::new(),
+            tool_choice: json!("auto"),
+            parallel_tool_calls: true,
+            store: true,
+            metadata: Default::default(),
+        };
+        super::super::model_response(&head, Vec::new(), None, "in_progress", None)
+    }
+
+    fn kinds(events: &[ResponseStreamEvent]) -> Vec<&str> {
+        events.iter().map(|e| e.kind.as_str()).collect()
+    }
+
+    fn run(chunks: Vec<serde_json::Value>, text: &str, calls: &[wire::ToolCall]) -> Vec<ResponseStreamEvent> {
+        let mut events = Events::new(uuid::Uuid::nil());
+        let mut out = events.start(&response());
+        for c in chunks {
+            out.extend(events.chunk(chunk(c)));
+        }
+        out.extend(events.close(text, calls));
+        out.push(events.completed(response()));
+        out
+    }
+
+    #[test]
+    fn text_opens_one_item_and_every_event_is_numbered_in_order() {
+        let out = run(
+            vec![
+                json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hel"}}]}),
+                json!({"choices": [{"index": 0, "delta": {"content": "lo"}}]}),
+                json!({"choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}}),
+            ],
+            "Hello",
+            &[],
+        );
+        assert_eq!(
+            kinds(&out),
+            [
+                "response.created",
+                "response.in_progress",
+                "response.output_item.added",
+                "response.content_part.added",
+                "response.output_text.delta",
+                "response.output_text.delta",
+                "response.output_text.done",
+                "response.content_part.done",
+                "response.output_item.done",
+                "response.completed",
+            ]
+        );
+        let seqs: Vec<u64> = out.iter().map(|e| e.sequence_number).collect();
+        assert_eq!(seqs, (0..out.len() as u64).collect::<Vec<_>>());
+        assert_eq!(out[4].delta.as_deref(), Some("Hel"));
+        assert_eq!(out[6].text.as_deref(), Some("Hello"));
+        assert!(out[2..9].iter().all(|e| e.output_index == Some(0)));
+    }
+
+    #[test]
+    fn calls_open_their_own_items_after_the_text_and_close_with_their_whole_arguments() {
+        let call = |id: &str, name: &str, args: &str| wire::ToolCall {
+            id: id.into(),
+            kind: "function".into(),
+            function: wire::FunctionCall { name: name.into(), arguments: args.into() },
+        };
+        let out = run(
+            vec![
+                json!({"choices": [{"index": 0, "delta": {"content": "Checking."}}]}),
+                json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{\"ci"}}]}}]}),
+                json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "ty\":1}"}}]}}]}),
+                json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 1, "id": "c2", "type": "function", "function": {"name": "time", "arguments": "{}"}}]}}]}),
+                // another choice than the first is not streamed
+                json!({"choices": [{"index": 1, "delta": {"content": "ignored"}}]}),
+            ],
+            "Checking.",
+            &[call("c1", "weather", "{\"city\":1}"), call("c2", "time", "{}")],
+        );
+        assert_eq!(
+            kinds(&out),
+            [
+                "response.created",
+                "response.in_progress",
+                "response.output_item.added",
+                "response.content_part.added",
+                "response.output_text.delta",
+                "response.output_item.added",
+                "response.function_call_arguments.delta",
+                "response.function_call_arguments.delta",
+                "response.output_item.added",
+                "response.function_call_arguments.delta",
+                "response.output_text.done",
+                "response.content_part.done",
+                "response.output_item.done",
+                "response.function_call_arguments.done",
+                "response.output_item.done",
+                "response.function_call_arguments.done",
+                "response.output_item.done",
+                "response.completed",
+            ]
+        );
+        assert_eq!(out[5].output_index, Some(1));
+        assert_eq!(out[8].output_index, Some(2));
+        assert_eq!(out[13].arguments.as_deref(), Some("{\"city\":1}"));
+        let ids: Vec<_> = [5, 8].iter().map(|&i| out[i].item.as_ref().unwrap().id().to_owned()).collect();
+        assert_ne!(ids[0], ids[1], "each call is its own item");
+    }
+
+    #[test]
+    fn an_answer_with_nothing_still_has_an_empty_text_item_and_a_failure_takes_the_next_number() {
+        let mut events = Events::new(uuid::Uuid::nil());
+        let mut out = events.start(&response());
+        out.extend(events.close("", &[]));
+        assert_eq!(
+            kinds(&out)[2..],
+            [
+                "response.output_item.added",
+                "response.content_part.added",
+                "response.output_text.done",
+                "response.content_part.done",
+                "response.output_item.done",
+            ]
+        );
+        let failure = events.failed(Error::Upstream("gone".into()), response());
+        assert_eq!(failure.sequence_number, out.len() as u64);
+    }
+}
