@@ -10,6 +10,22 @@
 //! The server implements the trait (its `http` module); `spec/openapi.json`
 //! is generated from this crate alone by `cargo xtask generate`, so
 //! regenerating the spec compiles no storage, no domain and no HTTP client.
+//!
+//! # Adding a route or a resource
+//!
+//! One file per layer (in full: `server/docs/adding-a-route.md`):
+//!
+//! 1. here: the types in `types/<resource>.rs` (bounds, patterns and defaults
+//!    declared once), and the route in [`AgentPlatformApi`] under its
+//!    resource's section, named `<resource>_<verb>`, its doc comment the
+//!    operation's description; a create's links in [`LINKS`];
+//! 2. `cargo xtask generate`, which writes `spec/` and `client/`; commit both;
+//! 3. the handler in the server's `src/http/<resource>.rs`, and one line in
+//!    `impl AgentPlatformApi for Impl` (`src/http/mod.rs`);
+//! 4. the domain in `src/app/<resource>.rs` (methods on `App`, nothing of HTTP;
+//!    what a record keeps on disk in `src/app/stored.rs`);
+//! 5. a new kind of record: a `Kind` in `src/store/mod.rs`, the next number;
+//! 6. the end-to-end tests in `tests/tests/e2e/<resource>.rs`.
 
 #![forbid(unsafe_code)]
 

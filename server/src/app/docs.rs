@@ -1,9 +1,10 @@
 //! Documents of agents and users, and searching them.
 //!
 //! A document is a record of [`Kind::Doc`] whose scope is its owner (an agent
-//! or a user). The store is the truth; [`App::search`] is an in-memory
-//! [`SearchIndex`] rebuilt from it at start ([`fill_index`], in the background
-//! for a server: [`SearchState`]) and updated
+//! or a user). The store is the truth; [`App::search`] is a [`SearchIndex`]
+//! beside it (on disk in the data dir for a server, in memory for tests),
+//! brought in step with it at start ([`fill_index`], in the background for a
+//! server: [`SearchState`]) and updated
 //! after each committed create or delete, before the request answers (read
 //! your writes).
 //!

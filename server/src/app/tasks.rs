@@ -25,8 +25,8 @@ pub struct TaskData {
     pub description: String,
     pub input_schema: Option<Map<String, Value>>,
     pub main: Vec<Map<String, Value>>,
-    /// The named sub-workflows; absent from tasks stored before they existed,
-    /// and left out when there are none (such a task is stored as before).
+    /// The named sub-workflows; absent from tasks stored by release 0.1.0,
+    /// and left out when there are none (so such a task is stored as 0.1.0 stored it).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub workflows: BTreeMap<String, Vec<Map<String, Value>>>,
     pub tools: Vec<StoredToolDef>,

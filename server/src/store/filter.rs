@@ -47,8 +47,8 @@ pub fn values_equal(a: &Value, b: &Value) -> bool {
 /// It is the value's compact JSON text with object keys sorted and every
 /// number that is an integer written as that integer (`1.0` as `1`, `-0.0` as
 /// `0`); other numbers keep their JSON text (`2.5`, `1e+300`), which always
-/// holds a `.` or an `e`. So the form differs from the previous release's
-/// (which hashed numbers as written) only for floats that are integers.
+/// holds a `.` or an `e`. So the form differs from format 1's (release
+/// 0.1.0, which hashed numbers as written) only for floats that are integers.
 pub fn canonical(value: &Value, out: &mut Vec<u8>) {
     match value {
         Value::Object(m) => {

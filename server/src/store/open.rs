@@ -4,7 +4,7 @@
 //! | the data dir holds                                   | at open                                  |
 //! |------------------------------------------------------|------------------------------------------|
 //! | nothing of ours (absent or empty)                    | a new store: [`Origin::Created`]         |
-//! | sled's files and no manifest (the previous release)  | adopted: the manifest is written from sled |
+//! | sled's files and no manifest (release 0.1.0)         | adopted: the manifest is written from sled |
 //! | the store its manifest describes                     | opened                                   |
 //! | a store of an earlier format (any of the above but new) | opened, then upgraded before it serves (see `sled_store`'s `upgrade`) |
 //! | a missing, empty, shorter or changed `db`, another store's `db`, a sequence behind the checkpoint | refused: [`OpenError::DataLoss`] or [`OpenError::Corrupt`], unless the loss is accepted |
@@ -43,7 +43,7 @@ pub struct Opened {
 pub enum Origin {
     /// The data dir held nothing of ours: a new store.
     Created,
-    /// A data dir of a release before the manifest: opened as it is, its
+    /// A data dir of release 0.1.0 (no manifest): opened as it is, its
     /// manifest written, its commits counted from now.
     Adopted,
     /// The store the manifest describes (or, with no manifest, the store whose
@@ -270,7 +270,7 @@ pub(super) fn open_checked(
             ))),
             Some(_) => None,
         },
-        // No manifest: the previous release's layout, which always holds a record
+        // No manifest: release 0.1.0's layout, which always holds a record
         // (its first start created a key). sled's own id, when there, means only
         // the manifest was removed.
         None if sled_id.is_none() && !has_records => {

@@ -45,7 +45,7 @@ impl JsonSchema for Metadata {
         "Metadata".into()
     }
 
-    // Inline, as a plain object was: the client keeps a plain map.
+    // Inline, like a plain object's schema: the generated client keeps a plain map.
     fn is_referenceable() -> bool {
         false
     }

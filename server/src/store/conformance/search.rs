@@ -1,6 +1,6 @@
 //! Search answers alike on both backends: the same documents, written to a
 //! PostgreSQL store (which indexes them in its commits and ranks in the
-//! database) and to the in-memory index the embedded store's server keeps,
+//! database) and to the search index the embedded store's server keeps,
 //! give the same hits with the same scores, for text, vector and hybrid
 //! queries, with and without metadata filters, after deletes of a doc and of
 //! an owner's docs. With `AGENT_PLATFORM_TEST_PGVECTOR=1` the database must

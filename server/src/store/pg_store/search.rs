@@ -433,7 +433,7 @@ const PRUNED_CANDIDATES: i64 = if cfg!(test) { 12 } else { 5_000 };
 /// the query's terms (sorted), $4 the tsquery of the set, $5 the terms' idf,
 /// $6 k1, $7 b, $8 the owner's average snippet length, $9 the narrowing
 /// filter (or NULL), $10 the limit (or NULL). The sum is in term order, as
-/// the in-memory index's.
+/// the embedded store's index sums it.
 fn text_sql(k: usize) -> String {
     let tf = |i: &str| format!("s.tfs[array_position(s.terms, ($3::text[])[{i}])]::float8");
     let term = |i: &str, tf: &str| {
