@@ -3,24 +3,24 @@
 //! Layers, outermost first: [`api`] (the contract, in its own crate
 //! `agent-platform-api`: Dropshot trait, types, errors, validation) →
 //! [`http`] (the handlers: all of HTTP and nothing else) → [`app`] (the
-//! domain, with [`search`], its in-memory document index, and [`models`], the
-//! language models) → [`store`] (storage behind an async trait; sled embedded).
+//! domain, with [`search`], the embedded store's document index (tantivy, on
+//! disk beside the store), and [`models`], the language models) → [`store`] (storage behind an async trait; sled embedded).
 //! [`server`] wires them together from a [`config::Config`].
 
 #![forbid(unsafe_code)]
 
 /// The allocator: mimalloc, not the C library's. Parsing a request or
 /// assembling a prompt makes thousands of small allocations (a chat
-/// completion of 1,000 messages builds and drops ~8,000 values), and in the
-/// chat bench's process glibc's `malloc`/`free` took 29% of the CPU time
+/// completion of 1,000 messages builds and drops ~8,000 values); on glibc's
+/// allocator `malloc`/`free` take 29% of the chat bench's CPU time
 /// (consolidating and unlinking chunks). Declared in the library, not in
 /// `main.rs`, so that whatever runs the service in process (the benches, the
 /// tests) allocates as the binary does. Built with mimalloc's `no_thp`
 /// feature (the workspace's `Cargo.toml`): it does not ask the kernel for
 /// transparent huge pages, which are resident (and zeroed) 2 MiB at a time;
-/// at 1M messages + 1M snippets that kept 45–70 MB more resident and doubled
-/// the time to the first answer after a restart, and under 32 writing clients
-/// the page faults doubled the p99 (the README's scale and http tables).
+/// with them, 1M messages + 1M snippets keep 45–70 MB more resident, the first
+/// answer after a restart takes twice as long, and under 32 writing clients
+/// page faults double the p99 (server/docs/benchmarks.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

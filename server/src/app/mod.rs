@@ -108,8 +108,8 @@ impl From<StoreError> for Error {
     }
 }
 
-/// The application: the store, the indexes kept in memory beside it, and the
-/// settings the domain needs. Cheap to clone (everything is shared).
+/// The application: the store, the search index and the caches beside it,
+/// and the settings the domain needs. Cheap to clone (everything is shared).
 #[derive(Clone)]
 pub struct App {
     pub store: Arc<dyn Store>,
