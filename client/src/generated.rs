@@ -2020,14 +2020,23 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///The conversation (session) this turn is appended to.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub conversation: ::std::option::Option<ConversationRef>,
+        ///-2 to 2, sent to the provider.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub frequency_penalty: ::std::option::Option<f64>,
+        ///Extra output data: the values of `INCLUDE_ACCEPTED` (none of which this service produces); any other is a 400 naming it.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub include: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
         ///The new input: text (a user message) or items (at most 256).
         pub input: ResponseInput,
         ///A system message for this turn only (after the agent's, when `model` is an agent).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub instructions: ::std::option::Option<CreateResponseRequestInstructions>,
-        ///The most tokens the answer may have.
+        ///The most tokens the answer may have (at least 16). An answer the provider cut at this limit is `incomplete`.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub max_output_tokens: ::std::option::Option<::std::num::NonZeroU64>,
+        pub max_output_tokens: ::std::option::Option<i64>,
+        ///The most calls of built-in tools: this service has none, so only echoed.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub max_tool_calls: ::std::option::Option<::std::num::NonZeroU64>,
         ///Kept with the response.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
@@ -2038,11 +2047,27 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///Passed to the provider as sent.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub parallel_tool_calls: ::std::option::Option<bool>,
+        ///-2 to 2, sent to the provider.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub presence_penalty: ::std::option::Option<f64>,
         ///Continue after this stored response: the same session, its history before this turn.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub previous_response_id: ::std::option::Option<
             CreateResponseRequestPreviousResponseId,
         >,
+        ///Sent to the provider as `prompt_cache_key`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub prompt_cache_key: ::std::option::Option<CreateResponseRequestPromptCacheKey>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub reasoning: ::std::option::Option<ResponseReasoning>,
+        ///Sent to the provider as `safety_identifier`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub safety_identifier: ::std::option::Option<
+            CreateResponseRequestSafetyIdentifier,
+        >,
+        ///Sent to the provider as `service_tier`; echoed (`default` when not sent).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub service_tier: ::std::option::Option<CreateResponseRequestServiceTier>,
         ///Save the turn (default true): the input and the answer become messages of the session, and the response can be read and continued by its id.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub store: ::std::option::Option<bool>,
@@ -2052,14 +2077,25 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///Sampling temperature, 0 to 2.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub temperature: ::std::option::Option<f64>,
+        ///The answer's format (structured outputs): see [`ResponseText`].
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub text: ::std::option::Option<ResponseText>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub tool_choice: ::std::option::Option<ResponseToolChoice>,
         ///Function tools the model may call (besides the agent's).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub tools: ::std::option::Option<::std::vec::Vec<ResponseTool>>,
+        ///0 to 20; log probabilities are not returned, so only echoed.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub top_logprobs: ::std::option::Option<i64>,
         ///Nucleus sampling, 0 to 1.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub top_p: ::std::option::Option<f64>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub truncation: ::std::option::Option<Truncation>,
+        ///Sent to the provider as `user`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub user: ::std::option::Option<CreateResponseRequestUser>,
     }
     impl CreateResponseRequest {
         pub fn builder() -> builder::CreateResponseRequest {
@@ -2227,6 +2263,240 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     impl<'de> ::serde::Deserialize<'de> for CreateResponseRequestPreviousResponseId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Sent to the provider as `prompt_cache_key`.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CreateResponseRequestPromptCacheKey(::std::string::String);
+    impl ::std::ops::Deref for CreateResponseRequestPromptCacheKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateResponseRequestPromptCacheKey>
+    for ::std::string::String {
+        fn from(value: CreateResponseRequestPromptCacheKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreateResponseRequestPromptCacheKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 1024usize {
+                return Err("longer than 1024 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateResponseRequestPromptCacheKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for CreateResponseRequestPromptCacheKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateResponseRequestPromptCacheKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Sent to the provider as `safety_identifier`.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CreateResponseRequestSafetyIdentifier(::std::string::String);
+    impl ::std::ops::Deref for CreateResponseRequestSafetyIdentifier {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateResponseRequestSafetyIdentifier>
+    for ::std::string::String {
+        fn from(value: CreateResponseRequestSafetyIdentifier) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreateResponseRequestSafetyIdentifier {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateResponseRequestSafetyIdentifier {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for CreateResponseRequestSafetyIdentifier {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateResponseRequestSafetyIdentifier {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Sent to the provider as `service_tier`; echoed (`default` when not sent).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CreateResponseRequestServiceTier(::std::string::String);
+    impl ::std::ops::Deref for CreateResponseRequestServiceTier {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateResponseRequestServiceTier>
+    for ::std::string::String {
+        fn from(value: CreateResponseRequestServiceTier) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreateResponseRequestServiceTier {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateResponseRequestServiceTier {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for CreateResponseRequestServiceTier {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateResponseRequestServiceTier {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Sent to the provider as `user`.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CreateResponseRequestUser(::std::string::String);
+    impl ::std::ops::Deref for CreateResponseRequestUser {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateResponseRequestUser> for ::std::string::String {
+        fn from(value: CreateResponseRequestUser) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreateResponseRequestUser {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 256usize {
+                return Err("longer than 256 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateResponseRequestUser {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CreateResponseRequestUser {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateResponseRequestUser {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -3299,6 +3569,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Default::default()
         }
     }
+    ///Why a response is `incomplete`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct IncompleteDetails {
+        ///`max_output_tokens`: the provider stopped at the token limit.
+        pub reason: ::std::string::String,
+    }
+    impl IncompleteDetails {
+        pub fn builder() -> builder::IncompleteDetails {
+            Default::default()
+        }
+    }
     ///An item sent to a conversation (or as a response's input): a `message` (the default `type`: `role` and `content`), a `function_call` the model made (`call_id`, `name`, `arguments`), or a `function_call_output` (`call_id`, `output`). Other item types answer 400 naming the item's `type`; content parts other than text (`input_text`, `output_text`, `text`) too.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
     pub struct InputItem {
@@ -3983,6 +4264,9 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     pub struct ModelResponse {
         ///Always false.
         pub background: bool,
+        ///Unix seconds, once `completed`; else null.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub completed_at: ::std::option::Option<i64>,
         ///The conversation it was appended to, when the request named one.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub conversation: ::std::option::Option<ConversationId>,
@@ -3991,15 +4275,18 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///Set when `failed`.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub error: ::std::option::Option<ResponseError>,
+        pub frequency_penalty: f64,
         ///`resp_` and 32 hex digits.
         pub id: ::std::string::String,
-        ///Always null.
+        ///Set when `incomplete`.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub incomplete_details: ::std::option::Option<::serde_json::Value>,
+        pub incomplete_details: ::std::option::Option<IncompleteDetails>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub instructions: ::std::option::Option<::std::string::String>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub max_output_tokens: ::std::option::Option<i64>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub max_tool_calls: ::std::option::Option<i64>,
         pub metadata: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
         ///The model that answered.
         pub model: ::std::string::String,
@@ -4007,21 +4294,37 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         pub object: ::std::string::String,
         pub output: ::std::vec::Vec<ConversationItem>,
         pub parallel_tool_calls: bool,
+        pub presence_penalty: f64,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub previous_response_id: ::std::option::Option<::std::string::String>,
-        ///`in_progress` (streamed, before the end), `completed` or `failed`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub prompt_cache_key: ::std::option::Option<::std::string::String>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub reasoning: ::std::option::Option<ResponseReasoning>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub safety_identifier: ::std::option::Option<::std::string::String>,
+        ///As sent, else `default`.
+        pub service_tier: ::std::string::String,
+        ///`in_progress` (streamed, before the end), `completed`, `incomplete` (the provider stopped at `max_output_tokens`) or `failed`.
         pub status: ::std::string::String,
         pub store: bool,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub temperature: ::std::option::Option<f64>,
+        ///The sampling settings used: the request's, else the agent's defaults, else the provider's (1, 1, 0, 0).
+        pub temperature: f64,
+        ///The answer's format: as sent, `{"format": {"type": "text"}}` by default.
+        pub text: ResponseText,
         ///`auto`, `none`, `required`, or `{"type": "function", "name"}`.
         pub tool_choice: ::serde_json::Value,
         pub tools: ::std::vec::Vec<ResponseTool>,
-        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub top_p: ::std::option::Option<f64>,
+        ///As sent (0 by default).
+        pub top_logprobs: i64,
+        pub top_p: f64,
+        ///`disabled` (the default) or `auto`, as sent.
+        pub truncation: Truncation,
         ///Null until completed.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub usage: ::std::option::Option<ResponseUsage>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub user: ::std::option::Option<::std::string::String>,
     }
     impl ModelResponse {
         pub fn builder() -> builder::ModelResponse {
@@ -5574,6 +5877,77 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
                 })
         }
     }
+    ///`ReasoningEffort`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum ReasoningEffort {
+        #[serde(rename = "none")]
+        None,
+        #[serde(rename = "minimal")]
+        Minimal,
+        #[serde(rename = "low")]
+        Low,
+        #[serde(rename = "medium")]
+        Medium,
+        #[serde(rename = "high")]
+        High,
+        #[serde(rename = "xhigh")]
+        Xhigh,
+    }
+    impl ::std::fmt::Display for ReasoningEffort {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::None => f.write_str("none"),
+                Self::Minimal => f.write_str("minimal"),
+                Self::Low => f.write_str("low"),
+                Self::Medium => f.write_str("medium"),
+                Self::High => f.write_str("high"),
+                Self::Xhigh => f.write_str("xhigh"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ReasoningEffort {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "none" => Ok(Self::None),
+                "minimal" => Ok(Self::Minimal),
+                "low" => Ok(Self::Low),
+                "medium" => Ok(Self::Medium),
+                "high" => Ok(Self::High),
+                "xhigh" => Ok(Self::Xhigh),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ReasoningEffort {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ReasoningEffort {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     ///The statuses a client may ask for.
     #[derive(
         ::serde::Deserialize,
@@ -5747,7 +6121,22 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Default::default()
         }
     }
-    ///One event of a streamed response (`event: <type>` and `data: <this>`), in order: `response.created`, `response.in_progress`, then per output item `response.output_item.added`, for text `response.content_part.added`, `response.output_text.delta`…, `response.output_text.done`, `response.content_part.done`, for a function call `response.function_call_arguments.delta`…, `response.function_call_arguments.done`, then `response.output_item.done`; last `response.completed` (or `response.failed`). `sequence_number` counts from 0.
+    ///Reasoning options (`reasoning`).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    pub struct ResponseReasoning {
+        ///`none`, `minimal`, `low`, `medium`, `high` or `xhigh`: sent to the provider as `reasoning_effort`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub effort: ::std::option::Option<ReasoningEffort>,
+        ///Reasoning summaries are not produced: only `null` is accepted.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub summary: ::std::option::Option<::std::string::String>,
+    }
+    impl ResponseReasoning {
+        pub fn builder() -> builder::ResponseReasoning {
+            Default::default()
+        }
+    }
+    ///One event of a streamed response (`event: <type>` and `data: <this>`), in order: `response.created`, `response.in_progress`, then per output item `response.output_item.added`, for text `response.content_part.added`, `response.output_text.delta`…, `response.output_text.done`, `response.content_part.done`, for a function call `response.function_call_arguments.delta`…, `response.function_call_arguments.done`, then `response.output_item.done`; last `response.completed` (or `response.incomplete` when the provider stopped at `max_output_tokens`, or `response.failed`). `sequence_number` counts from 0.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ResponseStreamEvent {
         ///On `response.function_call_arguments.done`: the whole arguments.
@@ -5775,7 +6164,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///On `response.content_part.added` and `.done`: `{"type": "output_text", "text", "annotations"}`.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub part: ::std::option::Option<ItemContent>,
-        ///On `response.created`, `response.in_progress`, `response.completed`, `response.failed`.
+        ///On `response.created`, `response.in_progress`, `response.completed`, `response.incomplete`, `response.failed`.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub response: ::std::option::Option<ModelResponse>,
         pub sequence_number: u64,
@@ -5787,6 +6176,21 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     }
     impl ResponseStreamEvent {
         pub fn builder() -> builder::ResponseStreamEvent {
+            Default::default()
+        }
+    }
+    ///How the answer's text is shaped (`text`).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    pub struct ResponseText {
+        ///`{"type": "text"}` (the default), `{"type": "json_object"}`, or `{"type": "json_schema", "name", "schema", "description", "strict"}`: sent to the provider as `response_format` (structured outputs).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub format: ::std::option::Option<TextFormat>,
+        ///`low`, `medium` or `high`: sent to the provider as `verbosity`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub verbosity: ::std::option::Option<Verbosity>,
+    }
+    impl ResponseText {
+        pub fn builder() -> builder::ResponseText {
             Default::default()
         }
     }
@@ -5803,7 +6207,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         pub parameters: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
         >,
-        ///Passed on as sent.
+        ///Strict schema adherence: sent to the provider as the function's `strict`; echoed as sent (`null` when not sent).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub strict: ::std::option::Option<bool>,
         ///`function`.
@@ -6650,6 +7054,142 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 })
         }
     }
+    ///The format of the answer's text.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(tag = "type")]
+    pub enum TextFormat {
+        #[serde(rename = "text")]
+        Text,
+        #[serde(rename = "json_object")]
+        JsonObject,
+        #[serde(rename = "json_schema")]
+        JsonSchema {
+            #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+            description: ::std::option::Option<TextFormatDescription>,
+            ///1 to 64 letters, digits, `_` and `-`.
+            name: TextFormatName,
+            ///The JSON Schema the answer follows.
+            schema: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+            #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+            strict: ::std::option::Option<bool>,
+        },
+    }
+    ///`TextFormatDescription`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct TextFormatDescription(::std::string::String);
+    impl ::std::ops::Deref for TextFormatDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<TextFormatDescription> for ::std::string::String {
+        fn from(value: TextFormatDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for TextFormatDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 16000usize {
+                return Err("longer than 16000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for TextFormatDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for TextFormatDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for TextFormatDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///1 to 64 letters, digits, `_` and `-`.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct TextFormatName(::std::string::String);
+    impl ::std::ops::Deref for TextFormatName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<TextFormatName> for ::std::string::String {
+        fn from(value: TextFormatName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for TextFormatName {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[A-Za-z0-9_-]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z0-9_-]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for TextFormatName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for TextFormatName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for TextFormatName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///A tool of an agent.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct Tool {
@@ -7241,6 +7781,63 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             value.parse()
         }
     }
+    ///What happens when the prompt exceeds the context (`truncation`).
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum Truncation {
+        ///The session's `token_budget` and `context_overflow` decide (a conversation made through `/v1` has none: the whole history is sent).
+        #[serde(rename = "auto")]
+        Auto,
+        ///The default, as `auto` here.
+        #[serde(rename = "disabled")]
+        Disabled,
+    }
+    impl ::std::fmt::Display for Truncation {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Auto => f.write_str("auto"),
+                Self::Disabled => f.write_str("disabled"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for Truncation {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "auto" => Ok(Self::Auto),
+                "disabled" => Ok(Self::Disabled),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for Truncation {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for Truncation {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     ///Body of `POST /v1/conversations/{conversation_id}`.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct UpdateConversationRequest {
@@ -7793,6 +8390,65 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
     impl ValidationError {
         pub fn builder() -> builder::ValidationError {
             Default::default()
+        }
+    }
+    ///`Verbosity`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum Verbosity {
+        #[serde(rename = "low")]
+        Low,
+        #[serde(rename = "medium")]
+        Medium,
+        #[serde(rename = "high")]
+        High,
+    }
+    impl ::std::fmt::Display for Verbosity {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Low => f.write_str("low"),
+                Self::Medium => f.write_str("medium"),
+                Self::High => f.write_str("high"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for Verbosity {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "low" => Ok(Self::Low),
+                "medium" => Ok(Self::Medium),
+                "high" => Ok(Self::High),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for Verbosity {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for Verbosity {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
         }
     }
     /// Types for composing complex structures.
@@ -11740,12 +12396,24 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<super::ConversationRef>,
                 ::std::string::String,
             >,
+            frequency_penalty: ::std::result::Result<
+                ::std::option::Option<f64>,
+                ::std::string::String,
+            >,
+            include: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                ::std::string::String,
+            >,
             input: ::std::result::Result<super::ResponseInput, ::std::string::String>,
             instructions: ::std::result::Result<
                 ::std::option::Option<super::CreateResponseRequestInstructions>,
                 ::std::string::String,
             >,
             max_output_tokens: ::std::result::Result<
+                ::std::option::Option<i64>,
+                ::std::string::String,
+            >,
+            max_tool_calls: ::std::result::Result<
                 ::std::option::Option<::std::num::NonZeroU64>,
                 ::std::string::String,
             >,
@@ -11763,8 +12431,28 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<bool>,
                 ::std::string::String,
             >,
+            presence_penalty: ::std::result::Result<
+                ::std::option::Option<f64>,
+                ::std::string::String,
+            >,
             previous_response_id: ::std::result::Result<
                 ::std::option::Option<super::CreateResponseRequestPreviousResponseId>,
+                ::std::string::String,
+            >,
+            prompt_cache_key: ::std::result::Result<
+                ::std::option::Option<super::CreateResponseRequestPromptCacheKey>,
+                ::std::string::String,
+            >,
+            reasoning: ::std::result::Result<
+                ::std::option::Option<super::ResponseReasoning>,
+                ::std::string::String,
+            >,
+            safety_identifier: ::std::result::Result<
+                ::std::option::Option<super::CreateResponseRequestSafetyIdentifier>,
+                ::std::string::String,
+            >,
+            service_tier: ::std::result::Result<
+                ::std::option::Option<super::CreateResponseRequestServiceTier>,
                 ::std::string::String,
             >,
             store: ::std::result::Result<
@@ -11776,6 +12464,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<f64>,
                 ::std::string::String,
             >,
+            text: ::std::result::Result<
+                ::std::option::Option<super::ResponseText>,
+                ::std::string::String,
+            >,
             tool_choice: ::std::result::Result<
                 ::std::option::Option<super::ResponseToolChoice>,
                 ::std::string::String,
@@ -11784,8 +12476,20 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<::std::vec::Vec<super::ResponseTool>>,
                 ::std::string::String,
             >,
+            top_logprobs: ::std::result::Result<
+                ::std::option::Option<i64>,
+                ::std::string::String,
+            >,
             top_p: ::std::result::Result<
                 ::std::option::Option<f64>,
+                ::std::string::String,
+            >,
+            truncation: ::std::result::Result<
+                ::std::option::Option<super::Truncation>,
+                ::std::string::String,
+            >,
+            user: ::std::result::Result<
+                ::std::option::Option<super::CreateResponseRequestUser>,
                 ::std::string::String,
             >,
         }
@@ -11794,19 +12498,31 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 Self {
                     background: Ok(Default::default()),
                     conversation: Ok(Default::default()),
+                    frequency_penalty: Ok(Default::default()),
+                    include: Ok(Default::default()),
                     input: Err("no value supplied for input".to_string()),
                     instructions: Ok(Default::default()),
                     max_output_tokens: Ok(Default::default()),
+                    max_tool_calls: Ok(Default::default()),
                     metadata: Ok(Default::default()),
                     model: Err("no value supplied for model".to_string()),
                     parallel_tool_calls: Ok(Default::default()),
+                    presence_penalty: Ok(Default::default()),
                     previous_response_id: Ok(Default::default()),
+                    prompt_cache_key: Ok(Default::default()),
+                    reasoning: Ok(Default::default()),
+                    safety_identifier: Ok(Default::default()),
+                    service_tier: Ok(Default::default()),
                     store: Ok(Default::default()),
                     stream: Ok(Default::default()),
                     temperature: Ok(Default::default()),
+                    text: Ok(Default::default()),
                     tool_choice: Ok(Default::default()),
                     tools: Ok(Default::default()),
+                    top_logprobs: Ok(Default::default()),
                     top_p: Ok(Default::default()),
+                    truncation: Ok(Default::default()),
+                    user: Ok(Default::default()),
                 }
             }
         }
@@ -11834,6 +12550,34 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     .try_into()
                     .map_err(|e| {
                         format!("error converting supplied value for conversation: {e}")
+                    });
+                self
+            }
+            pub fn frequency_penalty<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.frequency_penalty = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for frequency_penalty: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn include<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.include = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for include: {e}")
                     });
                 self
             }
@@ -11865,9 +12609,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
             pub fn max_output_tokens<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<
-                    ::std::option::Option<::std::num::NonZeroU64>,
-                >,
+                T: ::std::convert::TryInto<::std::option::Option<i64>>,
                 T::Error: ::std::fmt::Display,
             {
                 self.max_output_tokens = value
@@ -11875,6 +12617,22 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     .map_err(|e| {
                         format!(
                             "error converting supplied value for max_output_tokens: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn max_tool_calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::num::NonZeroU64>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.max_tool_calls = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for max_tool_calls: {e}"
                         )
                     });
                 self
@@ -11921,6 +12679,20 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn presence_penalty<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.presence_penalty = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for presence_penalty: {e}"
+                        )
+                    });
+                self
+            }
             pub fn previous_response_id<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<
@@ -11934,6 +12706,66 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                         format!(
                             "error converting supplied value for previous_response_id: {e}"
                         )
+                    });
+                self
+            }
+            pub fn prompt_cache_key<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::CreateResponseRequestPromptCacheKey>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.prompt_cache_key = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for prompt_cache_key: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn reasoning<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ResponseReasoning>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reasoning = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for reasoning: {e}")
+                    });
+                self
+            }
+            pub fn safety_identifier<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::CreateResponseRequestSafetyIdentifier>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.safety_identifier = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for safety_identifier: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn service_tier<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::CreateResponseRequestServiceTier>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.service_tier = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for service_tier: {e}")
                     });
                 self
             }
@@ -11973,6 +12805,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn text<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ResponseText>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.text = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for text: {e}")
+                    });
+                self
+            }
             pub fn tool_choice<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<
@@ -12001,6 +12845,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn top_logprobs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<i64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.top_logprobs = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for top_logprobs: {e}")
+                    });
+                self
+            }
             pub fn top_p<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::option::Option<f64>>,
@@ -12010,6 +12866,32 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     .try_into()
                     .map_err(|e| {
                         format!("error converting supplied value for top_p: {e}")
+                    });
+                self
+            }
+            pub fn truncation<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::Truncation>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.truncation = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for truncation: {e}")
+                    });
+                self
+            }
+            pub fn user<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::CreateResponseRequestUser>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for user: {e}")
                     });
                 self
             }
@@ -12023,19 +12905,31 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 Ok(Self {
                     background: value.background?,
                     conversation: value.conversation?,
+                    frequency_penalty: value.frequency_penalty?,
+                    include: value.include?,
                     input: value.input?,
                     instructions: value.instructions?,
                     max_output_tokens: value.max_output_tokens?,
+                    max_tool_calls: value.max_tool_calls?,
                     metadata: value.metadata?,
                     model: value.model?,
                     parallel_tool_calls: value.parallel_tool_calls?,
+                    presence_penalty: value.presence_penalty?,
                     previous_response_id: value.previous_response_id?,
+                    prompt_cache_key: value.prompt_cache_key?,
+                    reasoning: value.reasoning?,
+                    safety_identifier: value.safety_identifier?,
+                    service_tier: value.service_tier?,
                     store: value.store?,
                     stream: value.stream?,
                     temperature: value.temperature?,
+                    text: value.text?,
                     tool_choice: value.tool_choice?,
                     tools: value.tools?,
+                    top_logprobs: value.top_logprobs?,
                     top_p: value.top_p?,
+                    truncation: value.truncation?,
+                    user: value.user?,
                 })
             }
         }
@@ -12045,19 +12939,31 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 Self {
                     background: Ok(value.background),
                     conversation: Ok(value.conversation),
+                    frequency_penalty: Ok(value.frequency_penalty),
+                    include: Ok(value.include),
                     input: Ok(value.input),
                     instructions: Ok(value.instructions),
                     max_output_tokens: Ok(value.max_output_tokens),
+                    max_tool_calls: Ok(value.max_tool_calls),
                     metadata: Ok(value.metadata),
                     model: Ok(value.model),
                     parallel_tool_calls: Ok(value.parallel_tool_calls),
+                    presence_penalty: Ok(value.presence_penalty),
                     previous_response_id: Ok(value.previous_response_id),
+                    prompt_cache_key: Ok(value.prompt_cache_key),
+                    reasoning: Ok(value.reasoning),
+                    safety_identifier: Ok(value.safety_identifier),
+                    service_tier: Ok(value.service_tier),
                     store: Ok(value.store),
                     stream: Ok(value.stream),
                     temperature: Ok(value.temperature),
+                    text: Ok(value.text),
                     tool_choice: Ok(value.tool_choice),
                     tools: Ok(value.tools),
+                    top_logprobs: Ok(value.top_logprobs),
                     top_p: Ok(value.top_p),
+                    truncation: Ok(value.truncation),
+                    user: Ok(value.user),
                 }
             }
         }
@@ -13455,6 +14361,44 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct IncompleteDetails {
+            reason: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for IncompleteDetails {
+            fn default() -> Self {
+                Self {
+                    reason: Err("no value supplied for reason".to_string()),
+                }
+            }
+        }
+        impl IncompleteDetails {
+            pub fn reason<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reason = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for reason: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<IncompleteDetails> for super::IncompleteDetails {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: IncompleteDetails,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { reason: value.reason? })
+            }
+        }
+        impl ::std::convert::From<super::IncompleteDetails> for IncompleteDetails {
+            fn from(value: super::IncompleteDetails) -> Self {
+                Self { reason: Ok(value.reason) }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct InputItem {
             arguments: ::std::result::Result<
                 ::std::option::Option<::std::string::String>,
@@ -14562,6 +15506,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         #[derive(Clone, Debug)]
         pub struct ModelResponse {
             background: ::std::result::Result<bool, ::std::string::String>,
+            completed_at: ::std::result::Result<
+                ::std::option::Option<i64>,
+                ::std::string::String,
+            >,
             conversation: ::std::result::Result<
                 ::std::option::Option<super::ConversationId>,
                 ::std::string::String,
@@ -14571,9 +15519,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<super::ResponseError>,
                 ::std::string::String,
             >,
+            frequency_penalty: ::std::result::Result<f64, ::std::string::String>,
             id: ::std::result::Result<::std::string::String, ::std::string::String>,
             incomplete_details: ::std::result::Result<
-                ::std::option::Option<::serde_json::Value>,
+                ::std::option::Option<super::IncompleteDetails>,
                 ::std::string::String,
             >,
             instructions: ::std::result::Result<
@@ -14581,6 +15530,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::string::String,
             >,
             max_output_tokens: ::std::result::Result<
+                ::std::option::Option<i64>,
+                ::std::string::String,
+            >,
+            max_tool_calls: ::std::result::Result<
                 ::std::option::Option<i64>,
                 ::std::string::String,
             >,
@@ -14595,16 +15548,31 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::string::String,
             >,
             parallel_tool_calls: ::std::result::Result<bool, ::std::string::String>,
+            presence_penalty: ::std::result::Result<f64, ::std::string::String>,
             previous_response_id: ::std::result::Result<
                 ::std::option::Option<::std::string::String>,
                 ::std::string::String,
             >,
-            status: ::std::result::Result<::std::string::String, ::std::string::String>,
-            store: ::std::result::Result<bool, ::std::string::String>,
-            temperature: ::std::result::Result<
-                ::std::option::Option<f64>,
+            prompt_cache_key: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
                 ::std::string::String,
             >,
+            reasoning: ::std::result::Result<
+                ::std::option::Option<super::ResponseReasoning>,
+                ::std::string::String,
+            >,
+            safety_identifier: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            service_tier: ::std::result::Result<
+                ::std::string::String,
+                ::std::string::String,
+            >,
+            status: ::std::result::Result<::std::string::String, ::std::string::String>,
+            store: ::std::result::Result<bool, ::std::string::String>,
+            temperature: ::std::result::Result<f64, ::std::string::String>,
+            text: ::std::result::Result<super::ResponseText, ::std::string::String>,
             tool_choice: ::std::result::Result<
                 ::serde_json::Value,
                 ::std::string::String,
@@ -14613,12 +15581,15 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::vec::Vec<super::ResponseTool>,
                 ::std::string::String,
             >,
-            top_p: ::std::result::Result<
-                ::std::option::Option<f64>,
-                ::std::string::String,
-            >,
+            top_logprobs: ::std::result::Result<i64, ::std::string::String>,
+            top_p: ::std::result::Result<f64, ::std::string::String>,
+            truncation: ::std::result::Result<super::Truncation, ::std::string::String>,
             usage: ::std::result::Result<
                 ::std::option::Option<super::ResponseUsage>,
+                ::std::string::String,
+            >,
+            user: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
                 ::std::string::String,
             >,
         }
@@ -14626,13 +15597,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             fn default() -> Self {
                 Self {
                     background: Err("no value supplied for background".to_string()),
+                    completed_at: Ok(Default::default()),
                     conversation: Ok(Default::default()),
                     created_at: Err("no value supplied for created_at".to_string()),
                     error: Ok(Default::default()),
+                    frequency_penalty: Err(
+                        "no value supplied for frequency_penalty".to_string(),
+                    ),
                     id: Err("no value supplied for id".to_string()),
                     incomplete_details: Ok(Default::default()),
                     instructions: Ok(Default::default()),
                     max_output_tokens: Ok(Default::default()),
+                    max_tool_calls: Ok(Default::default()),
                     metadata: Err("no value supplied for metadata".to_string()),
                     model: Err("no value supplied for model".to_string()),
                     object: Err("no value supplied for object".to_string()),
@@ -14640,14 +15616,25 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     parallel_tool_calls: Err(
                         "no value supplied for parallel_tool_calls".to_string(),
                     ),
+                    presence_penalty: Err(
+                        "no value supplied for presence_penalty".to_string(),
+                    ),
                     previous_response_id: Ok(Default::default()),
+                    prompt_cache_key: Ok(Default::default()),
+                    reasoning: Ok(Default::default()),
+                    safety_identifier: Ok(Default::default()),
+                    service_tier: Err("no value supplied for service_tier".to_string()),
                     status: Err("no value supplied for status".to_string()),
                     store: Err("no value supplied for store".to_string()),
-                    temperature: Ok(Default::default()),
+                    temperature: Err("no value supplied for temperature".to_string()),
+                    text: Err("no value supplied for text".to_string()),
                     tool_choice: Err("no value supplied for tool_choice".to_string()),
                     tools: Err("no value supplied for tools".to_string()),
-                    top_p: Ok(Default::default()),
+                    top_logprobs: Err("no value supplied for top_logprobs".to_string()),
+                    top_p: Err("no value supplied for top_p".to_string()),
+                    truncation: Err("no value supplied for truncation".to_string()),
                     usage: Ok(Default::default()),
+                    user: Ok(Default::default()),
                 }
             }
         }
@@ -14661,6 +15648,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     .try_into()
                     .map_err(|e| {
                         format!("error converting supplied value for background: {e}")
+                    });
+                self
+            }
+            pub fn completed_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<i64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.completed_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for completed_at: {e}")
                     });
                 self
             }
@@ -14700,6 +15699,20 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn frequency_penalty<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<f64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.frequency_penalty = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for frequency_penalty: {e}"
+                        )
+                    });
+                self
+            }
             pub fn id<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::string::String>,
@@ -14712,7 +15725,9 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
             pub fn incomplete_details<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<::serde_json::Value>>,
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::IncompleteDetails>,
+                >,
                 T::Error: ::std::fmt::Display,
             {
                 self.incomplete_details = value
@@ -14746,6 +15761,20 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     .map_err(|e| {
                         format!(
                             "error converting supplied value for max_output_tokens: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn max_tool_calls<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<i64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.max_tool_calls = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for max_tool_calls: {e}"
                         )
                     });
                 self
@@ -14814,6 +15843,20 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn presence_penalty<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<f64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.presence_penalty = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for presence_penalty: {e}"
+                        )
+                    });
+                self
+            }
             pub fn previous_response_id<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
@@ -14825,6 +15868,60 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                         format!(
                             "error converting supplied value for previous_response_id: {e}"
                         )
+                    });
+                self
+            }
+            pub fn prompt_cache_key<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.prompt_cache_key = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for prompt_cache_key: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn reasoning<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ResponseReasoning>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reasoning = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for reasoning: {e}")
+                    });
+                self
+            }
+            pub fn safety_identifier<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.safety_identifier = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for safety_identifier: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn service_tier<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.service_tier = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for service_tier: {e}")
                     });
                 self
             }
@@ -14854,13 +15951,25 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
             pub fn temperature<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T: ::std::convert::TryInto<f64>,
                 T::Error: ::std::fmt::Display,
             {
                 self.temperature = value
                     .try_into()
                     .map_err(|e| {
                         format!("error converting supplied value for temperature: {e}")
+                    });
+                self
+            }
+            pub fn text<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ResponseText>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.text = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for text: {e}")
                     });
                 self
             }
@@ -14888,15 +15997,39 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn top_logprobs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.top_logprobs = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for top_logprobs: {e}")
+                    });
+                self
+            }
             pub fn top_p<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<f64>>,
+                T: ::std::convert::TryInto<f64>,
                 T::Error: ::std::fmt::Display,
             {
                 self.top_p = value
                     .try_into()
                     .map_err(|e| {
                         format!("error converting supplied value for top_p: {e}")
+                    });
+                self
+            }
+            pub fn truncation<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::Truncation>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.truncation = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for truncation: {e}")
                     });
                 self
             }
@@ -14912,6 +16045,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn user<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for user: {e}")
+                    });
+                self
+            }
         }
         impl ::std::convert::TryFrom<ModelResponse> for super::ModelResponse {
             type Error = super::error::ConversionError;
@@ -14920,26 +16065,38 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
                 Ok(Self {
                     background: value.background?,
+                    completed_at: value.completed_at?,
                     conversation: value.conversation?,
                     created_at: value.created_at?,
                     error: value.error?,
+                    frequency_penalty: value.frequency_penalty?,
                     id: value.id?,
                     incomplete_details: value.incomplete_details?,
                     instructions: value.instructions?,
                     max_output_tokens: value.max_output_tokens?,
+                    max_tool_calls: value.max_tool_calls?,
                     metadata: value.metadata?,
                     model: value.model?,
                     object: value.object?,
                     output: value.output?,
                     parallel_tool_calls: value.parallel_tool_calls?,
+                    presence_penalty: value.presence_penalty?,
                     previous_response_id: value.previous_response_id?,
+                    prompt_cache_key: value.prompt_cache_key?,
+                    reasoning: value.reasoning?,
+                    safety_identifier: value.safety_identifier?,
+                    service_tier: value.service_tier?,
                     status: value.status?,
                     store: value.store?,
                     temperature: value.temperature?,
+                    text: value.text?,
                     tool_choice: value.tool_choice?,
                     tools: value.tools?,
+                    top_logprobs: value.top_logprobs?,
                     top_p: value.top_p?,
+                    truncation: value.truncation?,
                     usage: value.usage?,
+                    user: value.user?,
                 })
             }
         }
@@ -14947,26 +16104,38 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             fn from(value: super::ModelResponse) -> Self {
                 Self {
                     background: Ok(value.background),
+                    completed_at: Ok(value.completed_at),
                     conversation: Ok(value.conversation),
                     created_at: Ok(value.created_at),
                     error: Ok(value.error),
+                    frequency_penalty: Ok(value.frequency_penalty),
                     id: Ok(value.id),
                     incomplete_details: Ok(value.incomplete_details),
                     instructions: Ok(value.instructions),
                     max_output_tokens: Ok(value.max_output_tokens),
+                    max_tool_calls: Ok(value.max_tool_calls),
                     metadata: Ok(value.metadata),
                     model: Ok(value.model),
                     object: Ok(value.object),
                     output: Ok(value.output),
                     parallel_tool_calls: Ok(value.parallel_tool_calls),
+                    presence_penalty: Ok(value.presence_penalty),
                     previous_response_id: Ok(value.previous_response_id),
+                    prompt_cache_key: Ok(value.prompt_cache_key),
+                    reasoning: Ok(value.reasoning),
+                    safety_identifier: Ok(value.safety_identifier),
+                    service_tier: Ok(value.service_tier),
                     status: Ok(value.status),
                     store: Ok(value.store),
                     temperature: Ok(value.temperature),
+                    text: Ok(value.text),
                     tool_choice: Ok(value.tool_choice),
                     tools: Ok(value.tools),
+                    top_logprobs: Ok(value.top_logprobs),
                     top_p: Ok(value.top_p),
+                    truncation: Ok(value.truncation),
                     usage: Ok(value.usage),
+                    user: Ok(value.user),
                 }
             }
         }
@@ -16118,6 +17287,72 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ResponseReasoning {
+            effort: ::std::result::Result<
+                ::std::option::Option<super::ReasoningEffort>,
+                ::std::string::String,
+            >,
+            summary: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ResponseReasoning {
+            fn default() -> Self {
+                Self {
+                    effort: Ok(Default::default()),
+                    summary: Ok(Default::default()),
+                }
+            }
+        }
+        impl ResponseReasoning {
+            pub fn effort<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ReasoningEffort>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.effort = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for effort: {e}")
+                    });
+                self
+            }
+            pub fn summary<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.summary = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for summary: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ResponseReasoning> for super::ResponseReasoning {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ResponseReasoning,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    effort: value.effort?,
+                    summary: value.summary?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ResponseReasoning> for ResponseReasoning {
+            fn from(value: super::ResponseReasoning) -> Self {
+                Self {
+                    effort: Ok(value.effort),
+                    summary: Ok(value.summary),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ResponseStreamEvent {
             arguments: ::std::result::Result<
                 ::std::option::Option<::std::string::String>,
@@ -16379,6 +17614,70 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     sequence_number: Ok(value.sequence_number),
                     text: Ok(value.text),
                     type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ResponseText {
+            format: ::std::result::Result<
+                ::std::option::Option<super::TextFormat>,
+                ::std::string::String,
+            >,
+            verbosity: ::std::result::Result<
+                ::std::option::Option<super::Verbosity>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ResponseText {
+            fn default() -> Self {
+                Self {
+                    format: Ok(Default::default()),
+                    verbosity: Ok(Default::default()),
+                }
+            }
+        }
+        impl ResponseText {
+            pub fn format<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::TextFormat>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.format = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for format: {e}")
+                    });
+                self
+            }
+            pub fn verbosity<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::Verbosity>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.verbosity = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for verbosity: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ResponseText> for super::ResponseText {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ResponseText,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    format: value.format?,
+                    verbosity: value.verbosity?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ResponseText> for ResponseText {
+            fn from(value: super::ResponseText) -> Self {
+                Self {
+                    format: Ok(value.format),
+                    verbosity: Ok(value.verbosity),
                 }
             }
         }

@@ -32,9 +32,10 @@ use super::turn::{Answered, Ask, Driver, Plan, Saving, Shape, SystemFor};
 use super::{App, Error, Result, Tenant};
 use crate::api::types::{
     ChatFunction, ChatSettings, ChatTool, ChatToolChoice, ChatUsage, ConversationId, ConversationItem,
-    CreateResponseRequest, InputItemListParams, ItemList, ItemOrder, Metadata, ModelResponse, NamedFunction,
-    NamedToolChoice, ResponseDeleted, ResponseError, ResponseInput, ResponseStreamEvent, ResponseTool,
-    ResponseToolChoice, ResponseUsage, ToolCallType,
+    CreateResponseRequest, IncompleteDetails, InputItemListParams, ItemList, ItemOrder, Metadata,
+    ModelResponse, NamedFunction, NamedToolChoice, ResponseDeleted, ResponseInput, ResponseReasoning,
+    ResponseStreamEvent, ResponseText, ResponseTool, ResponseToolChoice, ResponseUsage, TextFormat,
+    ToolCallType, Truncation,
 };
 use crate::api::types_sessions::{CreateMessageRequest, Message, Role, Session};
 use crate::models::wire;
@@ -58,6 +59,34 @@ pub struct ResponseData {
     pub tools: Value,
     pub tool_choice: Value,
     pub parallel_tool_calls: bool,
+    /// `incomplete` when the provider stopped at the token limit; absent: `completed`.
+    #[serde(default)]
+    pub status: Option<String>,
+    /// Absent in records of release 0.1.0: their `created_at`.
+    #[serde(default)]
+    pub completed_at: Option<i64>,
+    #[serde(default)]
+    pub text: Option<ResponseText>,
+    #[serde(default)]
+    pub presence_penalty: Option<f64>,
+    #[serde(default)]
+    pub frequency_penalty: Option<f64>,
+    #[serde(default)]
+    pub top_logprobs: Option<i64>,
+    #[serde(default)]
+    pub reasoning: Option<ResponseReasoning>,
+    #[serde(default)]
+    pub max_tool_calls: Option<i64>,
+    #[serde(default)]
+    pub service_tier: Option<String>,
+    #[serde(default)]
+    pub safety_identifier: Option<String>,
+    #[serde(default)]
+    pub prompt_cache_key: Option<String>,
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub truncation: Option<Truncation>,
 }
 
 /// The fields a response echoes from its request.
@@ -69,14 +98,48 @@ struct Head {
     instructions: Option<String>,
     previous_response_id: Option<String>,
     conversation: Option<Uuid>,
-    temperature: Option<f64>,
-    top_p: Option<f64>,
+    /// The sampling settings used (see [`ModelResponse`]).
+    temperature: f64,
+    top_p: f64,
+    presence_penalty: f64,
+    frequency_penalty: f64,
+    top_logprobs: i64,
     max_output_tokens: Option<i64>,
+    max_tool_calls: Option<i64>,
     tools: Vec<ResponseTool>,
     tool_choice: Value,
     parallel_tool_calls: bool,
+    text: ResponseText,
+    reasoning: Option<ResponseReasoning>,
+    truncation: Truncation,
+    service_tier: String,
+    safety_identifier: Option<String>,
+    prompt_cache_key: Option<String>,
+    user: Option<String>,
     store: bool,
     metadata: Metadata,
+}
+
+/// Where a response stands.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Status {
+    InProgress,
+    /// At these Unix seconds.
+    Completed(i64),
+    /// The provider stopped at `max_output_tokens`.
+    Incomplete,
+    /// Its `error` is the HTTP layer's to fill in.
+    Failed,
+}
+
+impl Status {
+    /// The end of an answer the provider finished with `finish_reason`.
+    fn of_answer(finish_reason: Option<&str>) -> Status {
+        match finish_reason {
+            Some("length") => Status::Incomplete,
+            _ => Status::Completed(chrono::Utc::now().timestamp()),
+        }
+    }
 }
 
 /// `resp_` and the id's 32 hex digits.
@@ -161,6 +224,24 @@ impl App {
             Some(a) => self.agent_tools(t, a.id).await?,
             None => Vec::new(),
         };
+        let mut tools = tool_specs(&stored_tools, Some(&request_tools));
+        // The request's tools come last: each keeps its `strict`.
+        let first = tools.len() - request_tools.len();
+        for (spec, tool) in tools[first..].iter_mut().zip(req.tools.iter().flatten()) {
+            spec.function.strict = tool.strict;
+        }
+        let settings = ChatSettings {
+            temperature: req.temperature,
+            top_p: req.top_p,
+            max_tokens: req.max_output_tokens,
+            presence_penalty: req.presence_penalty,
+            frequency_penalty: req.frequency_penalty,
+            ..ChatSettings::default()
+        };
+        // What the response says was used: the request's, else the agent's, else the provider's default.
+        let defaults = agent.as_ref().and_then(|a| a.default_settings.clone()).unwrap_or_default();
+        let used = |asked: Option<f64>, agent: Option<f64>, default: f64| asked.or(agent).unwrap_or(default);
+        let text = req.text.clone().unwrap_or_default();
         let history: History = match &held {
             None => History::default(),
             Some(held) => self.history(t, session.id, held.version).await?,
@@ -178,13 +259,8 @@ impl App {
                 Ask {
                     agent: agent.as_ref(),
                     model: if agent.is_some() { None } else { Some(&req.model) },
-                    settings: ChatSettings {
-                        temperature: req.temperature,
-                        top_p: req.top_p,
-                        max_tokens: req.max_output_tokens,
-                        ..ChatSettings::default()
-                    },
-                    tools: tool_specs(&stored_tools, Some(&request_tools)),
+                    settings,
+                    tools,
                     recall: Some(session.users.as_slice()),
                     system: Some(SystemFor { users: &users, session: Some(&session) }),
                     instructions: req.instructions.clone(),
@@ -192,13 +268,28 @@ impl App {
                     new: New::Saved(new_messages),
                     render_templates: false,
                     tool_choice: tool_choice.map(wire_tool_choice),
-                    response_format: None,
+                    response_format: text.format.as_ref().and_then(response_format),
                     stream: req.stream,
                 },
             )
             .await?;
+        let extra = &mut plan.request.extra;
         if let Some(v) = req.parallel_tool_calls {
-            plan.request.extra.insert("parallel_tool_calls".into(), Value::Bool(v));
+            extra.insert("parallel_tool_calls".into(), Value::Bool(v));
+        }
+        let effort = req.reasoning.as_ref().and_then(|r| r.effort);
+        let verbosity = text.verbosity;
+        for (name, value) in [
+            ("service_tier", req.service_tier.clone().map(Value::String)),
+            ("safety_identifier", req.safety_identifier.clone().map(Value::String)),
+            ("prompt_cache_key", req.prompt_cache_key.clone().map(Value::String)),
+            ("user", req.user.clone().map(Value::String)),
+            ("reasoning_effort", effort.map(|e| json!(e))),
+            ("verbosity", verbosity.map(|v| json!(v))),
+        ] {
+            if let Some(value) = value {
+                extra.insert(name.into(), value);
+            }
         }
         let ids = (0..=plan.new_messages.len()).map(|_| Uuid::now_v7()).collect();
         let head = Head {
@@ -208,9 +299,23 @@ impl App {
             instructions: req.instructions,
             previous_response_id: req.previous_response_id,
             conversation,
-            temperature: req.temperature,
-            top_p: req.top_p,
+            temperature: used(req.temperature, defaults.temperature, 1.0),
+            top_p: used(req.top_p, defaults.top_p, 1.0),
+            presence_penalty: used(req.presence_penalty, defaults.presence_penalty, 0.0),
+            frequency_penalty: used(req.frequency_penalty, defaults.frequency_penalty, 0.0),
+            top_logprobs: req.top_logprobs.unwrap_or(0),
             max_output_tokens: req.max_output_tokens,
+            max_tool_calls: req.max_tool_calls,
+            text: ResponseText {
+                format: Some(text.format.unwrap_or(TextFormat::Text)),
+                verbosity: text.verbosity,
+            },
+            reasoning: req.reasoning,
+            truncation: req.truncation.unwrap_or_default(),
+            service_tier: req.service_tier.unwrap_or_else(|| "default".into()),
+            safety_identifier: req.safety_identifier,
+            prompt_cache_key: req.prompt_cache_key,
+            user: req.user,
             tools: req.tools.unwrap_or_default(),
             tool_choice: req
                 .tool_choice
@@ -249,11 +354,12 @@ impl App {
     async fn response_save(&self, turn: &ResponseTurn, answered: Answered) -> Result<ModelResponse> {
         let reply = reply_message(&answered.answer.message().cloned().unwrap_or_default());
         let usage = answered.usage;
+        let status = Status::of_answer(answered.answer.finish_reason());
         let head = &turn.head;
         let answer = self
             .save_turn(&turn.saving, Some(reply), |made| {
                 let (inputs, reply) = made.split_at(made.len() - 1);
-                let response = model_response(head, items_of(&reply[0]), Some(&usage), "completed", None);
+                let response = model_response(head, status, items_of(&reply[0]), Some(&usage));
                 let data = ResponseData {
                     model: head.model.clone(),
                     instructions: head.instructions.clone(),
@@ -262,12 +368,28 @@ impl App {
                     input_messages: inputs.iter().map(|m| m.id).collect(),
                     output_message: reply[0].id,
                     usage: (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens),
-                    temperature: head.temperature,
-                    top_p: head.top_p,
+                    temperature: Some(head.temperature),
+                    top_p: Some(head.top_p),
                     max_output_tokens: head.max_output_tokens,
                     tools: serde_json::to_value(&head.tools).unwrap_or_default(),
                     tool_choice: head.tool_choice.clone(),
                     parallel_tool_calls: head.parallel_tool_calls,
+                    status: (status == Status::Incomplete).then(|| "incomplete".into()),
+                    completed_at: match status {
+                        Status::Completed(at) => Some(at),
+                        _ => None,
+                    },
+                    text: Some(head.text.clone()),
+                    presence_penalty: Some(head.presence_penalty),
+                    frequency_penalty: Some(head.frequency_penalty),
+                    top_logprobs: Some(head.top_logprobs),
+                    reasoning: head.reasoning.clone(),
+                    max_tool_calls: head.max_tool_calls,
+                    service_tier: Some(head.service_tier.clone()),
+                    safety_identifier: head.safety_identifier.clone(),
+                    prompt_cache_key: head.prompt_cache_key.clone(),
+                    user: head.user.clone(),
+                    truncation: Some(head.truncation),
                 };
                 let mut record = Record::fresh(Kind::Response, turn.saving.session, encode(&data)?);
                 record.id = head.id;
@@ -306,18 +428,33 @@ impl App {
             instructions: data.instructions,
             previous_response_id: data.previous_response_id,
             conversation: data.conversation,
-            temperature: data.temperature,
-            top_p: data.top_p,
+            temperature: data.temperature.unwrap_or(1.0),
+            top_p: data.top_p.unwrap_or(1.0),
+            presence_penalty: data.presence_penalty.unwrap_or(0.0),
+            frequency_penalty: data.frequency_penalty.unwrap_or(0.0),
+            top_logprobs: data.top_logprobs.unwrap_or(0),
             max_output_tokens: data.max_output_tokens,
+            max_tool_calls: data.max_tool_calls,
             tools: serde_json::from_value(data.tools).unwrap_or_default(),
             tool_choice: data.tool_choice,
             parallel_tool_calls: data.parallel_tool_calls,
+            text: data.text.unwrap_or(ResponseText { format: Some(TextFormat::Text), verbosity: None }),
+            reasoning: data.reasoning,
+            truncation: data.truncation.unwrap_or_default(),
+            service_tier: data.service_tier.unwrap_or_else(|| "default".into()),
+            safety_identifier: data.safety_identifier,
+            prompt_cache_key: data.prompt_cache_key,
+            user: data.user,
             store: true,
             metadata: Metadata(rec.metadata.clone().unwrap_or_default()),
         };
         let (input, output_tokens, total) = data.usage;
         let usage = ChatUsage { prompt_tokens: input, completion_tokens: output_tokens, total_tokens: total };
-        Ok(model_response(&head, output, Some(&usage), "completed", None))
+        let status = match data.status.as_deref() {
+            Some("incomplete") => Status::Incomplete,
+            _ => Status::Completed(data.completed_at.unwrap_or(rec.created_at.timestamp())),
+        };
+        Ok(model_response(&head, status, output, Some(&usage)))
     }
 
     /// The items of a stored response's input (see the operation's description).
@@ -386,22 +523,48 @@ fn chat_tool(t: &ResponseTool) -> ChatTool {
     }
 }
 
+/// The provider's `response_format` for a text format (`None` for plain text).
+fn response_format(format: &TextFormat) -> Option<Value> {
+    match format {
+        TextFormat::Text => None,
+        TextFormat::JsonObject => Some(json!({"type": "json_object"})),
+        TextFormat::JsonSchema { name, description, schema, strict } => {
+            let mut spec = json!({"name": name, "schema": schema});
+            if let Some(d) = description {
+                spec["description"] = json!(d);
+            }
+            if let Some(s) = strict {
+                spec["strict"] = json!(s);
+            }
+            Some(json!({"type": "json_schema", "json_schema": spec}))
+        }
+    }
+}
+
 fn model_response(
     head: &Head,
+    status: Status,
     output: Vec<ConversationItem>,
     usage: Option<&ChatUsage>,
-    status: &str,
-    error: Option<ResponseError>,
 ) -> ModelResponse {
+    let (status_name, completed_at) = match status {
+        Status::InProgress => ("in_progress", None),
+        Status::Completed(at) => ("completed", Some(at)),
+        Status::Incomplete => ("incomplete", None),
+        Status::Failed => ("failed", None),
+    };
     ModelResponse {
         id: response_id(head.id),
         object: "response".into(),
         created_at: head.created_at.timestamp(),
-        status: status.into(),
-        error,
-        incomplete_details: None,
+        completed_at,
+        status: status_name.into(),
+        error: None,
+        incomplete_details: (status == Status::Incomplete)
+            .then(|| IncompleteDetails { reason: "max_output_tokens".into() }),
         instructions: head.instructions.clone(),
         max_output_tokens: head.max_output_tokens,
+        max_tool_calls: head.max_tool_calls,
         model: head.model.clone(),
         output,
         parallel_tool_calls: head.parallel_tool_calls,
@@ -409,8 +572,18 @@ fn model_response(
         conversation: head.conversation.map(|id| ConversationId { id }),
         temperature: head.temperature,
         top_p: head.top_p,
+        presence_penalty: head.presence_penalty,
+        frequency_penalty: head.frequency_penalty,
+        top_logprobs: head.top_logprobs,
         tool_choice: head.tool_choice.clone(),
         tools: head.tools.clone(),
+        text: head.text.clone(),
+        reasoning: head.reasoning.clone(),
+        truncation: head.truncation,
+        service_tier: head.service_tier.clone(),
+        safety_identifier: head.safety_identifier.clone(),
+        prompt_cache_key: head.prompt_cache_key.clone(),
+        user: head.user.clone(),
         store: head.store,
         usage: usage.map(|u| ResponseUsage {
             input_tokens: u.prompt_tokens,
@@ -436,7 +609,7 @@ impl App {
         let turn = self.response_turn(t, req).await?;
         let upstream = turn.plan.provider.chat_stream(&turn.plan.request).await?;
         let mut events = Events::new(turn.answer_id());
-        let head = events.start(&model_response(&turn.head, Vec::new(), None, "in_progress", None));
+        let head = events.start(&model_response(&turn.head, Status::InProgress, Vec::new(), None));
         let shape = ResponseShape { app: self.clone(), turn, events };
         Ok(drive::stream(upstream, shape, head.into_iter().map(Ok).collect()))
     }
@@ -475,7 +648,7 @@ impl Shape for ResponseShape {
     }
 
     fn failure(&mut self, error: Error) -> Self::Item {
-        let response = model_response(&self.turn.head, Vec::new(), None, "failed", None);
+        let response = model_response(&self.turn.head, Status::Failed, Vec::new(), None);
         Err(self.events.failed(error, response))
     }
 }

@@ -33,7 +33,8 @@ use self::answers::{chat, embeddings};
 /// Dimension of the vectors `/v1/embeddings` returns.
 pub const EMBEDDING_DIM: usize = 16;
 
-/// How the next chat completion is answered.
+/// How the next chat completion is answered. A text answer over the
+/// request's `max_tokens` is cut to it, with `finish_reason: "length"`.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Behaviour {
     /// Answer this text (streamed: one chunk per word).

@@ -143,7 +143,7 @@ impl ToolSpec {
     pub fn function(name: impl Into<String>, description: Option<String>, parameters: Value) -> Self {
         ToolSpec {
             kind: function_type(),
-            function: FunctionSpec { name: name.into(), description, parameters },
+            function: FunctionSpec { name: name.into(), description, parameters, strict: None },
         }
     }
 }
@@ -156,6 +156,9 @@ pub struct FunctionSpec {
     pub description: Option<String>,
     #[serde(default = "empty_object_schema")]
     pub parameters: Value,
+    /// Strict schema adherence, when the request asked for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
 }
 
 fn empty_object_schema() -> Value {

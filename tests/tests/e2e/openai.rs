@@ -820,6 +820,154 @@ async fn streamed_responses_are_typed_events_in_order_ending_with_the_stored_res
     t.s.stop().await;
 }
 
+#[tokio::test]
+async fn responses_echo_every_setting_and_send_the_provider_those_it_takes() {
+    let t = setup().await;
+    let schema = json!({"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]});
+    let r = t
+        .respond(json!({
+            "model": t.agent,
+            "input": "Where?",
+            "text": {"format": {"type": "json_schema", "name": "place", "schema": schema, "strict": true}, "verbosity": "low"},
+            "presence_penalty": 0.5,
+            "frequency_penalty": -0.5,
+            "top_logprobs": 3,
+            "include": ["reasoning.encrypted_content"],
+            "reasoning": {"effort": "low"},
+            "max_tool_calls": 4,
+            "service_tier": "flex",
+            "safety_identifier": "user-7",
+            "prompt_cache_key": "cache-1",
+            "user": "end-user",
+            "truncation": "auto",
+            "tools": [{"type": "function", "name": "lookup", "parameters": {"type": "object"}, "strict": true},
+                      {"type": "function", "name": "plain"}],
+        }))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let sent = t.upstream_body();
+    assert_eq!(
+        sent["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "place", "schema": schema, "strict": true}})
+    );
+    for (field, value) in [
+        ("presence_penalty", json!(0.5)),
+        ("frequency_penalty", json!(-0.5)),
+        ("service_tier", json!("flex")),
+        ("safety_identifier", json!("user-7")),
+        ("prompt_cache_key", json!("cache-1")),
+        ("user", json!("end-user")),
+        ("reasoning_effort", json!("low")),
+        ("verbosity", json!("low")),
+    ] {
+        assert_eq!(sent[field], value, "{field} is sent: {sent}");
+    }
+    let tools = sent["tools"].as_array().unwrap();
+    let lookup = tools.iter().find(|t| t["function"]["name"] == "lookup").unwrap();
+    assert_eq!(lookup["function"]["strict"], true);
+    let plain = tools.iter().find(|t| t["function"]["name"] == "plain").unwrap();
+    assert!(plain["function"].get("strict").is_none(), "{plain}");
+
+    let b = &r.body;
+    assert_eq!(b["text"]["format"]["type"], "json_schema");
+    assert_eq!(b["text"]["verbosity"], "low");
+    // The agent's default temperature (0.3); top_p as the provider's default.
+    assert_eq!((b["temperature"].clone(), b["top_p"].clone()), (json!(0.3), json!(1.0)));
+    assert_eq!((b["presence_penalty"].clone(), b["frequency_penalty"].clone()), (json!(0.5), json!(-0.5)));
+    assert_eq!(b["top_logprobs"], 3);
+    assert_eq!(b["reasoning"], json!({"effort": "low", "summary": null}));
+    assert_eq!(b["max_tool_calls"], 4);
+    assert_eq!(b["service_tier"], "flex");
+    assert_eq!(b["safety_identifier"], "user-7");
+    assert_eq!(b["prompt_cache_key"], "cache-1");
+    assert_eq!(b["user"], "end-user");
+    assert_eq!(b["truncation"], "auto");
+    assert_eq!(b["tools"][0]["strict"], true);
+    assert_eq!(b["tools"][1]["strict"], Value::Null, "present, null when not sent: {b}");
+    assert!(b["completed_at"].as_i64().unwrap() >= b["created_at"].as_i64().unwrap());
+    assert_eq!(b["incomplete_details"], Value::Null);
+    let id = b["id"].as_str().unwrap();
+    let stored = t.s.raw("GET", &format!("/v1/responses/{id}"), None).await;
+    assert_eq!(&stored.body, b, "a stored response reads back as it was answered");
+
+    // The defaults, on a request that sets none of them.
+    let r = t.respond(json!({"model": "fake-model", "input": "hi"})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let b = &r.body;
+    assert_eq!(b["text"], json!({"format": {"type": "text"}}));
+    for (field, value) in [
+        ("temperature", json!(1.0)),
+        ("top_p", json!(1.0)),
+        ("presence_penalty", json!(0.0)),
+        ("frequency_penalty", json!(0.0)),
+        ("top_logprobs", json!(0)),
+        ("truncation", json!("disabled")),
+        ("service_tier", json!("default")),
+        ("reasoning", Value::Null),
+        ("max_tool_calls", Value::Null),
+        ("safety_identifier", Value::Null),
+        ("prompt_cache_key", Value::Null),
+    ] {
+        assert_eq!(b[field], value, "{field}: {b}");
+    }
+    let sent = t.upstream_body();
+    for field in
+        ["response_format", "service_tier", "reasoning_effort", "verbosity", "user", "presence_penalty"]
+    {
+        assert!(sent.get(field).is_none(), "{field} is not sent when not asked: {sent}");
+    }
+
+    // What is not supported is a 400 naming it.
+    for (body, param) in [
+        (
+            json!({"model": "fake-model", "input": "x", "include": ["message.output_text.logprobs"]}),
+            "include[0]",
+        ),
+        (json!({"model": "fake-model", "input": "x", "reasoning": {"summary": "auto"}}), "reasoning.summary"),
+    ] {
+        let r = t.respond(body).await;
+        assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!(param)), "{}", r.body);
+    }
+    let r = t.respond(json!({"model": "fake-model", "input": "x", "max_output_tokens": 15})).await;
+    assert_eq!(r.body["error"]["param"], "max_output_tokens", "{}", r.body);
+    t.s.stop().await;
+}
+
+#[tokio::test]
+async fn an_answer_cut_at_max_output_tokens_is_incomplete_whole_streamed_and_stored() {
+    let t = setup().await;
+    let long = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen \
+                sixteen seventeen eighteen nineteen twenty twenty-one twenty-two";
+    let r = t.respond(json!({"model": "fake-model", "input": long, "max_output_tokens": 16})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["status"], "incomplete");
+    assert_eq!(r.body["incomplete_details"], json!({"reason": "max_output_tokens"}));
+    assert_eq!(r.body["completed_at"], Value::Null);
+    assert!(text_of_output(&r).len() < long.len(), "cut: {}", r.body);
+    let id = r.body["id"].as_str().unwrap();
+    let stored = t.s.raw("GET", &format!("/v1/responses/{id}"), None).await;
+    assert_eq!(stored.body, r.body);
+
+    let (status, events) = response_events(
+        &t,
+        json!({"model": "fake-model", "input": long, "max_output_tokens": 16, "stream": true}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (kind, last) = events.last().unwrap();
+    assert_eq!(kind, "response.incomplete", "{last}");
+    assert_eq!(last["response"]["status"], "incomplete");
+    assert_eq!(last["response"]["incomplete_details"]["reason"], "max_output_tokens");
+
+    // Within the limit: completed.
+    let r = t.respond(json!({"model": "fake-model", "input": "short", "max_output_tokens": 16})).await;
+    assert_eq!(
+        (r.body["status"].clone(), r.body["incomplete_details"].clone()),
+        (json!("completed"), Value::Null)
+    );
+    t.s.stop().await;
+}
+
 // ---------------------------------------------------------------- a Rust OpenAI client
 
 /// async-openai, a well-kept Rust client of OpenAI's API (strict about shapes:

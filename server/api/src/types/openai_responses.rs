@@ -63,8 +63,9 @@ pub struct ResponseTool {
     /// The arguments, as a JSON Schema object.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parameters: Option<JsonObject>,
-    /// Passed on as sent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Strict schema adherence: sent to the provider as the function's
+    /// `strict`; echoed as sent (`null` when not sent).
+    #[serde(default)]
     pub strict: Option<bool>,
 }
 
@@ -84,6 +85,101 @@ pub enum ResponseToolChoice {
     Mode(ToolChoiceMode),
     Function(ResponseNamedTool),
 }
+
+/// How the answer's text is shaped (`text`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ResponseText {
+    /// `{"type": "text"}` (the default), `{"type": "json_object"}`, or
+    /// `{"type": "json_schema", "name", "schema", "description", "strict"}`:
+    /// sent to the provider as `response_format` (structured outputs).
+    #[serde(default)]
+    pub format: Option<TextFormat>,
+    /// `low`, `medium` or `high`: sent to the provider as `verbosity`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verbosity: Option<Verbosity>,
+}
+
+/// The format of the answer's text.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TextFormat {
+    Text,
+    JsonObject,
+    JsonSchema {
+        /// 1 to 64 letters, digits, `_` and `-`.
+        #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9_-]+$"))]
+        name: String,
+        #[serde(default)]
+        #[schemars(length(max = 16000))]
+        description: Option<String>,
+        /// The JSON Schema the answer follows.
+        schema: JsonObject,
+        #[serde(default)]
+        strict: Option<bool>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Verbosity {
+    Low,
+    Medium,
+    High,
+}
+
+/// Reasoning options (`reasoning`).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct ResponseReasoning {
+    /// `none`, `minimal`, `low`, `medium`, `high` or `xhigh`: sent to the
+    /// provider as `reasoning_effort`.
+    #[serde(default)]
+    pub effort: Option<ReasoningEffort>,
+    /// Reasoning summaries are not produced: only `null` is accepted.
+    #[serde(default)]
+    pub summary: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningEffort {
+    None,
+    Minimal,
+    Low,
+    Medium,
+    High,
+    Xhigh,
+}
+
+/// What happens when the prompt exceeds the context (`truncation`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Truncation {
+    /// The session's `token_budget` and `context_overflow` decide (a
+    /// conversation made through `/v1` has none: the whole history is sent).
+    Auto,
+    /// The default, as `auto` here.
+    #[default]
+    Disabled,
+}
+
+/// Why a response is `incomplete`.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct IncompleteDetails {
+    /// `max_output_tokens`: the provider stopped at the token limit.
+    pub reason: String,
+}
+
+/// `include` values that are accepted: each asks for parts of output items
+/// this service does not produce (reasoning, built-in tools), so each is met.
+pub const INCLUDE_ACCEPTED: &[&str] = &[
+    "reasoning.encrypted_content",
+    "file_search_call.results",
+    "web_search_call.results",
+    "web_search_call.action.sources",
+    "code_interpreter_call.outputs",
+    "computer_call_output.output.image_url",
+    "message.input_image.image_url",
+];
 
 /// Body of `POST /v1/responses` (OpenAI's request; unknown fields are ignored).
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
@@ -117,9 +213,10 @@ pub struct CreateResponseRequest {
     /// Answer `text/event-stream`: typed `response.*` events (see the operation).
     #[serde(default)]
     pub stream: bool,
-    /// The most tokens the answer may have.
+    /// The most tokens the answer may have (at least 16). An answer the
+    /// provider cut at this limit is `incomplete`.
     #[serde(default)]
-    #[schemars(range(min = 1))]
+    #[schemars(range(min = 16))]
     pub max_output_tokens: Option<i64>,
     /// Sampling temperature, 0 to 2.
     #[serde(default)]
@@ -138,6 +235,50 @@ pub struct CreateResponseRequest {
     /// Not supported: `true` answers 400 (responses are answered while the request waits).
     #[serde(default)]
     pub background: Option<bool>,
+    /// The answer's format (structured outputs): see [`ResponseText`].
+    #[serde(default)]
+    pub text: Option<ResponseText>,
+    /// -2 to 2, sent to the provider.
+    #[serde(default)]
+    #[schemars(range(min = -2, max = 2))]
+    pub presence_penalty: Option<f64>,
+    /// -2 to 2, sent to the provider.
+    #[serde(default)]
+    #[schemars(range(min = -2, max = 2))]
+    pub frequency_penalty: Option<f64>,
+    /// 0 to 20; log probabilities are not returned, so only echoed.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 20))]
+    pub top_logprobs: Option<i64>,
+    /// Extra output data: the values of `INCLUDE_ACCEPTED` (none of which this
+    /// service produces); any other is a 400 naming it.
+    #[serde(default)]
+    #[schemars(length(max = 16))]
+    pub include: Option<Vec<String>>,
+    #[serde(default)]
+    pub reasoning: Option<ResponseReasoning>,
+    /// The most calls of built-in tools: this service has none, so only echoed.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_tool_calls: Option<i64>,
+    /// Sent to the provider as `service_tier`; echoed (`default` when not sent).
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 64))]
+    pub service_tier: Option<String>,
+    /// Sent to the provider as `safety_identifier`.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 64))]
+    pub safety_identifier: Option<String>,
+    /// Sent to the provider as `prompt_cache_key`.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 1024))]
+    pub prompt_cache_key: Option<String>,
+    /// Sent to the provider as `user`.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 256))]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub truncation: Option<Truncation>,
 }
 
 impl CreateResponseRequest {
@@ -153,6 +294,24 @@ impl CreateResponseRequest {
             return Some((
                 "conversation".into(),
                 "send `previous_response_id` or `conversation`, not both".into(),
+            ));
+        }
+        for (i, value) in self.include.iter().flatten().enumerate() {
+            if !INCLUDE_ACCEPTED.contains(&value.as_str()) {
+                return Some((
+                    format!("include[{i}]"),
+                    format!(
+                        "include {value:?} is not supported (log probabilities are not returned); \
+                         the values accepted: {}",
+                        INCLUDE_ACCEPTED.join(", ")
+                    ),
+                ));
+            }
+        }
+        if self.reasoning.as_ref().is_some_and(|r| r.summary.is_some()) {
+            return Some((
+                "reasoning.summary".into(),
+                "reasoning summaries are not supported: omit `reasoning.summary`".into(),
             ));
         }
         for (i, tool) in self.tools.iter().flatten().enumerate() {
@@ -232,14 +391,18 @@ pub struct ModelResponse {
     pub object: String,
     /// Unix seconds.
     pub created_at: i64,
-    /// `in_progress` (streamed, before the end), `completed` or `failed`.
+    /// Unix seconds, once `completed`; else null.
+    pub completed_at: Option<i64>,
+    /// `in_progress` (streamed, before the end), `completed`, `incomplete`
+    /// (the provider stopped at `max_output_tokens`) or `failed`.
     pub status: String,
     /// Set when `failed`.
     pub error: Option<ResponseError>,
-    /// Always null.
-    pub incomplete_details: Option<Value>,
+    /// Set when `incomplete`.
+    pub incomplete_details: Option<IncompleteDetails>,
     pub instructions: Option<String>,
     pub max_output_tokens: Option<i64>,
+    pub max_tool_calls: Option<i64>,
     /// The model that answered.
     pub model: String,
     pub output: Vec<ConversationItem>,
@@ -247,11 +410,26 @@ pub struct ModelResponse {
     pub previous_response_id: Option<String>,
     /// The conversation it was appended to, when the request named one.
     pub conversation: Option<ConversationId>,
-    pub temperature: Option<f64>,
-    pub top_p: Option<f64>,
+    /// The sampling settings used: the request's, else the agent's defaults, else the provider's (1, 1, 0, 0).
+    pub temperature: f64,
+    pub top_p: f64,
+    pub presence_penalty: f64,
+    pub frequency_penalty: f64,
+    /// As sent (0 by default).
+    pub top_logprobs: i64,
     /// `auto`, `none`, `required`, or `{"type": "function", "name"}`.
     pub tool_choice: Value,
     pub tools: Vec<ResponseTool>,
+    /// The answer's format: as sent, `{"format": {"type": "text"}}` by default.
+    pub text: ResponseText,
+    pub reasoning: Option<ResponseReasoning>,
+    /// `disabled` (the default) or `auto`, as sent.
+    pub truncation: Truncation,
+    /// As sent, else `default`.
+    pub service_tier: String,
+    pub safety_identifier: Option<String>,
+    pub prompt_cache_key: Option<String>,
+    pub user: Option<String>,
     pub store: bool,
     /// Null until completed.
     pub usage: Option<ResponseUsage>,
@@ -279,13 +457,15 @@ pub type InputItemListParams = super::openai::ItemListParams;
 /// `response.content_part.done`, for a function call
 /// `response.function_call_arguments.delta`…, `response.function_call_arguments.done`,
 /// then `response.output_item.done`; last `response.completed` (or
-/// `response.failed`). `sequence_number` counts from 0.
+/// `response.incomplete` when the provider stopped at `max_output_tokens`,
+/// or `response.failed`). `sequence_number` counts from 0.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
 pub struct ResponseStreamEvent {
     #[serde(rename = "type")]
     pub kind: String,
     pub sequence_number: u64,
-    /// On `response.created`, `response.in_progress`, `response.completed`, `response.failed`.
+    /// On `response.created`, `response.in_progress`, `response.completed`,
+    /// `response.incomplete`, `response.failed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response: Option<Box<ModelResponse>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -246,12 +246,11 @@ impl Events {
         out
     }
 
-    /// `response.completed`, with the response as saved.
+    /// `response.completed` (or `response.incomplete`, as its status says),
+    /// with the response as saved.
     pub fn completed(&mut self, response: ModelResponse) -> ResponseStreamEvent {
-        let e = event(
-            "response.completed",
-            ResponseStreamEvent { response: Some(Box::new(response)), ..Default::default() },
-        );
+        let kind = if response.status == "incomplete" { "response.incomplete" } else { "response.completed" };
+        let e = event(kind, ResponseStreamEvent { response: Some(Box::new(response)), ..Default::default() });
         self.numbered(e)
     }
 
@@ -281,16 +280,27 @@ mod tests {
             instructions: None,
             previous_response_id: None,
             conversation: None,
-            temperature: None,
-            top_p: None,
+            temperature: 1.0,
+            top_p: 1.0,
+            presence_penalty: 0.0,
+            frequency_penalty: 0.0,
+            top_logprobs: 0,
             max_output_tokens: None,
+            max_tool_calls: None,
             tools: Vec::new(),
             tool_choice: json!("auto"),
             parallel_tool_calls: true,
+            text: Default::default(),
+            reasoning: None,
+            truncation: Default::default(),
+            service_tier: "default".into(),
+            safety_identifier: None,
+            prompt_cache_key: None,
+            user: None,
             store: true,
             metadata: Default::default(),
         };
-        super::super::model_response(&head, Vec::new(), None, "in_progress", None)
+        super::super::model_response(&head, super::super::Status::InProgress, Vec::new(), None)
     }
 
     fn kinds(events: &[ResponseStreamEvent]) -> Vec<&str> {

@@ -72,6 +72,27 @@ fn echo(body: &Value) -> Answer {
     Answer::Text(words(&echo_text(body)), Duration::ZERO)
 }
 
+/// A text answer cut to the request's `max_tokens` (whole chunks, as many as
+/// fit), as a provider stops at the limit; whether it was cut.
+fn within_max_tokens(answer: Answer, body: &Value) -> (Answer, bool) {
+    let (Answer::Text(chunks, delay), Some(max)) = (&answer, body.get("max_tokens").and_then(Value::as_u64))
+    else {
+        return (answer, false);
+    };
+    if count_tokens(&chunks.concat()) as u64 <= max {
+        return (answer, false);
+    }
+    let mut kept = Vec::new();
+    for chunk in chunks {
+        kept.push(chunk.clone());
+        if count_tokens(&kept.concat()) as u64 > max {
+            kept.pop();
+            break;
+        }
+    }
+    (Answer::Text(kept, *delay), true)
+}
+
 pub(super) async fn chat(shared: &Arc<Shared>, body: &Value) -> Response<Body> {
     let behaviour = lock(&shared.queue).pop_front().unwrap_or_else(|| lock(&shared.default).clone());
     let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
@@ -116,13 +137,14 @@ pub(super) async fn chat(shared: &Arc<Shared>, body: &Value) -> Response<Body> {
             return response;
         }
     };
+    let (answer, cut) = within_max_tokens(answer, body);
     let model = body.get("model").and_then(Value::as_str).unwrap_or("fake-model").to_owned();
     let id = format!("chatcmpl-fake-{}", shared.ids.fetch_add(1, Ordering::SeqCst));
     let prompt_tokens = count_chat_tokens(&messages_of(body));
     if stream {
         let include_usage =
             body.pointer("/stream_options/include_usage").and_then(Value::as_bool) == Some(true);
-        let events = stream_events(shared, &id, &model, answer, prompt_tokens, include_usage);
+        let events = stream_events(shared, &id, &model, answer, cut, prompt_tokens, include_usage);
         return sse_response(shared, events);
     }
     let (message, finish_reason, completion_tokens, delay) = match answer {
@@ -130,7 +152,8 @@ pub(super) async fn chat(shared: &Arc<Shared>, body: &Value) -> Response<Body> {
             let text = chunks.concat();
             let n = count_tokens(&text);
             let total_delay = delay * u32::try_from(chunks.len().saturating_sub(1)).unwrap_or(0);
-            (json!({"role": "assistant", "content": text}), "stop", n, total_delay)
+            let finish_reason = if cut { "length" } else { "stop" };
+            (json!({"role": "assistant", "content": text}), finish_reason, n, total_delay)
         }
         Answer::ToolCall { name, arguments } => {
             let n = count_tokens(&name) + count_tokens(&arguments);
@@ -185,6 +208,7 @@ fn stream_events(
     id: &str,
     model: &str,
     answer: Answer,
+    cut: bool,
     prompt_tokens: usize,
     include_usage: bool,
 ) -> Vec<(Duration, Event)> {
@@ -203,7 +227,7 @@ fn stream_events(
                 let wait = if i == 0 { Duration::ZERO } else { delay };
                 push(wait, chunk_json(id, model, delta, None));
             }
-            ("stop", n)
+            (if cut { "length" } else { "stop" }, n)
         }
         Answer::ToolCall { name, arguments } => {
             let call_id = format!("call_fake_{}", shared.ids.fetch_add(1, Ordering::SeqCst));
