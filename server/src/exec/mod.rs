@@ -4,6 +4,7 @@
 //! - [`engine`]: the pool of workers that runs executions, resumes them at start, cancels them.
 //! - [`lease`]: on a shared store, which server runs an execution.
 //! - [`run`]: one run of an execution: the interpreter, replaying committed transitions.
+//! - [`key`]: the keys of transitions (which step, which moment of it), by which runs replay.
 //! - [`records`]: what is stored of executions, transitions and task snapshots.
 //! - [`expr`]: the expression language of steps (minijinja expressions, sandboxed, with fuel).
 //! - [`api_call`]: `api_call` tools, run by the server, only to allowed hosts.
@@ -12,6 +13,7 @@
 pub mod api_call;
 pub mod engine;
 pub mod expr;
+pub mod key;
 pub mod lease;
 pub mod prompt;
 pub mod records;
