@@ -2,6 +2,8 @@
 //! outcome committed as a transition before the next starts.
 //!
 //! - [`engine`]: the pool of workers that runs executions, resumes them at start, cancels them.
+//! - [`change`]: the writes of an execution by others than its run (start, cancel, resume,
+//!   an operator's fail), and the engine as the domain's [`crate::app::executions::Runner`].
 //! - [`lease`]: on a shared store, which server runs an execution.
 //! - [`run`]: one run of an execution: the interpreter, replaying committed transitions.
 //! - [`key`]: the keys of transitions (which step, which moment of it), by which runs replay.
@@ -11,6 +13,7 @@
 //! - [`prompt`]: `prompt` steps and `tool_call` steps: the model, and the tools it calls.
 
 pub mod api_call;
+pub mod change;
 pub mod engine;
 pub mod expr;
 pub mod key;
