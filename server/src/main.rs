@@ -189,7 +189,7 @@ async fn end_execution(app: &App, action: ExecutionsAction) -> anyhow::Result<()
         ExecutionsAction::Cancel { id, reason } => (id, false, reason),
         ExecutionsAction::Fail { id, reason } => (id, true, reason),
     };
-    let (_, e) = app.execution_end_by_operator(id, fail, reason).await?;
+    let (_, e) = agent_platform::exec::change::end_by_operator(app, id, fail, reason).await?;
     println!("execution {} is {}: {}", e.id, e.status.as_str(), e.error.unwrap_or_default());
     Ok(())
 }

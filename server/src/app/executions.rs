@@ -1,35 +1,64 @@
 //! Executions of tasks: start, read, list, cancel or resume, and their
-//! transitions. The engine that runs them is [`crate::exec`].
+//! transitions.
 //!
-//! A client's change of an execution (a cancel, a resume) is committed like a
-//! run's: a transition and the execution's record in one commit that expects
-//! the record's last version, so a change and a run's step never both land
-//! on the same state; the loser re-reads.
+//! The domain reads executions ([`stored`]); what writes them is the engine
+//! that runs them, which the server installs as this application's
+//! [`Runner`] ([`App::install_runner`]): their start, every step of their
+//! runs, a cancel and a resume all commit through it.
+
+pub mod stored;
 
 use std::time::Duration;
 
 use futures::stream::BoxStream;
-use serde_json::{Value, json};
+use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use super::records::{RETRIES, encode};
+use self::stored::{ExecutionData, TransitionData, execution_of, read, transition_of};
 use super::{App, Error, Result, Tenant};
 use crate::api::error::LocPart;
 use crate::api::types::{
-    CreateExecutionRequest, Execution, ExecutionStatus, Metadata, RequestedStatus, Task, Transition,
-    TransitionType, UpdateExecutionRequest,
+    CreateExecutionRequest, Execution, Metadata, RequestedStatus, Task, Transition, UpdateExecutionRequest,
 };
 use crate::api::validate::{Issues, Source, check_against_schema};
-use crate::app::stored::StoredToolDef;
-use crate::exec::records::{
-    ACTIVE_SCOPE, ExecutionData, StoredPlace, StoredSnapshot, TransitionData, active_marker, commit_ops,
-    execution_of, read, transition_of,
-};
-use crate::store::{Direction, Expect, Kind, ListQuery, Op, Record, SortBy, StoreError};
+use crate::store::{Kind, ListQuery, Record};
 
 /// How long a stream of transitions waits for news before it looks again by
 /// itself (a commit by another server wakes it only through the store's changes).
 const FOLLOW_POLL: Duration = Duration::from_secs(1);
+
+/// What the domain needs of the engine that runs executions. The engine
+/// implements it, and owns every write of an execution's record: a start,
+/// its runs' steps, a cancel and a resume each commit a transition with the
+/// record, expecting the record's last version, so that no two of them land
+/// on the same state.
+#[async_trait::async_trait]
+pub trait Runner: Send + Sync {
+    /// Commits a new execution of `task` (`task_rec` as read) with `input`,
+    /// and a snapshot of the task, its agent and their tools as they are now
+    /// (later edits do not change what it runs), then runs it. 429 when the
+    /// tenant has `executions.max_active_per_tenant` executions under way
+    /// (not ended); 404 when the task or its agent is gone.
+    async fn start(
+        &self,
+        t: Tenant,
+        task_rec: Record,
+        task: Task,
+        input: Map<String, Value>,
+        metadata: Option<Metadata>,
+    ) -> Result<Execution>;
+
+    /// Cancels an execution, with a reason, and stops its run at once (an
+    /// in-flight step is dropped). 409 when it has ended.
+    async fn cancel(&self, t: Tenant, id: Uuid, reason: Option<String>) -> Result<Execution>;
+
+    /// Resumes an execution awaiting input with `input` (the waiting step's
+    /// output), and runs it. 409 when it does not await input.
+    async fn resume(&self, t: Tenant, id: Uuid, input: Option<Value>) -> Result<Execution>;
+
+    /// A receiver that sees every later commit of a transition in this process.
+    fn watch(&self) -> tokio::sync::watch::Receiver<u64>;
+}
 
 impl App {
     async fn execution_record(&self, t: Tenant, id: Uuid) -> Result<(Record, ExecutionData)> {
@@ -48,7 +77,7 @@ impl App {
         task_id: Uuid,
         req: CreateExecutionRequest,
     ) -> Result<Execution> {
-        let engine = self.engine()?;
+        let runner = self.runner()?;
         let task_rec = self.load(t, Kind::Task, task_id).await?;
         let task: Task = super::records::decode(&task_rec)?;
         if let Some(schema) = &task.input_schema {
@@ -64,51 +93,7 @@ impl App {
                 return Err(Error::Validation(issues.into_vec()));
             }
         }
-        let max = engine.config.max_active_per_tenant;
-        // Whether the tenant has a `max`-th execution under way is a scan of
-        // its markers; one far from the limit lets the next starts skip it.
-        if !engine.take_cap_room(t) {
-            let (last, far) = (
-                ListQuery::oldest_first(max - 1, 1),
-                ListQuery::oldest_first((max - max / 10).saturating_sub(1), 1),
-            );
-            let marker = |q| self.store.list(t.0, Kind::ActiveExecution, ACTIVE_SCOPE, q);
-            if !marker(&last).await?.is_empty() {
-                return Err(Error::RateLimited {
-                    message: format!(
-                        "this tenant has {max} executions under way (queued, running, sleeping or awaiting \
-                         input): the limit of executions.max_active_per_tenant; wait for some to end, or cancel some"
-                    ),
-                    retry_after: None,
-                });
-            }
-            // Fewer than `max - slack` under way: the next `slack` starts stay within the limit.
-            let slack = max / 10;
-            if slack > 0 && marker(&far).await?.is_empty() {
-                engine.give_cap_room(t, slack);
-            }
-        }
-        let agent = self.load(t, Kind::Agent, task.agent_id).await?;
-        let tools = crate::exec::prompt::task_tools(self, t, &task).await?;
-        let snapshot = StoredSnapshot {
-            task: task_rec,
-            agent,
-            tools: tools.into_iter().map(StoredToolDef::from).collect(),
-        };
-        let mut rec = Record::fresh(Kind::Execution, task_id, encode(&ExecutionData::new(req.input))?);
-        rec.metadata = req.metadata.map(Metadata::into_inner);
-        let id = rec.id;
-        let snap = Record::new(Kind::ExecutionTask, id, id, encode(&snapshot)?);
-        let answer = execution_of(&rec, &read(&rec)?);
-        let ops = vec![
-            Op::Require { kind: Kind::Task, id: task_id },
-            Op::Put { record: rec, expect: Expect::Absent },
-            Op::Put { record: snap, expect: Expect::Absent },
-            Op::Put { record: active_marker(id), expect: Expect::Absent },
-        ];
-        self.store.commit(t.0, ops).await?;
-        engine.enqueue(t, id);
-        Ok(answer)
+        runner.start(t, task_rec, task, req.input, req.metadata).await
     }
 
     /// The task's executions (404 if the task does not exist).
@@ -130,151 +115,11 @@ impl App {
         id: Uuid,
         req: UpdateExecutionRequest,
     ) -> Result<Execution> {
-        let engine = self.engine()?;
-        let change = match req.status {
-            RequestedStatus::Cancelled => Change::Cancel(req.reason),
-            RequestedStatus::Running => Change::Resume(req.input),
-        };
-        let (execution, to) = self.execution_change(t, id, change).await?;
-        engine.changed();
-        match to {
-            ExecutionStatus::Cancelled => engine.abort(id),
-            _ => engine.enqueue(t, id),
+        let runner = self.runner()?;
+        match req.status {
+            RequestedStatus::Cancelled => runner.cancel(t, id, req.reason).await,
+            RequestedStatus::Running => runner.resume(t, id, req.input).await,
         }
-        Ok(execution)
-    }
-
-    /// Cancels or fails an execution under way, found by its id alone (in any
-    /// tenant): what `agent-platform executions cancel|fail` does, with no
-    /// engine in this process. On a shared store, the server running it loses
-    /// its lease by this commit and stops the run at once. 404 when no
-    /// execution of that id is under way; 409 for a change the status table forbids.
-    pub async fn execution_end_by_operator(
-        &self,
-        id: Uuid,
-        fail: bool,
-        reason: Option<String>,
-    ) -> Result<(Tenant, Execution)> {
-        let markers = self.store.scan_kind(Kind::ActiveExecution).await?;
-        let Some((tenant, _)) = markers.into_iter().find(|(_, marker)| marker.id == id) else {
-            return Err(Error::NotFound(format!(
-                "no execution {id} is under way in this store: it has ended, or there is none"
-            )));
-        };
-        let t = Tenant(tenant);
-        let change = if fail { Change::Fail(reason) } else { Change::Cancel(reason) };
-        let (execution, _) = self.execution_change(t, id, change).await?;
-        Ok((t, execution))
-    }
-
-    /// Commits a change of an execution by someone other than its run.
-    async fn execution_change(
-        &self,
-        t: Tenant,
-        id: Uuid,
-        change: Change,
-    ) -> Result<(Execution, ExecutionStatus)> {
-        for _ in 0..RETRIES {
-            let (mut rec, mut data) = self.execution_record(t, id).await?;
-            let from = data.status();
-            let (to, transition) = match &change {
-                Change::Cancel(reason) => {
-                    if !ExecutionStatus::Cancelled.allowed_from(from) {
-                        return Err(forbidden(from, ExecutionStatus::Cancelled));
-                    }
-                    let reason = reason.clone();
-                    let output = reason.as_ref().map_or(Value::Null, |r| json!({ "reason": r }));
-                    data.error = Some(reason.unwrap_or_else(|| "cancelled".into()));
-                    let last = self.last_transition(t, id).await?;
-                    let current =
-                        last.map_or_else(|| StoredPlace { workflow: "main".into(), step: 0 }, |l| l.current);
-                    let t = TransitionData {
-                        kind: TransitionType::Cancelled.into(),
-                        output,
-                        current,
-                        next: None,
-                        key: "cancelled".into(),
-                        resume_state: None,
-                    };
-                    (ExecutionStatus::Cancelled, t)
-                }
-                Change::Fail(reason) => {
-                    if !ExecutionStatus::Failed.allowed_from(from) {
-                        return Err(Error::Conflict(format!(
-                            "execution {id} is {}: only one that is starting or running can be failed; cancel it instead",
-                            from.as_str()
-                        )));
-                    }
-                    let Some(last) = self.last_transition(t, id).await? else {
-                        // Started but nothing committed yet: try again.
-                        continue;
-                    };
-                    let error = reason
-                        .clone()
-                        .unwrap_or_else(|| "failed by an operator (agent-platform executions fail)".into());
-                    data.error = Some(error.clone());
-                    let t = TransitionData {
-                        kind: TransitionType::Error.into(),
-                        output: json!({ "error": error }),
-                        current: last.next.unwrap_or(last.current),
-                        next: None,
-                        key: "error".into(),
-                        resume_state: None,
-                    };
-                    (ExecutionStatus::Failed, t)
-                }
-                Change::Resume(input) => {
-                    if from != ExecutionStatus::AwaitingInput {
-                        return Err(Error::Conflict(format!(
-                            "execution {id} is {}: only one that is awaiting_input can be resumed (to running)",
-                            from.as_str()
-                        )));
-                    }
-                    let Some(wait) =
-                        self.last_transition(t, id).await?.filter(|w| w.kind == TransitionType::Wait.into())
-                    else {
-                        // Between a run's commit of its status and of its wait: try again.
-                        continue;
-                    };
-                    let t = TransitionData {
-                        kind: TransitionType::Resume.into(),
-                        output: input.clone().unwrap_or(Value::Null),
-                        current: wait.current.clone(),
-                        next: wait.resume_state.and_then(|paused| paused.next),
-                        key: format!("{}/resume", wait.key),
-                        resume_state: None,
-                    };
-                    (ExecutionStatus::Running, t)
-                }
-            };
-            data.advance(transition.kind.into());
-            if to.is_terminal() {
-                data.timers.clear();
-                data.asleep_until = None;
-                data.in_flight = None;
-            }
-            let ops = commit_ops(self.store.as_ref(), t.0, &mut rec, &data, &[transition]).await?;
-            match self.store.commit(t.0, ops).await {
-                Ok(()) => {}
-                Err(StoreError::Stale) => continue,
-                Err(e) => return Err(e.into()),
-            }
-            return Ok((execution_of(&rec, &data), to));
-        }
-        Err(StoreError::Stale.into())
-    }
-
-    /// The execution's last transition, if any.
-    async fn last_transition(&self, t: Tenant, id: Uuid) -> Result<Option<TransitionData>> {
-        let q = ListQuery {
-            limit: 1,
-            offset: 0,
-            sort_by: SortBy::CreatedAt,
-            direction: Direction::Desc,
-            ..ListQuery::default()
-        };
-        let page = self.store.list(t.0, Kind::Transition, id, &q).await?;
-        page.first().map(read).transpose()
     }
 
     /// The execution's transitions, in the order asked for (oldest first by default).
@@ -323,7 +168,7 @@ impl App {
                 Err(e) => return Err(e),
             }
         }
-        let mut changes = self.engine()?.watch();
+        let mut changes = self.runner()?.watch();
         let app = self.clone();
         let (tx, rx) = tokio::sync::mpsc::channel::<Result<Transition>>(64);
         let following = Following::new(&self.followers);
@@ -369,20 +214,6 @@ impl App {
             futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
         Ok(Box::pin(stream))
     }
-}
-
-/// A change of an execution by someone other than its run.
-enum Change {
-    /// A client's or an operator's cancel, with its reason.
-    Cancel(Option<String>),
-    /// An operator's fail, with its reason.
-    Fail(Option<String>),
-    /// A client's resume of an execution awaiting input, with the input.
-    Resume(Option<Value>),
-}
-
-fn forbidden(from: ExecutionStatus, to: ExecutionStatus) -> Error {
-    Error::Conflict(format!("an execution cannot go from {} to {}", from.as_str(), to.as_str()))
 }
 
 /// Counts a task following transitions while it lives (see [`App::transition_followers`]).

@@ -137,10 +137,10 @@ pub struct App {
     record_locks: locks::KeyedLocks<(Tenant, Kind, Uuid)>,
     /// One lock per idempotency key in use: its requests queue (see [`idempotency`]).
     idempotency_locks: locks::KeyedLocks<(Tenant, Uuid)>,
-    /// The engine that runs executions, once the server started it. Weak: the
-    /// engine holds the application, and the server holds the engine, so that
+    /// What runs executions, once the server started it. Weak: the runner
+    /// holds the application, and the server holds the runner, so that
     /// stopping the server drops both (and closes the store).
-    engine: Arc<std::sync::OnceLock<std::sync::Weak<crate::exec::engine::Engine>>>,
+    runner: Arc<std::sync::OnceLock<std::sync::Weak<dyn executions::Runner>>>,
     /// How many API keys a tenant may hold through the API (`server.max_keys_per_tenant`).
     pub max_keys_per_tenant: usize,
     /// How many tasks follow an execution's transitions for a stream now
@@ -198,7 +198,7 @@ impl App {
             history: Default::default(),
             record_locks: Default::default(),
             idempotency_locks: Default::default(),
-            engine: Default::default(),
+            runner: Default::default(),
             max_keys_per_tenant: keys::DEFAULT_MAX_KEYS_PER_TENANT,
             followers: Default::default(),
         };
@@ -207,14 +207,14 @@ impl App {
         Ok(app)
     }
 
-    /// Makes `engine` the one that runs this application's executions.
-    pub fn install_engine(&self, engine: &Arc<crate::exec::engine::Engine>) {
-        let _ = self.engine.set(Arc::downgrade(engine));
+    /// Makes `runner` the one that runs this application's executions.
+    pub fn install_runner(&self, runner: std::sync::Weak<dyn executions::Runner>) {
+        let _ = self.runner.set(runner);
     }
 
-    /// The engine that runs executions (none in the `keys` command, nor once the server stopped).
-    pub fn engine(&self) -> Result<Arc<crate::exec::engine::Engine>> {
-        self.engine
+    /// What runs executions (none in the `keys` command, nor once the server stopped).
+    pub fn runner(&self) -> Result<Arc<dyn executions::Runner>> {
+        self.runner
             .get()
             .and_then(std::sync::Weak::upgrade)
             .ok_or_else(|| Error::StoreUnavailable("executions do not run in this process".into()))

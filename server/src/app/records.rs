@@ -20,7 +20,7 @@ use crate::api::types::{JsonObject, Metadata, metadata_violation};
 use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError, now};
 
 /// How often an update is retried when a writer outside the queue wrote first.
-pub(super) const RETRIES: usize = 16;
+pub(crate) const RETRIES: usize = 16;
 
 /// A resource stored as a [`Record`]: its kind-specific fields live in `data`.
 pub trait Resource: Sized {

@@ -82,6 +82,8 @@ enum Ended {
 pub struct Engine {
     /// This engine's id, new at every start (on a shared store, the server's id in leases).
     pub id: Uuid,
+    /// This engine, for what runs its executions from `&self` (see [`super::change`]).
+    pub(super) me: std::sync::Weak<Engine>,
     pub app: App,
     pub config: ExecutionsConfig,
     pub eval: Arc<Evaluator>,
@@ -111,8 +113,9 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Starts the engine for `app` (which then starts and stops executions
-    /// through it) and resumes every execution that was under way.
+    /// Starts the engine for `app` (which then starts, cancels and resumes
+    /// executions through it, as its [`Runner`](crate::app::executions::Runner))
+    /// and resumes every execution that was under way.
     pub async fn start(
         app: &App,
         config: &ExecutionsConfig,
@@ -124,8 +127,9 @@ impl Engine {
                 crate::app::Error::Internal(format!("cannot build the HTTP client of api_call tools: {e}"))
             })?;
         let leases = app.store.shared().then(|| Leases::new(config.lease_s));
-        let engine = Arc::new(Engine {
+        let engine = Arc::new_cyclic(|me| Engine {
             id: leases.as_ref().map_or_else(Uuid::new_v4, |l| l.server),
+            me: me.clone(),
             app: app.clone(),
             config: config.clone(),
             eval: Arc::new(Evaluator::new(config.expression_bounds())),
@@ -143,7 +147,8 @@ impl Engine {
             background: Default::default(),
             log,
         });
-        app.install_engine(&engine);
+        let runner: Arc<dyn crate::app::executions::Runner> = engine.clone();
+        app.install_runner(Arc::downgrade(&runner));
         engine.start_timers();
         if engine.leases.is_some() {
             // What was under way is found by the first look, as is what another server leaves.

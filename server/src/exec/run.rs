@@ -2,9 +2,9 @@
 //!
 //! A run starts from the task's first step every time, and replays: every
 //! transition the execution committed is keyed by the step it records (its
-//! path through workflows, branches and items: `main[3].foreach[2][0]`), so a
-//! step whose transition is already committed answers its recorded output
-//! instead of running again. What a run did before a stop is thus never done
+//! path through workflows, branches and items: `main[3].foreach[2][0]`, see
+//! [`super::key`]), so a step whose transition is already committed answers
+//! its recorded output instead of running again. What a run did before a stop is thus never done
 //! twice, and a transition is never committed twice; the step that was in
 //! flight at the stop (nothing committed for it yet) runs again.
 //!
@@ -23,6 +23,7 @@ use uuid::Uuid;
 
 use super::engine::Engine;
 use super::expr::{Context, Evaluator, offload};
+use super::key::{ListKey, Pause, StepKey, TransitionKey, WaitKey};
 use super::prompt::{Outcome, StepEnv, prompt_step, tool_call_step};
 use super::records::{ExecutionData, Paused, Snapshot, StoredSnapshot, TransitionData, commit_ops, read};
 use crate::api::types::{
@@ -90,11 +91,39 @@ impl Flow {
 /// A transition to commit.
 struct Emit {
     kind: TransitionType,
-    key: String,
+    key: TransitionKey,
     output: Value,
     current: TransitionTarget,
     next: Option<TransitionTarget>,
     resume_state: Option<Paused>,
+}
+
+/// The steps an `if` or a `switch` chose.
+#[derive(Clone, Copy)]
+enum Branch {
+    Then,
+    Else,
+    Case(usize),
+}
+
+impl Branch {
+    /// Its list's place, after the step's (`main[0].then`).
+    fn place(self) -> String {
+        match self {
+            Branch::Then => "then".into(),
+            Branch::Else => "else".into(),
+            Branch::Case(c) => format!("switch[{c}]"),
+        }
+    }
+
+    /// Its list's key, after the step's.
+    fn list(self, step: &StepKey) -> ListKey {
+        match self {
+            Branch::Then => step.then(),
+            Branch::Else => step.otherwise(),
+            Branch::Case(c) => step.case(c),
+        }
+    }
 }
 
 /// A committed transition, as the run knows it.
@@ -118,7 +147,7 @@ struct Journal {
 #[derive(Clone)]
 struct ListAt {
     place: String,
-    key: String,
+    key: ListKey,
     top: bool,
     /// How many lists this one is nested in (`main` is 0): see `executions.max_depth`.
     depth: usize,
@@ -258,7 +287,7 @@ impl Run {
                 let at = target("main", main_len.saturating_sub(1));
                 let finish = Emit {
                     kind: TransitionType::Finish,
-                    key: "finish".into(),
+                    key: TransitionKey::Finish,
                     output: value.clone(),
                     current: at,
                     next: None,
@@ -281,7 +310,7 @@ impl Run {
         self.begin().await?;
         let init = Emit {
             kind: TransitionType::Init,
-            key: "init".into(),
+            key: TransitionKey::Init,
             output: (*self.input).clone(),
             current: target("main", 0),
             next: Some(target("main", 0)),
@@ -290,7 +319,7 @@ impl Run {
         self.commit(vec![init], |_| {}).await?;
         let workflows = self.workflows.as_ref().map_err(|e| Stop::Failed(e.clone()))?;
         let main = workflows.workflows.get("main").map(Vec::as_slice).unwrap_or_default();
-        let at = ListAt { place: "main".into(), key: "main".into(), top: true, depth: 0 };
+        let at = ListAt { place: "main".into(), key: ListKey::main(), top: true, depth: 0 };
         let wf = Workflow::default();
         Ok(self.run_list(main, &at, (*self.input).clone(), &wf, false).await?.value())
     }
@@ -327,7 +356,7 @@ impl Run {
         let current = self.journal.lock().await.at.clone();
         let error = Emit {
             kind: TransitionType::Error,
-            key: "error".into(),
+            key: TransitionKey::Error,
             output: json!({ "error": msg }),
             current,
             next: None,
@@ -355,22 +384,24 @@ impl Run {
     }
 
     /// The recorded transition of `key`, if committed.
-    async fn recorded(&self, key: &str) -> Option<(TransitionType, Value, Option<Paused>)> {
+    async fn recorded(&self, key: &TransitionKey) -> Option<(TransitionType, Value, Option<Paused>)> {
+        let key = key.to_string();
         let journal = self.journal.lock().await;
-        journal.entries.get(key).map(|e| (e.kind, e.output.clone(), e.resume_state.clone()))
+        journal.entries.get(&key).map(|e| (e.kind, e.output.clone(), e.resume_state.clone()))
     }
 
     /// Commits `emits` (in order, atomically) with `change` to the execution's
     /// record; answers their outputs. Transitions already committed (a replay)
     /// are not committed again: their recorded outputs are answered.
     async fn commit(&self, emits: Vec<Emit>, change: impl FnOnce(&mut ExecutionData)) -> Flowing<Vec<Value>> {
+        let keys: Vec<String> = emits.iter().map(|e| e.key.to_string()).collect();
         let mut journal = self.journal.lock().await;
-        if let Some(first) = emits.first()
-            && journal.entries.contains_key(&first.key)
+        if let Some(first) = keys.first()
+            && journal.entries.contains_key(first)
         {
-            return Ok(emits
+            return Ok(keys
                 .iter()
-                .map(|e| journal.entries.get(&e.key).map(|r| r.output.clone()).unwrap_or(Value::Null))
+                .map(|k| journal.entries.get(k).map(|r| r.output.clone()).unwrap_or(Value::Null))
                 .collect());
         }
         if journal.data.status().is_terminal() {
@@ -400,7 +431,7 @@ impl Run {
         }
         change(&mut data);
         let mut transitions = Vec::with_capacity(emits.len());
-        for e in &emits {
+        for (e, key) in emits.iter().zip(&keys) {
             debug_assert!(
                 data.last().is_none_or(|last| last.allows_next(e.kind)),
                 "transition {:?} after {:?} at {}",
@@ -413,7 +444,7 @@ impl Run {
                 output: e.output.clone(),
                 current: e.current.clone().into(),
                 next: e.next.clone().map(Into::into),
-                key: e.key.clone(),
+                key: key.clone(),
                 resume_state: e.resume_state.clone(),
             });
             data.advance(e.kind);
@@ -436,9 +467,9 @@ impl Run {
         if let Some(e) = emits.last() {
             journal.at = e.next.clone().unwrap_or_else(|| e.current.clone());
         }
-        for e in &emits {
+        for (e, key) in emits.iter().zip(keys) {
             journal.entries.insert(
-                e.key.clone(),
+                key,
                 Entry { kind: e.kind, output: e.output.clone(), resume_state: e.resume_state.clone() },
             );
         }
@@ -450,13 +481,20 @@ impl Run {
     /// Commits a `step` transition and answers its output.
     async fn step_done(
         &self,
-        key: String,
+        key: StepKey,
         output: Value,
         here: TransitionTarget,
         next: Option<TransitionTarget>,
         change: impl FnOnce(&mut ExecutionData),
     ) -> Flowing<Value> {
-        let emit = Emit { kind: TransitionType::Step, key, output, current: here, next, resume_state: None };
+        let emit = Emit {
+            kind: TransitionType::Step,
+            key: TransitionKey::Step(key),
+            output,
+            current: here,
+            next,
+            resume_state: None,
+        };
         let mut out = self.commit(vec![emit], change).await?;
         Ok(out.pop().unwrap_or(Value::Null))
     }
@@ -508,10 +546,12 @@ impl Run {
         branch: bool,
     ) -> BoxFuture<'a, Flowing<Flow>> {
         Box::pin(async move {
-            let key = format!("{}[{i}]", at.key);
+            let key = at.key.step(i);
             let here = target(&at.place, i);
             let next = (i + 1 < n).then(|| target(&at.place, i + 1));
-            if let Some((TransitionType::Step, output, _)) = self.recorded(&key).await {
+            if let Some((TransitionType::Step, output, _)) =
+                self.recorded(&TransitionKey::Step(key.clone())).await
+            {
                 return Ok(if matches!(step, Step::Return(_)) {
                     Flow::Return(output)
                 } else {
@@ -588,7 +628,7 @@ impl Run {
         &self,
         step: &Step,
         place: &str,
-        key: String,
+        key: StepKey,
         here: TransitionTarget,
         next: Option<TransitionTarget>,
         last: Value,
@@ -646,9 +686,9 @@ impl Run {
             Step::If { cond, then, otherwise } => {
                 let ctx = self.ctx(last.clone(), wf).await;
                 let chosen = if truthy(&self.eval(cond, &ctx).await?) {
-                    Some(("then".to_owned(), then))
+                    Some((Branch::Then, then))
                 } else {
-                    otherwise.as_ref().map(|steps| ("else".to_owned(), steps))
+                    otherwise.as_ref().map(|steps| (Branch::Else, steps))
                 };
                 self.branch(chosen, place, key, here, next, last, wf, branch, depth).await
             }
@@ -661,7 +701,7 @@ impl Run {
                         Some(expr) => truthy(&self.eval(expr, &ctx).await?),
                     };
                     if hit {
-                        chosen = Some((format!("switch[{c}]"), steps));
+                        chosen = Some((Branch::Case(c), steps));
                         break;
                     }
                 }
@@ -674,7 +714,7 @@ impl Run {
                 for (idx, item) in items.into_iter().enumerate() {
                     let at = ListAt {
                         place: format!("{place}.foreach[{idx}]"),
-                        key: format!("{key}.foreach[{idx}]"),
+                        key: key.foreach(idx),
                         top: false,
                         depth: depth + 1,
                     };
@@ -696,12 +736,8 @@ impl Run {
                     )));
                 }
                 let n = items.len();
-                let at = ListAt {
-                    place: format!("{place}.map"),
-                    key: format!("{key}.map"),
-                    top: false,
-                    depth: depth + 1,
-                };
+                let at =
+                    ListAt { place: format!("{place}.map"), key: key.map(), top: false, depth: depth + 1 };
                 let parallel = *parallelism > 1;
                 let runs = items.into_iter().enumerate().map(|(idx, item)| {
                     let at = &at;
@@ -745,7 +781,7 @@ impl Run {
                 }
                 let at = ListAt {
                     place: format!("{place}.parallel"),
-                    key: format!("{key}.parallel"),
+                    key: key.parallel(),
                     top: false,
                     depth: depth + 1,
                 };
@@ -766,7 +802,7 @@ impl Run {
                 }
                 let (timer, asleep) = {
                     let journal = self.journal.lock().await;
-                    (journal.data.timers.get(&key).copied(), journal.data.asleep_until)
+                    (journal.data.timers.get(key.as_str()).copied(), journal.data.asleep_until)
                 };
                 let due = timer
                     .unwrap_or_else(|| now() + chrono::Duration::milliseconds((*seconds * 1000.0) as i64));
@@ -774,7 +810,7 @@ impl Run {
                 // run is dropped until the sleep is due (and its lease released).
                 if !branch && due > now() {
                     if timer.is_none() || asleep != Some(due) {
-                        let timer = key.clone();
+                        let timer = key.to_string();
                         self.commit(Vec::new(), move |d| {
                             d.timers.insert(timer, due);
                             d.asleep_until = Some(due);
@@ -786,14 +822,14 @@ impl Run {
                     return Err(Stop::Asleep(due));
                 }
                 if timer.is_none() {
-                    let timer = key.clone();
+                    let timer = key.to_string();
                     self.commit(Vec::new(), move |d| {
                         d.timers.insert(timer, due);
                     })
                     .await?;
                 }
                 self.sleep_until(due).await;
-                let timer = key.clone();
+                let timer = key.to_string();
                 done(
                     self.step_done(key, Value::Null, here, next, move |d| {
                         d.timers.remove(&timer);
@@ -803,13 +839,9 @@ impl Run {
                 )
             }
             Step::WaitForInput { info } => {
-                let wait_key = format!("{key}#wait");
-                let resume_key = format!("{wait_key}/resume");
-                if let Some((_, input, _)) = self.recorded(&resume_key).await {
+                let wait_key = key.wait(Pause::Input);
+                if let Some(input) = self.resumed(&wait_key).await? {
                     return done(input);
-                }
-                if self.recorded(&wait_key).await.is_some() {
-                    return Err(Stop::Suspended);
                 }
                 Self::no_wait_in_branch(branch, "wait_for_input")?;
                 let ctx = self.ctx(last, wf).await;
@@ -817,7 +849,7 @@ impl Run {
                 self.wait(wait_key, json!({ "info": info }), here, next, None).await
             }
             Step::ToolCall { tool, arguments } => {
-                let wait_key = format!("{key}#call1");
+                let wait_key = key.wait(Pause::Call(1));
                 if let Some(result) = self.resumed(&wait_key).await? {
                     let out = match result {
                         Value::Object(mut m) if m.contains_key("result") => {
@@ -847,17 +879,20 @@ impl Run {
             Step::Prompt { .. } => {
                 // The latest function tool call this step waited for, if any.
                 let mut calls = 0;
-                while self.recorded(&format!("{key}#call{}", calls + 1)).await.is_some() {
+                while self.recorded(&TransitionKey::Wait(key.wait(Pause::Call(calls + 1)))).await.is_some() {
                     calls += 1;
                 }
                 let resume = if calls == 0 {
                     None
                 } else {
-                    let wait_key = format!("{key}#call{calls}");
+                    let wait_key = key.wait(Pause::Call(calls));
                     let Some(result) = self.resumed(&wait_key).await? else {
                         unreachable!("resumed answers or stops")
                     };
-                    let state = self.recorded(&wait_key).await.and_then(|(_, _, paused)| paused?.state);
+                    let state = self
+                        .recorded(&TransitionKey::Wait(wait_key))
+                        .await
+                        .and_then(|(_, _, paused)| paused?.state);
                     let state = state.unwrap_or(Value::Null);
                     Some((state, result))
                 };
@@ -866,7 +901,7 @@ impl Run {
                     Outcome::Done(out) => done(self.step_done(key, out, here, next, |_| {}).await?),
                     Outcome::Pause { call, state } => {
                         Self::no_wait_in_branch(branch, "a function tool call")?;
-                        let wait_key = format!("{key}#call{}", calls + 1);
+                        let wait_key = key.wait(Pause::Call(calls + 1));
                         self.wait(
                             wait_key,
                             json!({ "tool_call": call }),
@@ -889,7 +924,7 @@ impl Run {
                 let enter = vec![
                     Emit {
                         kind: TransitionType::Step,
-                        key: format!("{key}#args"),
+                        key: TransitionKey::YieldArgs(key.clone()),
                         output: args.clone(),
                         current: here.clone(),
                         next: Some(entry.clone()),
@@ -897,7 +932,7 @@ impl Run {
                     },
                     Emit {
                         kind: TransitionType::InitBranch,
-                        key: format!("{key}#init"),
+                        key: TransitionKey::YieldInit(key.clone()),
                         output: args,
                         current: entry.clone(),
                         next: Some(entry),
@@ -907,7 +942,7 @@ impl Run {
                 let args = self.commit(enter, |_| {}).await?.pop().unwrap_or(Value::Null);
                 let at = ListAt {
                     place: workflow.clone(),
-                    key: format!("{key}>{workflow}"),
+                    key: key.yielded(workflow),
                     top: true,
                     depth: depth + 1,
                 };
@@ -916,7 +951,7 @@ impl Run {
                 let leave = vec![
                     Emit {
                         kind: TransitionType::FinishBranch,
-                        key: format!("{key}#fin"),
+                        key: TransitionKey::YieldFinish(key.clone()),
                         output: value.clone(),
                         current: target(workflow, steps.len().saturating_sub(1)),
                         next: Some(here.clone()),
@@ -924,7 +959,7 @@ impl Run {
                     },
                     Emit {
                         kind: TransitionType::Step,
-                        key,
+                        key: TransitionKey::Step(key),
                         output: value,
                         current: here,
                         next,
@@ -936,14 +971,14 @@ impl Run {
         }
     }
 
-    /// The end of an `if` or a `switch`: runs the steps chosen (named by
-    /// `suffix` in places and keys), or none (output null), then commits the step.
+    /// The end of an `if` or a `switch`: runs the steps chosen, or none
+    /// (output null), then commits the step.
     #[allow(clippy::too_many_arguments)]
     async fn branch(
         &self,
-        chosen: Option<(String, &Vec<Step>)>,
+        chosen: Option<(Branch, &Vec<Step>)>,
         place: &str,
-        key: String,
+        key: StepKey,
         here: TransitionTarget,
         next: Option<TransitionTarget>,
         last: Value,
@@ -952,10 +987,10 @@ impl Run {
         depth: usize,
     ) -> Flowing<Flow> {
         let out = match chosen {
-            Some((suffix, steps)) => {
+            Some((chosen, steps)) => {
                 let at = ListAt {
-                    place: format!("{place}.{suffix}"),
-                    key: format!("{key}.{suffix}"),
+                    place: format!("{place}.{}", chosen.place()),
+                    key: chosen.list(&key),
                     top: false,
                     depth: depth + 1,
                 };
@@ -971,11 +1006,11 @@ impl Run {
 
     /// The input a waiting step was resumed with; `Ok(None)` when it never
     /// waited; [`Stop::Suspended`] while it waits.
-    async fn resumed(&self, wait_key: &str) -> Flowing<Option<Value>> {
-        if let Some((_, input, _)) = self.recorded(&format!("{wait_key}/resume")).await {
+    async fn resumed(&self, wait_key: &WaitKey) -> Flowing<Option<Value>> {
+        if let Some((_, input, _)) = self.recorded(&TransitionKey::Resume(wait_key.clone())).await {
             return Ok(Some(input));
         }
-        if self.recorded(wait_key).await.is_some() {
+        if self.recorded(&TransitionKey::Wait(wait_key.clone())).await.is_some() {
             return Err(Stop::Suspended);
         }
         Ok(None)
@@ -985,7 +1020,7 @@ impl Run {
     /// `resume_at`: where the execution goes on (shown as the `resume`'s `next`).
     async fn wait(
         &self,
-        key: String,
+        key: WaitKey,
         output: Value,
         here: TransitionTarget,
         resume_at: Option<TransitionTarget>,
@@ -994,7 +1029,7 @@ impl Run {
         let resume_state = Paused { next: resume_at.map(Into::into), state };
         let emit = Emit {
             kind: TransitionType::Wait,
-            key,
+            key: TransitionKey::Wait(key),
             output,
             current: here,
             next: None,
