@@ -30,8 +30,9 @@ use std::collections::HashMap;
 
 use super::errors::{Fault, sqlstate, unique_violation};
 use super::rows::{Columns, kind_code, version_code};
-use super::search::{self, PreparedDoc};
+use super::search;
 use super::{PKEY, UNIQUE_NAME, notify};
+use crate::search::AnalysedSnippet;
 use crate::store::{Change, Expect, Kind, Op, Record, StoreError};
 
 /// Sends the notifications of a commit, in its transaction.
@@ -43,7 +44,7 @@ pub(super) async fn run(
     c: &mut ClientWrapper,
     tenant: Uuid,
     ops: &[Op],
-    docs: &HashMap<Uuid, PreparedDoc>,
+    docs: &HashMap<Uuid, Vec<AnalysedSnippet>>,
     committing: &AtomicBool,
 ) -> Result<(), Fault> {
     if pipelinable(ops) {

@@ -66,14 +66,9 @@ struct DocFields {
     embeddings: Option<Vec<Vec<f32>>>,
 }
 
-/// A doc's snippets, analysed before the transaction that writes them.
-pub(super) struct PreparedDoc {
-    snippets: Vec<AnalysedSnippet>,
-}
-
 /// The docs written by `ops`, by id, analysed (off the async workers: it is
 /// the costly part of a doc's write).
-pub(super) async fn prepare(ops: &[Op]) -> StoreResult<HashMap<Uuid, PreparedDoc>> {
+pub(super) async fn prepare(ops: &[Op]) -> StoreResult<HashMap<Uuid, Vec<AnalysedSnippet>>> {
     let mut entries = Vec::new();
     for op in ops {
         if let Op::Put { record, .. } = op
@@ -91,11 +86,9 @@ pub(super) async fn prepare(ops: &[Op]) -> StoreResult<HashMap<Uuid, PreparedDoc
     if entries.is_empty() {
         return Ok(HashMap::new());
     }
-    tokio::task::spawn_blocking(move || {
-        entries.into_iter().map(|e| (e.id, PreparedDoc { snippets: search::analyse(e) })).collect()
-    })
-    .await
-    .map_err(|e| StoreError::Io(format!("indexing docs failed: {e}")))
+    tokio::task::spawn_blocking(move || entries.into_iter().map(|e| (e.id, search::analyse(e))).collect())
+        .await
+        .map_err(|e| StoreError::Io(format!("indexing docs failed: {e}")))
 }
 
 /// Indexes a doc put by a commit (replacing what a replaced version had).
@@ -105,7 +98,7 @@ pub(super) async fn put_doc(
     doc: Uuid,
     owner: Uuid,
     expect: Expect,
-    prepared: &PreparedDoc,
+    snippets: &[AnalysedSnippet],
 ) -> Result<(), Fault> {
     if matches!(expect, Expect::Version(_)) {
         delete_doc(tx, tenant, doc).await?;
@@ -124,7 +117,7 @@ pub(super) async fn put_doc(
     let (vectors, dim): (i64, Option<i32>) = (row.get(0), row.get(1));
     let mut dim = if vectors > 0 { dim.and_then(|d| usize::try_from(d).ok()) } else { None };
 
-    let n = prepared.snippets.len();
+    let n = snippets.len();
     let (mut idx, mut lens, mut starts, mut counts, mut vstarts) = (
         Vec::with_capacity(n),
         Vec::with_capacity(n),
@@ -134,7 +127,7 @@ pub(super) async fn put_doc(
     );
     let (mut terms, mut tfs, mut floats) = (Vec::new(), Vec::new(), Vec::<f32>::new());
     let (mut total_len, mut added_vectors) = (0i64, 0i64);
-    for (i, s) in prepared.snippets.iter().enumerate() {
+    for (i, s) in snippets.iter().enumerate() {
         idx.push(to_i32(i));
         lens.push(to_i32(s.len as usize));
         total_len += i64::from(s.len);
