@@ -9,7 +9,7 @@
 //!   compared by cosine similarity, on disk for a server (memory-mapped
 //!   segments, opened rather than rebuilt at start) or in memory;
 //! * hybrid fusion (normalised weighted sum), and metadata filters (what
-//!   matches is defined once, in [`crate::store::filter`]).
+//!   matches is defined once, in [`crate::metadata`]).
 //!
 //! The store stays the truth: the domain ([`crate::app::docs`]) changes the
 //! index after each committed create or delete, and at start brings an
@@ -33,7 +33,6 @@ use std::collections::HashSet;
 use std::fmt;
 use std::path::Path;
 
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -47,7 +46,6 @@ pub use self::index::Ticket;
 pub const DEFAULT_VECTOR_GRAPH_MIN: u64 = ann::DEFAULT_MIN_VECTORS;
 use self::rank::{Ranked, TopK};
 pub use self::tokenize::tokenize;
-use crate::store::StoreResult;
 
 /// Whose documents: all search state is partitioned by this key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -407,39 +405,6 @@ impl SearchIndex {
             return Ok(Vec::new());
         }
         self.tantivy.search(owner, q)
-    }
-}
-
-/// Searching one owner's documents, whatever keeps them: the in-memory
-/// [`SearchIndex`] (the embedded store), or a database that indexes them
-/// itself (see [`crate::store::Store::doc_search`]). Every implementation
-/// answers the same [`Query`] with the same ranking (BM25 with this module's
-/// analysis, cosine, [`fuse_hits`]), which the tests check across backends.
-#[async_trait]
-pub trait DocSearch: Send + Sync {
-    /// Best hits first, as [`SearchIndex::search`]. The outer error is the
-    /// store's (unavailable); the inner one the query's.
-    async fn search_owner(&self, owner: OwnerKey, q: &Query) -> StoreResult<Result<Vec<Hit>, SearchError>>;
-
-    /// How many snippets of the owner's documents a search ranks.
-    async fn owner_snippets(&self, owner: OwnerKey) -> StoreResult<usize>;
-
-    /// The dimension of the owner's vectors; `None` while it has none.
-    async fn owner_dimension(&self, owner: OwnerKey) -> StoreResult<Option<usize>>;
-}
-
-#[async_trait]
-impl DocSearch for SearchIndex {
-    async fn search_owner(&self, owner: OwnerKey, q: &Query) -> StoreResult<Result<Vec<Hit>, SearchError>> {
-        Ok(self.search(owner, q))
-    }
-
-    async fn owner_snippets(&self, owner: OwnerKey) -> StoreResult<usize> {
-        Ok(self.snippet_count(owner))
-    }
-
-    async fn owner_dimension(&self, owner: OwnerKey) -> StoreResult<Option<usize>> {
-        Ok(self.dimension(owner))
     }
 }
 

@@ -23,11 +23,11 @@ use super::reader::{Columns, OwnerStats, read_vector};
 use super::schema::{Fields, OWNER_TEXT_LEN, meta_term_text, oseq_text, owner_text};
 use super::writer::TailDoc;
 use super::{Shared, index_error};
+use crate::metadata::metadata_matches;
 use crate::search::ann::{self, Graph};
 use crate::search::rank::{Ranked, TopK};
 use crate::search::score::{canonical, dot, fuse, unit};
 use crate::search::{Hit, Mode, OwnerKey, Query, SearchError, query_terms};
-use crate::store::filter::metadata_matches;
 
 /// The most threads one query's segments are searched on.
 const SEARCH_THREADS: usize = 4;

@@ -80,7 +80,7 @@ pub(super) fn parse_owner(text: &str) -> Option<OwnerKey> {
 /// canonical form (so values a filter finds equal share it).
 pub(super) fn meta_term_text(key: &str, value: &Value) -> String {
     let mut canonical = Vec::new();
-    crate::store::filter::canonical(value, &mut canonical);
+    crate::metadata::canonical(value, &mut canonical);
     let hash = Sha256::digest(&canonical);
     let hex: String = hash[..12].iter().map(|b| format!("{b:02x}")).collect();
     format!("{key}\u{0}{hex}")

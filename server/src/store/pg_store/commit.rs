@@ -45,10 +45,11 @@ pub(super) async fn run(
     tenant: Uuid,
     ops: &[Op],
     docs: &HashMap<Uuid, Vec<AnalysedSnippet>>,
+    heard: fn(&Change) -> bool,
     committing: &AtomicBool,
 ) -> Result<(), Fault> {
     if pipelinable(ops) {
-        return run_pipelined(c, tenant, ops, committing).await;
+        return run_pipelined(c, tenant, ops, heard, committing).await;
     }
     let tx = c.transaction().await?;
     let mut changes = Vec::with_capacity(ops.len());
@@ -112,7 +113,7 @@ pub(super) async fn run(
         }
         changes.push(Change::Scope { tenant, kind, scope });
     }
-    let payloads = notify::payloads(tenant, &changes);
+    let payloads = notify::payloads(tenant, &changes, heard);
     if !payloads.is_empty() {
         let st = tx.prepare_cached(NOTIFY).await?;
         tx.execute(&st, &[&notify::CHANNEL, &payloads]).await?;
@@ -223,6 +224,7 @@ async fn run_pipelined(
     c: &mut ClientWrapper,
     tenant: Uuid,
     ops: &[Op],
+    heard: fn(&Change) -> bool,
     committing: &AtomicBool,
 ) -> Result<(), Fault> {
     let insert = c.prepare_cached(INSERT).await?;
@@ -236,7 +238,7 @@ async fn run_pipelined(
             changes.push(Change::Record { tenant, kind: record.kind, id: record.id, scope: record.scope });
         }
     }
-    let payloads = notify::payloads(tenant, &changes);
+    let payloads = notify::payloads(tenant, &changes, heard);
     let codes: Vec<i16> = ops
         .iter()
         .map(|op| match op {
