@@ -16,7 +16,7 @@ use super::chat::{answer_id, contract_usage, merge_settings, to_wire_call, usage
 use super::chat_prepare::{completion_request, template_context, tool_specs};
 use super::chat_stream::contract_chunk;
 use super::conversations::text_of;
-use super::{App, Error, Result, Tenant};
+use super::{App, Error, NotFound, Result, Tenant};
 use crate::api::types::{
     Agent, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatSettings, ChatUsage,
     CompletionAnswerMessage, CompletionChoice, CompletionContent, CompletionMessage, CompletionRole,
@@ -87,9 +87,9 @@ impl App {
             {
                 Ok(None)
             }
-            Err(Error::NotFound(_)) => Err(Error::NotFound(format!(
-                "model {model}: no agent of yours has this id (GET /v1/models lists the models)"
-            ))),
+            Err(Error::NotFound(_)) => {
+                Err(Error::NotFound(NotFound::ModelAgent { model: model.to_string() }))
+            }
             Err(e) => Err(e),
         }
     }

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::records::{RETRIES, encode};
-use super::{App, Error, Result, Tenant};
+use super::{App, Error, NotFound, Result, Tenant};
 use crate::api::error::LocPart;
 use crate::api::types::{
     CreateExecutionRequest, Execution, ExecutionStatus, Metadata, RequestedStatus, Task, Transition,
@@ -157,9 +157,7 @@ impl App {
     ) -> Result<(Tenant, Execution)> {
         let markers = self.store.scan_kind(Kind::ActiveExecution).await?;
         let Some((tenant, _)) = markers.into_iter().find(|(_, marker)| marker.id == id) else {
-            return Err(Error::NotFound(format!(
-                "no execution {id} is under way in this store: it has ended, or there is none"
-            )));
+            return Err(Error::NotFound(NotFound::ExecutionUnderWay { id }));
         };
         let t = Tenant(tenant);
         let change = if fail { Change::Fail(reason) } else { Change::Cancel(reason) };
