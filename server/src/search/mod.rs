@@ -4,12 +4,19 @@
 //! This module owns:
 //! * text analysis — [`tokenize`]: Unicode word segmentation, lowercasing,
 //!   accent folding (NFKD minus combining marks), English Snowball stemming;
-//! * the index ([`SearchIndex`]), on tantivy ([`index`]): BM25 (k1 = 1.2,
+//! * the index ([`SearchIndex`]), on tantivy (`index`): BM25 (k1 = 1.2,
 //!   b = 0.75) whose corpus statistics (N, avgdl, df) are per owner, vectors
 //!   compared by cosine similarity, on disk for a server (memory-mapped
 //!   segments, opened rather than rebuilt at start) or in memory;
 //! * hybrid fusion (normalised weighted sum), and metadata filters (what
-//!   matches is defined once, in [`crate::metadata`]).
+//!   matches is defined once, in [`crate::metadata`]);
+//! * the analysis and formulas that a database indexing documents itself
+//!   uses too ([`analyse`], [`bm25_idf`], [`fuse_hits`], ...), so that every
+//!   backend answers a query alike.
+//!
+//! Search knows nothing of the store: the store uses search (the PostgreSQL
+//! store indexes documents with this analysis; the store's `DocSearch` is
+//! answered by [`SearchIndex`] too), never the reverse.
 //!
 //! The store stays the truth: the domain ([`crate::app::docs`]) changes the
 //! index after each committed create or delete, and at start brings an
