@@ -393,7 +393,9 @@ fn postgres(
             statement_timeout_s: 60.0,
             connect_timeout_s: 10.0,
         };
-        let store = Arc::new(PgStore::connect(&cfg).await.expect("connect"));
+        let store = Arc::new(
+            PgStore::connect(&cfg, agent_platform::app::records::STORE_DOMAIN).await.expect("connect"),
+        );
         (App::new(store.clone()).await.expect("the app opens"), store)
     });
     let (tenant, owner) = rt.block_on(async {

@@ -3,8 +3,10 @@
 //! Layers, outermost first: [`api`] (the contract, in its own crate
 //! `agent-platform-api`: Dropshot trait, types, errors, validation) →
 //! [`http`] (the handlers: all of HTTP and nothing else) → [`app`] (the
-//! domain, with [`search`], the embedded store's document index (tantivy, on
-//! disk beside the store), and [`models`], the language models) → [`store`] (storage behind an async trait; sled embedded).
+//! domain, with [`models`], the language models) → [`store`] (storage behind
+//! an async trait; sled embedded, or PostgreSQL) → [`search`] (text analysis
+//! and the document index, which the store and the domain use) and
+//! [`metadata`] (what a metadata filter matches, for lists and searches alike).
 //! [`server`] wires them together from a [`config::Config`].
 
 #![forbid(unsafe_code)]
@@ -38,6 +40,7 @@ pub mod app;
 pub mod config;
 pub mod exec;
 pub mod http;
+pub mod metadata;
 pub mod models;
 pub mod search;
 pub mod server;

@@ -212,7 +212,7 @@ pub async fn open_app(cfg: &Config, search: SearchStart) -> anyhow::Result<(Back
             Ok((Backend::Sled(store), app))
         }
         StoreBackend::Postgres => {
-            let store = Arc::new(PgStore::connect(&cfg.store).await?);
+            let store = Arc::new(PgStore::connect(&cfg.store, crate::app::records::STORE_DOMAIN).await?);
             let app = App::open(store.clone(), search).await.map_err(|e| anyhow::anyhow!("{e}"))?;
             Ok((Backend::Postgres(store), app))
         }

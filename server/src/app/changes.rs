@@ -10,8 +10,9 @@
 //!   it on every append would drop it after each of this server's own chats.
 //! - [`Change::Unknown`] (changes were missed): everything goes.
 //!
-//! A store tells only the changes someone acts on ([`Change::heard`]): a
-//! kind handled here is listed there. Notifications are hints; the time to
+//! A store tells only the changes someone acts on ([`heard`]): a kind
+//! handled here, by the execution engine or by chats waiting for a session's
+//! lock is listed there. Notifications are hints; the time to
 //! live of cached keys and the version check of histories are what make the
 //! caches right when one is lost.
 
@@ -23,6 +24,27 @@ use super::history::HistoryCache;
 use super::keys::KeyCache;
 use super::{App, Tenant};
 use crate::store::{Change, Kind};
+
+/// Whether another server acts on hearing this change: API keys and
+/// tenants (the key cache), a session's messages deleted (its cached
+/// history), an execution or its lease written (the engine), a session's
+/// chat lock written or released (chats waiting for it). A shared store
+/// tells only these; whoever starts listening for another kind adds it here.
+///
+/// Telling is not free: on PostgreSQL a transaction that notifies holds
+/// the database's notification lock until its commit is flushed, so
+/// notifying commits are flushed one at a time, where the others share
+/// their flushes (creating an agent, appending a message, writing a doc).
+pub(super) fn heard(change: &Change) -> bool {
+    match change {
+        Change::Record { kind, .. } => matches!(
+            kind,
+            Kind::ApiKey | Kind::Tenant | Kind::Execution | Kind::ExecutionLease | Kind::SessionLock
+        ),
+        Change::Scope { kind, .. } => matches!(kind, Kind::ApiKey | Kind::Tenant | Kind::Message),
+        Change::Unknown => true,
+    }
+}
 
 /// Starts forgetting on the changes of the application's store, where it has
 /// any; the task ends with the store's channel or the application.

@@ -19,7 +19,7 @@ use super::turn::convert::{answer_id, contract_chunk, contract_usage, from_wire_
 use super::turn::drive::{self, Items};
 use super::turn::plan::{New, tool_specs};
 use super::turn::{Answered, Ask, Driver, Plan, Shape, SystemFor};
-use super::{App, Error, Result, Tenant};
+use super::{App, Error, NotFound, Result, Tenant};
 use crate::api::types::{
     Agent, ChatChunkChoice, ChatCompletion, ChatCompletionChunk, ChatCompletionRequest, ChatSettings,
     ChatUsage, CompletionAnswerMessage, CompletionChoice, CompletionContent, CompletionMessage,
@@ -88,9 +88,9 @@ impl App {
             {
                 Ok(None)
             }
-            Err(Error::NotFound(_)) => Err(Error::NotFound(format!(
-                "model {model}: no agent of yours has this id (GET /v1/models lists the models)"
-            ))),
+            Err(Error::NotFound(_)) => {
+                Err(Error::NotFound(NotFound::ModelAgent { model: model.to_string() }))
+            }
             Err(e) => Err(e),
         }
     }

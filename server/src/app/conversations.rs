@@ -8,7 +8,7 @@ use uuid::Uuid;
 
 use super::messages::message_records;
 use super::sessions::{plain_session, session_record};
-use super::{App, Error, Result, Tenant};
+use super::{App, Error, NotFound, Result, Tenant};
 use crate::api::types::{
     CompletionContent, Conversation, ConversationDeleted, ConversationItem, CreateConversationRequest,
     CreateItemsRequest, InputItem, InputRole, ItemContent, ItemList, ItemListParams, ItemOrder, Metadata,
@@ -90,7 +90,7 @@ impl App {
             false
         };
         if let Some(after) = params.after.as_deref() {
-            let not_found = || Error::NotFound(format!("after: no item {after} in conversation {id}"));
+            let not_found = || Error::NotFound(missing_item(id, after).in_field("after"));
             let rec = match message_id_of(after) {
                 None => return Err(not_found()),
                 Some(message) => match self.load_in(t, Kind::Message, id, message).await {
@@ -148,7 +148,11 @@ impl App {
 }
 
 fn no_item(conversation: Uuid, item: &str) -> Error {
-    Error::NotFound(format!("no item {item} in conversation {conversation}"))
+    Error::NotFound(missing_item(conversation, item))
+}
+
+fn missing_item(conversation: Uuid, item: &str) -> NotFound {
+    NotFound::ConversationItem { conversation, item: item.to_string() }
 }
 
 fn conversation(s: &Session) -> Conversation {

@@ -1,17 +1,16 @@
 //! Documents of agents and users, and searching them.
 //!
 //! A document is a record of [`Kind::Doc`] whose scope is its owner (an agent
-//! or a user). The store is the truth; [`App::search`] is a [`SearchIndex`]
-//! beside it (on disk in the data dir for a server, in memory for tests),
-//! brought in step with it at start ([`fill_index`], in the background for a
-//! server: [`SearchState`]) and updated
-//! after each committed create or delete, before the request answers (read
-//! your writes).
+//! or a user). The store is the truth; [`App::search`] is the server's own
+//! [`SearchIndex`] (on disk beside the store; in memory for tests), brought in
+//! step with the store at start ([`fill_index`], in the background for a
+//! server: [`SearchState`]) and updated after each committed create or
+//! delete, before the request answers (read your writes).
 //!
 //! A store that indexes documents itself (PostgreSQL, where other servers
 //! write documents too: see [`crate::store::Store::doc_search`]) is searched
-//! instead, through the same [`DocSearch`] trait; nothing is indexed in this
-//! server's memory then.
+//! instead, through the same [`DocSearch`] trait; this server keeps no index
+//! then.
 //!
 //! Keeping the two in step under concurrency: every index change of an owner
 //! happens under that owner's lock ([`OwnerLocks`]), and a create applies its
@@ -41,10 +40,12 @@ use crate::api::types::{
     SearchRequest, Snippet,
 };
 use crate::api::validate::{Issues, Source};
-use crate::search::{
-    self, DocEntry, DocSearch, IndexChange, OwnerKey, Query, SearchError, SearchIndex, Ticket,
-};
-use crate::store::{Expect, Kind, ListQuery, Op, Record, new_id};
+use crate::search::{self, DocEntry, IndexChange, OwnerKey, Query, SearchError, SearchIndex, Ticket};
+use crate::store::{DocLayout, DocSearch, Expect, Kind, ListQuery, Op, Record, new_id};
+
+/// Where [`DocData`] keeps what search reads, for the store (which names no
+/// field of a record's data).
+pub const DOC_LAYOUT: DocLayout = DocLayout { title: "title", snippets: "content", embeddings: "embeddings" };
 
 /// A document's stored fields (besides id, owner id = scope, created_at and metadata).
 #[derive(Serialize, Deserialize)]
@@ -694,7 +695,7 @@ impl App {
         }
         let mut found = HashMap::with_capacity(wanted.len());
         for (id, indexes) in wanted {
-            if let Some(parts) = self.store.doc_parts(t.0, id, &indexes).await? {
+            if let Some(parts) = self.store.doc_parts(t.0, id, &indexes, &DOC_LAYOUT).await? {
                 found.insert(id, (indexes, parts));
             }
         }
@@ -939,5 +940,28 @@ mod tests {
         assert_eq!(found, expected, "the deleted doc came back, or a doc is missing");
         assert_eq!(app.search.doc_count(owner_key(T, owner)), 2, "a deleted doc is in the index");
         assert_eq!(app.search.dimension(owner_key(T, owner)), Some(2));
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use serde_json::json;
+
+    use super::{DOC_LAYOUT, DocData, StoredOwnerRole};
+
+    /// The store reads a doc's title, snippets and embeddings where
+    /// [`DOC_LAYOUT`] says: [`DocData`] keeps them there.
+    #[test]
+    fn the_doc_layout_names_where_doc_data_keeps_its_text() {
+        let data = DocData {
+            role: StoredOwnerRole::Agent,
+            title: "t".into(),
+            content: vec!["s".into()],
+            embeddings: Some(vec![vec![1.0]]),
+        };
+        let v = serde_json::to_value(&data).unwrap();
+        assert_eq!(v[DOC_LAYOUT.title], json!("t"));
+        assert_eq!(v[DOC_LAYOUT.snippets], json!(["s"]));
+        assert_eq!(v[DOC_LAYOUT.embeddings], json!([[1.0]]));
     }
 }

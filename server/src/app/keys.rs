@@ -30,7 +30,7 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use super::records::RETRIES;
-use super::{App, Error, Result, Tenant};
+use super::{App, Error, NotFound, Result, Tenant};
 use crate::store::{Expect, Kind, ListQuery, Op, Record, SortBy, StoreError, new_id};
 
 /// How many keys a tenant may hold unless configured (`server.max_keys_per_tenant`).
@@ -331,9 +331,7 @@ impl App {
         let found = match matches.as_slice() {
             [one] => *one,
             [] => {
-                return Err(Error::NotFound(format!(
-                    "no key matches '{which}'; see `agent-platform keys list`"
-                )));
+                return Err(Error::NotFound(NotFound::KeyMatching { which: which.to_string() }));
             }
             _ => return Err(Error::Conflict(format!("'{which}' matches several keys; give the key id"))),
         };

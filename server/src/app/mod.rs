@@ -17,6 +17,7 @@ pub mod idempotency;
 pub mod keys;
 pub mod locks;
 pub mod messages;
+pub mod not_found;
 pub mod records;
 pub mod responses;
 pub mod sessions;
@@ -35,6 +36,7 @@ use uuid::Uuid;
 
 pub use self::docs::{SearchStart, SearchState};
 pub use self::embedding::Embedder;
+pub use self::not_found::NotFound;
 use crate::api::error::Issue;
 use crate::models::Providers;
 use crate::search::SearchIndex;
@@ -50,7 +52,7 @@ pub enum Error {
     #[error("validation failed")]
     Validation(Vec<Issue>),
     #[error("{0}")]
-    NotFound(String),
+    NotFound(NotFound),
     #[error("{0}")]
     Conflict(String),
     #[error("{0}")]
@@ -84,7 +86,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn not_found(kind: Kind, id: Uuid) -> Self {
-        Error::NotFound(format!("{} {id} not found", kind.name()))
+        Error::NotFound(NotFound::Record { kind, id })
     }
 }
 

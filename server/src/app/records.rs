@@ -17,7 +17,12 @@ use super::locks::KeyedGuard;
 use super::{App, Error, Result, Tenant};
 use crate::api::error::{Issue, LocPart};
 use crate::api::types::{JsonObject, Metadata, metadata_violation};
-use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError, now};
+use crate::store::{Domain, Expect, Kind, ListQuery, Op, Record, StoreError, now};
+
+/// What a store is told of this domain's records when it is opened (see
+/// [`Domain`]): which changes another server acts on, and where a doc keeps
+/// its title, snippets and embeddings.
+pub const STORE_DOMAIN: Domain = Domain { heard: super::changes::heard, docs: super::docs::DOC_LAYOUT };
 
 /// How often an update is retried when a writer outside the queue wrote first.
 pub(crate) const RETRIES: usize = 16;

@@ -29,7 +29,7 @@ use super::turn::convert::reply_message;
 use super::turn::drive::{self, Items};
 use super::turn::plan::{New, tool_specs, wire_tool_choice};
 use super::turn::{Answered, Ask, Driver, Plan, Saving, Shape, SystemFor};
-use super::{App, Error, Result, Tenant};
+use super::{App, Error, NotFound, Result, Tenant};
 use crate::api::types::{
     ChatFunction, ChatSettings, ChatTool, ChatToolChoice, ChatUsage, ConversationId, ConversationItem,
     CreateResponseRequest, IncompleteDetails, InputItemListParams, ItemList, ItemOrder, Metadata,
@@ -175,7 +175,7 @@ impl App {
         let (session_id, conversation) = match (&req.previous_response_id, &req.conversation) {
             (Some(previous), _) => {
                 let rec = self.response_record(t, previous).await.map_err(|e| match e {
-                    Error::NotFound(m) => Error::NotFound(format!("previous_response_id: {m}")),
+                    Error::NotFound(m) => Error::NotFound(m.in_field("previous_response_id")),
                     e => e,
                 })?;
                 (Some(rec.scope), None)
@@ -404,7 +404,7 @@ impl App {
 
     /// The stored `response` record of a response id (404 when there is none).
     async fn response_record(&self, t: Tenant, id: &str) -> Result<Record> {
-        let missing = || Error::NotFound(format!("no response {id} (it was not stored, or was deleted)"));
+        let missing = || Error::NotFound(NotFound::Response { id: id.to_string() });
         let uuid = parse_response_id(id).ok_or_else(missing)?;
         match self.store.get(t.0, Kind::Response, uuid).await? {
             Some(rec) => Ok(rec),
@@ -480,7 +480,11 @@ impl App {
             None => 0,
             Some(after) => match items.iter().position(|i| i.id() == after) {
                 Some(at) => at + 1,
-                None => return Err(Error::NotFound(format!("after: no item {after} in the input of {id}"))),
+                None => {
+                    let item =
+                        NotFound::ResponseInputItem { response: id.to_string(), item: after.to_string() };
+                    return Err(Error::NotFound(item.in_field("after")));
+                }
             },
         };
         let limit = params.limit.unwrap_or(20).clamp(1, 100) as usize;

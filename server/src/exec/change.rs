@@ -21,7 +21,7 @@ use crate::api::types::{Execution, ExecutionStatus, Metadata, Task, TransitionTy
 use crate::app::executions::Runner;
 use crate::app::records::{RETRIES, encode};
 use crate::app::stored::StoredToolDef;
-use crate::app::{App, Error, Result, Tenant};
+use crate::app::{App, Error, NotFound, Result, Tenant};
 use crate::store::{Direction, Expect, Kind, ListQuery, Op, Record, SortBy, StoreError};
 
 #[async_trait::async_trait]
@@ -124,9 +124,7 @@ pub async fn end_by_operator(
 ) -> Result<(Tenant, Execution)> {
     let markers = app.store.scan_kind(Kind::ActiveExecution).await?;
     let Some((tenant, _)) = markers.into_iter().find(|(_, marker)| marker.id == id) else {
-        return Err(Error::NotFound(format!(
-            "no execution {id} is under way in this store: it has ended, or there is none"
-        )));
+        return Err(Error::NotFound(NotFound::ExecutionUnderWay { id }));
     };
     let t = Tenant(tenant);
     let change_of = if fail { Change::Fail(reason) } else { Change::Cancel(reason) };

@@ -4,12 +4,19 @@
 //! This module owns:
 //! * text analysis — [`tokenize`]: Unicode word segmentation, lowercasing,
 //!   accent folding (NFKD minus combining marks), English Snowball stemming;
-//! * the index ([`SearchIndex`]), on tantivy (`engine`): BM25 (k1 = 1.2,
+//! * the index ([`SearchIndex`]), on tantivy (`index`): BM25 (k1 = 1.2,
 //!   b = 0.75) whose corpus statistics (N, avgdl, df) are per owner, vectors
 //!   compared by cosine similarity, on disk for a server (memory-mapped
 //!   segments, opened rather than rebuilt at start) or in memory;
 //! * hybrid fusion (normalised weighted sum), and metadata filters (what
-//!   matches is defined once, in [`crate::store::filter`]).
+//!   matches is defined once, in [`crate::metadata`]);
+//! * the analysis and formulas that a database indexing documents itself
+//!   uses too ([`analyse`], [`bm25_idf`], [`fuse_hits`], ...), so that every
+//!   backend answers a query alike.
+//!
+//! Search knows nothing of the store: the store uses search (the PostgreSQL
+//! store indexes documents with this analysis; the store's `DocSearch` is
+//! answered by [`SearchIndex`] too), never the reverse.
 //!
 //! The store stays the truth: the domain ([`crate::app::docs`]) changes the
 //! index after each committed create or delete, and at start brings an
@@ -19,9 +26,9 @@
 //! to be shared in an `Arc`; text analysis ([`SearchIndex::prepare`]) can
 //! happen before any lock is taken.
 
+mod analysis;
 mod ann;
 mod directory;
-mod engine;
 mod index;
 mod rank;
 mod score;
@@ -33,20 +40,19 @@ use std::collections::HashSet;
 use std::fmt;
 use std::path::Path;
 
-use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+pub use self::analysis::AnalysedSnippet;
 pub use self::ann::GraphEvent;
-pub use self::engine::Ticket;
+pub use self::index::Ticket;
 
 /// Owners with at least this many vectors get a vector graph by default
 /// (see [`SearchIndex::set_vector_graph_min`]).
 pub const DEFAULT_VECTOR_GRAPH_MIN: u64 = ann::DEFAULT_MIN_VECTORS;
 use self::rank::{Ranked, TopK};
 pub use self::tokenize::tokenize;
-use crate::store::StoreResult;
 
 /// Whose documents: all search state is partitioned by this key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -151,7 +157,7 @@ impl Query {
         }
         if needs_vector {
             let vector = self.vector.as_deref().ok_or(SearchError::MissingVector)?;
-            index::check_vector(vector)?;
+            analysis::check_vector(vector)?;
         }
         if self.mode == Mode::Hybrid && !(0.0..=1.0).contains(&self.alpha) {
             return Err(SearchError::InvalidAlpha(self.alpha));
@@ -191,7 +197,7 @@ pub enum SearchError {
 /// A doc analysed by [`SearchIndex::prepare`] or [`SearchIndex::prepare_strict`],
 /// ready for [`SearchIndex::upsert_prepared`].
 pub struct PreparedDoc {
-    doc: index::PreparedDoc,
+    doc: analysis::AnalysedDoc,
     strict: bool,
 }
 
@@ -207,7 +213,7 @@ pub enum IndexChange {
 
 /// The search index of all owners. See the module docs.
 pub struct SearchIndex {
-    engine: engine::Engine,
+    tantivy: index::TantivyIndex,
     /// Why the index was created empty when opened, if it was.
     fresh: Option<String>,
 }
@@ -231,33 +237,33 @@ impl SearchIndex {
     }
 
     fn in_memory() -> Result<Self, SearchError> {
-        Ok(Self { engine: engine::Engine::in_memory()?, fresh: Some("it is kept in memory".into()) })
+        Ok(Self { tantivy: index::TantivyIndex::in_memory()?, fresh: Some("it is kept in memory".into()) })
     }
 
     /// The index kept in `dir` (created when missing). One that cannot be
     /// read, or was written by another version, is replaced by an empty one
     /// (see [`Self::fresh`]), which its owner fills from the store.
     pub fn open(dir: &Path) -> Result<Self, SearchError> {
-        let (engine, fresh) = engine::Engine::open(dir)?;
-        Ok(Self { engine, fresh })
+        let (tantivy, fresh) = index::TantivyIndex::open(dir)?;
+        Ok(Self { tantivy, fresh })
     }
 
     /// Stops writing and, on disk, makes the index durable and notes it
     /// closed cleanly (a later start trusts it even after a machine restart).
     pub fn close(&self) -> Result<(), SearchError> {
-        self.engine.close()
+        self.tantivy.close()
     }
 
     /// Owners with at least `n` vectors (default 20,000) are searched
     /// through an approximate-nearest-neighbour graph kept on disk, built
     /// in the background; others, and an index in memory, exactly.
     pub fn set_vector_graph_min(&self, n: u64) {
-        self.engine.set_graph_min_vectors(n);
+        self.tantivy.set_graph_min_vectors(n);
     }
 
     /// Calls `report` whenever a vector graph is built or fails to build.
     pub fn on_vector_graph(&self, report: impl Fn(&GraphEvent) + Send + Sync + 'static) {
-        self.engine.on_graph_event(std::sync::Arc::new(report));
+        self.tantivy.on_graph_event(std::sync::Arc::new(report));
     }
 
     /// Builds the owner's vector graph now from what is committed (the
@@ -265,8 +271,8 @@ impl SearchIndex {
     /// bench or an operator can use this to wait for it). Answers how many
     /// vectors it holds (0: none was built — no vectors, or an index in memory).
     pub fn build_vector_graph(&self, owner: OwnerKey) -> Result<u64, SearchError> {
-        self.engine.build_graph(owner)?;
-        Ok(self.engine.graph_of(owner).map_or(0, |(size, _)| size))
+        self.tantivy.build_graph(owner)?;
+        Ok(self.tantivy.graph_of(owner).map_or(0, |(size, _)| size))
     }
 
     /// Why the index started empty (`None`: it was opened with its documents).
@@ -295,20 +301,20 @@ impl SearchIndex {
     /// The expensive, lock-free half of [`Self::upsert_doc`]: tokenises the
     /// snippets and normalises the vectors. Lenient (see [`Self::upsert_doc`]).
     pub fn prepare(doc: DocEntry) -> PreparedDoc {
-        PreparedDoc { doc: index::prepare(doc), strict: false }
+        PreparedDoc { doc: analysis::analyse(doc), strict: false }
     }
 
     /// What [`Self::prepare_strict`] rejects, without the text analysis:
     /// embeddings that are not one valid vector per snippet, all of one dimension.
     pub fn validate(doc: &DocEntry) -> Result<(), SearchError> {
-        index::validate_doc(doc)
+        analysis::validate_doc(doc)
     }
 
     /// The lock-free half of [`Self::try_upsert_doc`]: rejects malformed
     /// embeddings now; the owner's dimension is checked at upsert.
     pub fn prepare_strict(doc: DocEntry) -> Result<PreparedDoc, SearchError> {
         Self::validate(&doc)?;
-        Ok(PreparedDoc { doc: index::prepare(doc), strict: true })
+        Ok(PreparedDoc { doc: analysis::analyse(doc), strict: true })
     }
 
     /// Adds a prepared doc, replacing the owner's doc with the same id. A
@@ -351,59 +357,49 @@ impl SearchIndex {
         &self,
         changes: Vec<IndexChange>,
     ) -> Result<(Vec<Result<(), SearchError>>, Ticket), SearchError> {
-        let changes = changes
-            .into_iter()
-            .map(|c| match c {
-                IndexChange::Upsert(owner, PreparedDoc { doc, strict }) => {
-                    engine::Change::Upsert { owner, doc, strict }
-                }
-                IndexChange::Remove(owner, doc) => engine::Change::Remove { owner, doc },
-                IndexChange::RemoveOwner(owner) => engine::Change::RemoveOwner(owner),
-            })
-            .collect();
-        self.engine.stage_changes(changes)
+        self.tantivy.stage_changes(changes)
     }
 
     /// Returns once what was staged with `ticket` is committed and searchable.
     pub fn commit_through(&self, ticket: Ticket) -> Result<(), SearchError> {
-        self.engine.commit_through(ticket)
+        self.tantivy.commit_through(ticket)
     }
 
     /// Commits every change staged so far, the tail of added docs included
     /// (which searches see before a commit too, from memory; a commit is
     /// what a reopened index finds).
     pub fn flush(&self) -> Result<(), SearchError> {
-        self.engine.flush()
+        self.tantivy.flush()
     }
 
     #[cfg(test)]
     fn set_parallel_min_snippets(&self, n: u64) {
-        self.engine.set_parallel_min_snippets(n);
+        self.tantivy.set_parallel_min_snippets(n);
     }
 
     #[cfg(test)]
     fn segments(&self) -> usize {
-        self.engine.segments()
+        self.tantivy.segments()
     }
 
     /// Dimension of this owner's embeddings; `None` while it has none.
     pub fn dimension(&self, owner: OwnerKey) -> Option<usize> {
-        self.engine.stats(owner).dim
+        self.tantivy.stats(owner).dim
     }
 
     /// Number of indexed snippets of this owner.
     pub fn snippet_count(&self, owner: OwnerKey) -> usize {
-        self.engine.stats(owner).snippets as usize
+        self.tantivy.stats(owner).snippets as usize
     }
 
     /// Number of indexed docs of this owner.
     pub fn doc_count(&self, owner: OwnerKey) -> usize {
-        self.engine.stats(owner).docs as usize
+        self.tantivy.stats(owner).docs as usize
     }
 
     /// Every indexed doc, with its owner.
     pub fn doc_keys(&self) -> Result<HashSet<(OwnerKey, Uuid)>, SearchError> {
-        self.engine.doc_keys()
+        self.tantivy.doc_keys()
     }
 
     /// Best hits first, at most `q.limit`; equal scores ordered by doc id,
@@ -415,40 +411,7 @@ impl SearchIndex {
         if q.limit == 0 {
             return Ok(Vec::new());
         }
-        self.engine.search(owner, q)
-    }
-}
-
-/// Searching one owner's documents, whatever keeps them: the in-memory
-/// [`SearchIndex`] (the embedded store), or a database that indexes them
-/// itself (see [`crate::store::Store::doc_search`]). Every implementation
-/// answers the same [`Query`] with the same ranking (BM25 with this module's
-/// analysis, cosine, [`fuse_hits`]), which the tests check across backends.
-#[async_trait]
-pub trait DocSearch: Send + Sync {
-    /// Best hits first, as [`SearchIndex::search`]. The outer error is the
-    /// store's (unavailable); the inner one the query's.
-    async fn search_owner(&self, owner: OwnerKey, q: &Query) -> StoreResult<Result<Vec<Hit>, SearchError>>;
-
-    /// How many snippets of the owner's documents a search ranks.
-    async fn owner_snippets(&self, owner: OwnerKey) -> StoreResult<usize>;
-
-    /// The dimension of the owner's vectors; `None` while it has none.
-    async fn owner_dimension(&self, owner: OwnerKey) -> StoreResult<Option<usize>>;
-}
-
-#[async_trait]
-impl DocSearch for SearchIndex {
-    async fn search_owner(&self, owner: OwnerKey, q: &Query) -> StoreResult<Result<Vec<Hit>, SearchError>> {
-        Ok(self.search(owner, q))
-    }
-
-    async fn owner_snippets(&self, owner: OwnerKey) -> StoreResult<usize> {
-        Ok(self.snippet_count(owner))
-    }
-
-    async fn owner_dimension(&self, owner: OwnerKey) -> StoreResult<Option<usize>> {
-        Ok(self.dimension(owner))
+        self.tantivy.search(owner, q)
     }
 }
 
@@ -457,21 +420,10 @@ impl DocSearch for SearchIndex {
 pub const BM25_K1: f64 = score::K1;
 pub const BM25_B: f64 = score::B;
 
-/// One snippet as search sees it: its length in terms, its distinct terms
-/// (sorted) with their frequencies, and its embedding scaled to unit length
-/// (`None` when it has none, or an unusable one).
-#[derive(Clone, Debug, PartialEq)]
-pub struct AnalysedSnippet {
-    pub len: u32,
-    pub terms: Vec<String>,
-    pub tfs: Vec<u32>,
-    pub vector: Option<Box<[f32]>>,
-}
-
 /// Analyses a doc's snippets for an index kept elsewhere (a database), with
 /// the same analysis as the in-memory index. Lenient, as [`SearchIndex::prepare`].
 pub fn analyse(doc: DocEntry) -> Vec<AnalysedSnippet> {
-    index::prepare(doc).into_analysed()
+    analysis::analyse(doc).snippets
 }
 
 /// A query's distinct terms, sorted: what BM25 sums over, in this order.

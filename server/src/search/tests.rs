@@ -880,12 +880,12 @@ fn an_owner_with_many_vectors_is_searched_through_its_graph_as_if_exactly() {
     index.flush().unwrap();
     let queries: Vec<Query> = clustered(&mut rng, &centres, 60).into_iter().map(Query::vector).collect();
     let exact: Vec<Vec<Hit>> = queries.iter().map(|q| search(&index, q)).collect();
-    assert_eq!(index.engine.graph_of(owner()), None, "below the threshold: exact, no graph asked for");
+    assert_eq!(index.tantivy.graph_of(owner()), None, "below the threshold: exact, no graph asked for");
 
     // Built as the background thread would (the threshold is still above the owner here).
-    index.engine.build_graph(owner()).unwrap();
+    index.tantivy.build_graph(owner()).unwrap();
     index.set_vector_graph_min(1_000);
-    assert_eq!(index.engine.graph_of(owner()), Some((n as u64, 0)));
+    assert_eq!(index.tantivy.graph_of(owner()), Some((n as u64, 0)));
     let files: Vec<_> =
         std::fs::read_dir(path.join("ann")).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(files.len(), 1, "one file per owner: {files:?}");
@@ -911,7 +911,7 @@ fn an_owner_with_many_vectors_is_searched_through_its_graph_as_if_exactly() {
     };
     let recall = check(&index, &exact);
     assert!(recall >= 0.95, "recall@10 {recall}");
-    let (_, searches) = index.engine.graph_of(owner()).unwrap();
+    let (_, searches) = index.tantivy.graph_of(owner()).unwrap();
     assert_eq!(searches, queries.len() as u64, "every search asked the graph");
 
     // Added after the graph: found at once (in memory), and once committed (after its watermark).
@@ -943,7 +943,7 @@ fn an_owner_with_many_vectors_is_searched_through_its_graph_as_if_exactly() {
     assert_eq!(index.fresh(), None);
     assert_eq!(std::fs::read_dir(&ann).unwrap().count(), 1, "only the owner's graph is left");
     index.set_vector_graph_min(1_000);
-    assert_eq!(index.engine.graph_of(owner()), Some((n as u64, 0)), "opened from its file");
+    assert_eq!(index.tantivy.graph_of(owner()), Some((n as u64, 0)), "opened from its file");
     assert_eq!(queries.iter().map(|q| search(&index, q)).collect::<Vec<_>>(), now);
     let added = vec_doc(n + 1, "after reopening", probe.clone());
     index.upsert_doc(owner(), added).unwrap();
@@ -956,6 +956,6 @@ fn an_owner_with_many_vectors_is_searched_through_its_graph_as_if_exactly() {
 
     // Every doc of the owner removed: so is its graph.
     index.remove_owner(owner()).unwrap();
-    assert_eq!(index.engine.graph_of(owner()), None);
+    assert_eq!(index.tantivy.graph_of(owner()), None);
     assert_eq!(std::fs::read_dir(path.join("ann")).unwrap().count(), 0);
 }

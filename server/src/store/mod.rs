@@ -6,11 +6,15 @@
 //! or not at all. The sled backend ([`sled_store`]) is the embedded one, for
 //! one process; the PostgreSQL one ([`pg_store`]) is shared by any number of
 //! servers. [`backend::Backend`] is whichever the configuration chose.
+//!
+//! The store uses [`crate::search`] (the PostgreSQL store indexes documents
+//! with its analysis; [`DocSearch`] is answered by its index too); search
+//! never uses the store.
 
 pub mod backend;
 #[cfg(test)]
 pub(crate) mod conformance;
-pub mod filter;
+pub mod doc_search;
 #[cfg(test)]
 pub mod intercepted;
 pub mod manifest;
@@ -23,10 +27,12 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use uuid::Uuid;
 
-pub type Metadata = Map<String, Value>;
+pub use self::doc_search::DocSearch;
+
+pub use crate::metadata::Metadata;
 
 /// What a record is. The discriminant is part of the on-disk key: never reorder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -298,27 +304,28 @@ pub enum Change {
     Unknown,
 }
 
-impl Change {
-    /// Whether another server acts on hearing this change: API keys and
-    /// tenants (the key cache), a session's messages deleted (its cached
-    /// history), an execution or its lease written (the engine), a session's
-    /// chat lock written or released (chats waiting for it). A shared store
-    /// tells only these; whoever starts listening for another kind adds it here.
-    ///
-    /// Telling is not free: on PostgreSQL a transaction that notifies holds
-    /// the database's notification lock until its commit is flushed, so
-    /// notifying commits are flushed one at a time, where the others share
-    /// their flushes (creating an agent, appending a message, writing a doc).
-    pub fn heard(&self) -> bool {
-        match self {
-            Change::Record { kind, .. } => matches!(
-                kind,
-                Kind::ApiKey | Kind::Tenant | Kind::Execution | Kind::ExecutionLease | Kind::SessionLock
-            ),
-            Change::Scope { kind, .. } => matches!(kind, Kind::ApiKey | Kind::Tenant | Kind::Message),
-            Change::Unknown => true,
-        }
-    }
+/// What the store is told of the domain's records when it is opened: the
+/// store itself names no field of a record's `data` and no listener of its
+/// changes. The domain's is `crate::app::records::STORE_DOMAIN`.
+#[derive(Clone, Copy, Debug)]
+pub struct Domain {
+    /// Whether another server acts on hearing this change: a shared store
+    /// tells only these (see [`Store::changes`]).
+    pub heard: fn(&Change) -> bool,
+    /// Where a doc record's `data` keeps what search indexes and answers.
+    pub docs: DocLayout,
+}
+
+/// The keys of a doc record's `data` (a JSON object) that search reads; a
+/// record without them has nothing to search.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DocLayout {
+    /// The title: a string.
+    pub title: &'static str,
+    /// The snippets: an array of strings.
+    pub snippets: &'static str,
+    /// The snippets' embeddings, when given: an array of arrays of numbers.
+    pub embeddings: &'static str,
 }
 
 /// What a search answers of a doc.
@@ -332,13 +339,13 @@ pub struct DocParts {
 }
 
 impl DocParts {
-    /// The parts of a whole doc record.
-    pub fn of(rec: &Record, indexes: &[usize]) -> Self {
+    /// The parts of a whole doc record, its data laid out as `layout` says.
+    pub fn of(rec: &Record, indexes: &[usize], layout: &DocLayout) -> Self {
         let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
         DocParts {
-            title: text(&rec.data["title"]),
+            title: text(&rec.data[layout.title]),
             metadata: rec.metadata.clone(),
-            snippets: indexes.iter().map(|&i| text(&rec.data["content"][i])).collect(),
+            snippets: indexes.iter().map(|&i| text(&rec.data[layout.snippets][i])).collect(),
         }
     }
 }
@@ -393,16 +400,23 @@ pub trait Store: Send + Sync + 'static {
     }
 
     /// A doc's title, metadata and its snippets at `indexes` (what a search
-    /// answers of it), or `None` when there is no such doc. Backends that can
-    /// read these without decoding the whole doc do (sled does).
-    async fn doc_parts(&self, tenant: Uuid, id: Uuid, indexes: &[usize]) -> StoreResult<Option<DocParts>> {
-        Ok(self.get(tenant, Kind::Doc, id).await?.map(|rec| DocParts::of(&rec, indexes)))
+    /// answers of it), its data laid out as `layout` says, or `None` when
+    /// there is no such doc. Backends that can read these without decoding
+    /// the whole doc do (sled does).
+    async fn doc_parts(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+        indexes: &[usize],
+        layout: &DocLayout,
+    ) -> StoreResult<Option<DocParts>> {
+        Ok(self.get(tenant, Kind::Doc, id).await?.map(|rec| DocParts::of(&rec, indexes, layout)))
     }
 
     /// Search over the documents, when the store indexes them itself (the
     /// PostgreSQL one does, in the transactions that write them); `None`: the
     /// server keeps the index ([`crate::search::SearchIndex`]).
-    fn doc_search(&self) -> Option<&dyn crate::search::DocSearch> {
+    fn doc_search(&self) -> Option<&dyn DocSearch> {
         None
     }
 }

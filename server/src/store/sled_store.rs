@@ -87,19 +87,22 @@ use sha2::{Digest, Sha256};
 use sled::IVec;
 use uuid::Uuid;
 
-use super::filter::{canonical, metadata_matches};
 use super::manifest::{Checkpointer, PointFile, Sequence};
 use super::open::{OpenError, Opened, held_by_another, open_checked, quietly};
 use super::{
-    Direction, DocParts, Expect, Kind, ListQuery, Op, Record, SortBy, Store, StoreError, StoreResult,
+    Direction, DocLayout, DocParts, Expect, Kind, ListQuery, Op, Record, SortBy, Store, StoreError,
+    StoreResult,
 };
+use crate::metadata::{canonical, metadata_matches};
 
 mod batch;
+mod doc_view;
 mod keys;
 mod upgrade;
 mod writer;
 
 use batch::*;
+use doc_view::DocView;
 use keys::*;
 use writer::*;
 
@@ -593,25 +596,6 @@ fn decode(bytes: &[u8]) -> StoreResult<Record> {
     serde_json::from_slice(bytes).map_err(|e| io(format!("corrupt record: {e}")))
 }
 
-/// A stored doc record as a search reads it: the snippets left as raw JSON
-/// (borrowed), only those asked for decoded.
-#[derive(serde::Deserialize)]
-struct DocView<'a> {
-    scope: Uuid,
-    #[serde(default)]
-    metadata: Option<super::Metadata>,
-    #[serde(borrow)]
-    data: DocDataView<'a>,
-}
-
-#[derive(serde::Deserialize)]
-struct DocDataView<'a> {
-    #[serde(default)]
-    title: Option<String>,
-    #[serde(default, borrow)]
-    content: Vec<&'a serde_json::value::RawValue>,
-}
-
 #[async_trait]
 impl Store for SledStore {
     async fn get(&self, tenant: Uuid, kind: Kind, id: Uuid) -> StoreResult<Option<Record>> {
@@ -619,25 +603,30 @@ impl Store for SledStore {
         Ok(rec.filter(|r| !self.shared.purging.hides(kind, tenant, r.scope)))
     }
 
-    async fn doc_parts(&self, tenant: Uuid, id: Uuid, indexes: &[usize]) -> StoreResult<Option<DocParts>> {
+    async fn doc_parts(
+        &self,
+        tenant: Uuid,
+        id: Uuid,
+        indexes: &[usize],
+        layout: &DocLayout,
+    ) -> StoreResult<Option<DocParts>> {
         let db = self.shared.db()?;
         let Some(bytes) = db.get(row_key(Kind::Doc, tenant, id)).map_err(|e| self.shared.read_error(e))?
         else {
             return Ok(None);
         };
-        let doc: DocView = serde_json::from_slice(&bytes).map_err(|e| io(format!("corrupt record: {e}")))?;
+        let doc = DocView::read(&bytes, layout).map_err(|e| io(format!("corrupt record: {e}")))?;
         if self.shared.purging.hides(Kind::Doc, tenant, doc.scope) {
             return Ok(None);
         }
         let snippet = |i: usize| {
-            doc.data
-                .content
+            doc.snippets
                 .get(i)
                 .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok())
                 .unwrap_or_default()
         };
         Ok(Some(DocParts {
-            title: doc.data.title.unwrap_or_default(),
+            title: doc.title.unwrap_or_default(),
             metadata: doc.metadata,
             snippets: indexes.iter().map(|&i| snippet(i)).collect(),
         }))
@@ -904,6 +893,7 @@ mod tests {
     /// past the end); a doc that is not there (or another tenant's) is None.
     #[tokio::test]
     async fn a_docs_parts_are_those_of_its_whole_record() {
+        use crate::app::docs::DOC_LAYOUT;
         let dir = tempfile::tempdir().unwrap();
         let store = SledStore::open(dir.path(), Durability::Flush).unwrap();
         let (tenant, owner) = (Uuid::now_v7(), Uuid::now_v7());
@@ -917,12 +907,13 @@ mod tests {
         store.commit(tenant, vec![Op::Put { record: doc, expect: Expect::Absent }]).await.unwrap();
         let whole = store.get(tenant, Kind::Doc, id).await.unwrap().unwrap();
         for indexes in [vec![], vec![0], vec![2, 0], vec![1, 7]] {
-            let parts = store.doc_parts(tenant, id, &indexes).await.unwrap().unwrap();
-            assert_eq!(parts, DocParts::of(&whole, &indexes), "{indexes:?}");
+            let parts = store.doc_parts(tenant, id, &indexes, &DOC_LAYOUT).await.unwrap().unwrap();
+            assert_eq!(parts, DocParts::of(&whole, &indexes, &DOC_LAYOUT), "{indexes:?}");
         }
-        assert_eq!(store.doc_parts(tenant, id, &[0]).await.unwrap().unwrap().snippets, ["green \"tea\" é"]);
-        assert_eq!(store.doc_parts(Uuid::now_v7(), id, &[0]).await.unwrap(), None);
-        assert_eq!(store.doc_parts(tenant, Uuid::now_v7(), &[0]).await.unwrap(), None);
+        let parts = store.doc_parts(tenant, id, &[0], &DOC_LAYOUT).await.unwrap().unwrap();
+        assert_eq!(parts.snippets, ["green \"tea\" é"]);
+        assert_eq!(store.doc_parts(Uuid::now_v7(), id, &[0], &DOC_LAYOUT).await.unwrap(), None);
+        assert_eq!(store.doc_parts(tenant, Uuid::now_v7(), &[0], &DOC_LAYOUT).await.unwrap(), None);
     }
 
     fn dump(store: &SledStore) -> Vec<(IVec, IVec)> {

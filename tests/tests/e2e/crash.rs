@@ -181,9 +181,12 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
                     ..Default::default()
                 };
                 std::sync::Arc::new(
-                    agent_platform::store::pg_store::PgStore::connect(&cfg)
-                        .await
-                        .expect("the database opens"),
+                    agent_platform::store::pg_store::PgStore::connect(
+                        &cfg,
+                        agent_platform::app::records::STORE_DOMAIN,
+                    )
+                    .await
+                    .expect("the database opens"),
                 )
             }
             None => std::sync::Arc::new(

@@ -14,6 +14,7 @@ use tokio::sync::watch;
 use uuid::Uuid;
 
 use super::TestDb;
+use crate::app::records::STORE_DOMAIN;
 use crate::store::pg_store::{PgStore, with_dbname};
 use crate::store::{Expect, Kind, ListQuery, Op, Record, Store, StoreError};
 
@@ -140,7 +141,7 @@ async fn of_servers_starting_together_on_an_empty_database_one_finds_it_new() {
     let starts: Vec<_> = (0..4)
         .map(|_| {
             let cfg = cfg.clone();
-            tokio::spawn(async move { PgStore::connect(&cfg).await })
+            tokio::spawn(async move { PgStore::connect(&cfg, STORE_DOMAIN).await })
         })
         .collect();
     let mut new = 0;
@@ -167,7 +168,11 @@ async fn a_schema_newer_than_the_binary_is_refused() {
         )
         .await
         .unwrap();
-    let err = PgStore::connect(&db.config()).await.err().expect("a newer schema is refused").to_string();
+    let err = PgStore::connect(&db.config(), STORE_DOMAIN)
+        .await
+        .err()
+        .expect("a newer schema is refused")
+        .to_string();
     assert!(err.contains("newer than this binary") && err.contains(&db.name), "{err}");
     db.drop().await;
 }
@@ -182,7 +187,7 @@ async fn a_database_nobody_listens_for_fails_the_start_naming_it_without_the_pas
         ..Default::default()
     };
     let started = Instant::now();
-    let err = PgStore::connect(&cfg).await.err().expect("nothing to connect to").to_string();
+    let err = PgStore::connect(&cfg, STORE_DOMAIN).await.err().expect("nothing to connect to").to_string();
     assert!(started.elapsed() < Duration::from_secs(5));
     assert!(err.contains("127.0.0.1:1/db"), "{err}");
     assert!(!err.contains("s3cret"), "{err}");
@@ -193,7 +198,7 @@ async fn a_statement_past_its_timeout_answers_unavailable() {
     let Some(db) = TestDb::create().await else { return };
     let mut cfg = db.config();
     cfg.statement_timeout_s = 0.5;
-    let s = PgStore::connect(&cfg).await.unwrap();
+    let s = PgStore::connect(&cfg, STORE_DOMAIN).await.unwrap();
     let t = Uuid::now_v7();
     let r = Record::fresh(Kind::Agent, t, json!({}));
     s.commit(t, vec![Op::Put { record: r.clone(), expect: Expect::Absent }]).await.unwrap();
@@ -345,7 +350,7 @@ async fn a_database_that_hangs_or_goes_away_answers_unavailable_in_time_and_is_b
     ));
     store_cfg.statement_timeout_s = 1.0;
     store_cfg.connect_timeout_s = 1.0;
-    let s = PgStore::connect(&store_cfg).await.unwrap();
+    let s = PgStore::connect(&store_cfg, STORE_DOMAIN).await.unwrap();
     let t = Uuid::now_v7();
     let r = Record::fresh(Kind::Agent, t, json!({}));
     s.commit(t, vec![Op::Put { record: r.clone(), expect: Expect::Absent }]).await.unwrap();

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use super::Store;
 use super::pg_store::{self, PgStore};
 use super::sled_store::{Durability, SledStore};
+use crate::app::records::STORE_DOMAIN;
 use crate::config::{StoreBackend, StoreConfig};
 
 /// The variable naming the PostgreSQL server the tests make databases on.
@@ -57,7 +58,7 @@ impl TestDb {
     }
 
     pub(crate) async fn store(&self) -> PgStore {
-        PgStore::connect(&self.config()).await.expect("connect to the test database")
+        PgStore::connect(&self.config(), STORE_DOMAIN).await.expect("connect to the test database")
     }
 
     /// A plain connection to this database, for what a test does behind the store's back.

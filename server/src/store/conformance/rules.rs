@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::on_both;
-use crate::store::filter::metadata_matches;
+use crate::metadata::metadata_matches;
 use crate::store::{Direction, Expect, Kind, ListQuery, Metadata, Op, Record, SortBy, Store, StoreError};
 
 fn tenant() -> Uuid {

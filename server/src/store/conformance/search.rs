@@ -12,7 +12,8 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 use super::TestDb;
-use crate::search::{DocEntry, DocSearch, Hit, OwnerKey, Query, SearchError, SearchIndex};
+use crate::search::{DocEntry, Hit, OwnerKey, Query, SearchError, SearchIndex};
+use crate::store::DocSearch;
 use crate::store::{Expect, Kind, Op, Record, Store, new_id};
 
 const WORDS: &[&str] = &[

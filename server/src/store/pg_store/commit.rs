@@ -30,8 +30,9 @@ use std::collections::HashMap;
 
 use super::errors::{Fault, sqlstate, unique_violation};
 use super::rows::{Columns, kind_code, version_code};
-use super::search::{self, PreparedDoc};
+use super::search;
 use super::{PKEY, UNIQUE_NAME, notify};
+use crate::search::AnalysedSnippet;
 use crate::store::{Change, Expect, Kind, Op, Record, StoreError};
 
 /// Sends the notifications of a commit, in its transaction.
@@ -43,11 +44,12 @@ pub(super) async fn run(
     c: &mut ClientWrapper,
     tenant: Uuid,
     ops: &[Op],
-    docs: &HashMap<Uuid, PreparedDoc>,
+    docs: &HashMap<Uuid, Vec<AnalysedSnippet>>,
+    heard: fn(&Change) -> bool,
     committing: &AtomicBool,
 ) -> Result<(), Fault> {
     if pipelinable(ops) {
-        return run_pipelined(c, tenant, ops, committing).await;
+        return run_pipelined(c, tenant, ops, heard, committing).await;
     }
     let tx = c.transaction().await?;
     let mut changes = Vec::with_capacity(ops.len());
@@ -111,7 +113,7 @@ pub(super) async fn run(
         }
         changes.push(Change::Scope { tenant, kind, scope });
     }
-    let payloads = notify::payloads(tenant, &changes);
+    let payloads = notify::payloads(tenant, &changes, heard);
     if !payloads.is_empty() {
         let st = tx.prepare_cached(NOTIFY).await?;
         tx.execute(&st, &[&notify::CHANNEL, &payloads]).await?;
@@ -222,6 +224,7 @@ async fn run_pipelined(
     c: &mut ClientWrapper,
     tenant: Uuid,
     ops: &[Op],
+    heard: fn(&Change) -> bool,
     committing: &AtomicBool,
 ) -> Result<(), Fault> {
     let insert = c.prepare_cached(INSERT).await?;
@@ -235,7 +238,7 @@ async fn run_pipelined(
             changes.push(Change::Record { tenant, kind: record.kind, id: record.id, scope: record.scope });
         }
     }
-    let payloads = notify::payloads(tenant, &changes);
+    let payloads = notify::payloads(tenant, &changes, heard);
     let codes: Vec<i16> = ops
         .iter()
         .map(|op| match op {

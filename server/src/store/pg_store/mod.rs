@@ -19,9 +19,9 @@ use deadpool_postgres::{ClientWrapper, Manager, ManagerConfig, Object, Pool, Rec
 use tokio_postgres::config::SslMode;
 use uuid::Uuid;
 
-use super::{Kind, ListQuery, Op, Record, Store, StoreError, StoreResult};
+use super::{DocSearch, Domain, Kind, ListQuery, Op, Record, Store, StoreError, StoreResult};
 use crate::config::StoreConfig;
-use crate::search::{DocSearch, Hit, OwnerKey, Query, SearchError};
+use crate::search::{Hit, OwnerKey, Query, SearchError};
 
 mod commit;
 mod errors;
@@ -65,6 +65,8 @@ pub struct PgStore {
     created: bool,
     /// Hears every server's commits (see [`notify`]).
     listener: notify::Listener,
+    /// Which changes to tell, where docs keep what search indexes.
+    domain: Domain,
     /// pgvector's version, when the database has it (see [`search`]).
     pgvector: Option<String>,
     /// How many documents written before search was in the database this start indexed.
@@ -107,8 +109,9 @@ impl PgStore {
     /// Connects to the database of `cfg.url` and brings its schema up to this
     /// binary's (creating it in an empty database). Fails, saying why, when the
     /// database cannot be reached within `connect_timeout_s`, or its schema is
-    /// newer than this binary knows.
-    pub async fn connect(cfg: &StoreConfig) -> anyhow::Result<PgStore> {
+    /// newer than this binary knows. `domain` says which changes other
+    /// servers act on and how docs are indexed.
+    pub async fn connect(cfg: &StoreConfig, domain: Domain) -> anyhow::Result<PgStore> {
         let url = cfg.url.as_deref().ok_or_else(|| anyhow::anyhow!("store.url is not set"))?;
         let mut pg: tokio_postgres::Config =
             url.parse().map_err(|e| anyhow::anyhow!("store.url is not a PostgreSQL URL: {e}"))?;
@@ -142,7 +145,7 @@ impl PgStore {
         let mut client =
             pool.get().await.map_err(|e| anyhow::anyhow!("{}", errors::pool_error(&target, &e)))?;
         let pgvector = search::pgvector(&client).await;
-        let indexed = search::backfill(&mut client).await.map_err(|f| {
+        let indexed = search::backfill(&mut client, &domain.docs).await.map_err(|f| {
             let e = match f {
                 Fault::Store(e) => e,
                 Fault::Db(e) => errors::store_error(&target, &e),
@@ -159,6 +162,7 @@ impl PgStore {
             op_timeout,
             created,
             listener,
+            domain,
             pgvector,
             indexed,
             shared,
@@ -262,12 +266,12 @@ impl PgStore {
     /// Runs a commit's transaction until it does not conflict with another,
     /// a bounded number of times, with a growing random pause between runs.
     async fn commit_retrying(&self, tenant: Uuid, ops: &[Op], committing: &AtomicBool) -> StoreResult<()> {
-        let docs = search::prepare(ops).await?;
+        let docs = search::prepare(ops, &self.domain.docs).await?;
         let (mut attempt, mut lost_once) = (0, false);
         loop {
             attempt += 1;
             let mut conn = self.conn().await?;
-            let outcome = commit::run(&mut conn, tenant, ops, &docs, committing).await;
+            let outcome = commit::run(&mut conn, tenant, ops, &docs, self.domain.heard, committing).await;
             self.finish(conn, &outcome);
             let e = match outcome {
                 Ok(()) => return Ok(()),

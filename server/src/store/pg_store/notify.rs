@@ -1,6 +1,6 @@
 //! Hearing other servers' commits: a commit sends, in its transaction, a
 //! notification of what it changed that other servers act on
-//! ([`Change::heard`]); each server listens on one connection of its own and
+//! ([`Domain::heard`](crate::store::Domain::heard)); each server listens on one connection of its own and
 //! passes what it hears on as [`Change`]s.
 //!
 //! A notification is a hint, not the truth: it arrives after the commit (a
@@ -56,18 +56,18 @@ const MOST_BACKOFF: Duration = Duration::from_secs(5);
 /// too long. A commit sends all of them in its transaction, in one statement
 /// (`SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`), so a commit of
 /// many records costs one round trip. Only the changes another server acts
-/// on are sent ([`Change::heard`]): a commit with none sends nothing, and so
+/// on are sent (`heard`, the domain's): a commit with none sends nothing, and so
 /// does not wait for other notifying commits to be flushed before its own.
 /// [`Change::Unknown`] is never sent.
 ///
 /// Each payload is `c1 <tenant>` then one word per change:
 /// `r<kind>.<id>.<scope>` for a record, `s<kind>.<scope>` for a scope (ids as
 /// 32 hex digits, kinds as their number).
-pub(super) fn payloads(tenant: Uuid, changes: &[Change]) -> Vec<String> {
+pub(super) fn payloads(tenant: Uuid, changes: &[Change], heard: fn(&Change) -> bool) -> Vec<String> {
     let header = format!("{FORMAT} {}", tenant.simple());
     let mut out = Vec::new();
     let mut current = header.clone();
-    for change in changes.iter().filter(|c| c.heard()) {
+    for change in changes.iter().filter(|c| heard(c)) {
         let word = match change {
             Change::Record { kind, id, scope, .. } => {
                 format!(" r{}.{}.{}", *kind as u8, id.simple(), scope.simple())
@@ -296,6 +296,9 @@ impl Drop for AbortOnDrop {
 mod tests {
     use super::*;
 
+    /// The domain's: which changes are told.
+    const HEARD: fn(&Change) -> bool = crate::app::records::STORE_DOMAIN.heard;
+
     fn record(kind: Kind, n: u128) -> Change {
         Change::Record {
             tenant: Uuid::from_u128(9),
@@ -314,20 +317,20 @@ mod tests {
             record(Kind::SessionLock, 3),
             Change::Unknown,
         ];
-        let sent = payloads(tenant, &changes);
+        let sent = payloads(tenant, &changes, HEARD);
         assert_eq!(sent.len(), 1);
         assert_eq!(decode(&sent[0]), changes[..3]);
-        assert!(payloads(tenant, &[]).is_empty(), "a commit that changed nothing sends nothing");
-        assert!(payloads(tenant, &[Change::Unknown]).is_empty());
+        assert!(payloads(tenant, &[], HEARD).is_empty(), "a commit that changed nothing sends nothing");
+        assert!(payloads(tenant, &[Change::Unknown], HEARD).is_empty());
         let unheard = [record(Kind::Agent, 4), record(Kind::Message, 5), record(Kind::Doc, 6)];
-        assert!(payloads(tenant, &unheard).is_empty(), "no server acts on these: not sent");
+        assert!(payloads(tenant, &unheard, HEARD).is_empty(), "no server acts on these: not sent");
     }
 
     #[test]
     fn many_changes_are_split_under_the_limit() {
         let tenant = Uuid::from_u128(9);
         let changes: Vec<Change> = (0..1000).map(|n| record(Kind::Execution, n)).collect();
-        let sent = payloads(tenant, &changes);
+        let sent = payloads(tenant, &changes, HEARD);
         assert!(sent.len() > 1);
         assert!(sent.iter().all(|p| p.len() < 8000), "every payload under PostgreSQL's limit");
         let heard: Vec<Change> = sent.iter().flat_map(|p| decode(p)).collect();
@@ -337,7 +340,7 @@ mod tests {
     /// Sends `changes` as a commit would.
     async fn notify(store: &super::super::PgStore, tenant: Uuid, changes: &[Change]) {
         let client = store.pool().get().await.unwrap();
-        for payload in payloads(tenant, changes) {
+        for payload in payloads(tenant, changes, HEARD) {
             client.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload]).await.unwrap();
         }
     }

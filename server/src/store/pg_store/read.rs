@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use super::errors::Fault;
 use super::rows::{self, COLUMNS, SIZE, count, kind_code};
-use crate::store::filter::metadata_matches;
+use crate::metadata::metadata_matches;
 use crate::store::{Direction, Kind, ListQuery, Metadata, Record, SortBy};
 
 static GET: LazyLock<String> =

@@ -74,7 +74,7 @@ fn to_json(v: &impl serde::Serialize) -> StoreResult<String> {
 /// hold it (a string or key with a NUL). Numbers that are integers are
 /// written as integers (`1.0` as `1`), so that jsonb, which compares numbers
 /// by their decimal value, finds equal exactly what the filter
-/// ([`crate::store::filter`]) does: an integral float's shortest text (say
+/// ([`crate::metadata`]) does: an integral float's shortest text (say
 /// `1.152921504606847e18`) is not always the integer it equals.
 pub(super) fn index_form(metadata: &Metadata) -> Option<Value> {
     fn value(v: &Value) -> Option<Value> {

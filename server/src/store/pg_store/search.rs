@@ -31,9 +31,9 @@ use uuid::Uuid;
 
 use super::errors::Fault;
 use super::rows::{self, kind_code};
+use crate::metadata::metadata_matches;
 use crate::search::{self, AnalysedSnippet, DocEntry, Hit, Mode, OwnerKey, Query, SearchError};
-use crate::store::filter::metadata_matches;
-use crate::store::{Expect, Kind, Metadata, Op, StoreError, StoreResult};
+use crate::store::{DocLayout, Expect, Kind, Metadata, Op, StoreError, StoreResult};
 
 /// Longer terms are indexed by a digest: a tsvector lexeme holds at most
 /// 2,046 bytes. The digest starts with `~`, which no term does (the analysis
@@ -56,46 +56,48 @@ fn tsquery_literal(term: &str) -> String {
     format!("'{}'", lexeme(term).replace('\\', "\\\\").replace('\'', "''"))
 }
 
-/// The fields of a doc record that search reads (see `app::docs::DocData`);
-/// a record without them (the store's own tests write such) has nothing to search.
-#[derive(Default, Deserialize)]
-struct DocFields {
-    #[serde(default)]
-    content: Vec<String>,
-    #[serde(default)]
-    embeddings: Option<Vec<Vec<f32>>>,
-}
+/// A doc's snippets and their embeddings, if given.
+type DocFields = (Vec<String>, Option<Vec<Vec<f32>>>);
 
-/// A doc's snippets, analysed before the transaction that writes them.
-pub(super) struct PreparedDoc {
-    snippets: Vec<AnalysedSnippet>,
+/// The snippets and embeddings of a doc record's data, laid out as `layout`
+/// says; a record without them (the store's own tests write such), or with
+/// either unreadable, has nothing to search.
+fn doc_fields(data: &Value, layout: &DocLayout) -> DocFields {
+    let read = || -> Option<DocFields> {
+        let snippets = match data.get(layout.snippets) {
+            Some(v) => Vec::<String>::deserialize(v).ok()?,
+            None => Vec::new(),
+        };
+        let embeddings = match data.get(layout.embeddings) {
+            Some(v) => Option::<Vec<Vec<f32>>>::deserialize(v).ok()?,
+            None => None,
+        };
+        Some((snippets, embeddings))
+    };
+    read().unwrap_or_default()
 }
 
 /// The docs written by `ops`, by id, analysed (off the async workers: it is
 /// the costly part of a doc's write).
-pub(super) async fn prepare(ops: &[Op]) -> StoreResult<HashMap<Uuid, PreparedDoc>> {
+pub(super) async fn prepare(
+    ops: &[Op],
+    layout: &DocLayout,
+) -> StoreResult<HashMap<Uuid, Vec<AnalysedSnippet>>> {
     let mut entries = Vec::new();
     for op in ops {
         if let Op::Put { record, .. } = op
             && record.kind == Kind::Doc
         {
-            let fields = DocFields::deserialize(&record.data).unwrap_or_default();
-            entries.push(DocEntry {
-                id: record.id,
-                snippets: fields.content,
-                embeddings: fields.embeddings,
-                metadata: None,
-            });
+            let (snippets, embeddings) = doc_fields(&record.data, layout);
+            entries.push(DocEntry { id: record.id, snippets, embeddings, metadata: None });
         }
     }
     if entries.is_empty() {
         return Ok(HashMap::new());
     }
-    tokio::task::spawn_blocking(move || {
-        entries.into_iter().map(|e| (e.id, PreparedDoc { snippets: search::analyse(e) })).collect()
-    })
-    .await
-    .map_err(|e| StoreError::Io(format!("indexing docs failed: {e}")))
+    tokio::task::spawn_blocking(move || entries.into_iter().map(|e| (e.id, search::analyse(e))).collect())
+        .await
+        .map_err(|e| StoreError::Io(format!("indexing docs failed: {e}")))
 }
 
 /// Indexes a doc put by a commit (replacing what a replaced version had).
@@ -105,7 +107,7 @@ pub(super) async fn put_doc(
     doc: Uuid,
     owner: Uuid,
     expect: Expect,
-    prepared: &PreparedDoc,
+    snippets: &[AnalysedSnippet],
 ) -> Result<(), Fault> {
     if matches!(expect, Expect::Version(_)) {
         delete_doc(tx, tenant, doc).await?;
@@ -124,7 +126,7 @@ pub(super) async fn put_doc(
     let (vectors, dim): (i64, Option<i32>) = (row.get(0), row.get(1));
     let mut dim = if vectors > 0 { dim.and_then(|d| usize::try_from(d).ok()) } else { None };
 
-    let n = prepared.snippets.len();
+    let n = snippets.len();
     let (mut idx, mut lens, mut starts, mut counts, mut vstarts) = (
         Vec::with_capacity(n),
         Vec::with_capacity(n),
@@ -134,7 +136,7 @@ pub(super) async fn put_doc(
     );
     let (mut terms, mut tfs, mut floats) = (Vec::new(), Vec::new(), Vec::<f32>::new());
     let (mut total_len, mut added_vectors) = (0i64, 0i64);
-    for (i, s) in prepared.snippets.iter().enumerate() {
+    for (i, s) in snippets.iter().enumerate() {
         idx.push(to_i32(i));
         lens.push(to_i32(s.len as usize));
         total_len += i64::from(s.len);
@@ -257,7 +259,7 @@ pub(super) async fn delete_owner(tx: &Transaction<'_>, tenant: Uuid, owner: Uuid
 /// Indexes, in transactions of at most `BATCH` docs, the docs written before
 /// the search tables existed (listed in `search_backfill` by the migration
 /// that made them). Several servers starting at once share the work.
-pub(super) async fn backfill(client: &mut ClientWrapper) -> Result<u64, Fault> {
+pub(super) async fn backfill(client: &mut ClientWrapper, layout: &DocLayout) -> Result<u64, Fault> {
     const BATCH: i64 = 50;
     let mut done = 0;
     loop {
@@ -285,7 +287,7 @@ pub(super) async fn backfill(client: &mut ClientWrapper) -> Result<u64, Fault> {
                 let data: Value = serde_json::from_str(data)
                     .map_err(|e| StoreError::Io(format!("corrupt record (data): {e}")))?;
                 let record = crate::store::Record::new(Kind::Doc, doc, owner, data);
-                let mut prepared = prepare(&[Op::Put { record, expect: Expect::Absent }]).await?;
+                let mut prepared = prepare(&[Op::Put { record, expect: Expect::Absent }], layout).await?;
                 if let Some(p) = prepared.remove(&doc) {
                     put_doc(&tx, tenant, doc, owner, Expect::Version(0), &p).await?;
                 }

@@ -44,7 +44,7 @@ pub(super) fn order_key(r: &Record, tenant: Uuid, s: SortBy) -> Vec<u8> {
 }
 
 /// A stable hash of one metadata `key = value` pair: values equal as a filter
-/// compares them ([`super::filter::values_equal`]) hash alike, so `{"n": 1}` finds a
+/// compares them ([`crate::metadata::values_equal`]) hash alike, so `{"n": 1}` finds a
 /// record stored with `{"n": 1.0}`.
 pub(super) fn meta_hash(key: &str, value: &Value) -> [u8; 8] {
     let mut text = Vec::with_capacity(key.len() + 16);

@@ -4,7 +4,7 @@
 //! Format 1 to 2 (the metadata index). Format 1 hashed a metadata value's
 //! JSON text as stored, so a record stored with `{"n": 1.0}` sat under another
 //! index key than the one a filter `{"n": 1}` looks under. Format 2 hashes the
-//! canonical form ([`super::super::filter::canonical`]), which differs from
+//! canonical form ([`crate::metadata::canonical`]), which differs from
 //! the text only for floats that are integers (`1.0`, `-0.0`, `1e3`). The
 //! upgrade reads every record once and, for each metadata pair whose hash
 //! changed, replaces its index keys (one per sort order); records without

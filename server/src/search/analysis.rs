@@ -1,6 +1,7 @@
 //! Analysis of documents before they are indexed: validation of their
 //! embeddings, text analysis into terms with their frequencies, vectors
-//! scaled to unit length. Keeping them searchable is [`super::engine`]'s.
+//! scaled to unit length. Keeping them searchable is [`super::index`]'s (or
+//! a database's, which indexes the same analysis).
 
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -41,34 +42,33 @@ pub(super) fn validate_doc(doc: &DocEntry) -> Result<(), SearchError> {
 
 /// A doc analysed outside any lock: tokenised, term-counted, vectors
 /// normalised. Invalid embeddings (empty, non-finite) are already dropped.
-pub(super) struct PreparedDoc {
+pub(super) struct AnalysedDoc {
     pub(super) id: Uuid,
     pub(super) metadata: Option<Map<String, Value>>,
-    pub(super) snippets: Vec<PreparedSnippet>,
+    pub(super) snippets: Vec<AnalysedSnippet>,
 }
 
-pub(super) struct PreparedSnippet {
-    /// Token count (BM25 document length).
-    pub(super) len: u32,
-    /// Distinct terms with their frequency, sorted by term.
-    pub(super) terms: Vec<(String, u32)>,
-    pub(super) vector: Option<Box<[f32]>>,
+/// One snippet as search sees it: its length in terms (BM25's document
+/// length), its distinct terms (sorted) with their frequencies, and its
+/// embedding scaled to unit length (`None` when it has none, or an unusable one).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnalysedSnippet {
+    pub len: u32,
+    pub terms: Vec<String>,
+    /// `tfs[i]` is how often `terms[i]` occurs.
+    pub tfs: Vec<u32>,
+    pub vector: Option<Box<[f32]>>,
 }
 
-impl PreparedDoc {
-    /// The snippets' analysis, for an index kept elsewhere (a database).
-    pub(super) fn into_analysed(self) -> Vec<super::AnalysedSnippet> {
-        self.snippets
-            .into_iter()
-            .map(|s| {
-                let (terms, tfs) = s.terms.into_iter().unzip();
-                super::AnalysedSnippet { len: s.len, terms, tfs, vector: s.vector }
-            })
-            .collect()
+impl AnalysedSnippet {
+    /// How often `term` occurs, if it does.
+    pub(super) fn tf(&self, term: &str) -> Option<u32> {
+        self.terms.binary_search_by(|t| t.as_str().cmp(term)).ok().map(|i| self.tfs[i])
     }
 }
 
-pub(super) fn prepare(doc: DocEntry) -> PreparedDoc {
+/// Analyses a doc (lenient: see [`super::SearchIndex::prepare`]).
+pub(super) fn analyse(doc: DocEntry) -> AnalysedDoc {
     let mut embeddings = doc.embeddings.map(Vec::into_iter);
     let snippets = doc
         .snippets
@@ -82,15 +82,19 @@ pub(super) fn prepare(doc: DocEntry) -> PreparedDoc {
             let mut tokens = tokenize(text);
             let len = u32::try_from(tokens.len()).unwrap_or(u32::MAX);
             tokens.sort_unstable();
-            let mut terms: Vec<(String, u32)> = Vec::new();
+            let mut terms: Vec<String> = Vec::new();
+            let mut tfs: Vec<u32> = Vec::new();
             for token in tokens {
-                match terms.last_mut() {
-                    Some((last, tf)) if *last == token => *tf += 1,
-                    _ => terms.push((token, 1)),
+                match (terms.last(), tfs.last_mut()) {
+                    (Some(last), Some(tf)) if *last == token => *tf += 1,
+                    _ => {
+                        terms.push(token);
+                        tfs.push(1);
+                    }
                 }
             }
-            PreparedSnippet { len, terms, vector }
+            AnalysedSnippet { len, terms, tfs, vector }
         })
         .collect();
-    PreparedDoc { id: doc.id, metadata: doc.metadata, snippets }
+    AnalysedDoc { id: doc.id, metadata: doc.metadata, snippets }
 }

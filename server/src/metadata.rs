@@ -10,9 +10,10 @@
 //! `9007199254740992.0`). Object keys are compared whatever their order;
 //! arrays element by element. JSON has no NaN, so equality is an equivalence.
 
-use serde_json::{Number, Value};
+use serde_json::{Map, Number, Value};
 
-use super::Metadata;
+/// A record's or a doc's metadata, and a filter of it.
+pub type Metadata = Map<String, Value>;
 
 /// True when `metadata` has every key of `filter` with an equal value.
 ///
