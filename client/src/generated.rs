@@ -6975,7 +6975,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         ///Tools available to the task besides the agent's.
         pub tools: ::std::vec::Vec<ToolDef>,
         pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
-        ///The named sub-workflows (name → steps), which a `workflow` step runs. Left out when there are none (as in answers from before they existed).
+        ///The named sub-workflows (name → steps), which a `workflow` step runs. Left out when there are none.
         #[serde(
             default,
             skip_serializing_if = ":: std :: collections :: HashMap::is_empty"

@@ -27,13 +27,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The contract crate, under the path the server's modules name it by.
-///
-/// The type modules of its [`types`](agent_platform_api::types) are also
-/// reachable under their former names (`api::types_sessions`, ...).
 pub mod api {
-    pub use agent_platform_api::types::{
-        chat as types_chat, sessions as types_sessions, tasks as types_tasks, tools as types_tools,
-    };
     pub use agent_platform_api::*;
 }
 pub mod app;

@@ -26,8 +26,8 @@ use super::turn::plan::{New, tool_specs, wire_tool_choice};
 use super::turn::{Answered, Ask, Driver, Plan, Saving, Shape, SystemFor};
 use super::{App, Error, Result, Tenant};
 use crate::api::types::Agent;
-use crate::api::types_chat::{ChatAnswerMessage, ChatChoice, ChatChunk, ChatRequest, ChatResponse};
-use crate::api::types_sessions::Role;
+use crate::api::types::Role;
+use crate::api::types::{ChatAnswerMessage, ChatChoice, ChatChunk, ChatRequest, ChatResponse};
 use crate::models::wire;
 
 /// The chunks of a streamed chat; it ends after the last chunk, or with one `Err`.

@@ -13,9 +13,7 @@ use crate::api::types::{
     CompletionContent, Conversation, ConversationDeleted, ConversationItem, CreateConversationRequest,
     CreateItemsRequest, InputItem, InputRole, ItemContent, ItemList, ItemListParams, ItemOrder, Metadata,
 };
-use crate::api::types_sessions::{
-    CreateMessageRequest, FunctionCall, Message, Role, Session, ToolCall, ToolCallType,
-};
+use crate::api::types::{CreateMessageRequest, FunctionCall, Message, Role, Session, ToolCall, ToolCallType};
 use crate::store::{Direction, Kind, ListQuery, SortBy};
 
 impl App {

@@ -12,7 +12,7 @@ use super::records::{Resource, decode, encode};
 use super::stored::{StoredRole, StoredToolCall};
 use super::{App, Error, Result, Tenant};
 use crate::api::types::Metadata;
-use crate::api::types_sessions::{CreateMessageRequest, Message, ToolCall};
+use crate::api::types::{CreateMessageRequest, Message, ToolCall};
 use crate::models::tokens;
 use crate::store::{Expect, Kind, ListQuery, Op, Record};
 

@@ -37,7 +37,7 @@ use crate::api::types::{
     ResponseStreamEvent, ResponseText, ResponseTool, ResponseToolChoice, ResponseUsage, TextFormat,
     ToolCallType, Truncation,
 };
-use crate::api::types_sessions::{CreateMessageRequest, Message, Role, Session};
+use crate::api::types::{CreateMessageRequest, Message, Role, Session};
 use crate::models::wire;
 use crate::store::{Expect, Kind, Op, Record};
 

@@ -15,8 +15,8 @@ use super::stored::StoredContextOverflow;
 use super::{App, Error, Result, Tenant};
 use crate::api::error::{Issue, LocPart};
 use crate::api::types::Metadata;
-use crate::api::types_sessions::{ContextOverflow, CreateSessionRequest, Session, UpdateSessionRequest};
-use crate::api::types_tools::Tool;
+use crate::api::types::Tool;
+use crate::api::types::{ContextOverflow, CreateSessionRequest, Session, UpdateSessionRequest};
 use crate::store::{Kind, ListQuery, Op, Record};
 
 /// A session's stored fields (besides id, timestamps and metadata).

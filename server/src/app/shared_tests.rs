@@ -11,8 +11,8 @@ use uuid::Uuid;
 
 use super::{App, Tenant};
 use crate::api::types::Agent;
-use crate::api::types_chat::ChatRequest;
-use crate::api::types_sessions::Session;
+use crate::api::types::ChatRequest;
+use crate::api::types::Session;
 use crate::models::fake_upstream::{Behaviour, FakeUpstream};
 use crate::models::provider_config::Providers;
 use crate::store::conformance::TestDb;

@@ -16,9 +16,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::api::types::{ApiCallDef, FunctionDef, HttpMethod, ToolDef, ToolType};
 use crate::api::types::{ChatSettings, OwnerRole};
-use crate::api::types_sessions::{ContextOverflow, FunctionCall, Role, ToolCall, ToolCallType};
-use crate::api::types_tools::{ApiCallDef, FunctionDef, HttpMethod, ToolDef, ToolType};
+use crate::api::types::{ContextOverflow, FunctionCall, Role, ToolCall, ToolCallType};
 
 /// An agent's default chat settings, as stored.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -349,10 +349,10 @@ pub(crate) mod tests {
     use serde::de::DeserializeOwned;
     use serde_json::{Value, json};
 
+    use crate::api::types::Task;
+    use crate::api::types::Tool;
     use crate::api::types::{Agent, Doc, User};
-    use crate::api::types_sessions::{Message, Session};
-    use crate::api::types_tasks::Task;
-    use crate::api::types_tools::Tool;
+    use crate::api::types::{Message, Session};
     use crate::app::records::Resource;
 
     /// `written` decodes as `T` and encodes back to the same JSON.

@@ -15,7 +15,7 @@ use super::records::{RETRIES, Resource, decode, encode};
 use super::stored::StoredToolDef;
 use super::{App, Error, Result, Tenant};
 use crate::api::types::Metadata;
-use crate::api::types_tasks::{PutTaskRequest, Task};
+use crate::api::types::{PutTaskRequest, Task};
 use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError, now};
 
 /// A task's stored fields (besides id, agent, timestamps and metadata).

@@ -10,7 +10,7 @@ use super::records::{Resource, decode_data, encode, ensure_scope, merge_metadata
 use super::stored::StoredToolDef;
 use super::{App, Error, Result, Tenant};
 use crate::api::types::Metadata;
-use crate::api::types_tools::{CreateToolRequest, PatchToolRequest, Tool, ToolDef, check_tool_def};
+use crate::api::types::{CreateToolRequest, PatchToolRequest, Tool, ToolDef, check_tool_def};
 use crate::api::validate::{Issues, Source};
 use crate::store::{Kind, ListQuery, Op, Record};
 

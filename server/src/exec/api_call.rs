@@ -7,7 +7,7 @@
 //!   without regard to case. Empty (the default) allows none.
 //! - **What:** the tool's method, URL and headers (never `Host`, `Connection`,
 //!   `Transfer-Encoding` or another header the client sets itself: see
-//!   [`RESERVED_API_CALL_HEADERS`](crate::api::types_tools::RESERVED_API_CALL_HEADERS));
+//!   [`RESERVED_API_CALL_HEADERS`](crate::api::types::RESERVED_API_CALL_HEADERS));
 //!   the arguments are the JSON
 //!   body of POST, PUT and PATCH, and the query string of GET, DELETE, HEAD and
 //!   OPTIONS (appended to the URL's own). Nothing else is sent: no credentials
@@ -25,7 +25,7 @@ use reqwest::Url;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Map, Value};
 
-use crate::api::types_tools::{ApiCallDef, HttpMethod, api_call_header_refusal};
+use crate::api::types::{ApiCallDef, HttpMethod, api_call_header_refusal};
 use crate::config::{ExecutionsConfig, ToolsConfig};
 
 /// Largest answer an `api_call` may bring back.
@@ -166,8 +166,8 @@ fn query_text(value: &Value) -> String {
 }
 
 /// The tool's headers. Tools are checked when they are written; a stored one
-/// that sets a reserved header (one written before it was reserved) is refused
-/// here too.
+/// that sets a reserved header (a tool stored before that header was
+/// reserved) is refused here too.
 fn headers(def: &ApiCallDef) -> Result<HeaderMap, String> {
     let mut map = HeaderMap::new();
     for (name, value) in def.headers.iter().flatten() {

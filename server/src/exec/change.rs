@@ -84,14 +84,14 @@ impl Runner for Engine {
     }
 
     async fn cancel(&self, t: Tenant, id: Uuid, reason: Option<String>) -> Result<Execution> {
-        let (execution, _) = change(&self.app, t, id, Change::Cancel(reason)).await?;
+        let (execution, _) = change(&self.app, t, id, Intervention::Cancel(reason)).await?;
         self.changed();
         self.abort(id);
         Ok(execution)
     }
 
     async fn resume(&self, t: Tenant, id: Uuid, input: Option<Value>) -> Result<Execution> {
-        let (execution, _) = change(&self.app, t, id, Change::Resume(input)).await?;
+        let (execution, _) = change(&self.app, t, id, Intervention::Resume(input)).await?;
         self.changed();
         self.run(t, id);
         Ok(execution)
@@ -127,13 +127,13 @@ pub async fn end_by_operator(
         return Err(Error::NotFound(NotFound::ExecutionUnderWay { id }));
     };
     let t = Tenant(tenant);
-    let change_of = if fail { Change::Fail(reason) } else { Change::Cancel(reason) };
+    let change_of = if fail { Intervention::Fail(reason) } else { Intervention::Cancel(reason) };
     let (execution, _) = change(app, t, id, change_of).await?;
     Ok((t, execution))
 }
 
 /// A change of an execution by someone other than its run.
-enum Change {
+enum Intervention {
     /// A client's or an operator's cancel, with its reason.
     Cancel(Option<String>),
     /// An operator's fail, with its reason.
@@ -143,13 +143,18 @@ enum Change {
 }
 
 /// Commits a change of an execution by someone other than its run.
-async fn change(app: &App, t: Tenant, id: Uuid, change: Change) -> Result<(Execution, ExecutionStatus)> {
+async fn change(
+    app: &App,
+    t: Tenant,
+    id: Uuid,
+    change: Intervention,
+) -> Result<(Execution, ExecutionStatus)> {
     for _ in 0..RETRIES {
         let mut rec = app.load(t, Kind::Execution, id).await?;
         let mut data: ExecutionData = read(&rec)?;
         let from = data.status();
         let (to, transition) = match &change {
-            Change::Cancel(reason) => {
+            Intervention::Cancel(reason) => {
                 if !ExecutionStatus::Cancelled.allowed_from(from) {
                     return Err(forbidden(from, ExecutionStatus::Cancelled));
                 }
@@ -169,7 +174,7 @@ async fn change(app: &App, t: Tenant, id: Uuid, change: Change) -> Result<(Execu
                 };
                 (ExecutionStatus::Cancelled, t)
             }
-            Change::Fail(reason) => {
+            Intervention::Fail(reason) => {
                 if !ExecutionStatus::Failed.allowed_from(from) {
                     return Err(Error::Conflict(format!(
                         "execution {id} is {}: only one that is starting or running can be failed; cancel it instead",
@@ -194,7 +199,7 @@ async fn change(app: &App, t: Tenant, id: Uuid, change: Change) -> Result<(Execu
                 };
                 (ExecutionStatus::Failed, t)
             }
-            Change::Resume(input) => {
+            Intervention::Resume(input) => {
                 if from != ExecutionStatus::AwaitingInput {
                     return Err(Error::Conflict(format!(
                         "execution {id} is {}: only one that is awaiting_input can be resumed (to running)",

@@ -18,7 +18,7 @@ use uuid::Uuid;
 use super::api_call::{ApiCallPolicy, run_api_call};
 use super::expr::{Context, Evaluator, offload};
 use crate::api::types::{Agent, ChatSettings, PromptInput, PromptTools, Step, Task};
-use crate::api::types_tools::{ToolDef, ToolType};
+use crate::api::types::{ToolDef, ToolType};
 use crate::app::turn::Ask;
 use crate::app::turn::plan::New;
 use crate::app::{App, Tenant};
@@ -56,7 +56,7 @@ pub enum Outcome {
 
 /// Where a paused prompt step stands: stored as JSON in [`Outcome::Pause`]'s state.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct Paused {
+struct PausedPrompt {
     /// The conversation so far (the assistant message with its calls included).
     messages: Vec<ChatMessage>,
     /// The id of the function call whose result is awaited.
@@ -84,7 +84,7 @@ pub async fn prompt_step(
     match resume {
         None => request.messages = offload(env.eval, prompt, env.ctx, messages).await?,
         Some((state, result)) => {
-            let paused: Paused = serde_json::from_value(state)
+            let paused: PausedPrompt = serde_json::from_value(state)
                 .map_err(|e| format!("the paused prompt step's state cannot be read: {e}"))?;
             request.messages = paused.messages;
             request.messages.push(ChatMessage::tool_result(paused.call_id, as_text(&result)));
@@ -316,7 +316,7 @@ async fn run_calls(
                 messages.push(ChatMessage::tool_result(&call.id, answer));
             }
             (ToolType::Function, Ok(arguments)) => {
-                let paused = Paused {
+                let paused = PausedPrompt {
                     messages: std::mem::take(messages),
                     call_id: call.id.clone(),
                     pending: calls.collect(),

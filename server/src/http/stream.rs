@@ -32,7 +32,7 @@ use crate::api::types::{
     ChatCompletion, ChatCompletionRequest, CreateResponseRequest, ModelResponse, ResponseError,
     ResponseStreamEvent,
 };
-use crate::api::types_chat::{ChatErrorDetail, ChatErrorEvent, ChatRequest};
+use crate::api::types::{ChatErrorDetail, ChatErrorEvent, ChatRequest};
 use crate::api::{ApiError, ChatAnswer, EventStream, OpenAiError};
 use crate::app::idempotency::MAX_STREAM_REMEMBERED;
 use crate::app::responses::StreamFailure;

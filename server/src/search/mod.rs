@@ -416,12 +416,12 @@ impl SearchIndex {
 }
 
 /// BM25's term-frequency saturation and length normalisation, for a backend
-/// that scores in a database: the same constants as the in-memory index.
+/// that scores in a database: the same constants as the embedded store's index.
 pub const BM25_K1: f64 = score::K1;
 pub const BM25_B: f64 = score::B;
 
 /// Analyses a doc's snippets for an index kept elsewhere (a database), with
-/// the same analysis as the in-memory index. Lenient, as [`SearchIndex::prepare`].
+/// the same analysis as the embedded store's index. Lenient, as [`SearchIndex::prepare`].
 pub fn analyse(doc: DocEntry) -> Vec<AnalysedSnippet> {
     analysis::analyse(doc).snippets
 }
@@ -434,7 +434,7 @@ pub fn query_terms(text: &str) -> Vec<String> {
     terms
 }
 
-/// BM25 idf as the in-memory index computes it.
+/// BM25 idf as the embedded store's index computes it.
 pub fn bm25_idf(snippets: usize, df: u32) -> f64 {
     score::bm25_idf(snippets, df)
 }
@@ -444,7 +444,7 @@ pub fn unit_vector(v: &[f32]) -> Box<[f32]> {
     score::unit(v)
 }
 
-/// Cosine similarity of two unit-length vectors, as the in-memory index computes it.
+/// Cosine similarity of two unit-length vectors, as the embedded store's index computes it.
 pub fn cosine_of_units(a: &[f32], b: &[f32]) -> f64 {
     score::canonical(score::dot(a, b))
 }
@@ -462,7 +462,7 @@ pub fn top_hits(candidates: impl IntoIterator<Item = (Uuid, usize, f64)>, limit:
 }
 
 /// Hybrid fusion of `((doc, snippet index), raw score)` lists, each sorted
-/// by `(doc, snippet index)` and already filtered: the in-memory index's formula.
+/// by `(doc, snippet index)` and already filtered: the embedded store's index's formula.
 pub fn fuse_hits(
     text: &[((Uuid, usize), f64)],
     vector: &[((Uuid, usize), f64)],

@@ -57,7 +57,8 @@ pub enum Kind {
     /// (id: the execution's; scope: the execution).
     ExecutionTask = 13,
     /// An execution that has not ended (id: the execution's; scope: the nil
-    /// id, one list per tenant; markers written before that have their task's):
+    /// id, one list per tenant; some stored markers have their task's id as
+    /// scope, and both are read):
     /// what a starting server resumes, without reading every execution, and
     /// how many a tenant has under way (`executions.max_active_per_tenant`).
     ActiveExecution = 14,
@@ -369,7 +370,8 @@ pub trait Store: Send + Sync + 'static {
         scope: Uuid,
         name: &str,
     ) -> StoreResult<Option<Uuid>>;
-    /// Every record of a kind, across tenants (for rebuilding in-memory indexes at start).
+    /// Every record of a kind, across tenants (what a starting server resumes:
+    /// execution markers, leases).
     /// Not a snapshot: a record deleted while the scan runs may still be in it.
     async fn scan_kind(&self, kind: Kind) -> StoreResult<Vec<(Uuid, Record)>>;
 

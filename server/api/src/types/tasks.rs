@@ -45,7 +45,7 @@ pub struct Task {
     /// The steps, in order.
     pub main: Vec<JsonObject>,
     /// The named sub-workflows (name → steps), which a `workflow` step runs.
-    /// Left out when there are none (as in answers from before they existed).
+    /// Left out when there are none.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub workflows: BTreeMap<String, Vec<JsonObject>>,
     /// Tools available to the task besides the agent's.

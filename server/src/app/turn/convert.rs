@@ -5,10 +5,10 @@ use uuid::Uuid;
 
 use super::super::Error;
 use super::super::history::HistoryItem;
-use crate::api::types_chat::{
+use crate::api::types::{
     ChatChunk, ChatChunkChoice, ChatDelta, ChatFunctionCallDelta, ChatToolCallDelta, ChatUsage,
 };
-use crate::api::types_sessions::{CreateMessageRequest, FunctionCall, Message, Role, ToolCall, ToolCallType};
+use crate::api::types::{CreateMessageRequest, FunctionCall, Message, Role, ToolCall, ToolCallType};
 use crate::models::{self, NoProvider, UpstreamError, count_chat_tokens, wire};
 
 impl From<NoProvider> for Error {

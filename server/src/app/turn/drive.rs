@@ -19,7 +19,7 @@ use futures::{Stream, StreamExt};
 
 use super::super::{Error, Result};
 use super::convert::usage_or_count;
-use crate::api::types_chat::ChatUsage;
+use crate::api::types::ChatUsage;
 use crate::models::provider::CompletionStream as UpstreamStream;
 use crate::models::{ChunkAccumulator, wire};
 

@@ -21,9 +21,9 @@ use super::convert::{history_item, new_message, template_error};
 use crate::api::types::{
     Agent, ChatSettings, DocOwner, DocReference, OwnerRole, SearchMode, SearchRequest, User,
 };
-use crate::api::types_chat::{ChatTool, ChatToolChoice, ToolChoiceMode};
-use crate::api::types_sessions::{ContextOverflow, CreateMessageRequest, Message, Role, Session};
-use crate::api::types_tools::{Tool, ToolType};
+use crate::api::types::{ChatTool, ChatToolChoice, ToolChoiceMode};
+use crate::api::types::{ContextOverflow, CreateMessageRequest, Message, Role, Session};
+use crate::api::types::{Tool, ToolType};
 use crate::models::tokens::{REPLY_PRIMING_TOKENS, message_tokens};
 use crate::models::{self, DEFAULT_SYSTEM_TEMPLATE, Provider, wire};
 use crate::store::{Kind, ListQuery};

@@ -8,7 +8,7 @@ use super::super::locks::KeyedGuard;
 use super::super::messages::message_records;
 use super::super::{App, Result, Tenant};
 use super::convert::history_item;
-use crate::api::types_sessions::{CreateMessageRequest, Message};
+use crate::api::types::{CreateMessageRequest, Message};
 use crate::store::{Expect, Kind, Op, Record, StoreError};
 
 /// Where a turn saves, and what besides its reply: the session (held while

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
 use super::{ApiCallPolicy, MAX_ANSWER_BYTES, http_client, run_api_call};
-use crate::api::types_tools::{ApiCallDef, HttpMethod};
+use crate::api::types::{ApiCallDef, HttpMethod};
 
 /// A local HTTP server: `/echo` answers what it got as JSON, `/text` plain
 /// text, `/redirect` a 302 elsewhere, `/big` more than the cap, `/slow` late.

@@ -272,8 +272,8 @@ fn bounded(max_bytes: usize, timeout_ms: u64) -> Evaluator {
     })
 }
 
-/// Each of these asked for gigabytes to terabytes in one instruction (or a
-/// few): every one now fails before allocating, naming the setting.
+/// Each of these would ask for gigabytes to terabytes in one instruction (or
+/// a few): every one fails before allocating, naming the setting.
 #[test]
 fn values_that_would_pass_the_byte_bound_fail_before_they_are_built() {
     let ev = bounded(8 << 20, 10_000);
@@ -312,7 +312,7 @@ fn values_that_would_pass_the_byte_bound_fail_before_they_are_built() {
         "{% set big %}{% for i in range(100000) %}{{ 'x' * 1000 }}{% endfor %}{% endset %}{{ big | length }}";
     let e = ev.render(&Template(captured.into()), &ctx()).unwrap_err();
     assert!(e.contains("executions.expression_max_bytes"), "{e}");
-    // What stays within the bound works as before.
+    // What stays within the bound works as without it.
     assert_eq!(ev.eval(&Expr(json!("('x' * 1000) | length")), &ctx()).unwrap(), json!(1000));
     assert_eq!(ev.eval(&Expr(json!("'a\\nb' | indent(2)")), &ctx()).unwrap(), json!("a\n  b"));
 }

@@ -12,7 +12,7 @@ use super::{MAX_TOOL_ROUNDS, Outcome, StepEnv, prompt_step, task_tools, tool_cal
 use crate::api::types::{
     Agent, CreateAgentRequest, Expr, PromptInput, PromptMessage, PromptTools, Step, Task, Template,
 };
-use crate::api::types_tools::{ApiCallDef, CreateToolRequest, HttpMethod, ToolDef, ToolType};
+use crate::api::types::{ApiCallDef, CreateToolRequest, HttpMethod, ToolDef, ToolType};
 use crate::app::{App, Tenant};
 use crate::exec::api_call::{ApiCallPolicy, http_client};
 use crate::exec::expr::{Context, Evaluator};

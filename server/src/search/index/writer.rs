@@ -380,8 +380,8 @@ fn stage_upsert(
         }
         // Every occurrence of every term, owner-prefixed, separated by a
         // space (no analysed term holds whitespace): tantivy's whitespace
-        // tokenizer gives back exactly these tokens. (A pre-tokenised text
-        // is kept in the document as JSON, and was most of an add's cost.)
+        // tokenizer gives back exactly these tokens. (A pre-tokenised field
+        // would be stored in the document as JSON, which costs most of an add.)
         let mut text = String::with_capacity(
             snippet
                 .terms
