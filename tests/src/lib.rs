@@ -360,43 +360,42 @@ impl Process {
             Some((url, created)) => (backend::env_of(url), created),
             None => (Vec::new(), std::fs::read_dir(data_dir).map_or(true, |mut d| d.next().is_none())),
         };
-        // The port is free when picked, but another test may take it before the
-        // server binds it: then the server exits saying so, and we pick again.
-        let mut attempts = 0;
-        let (mut child, port) = loop {
-            attempts += 1;
-            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-            let stderr = tempfile::tempfile().expect("a temp file for the server's stderr");
-            let mut child = Command::new(binary())
-                .args(["serve", "--bind", &format!("127.0.0.1:{port}"), "--data-dir"])
-                .arg(data_dir)
-                .args(args)
-                .env("AGENT_PLATFORM_LOG_LEVEL", "error")
-                .envs(database.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .envs(env.iter().copied())
-                .stdout(Stdio::piped())
-                .stderr(stderr.try_clone().unwrap())
-                .spawn()
-                .expect("the binary starts");
-            let deadline = std::time::Instant::now() + Duration::from_secs(20);
-            let exited = loop {
-                if let Some(status) = child.try_wait().unwrap() {
-                    break Some(status);
-                }
-                if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    break None;
-                }
-                assert!(std::time::Instant::now() < deadline, "the server did not start");
-                std::thread::sleep(Duration::from_millis(20));
-            };
-            let Some(status) = exited else { break (child, port) };
+        // The server binds a port of its own choosing and says which on
+        // standard error: a port picked here could be taken by another test's
+        // server before this one binds it, and then answer in its place.
+        let mut stderr = tempfile::tempfile().expect("a temp file for the server's stderr");
+        let mut child = Command::new(binary())
+            .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir)
+            .args(args)
+            .env("AGENT_PLATFORM_LOG_LEVEL", "error")
+            .envs(database.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .envs(env.iter().copied())
+            .stdout(Stdio::piped())
+            .stderr(stderr.try_clone().unwrap())
+            .spawn()
+            .expect("the binary starts");
+        let said = |stderr: &mut std::fs::File| {
             let mut said = String::new();
-            let mut stderr = stderr;
-            std::io::Seek::rewind(&mut stderr).unwrap();
-            std::io::Read::read_to_string(&mut stderr, &mut said).unwrap();
-            if !said.contains("cannot listen") || attempts >= 5 {
-                return Err(format!("the server exited early ({status}): {said}"));
+            std::io::Seek::rewind(stderr).unwrap();
+            std::io::Read::read_to_string(stderr, &mut said).unwrap();
+            said
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let port = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return Err(format!("the server exited early ({status}): {}", said(&mut stderr)));
             }
+            let listening = said(&mut stderr);
+            if let Some(port) = listening
+                .split_once(" listening on http://127.0.0.1:")
+                .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
+                .and_then(|port| port.parse::<u16>().ok())
+            {
+                break port;
+            }
+            assert!(std::time::Instant::now() < deadline, "the server did not start: {listening}");
+            std::thread::sleep(Duration::from_millis(20));
         };
         let base = format!("http://127.0.0.1:{port}");
         // The first key is printed on stdout once the server listens.
