@@ -58,6 +58,11 @@ pub enum Behaviour {
     /// <arguments>` naming one of the request's tools calls it; a last `tool`
     /// message is answered `the tool answered: <result>`.
     Echo,
+    /// As [`Behaviour::Echo`], and a last user message that names an offered
+    /// tool's subject (a word of four letters or more of its name, as
+    /// `weather` of `get_weather`) calls that tool, each required parameter
+    /// set to the message's text: a model that uses the tools it is given.
+    CallMentionedTools,
     /// Answer `summary of N messages`, N being the request's message count.
     Summary,
     /// Answer `bytes` bytes of text (streamed: in chunks of [`PIECE`] bytes).

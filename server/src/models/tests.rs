@@ -119,6 +119,39 @@ async fn echo_and_summary() {
 }
 
 #[tokio::test]
+async fn a_model_told_to_call_mentioned_tools_calls_the_one_named_and_cuts_text_at_max_tokens() {
+    let fake = FakeUpstream::start().await;
+    fake.set_default(Behaviour::CallMentionedTools);
+    let providers = providers(&fake, |_| {});
+    let provider = providers.resolve("m").unwrap();
+    let params =
+        json!({"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]});
+    let mut req = request("What's the weather like in Paris?");
+    req.tools = Some(vec![
+        ToolSpec::function("get_time", None, json!({"type": "object"})),
+        ToolSpec::function("get_weather", None, params),
+    ]);
+    let answer = provider.chat(&req).await.unwrap();
+    let calls = answer.tool_calls();
+    assert_eq!((calls.len(), calls[0].function.name.as_str()), (1, "get_weather"));
+    assert_eq!(
+        calls[0].function.arguments,
+        json!({"location": "What's the weather like in Paris?"}).to_string()
+    );
+    // No tool named: the echo.
+    let mut req = request("hello there");
+    req.tools = Some(vec![ToolSpec::function("get_weather", None, json!({"type": "object"}))]);
+    assert_eq!(provider.chat(&req).await.unwrap().text(), "hello there");
+    // A text answer over max_tokens is cut there, finish_reason "length", streamed or not.
+    let mut req = request("one two three four five six seven eight");
+    req.max_tokens = Some(3);
+    let answer = provider.chat(&req).await.unwrap();
+    assert_eq!((answer.text(), answer.finish_reason()), ("one two ", Some("length")));
+    let (acc, err, _) = collect(provider.chat_stream(&req).await.unwrap()).await;
+    assert_eq!((err, acc.content(), acc.finish_reason()), (None, "one two ", Some("length")));
+}
+
+#[tokio::test]
 async fn tool_call_answer() {
     let fake = FakeUpstream::start().await;
     let providers = providers(&fake, |_| {});

@@ -93,12 +93,40 @@ fn within_max_tokens(answer: Answer, body: &Value) -> (Answer, bool) {
     (Answer::Text(kept, *delay), true)
 }
 
+/// [`Behaviour::CallMentionedTools`]'s call, when the last user message names an offered tool.
+fn mentioned_tool(body: &Value) -> Option<Answer> {
+    let messages = messages_of(body);
+    let last = messages.last().filter(|m| m.role == Role::User)?;
+    let text = last.content.clone().unwrap_or_default();
+    let lower = text.to_lowercase();
+    let tools = body["tools"].as_array()?;
+    let function = tools.iter().map(|t| &t["function"]).find(|f| {
+        f["name"].as_str().is_some_and(|name| {
+            name.split(|c: char| !c.is_ascii_alphanumeric())
+                .filter(|w| w.len() >= 4)
+                .any(|w| lower.contains(&w.to_lowercase()))
+        })
+    })?;
+    let arguments: serde_json::Map<String, Value> = function["parameters"]["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(|p| (p.to_owned(), Value::String(text.clone())))
+        .collect();
+    Some(Answer::ToolCall {
+        name: function["name"].as_str()?.to_owned(),
+        arguments: Value::Object(arguments).to_string(),
+    })
+}
+
 pub(super) async fn chat(shared: &Arc<Shared>, body: &Value) -> Response<Body> {
     let behaviour = lock(&shared.queue).pop_front().unwrap_or_else(|| lock(&shared.default).clone());
     let stream = body.get("stream").and_then(Value::as_bool) == Some(true);
     let answer = match behaviour {
         Behaviour::Text(text) => Answer::Text(words(&text), Duration::ZERO),
         Behaviour::Echo => echo(body),
+        Behaviour::CallMentionedTools => mentioned_tool(body).unwrap_or_else(|| echo(body)),
         Behaviour::Summary => {
             Answer::Text(words(&format!("summary of {} messages", messages_of(body).len())), Duration::ZERO)
         }
