@@ -24,7 +24,8 @@
 //!    one commit; then the session's cached history follows.
 //!
 //! The routes' own modules hold only what differs: `super::chat` (session
-//! chat), `super::completions`, `super::responses` and `crate::exec::prompt`.
+//! chat), `super::completions`, `super::responses` and a task's prompt step
+//! (`server/src/exec/prompt.rs`).
 
 pub mod convert;
 pub mod drive;
