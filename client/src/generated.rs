@@ -7054,25 +7054,28 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 })
         }
     }
-    ///The format of the answer's text.
+    ///The format of the answer's text: `{"type": "text"}`, `{"type": "json_object"}`, or `{"type": "json_schema", "name", "schema", "description", "strict"}` (`name` and `schema` required for it).
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-    #[serde(tag = "type")]
-    pub enum TextFormat {
-        #[serde(rename = "text")]
-        Text,
-        #[serde(rename = "json_object")]
-        JsonObject,
-        #[serde(rename = "json_schema")]
-        JsonSchema {
-            #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-            description: ::std::option::Option<TextFormatDescription>,
-            ///1 to 64 letters, digits, `_` and `-`.
-            name: TextFormatName,
-            ///The JSON Schema the answer follows.
-            schema: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
-            #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-            strict: ::std::option::Option<bool>,
-        },
+    pub struct TextFormat {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<TextFormatDescription>,
+        ///`json_schema`'s name: 1 to 64 letters, digits, `_` and `-`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub name: ::std::option::Option<TextFormatName>,
+        ///`json_schema`'s JSON Schema, which the answer follows.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub schema: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub strict: ::std::option::Option<bool>,
+        #[serde(rename = "type")]
+        pub type_: TextFormatType,
+    }
+    impl TextFormat {
+        pub fn builder() -> builder::TextFormat {
+            Default::default()
+        }
     }
     ///`TextFormatDescription`
     #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -7128,7 +7131,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 })
         }
     }
-    ///1 to 64 letters, digits, `_` and `-`.
+    ///`json_schema`'s name: 1 to 64 letters, digits, `_` and `-`.
     #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
     #[serde(transparent)]
     pub struct TextFormatName(::std::string::String);
@@ -7188,6 +7191,65 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 .map_err(|e: self::error::ConversionError| {
                     <D::Error as ::serde::de::Error>::custom(e.to_string())
                 })
+        }
+    }
+    ///`TextFormatType`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum TextFormatType {
+        #[serde(rename = "text")]
+        Text,
+        #[serde(rename = "json_object")]
+        JsonObject,
+        #[serde(rename = "json_schema")]
+        JsonSchema,
+    }
+    impl ::std::fmt::Display for TextFormatType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Text => f.write_str("text"),
+                Self::JsonObject => f.write_str("json_object"),
+                Self::JsonSchema => f.write_str("json_schema"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for TextFormatType {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "text" => Ok(Self::Text),
+                "json_object" => Ok(Self::JsonObject),
+                "json_schema" => Ok(Self::JsonSchema),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for TextFormatType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for TextFormatType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
         }
     }
     ///A tool of an agent.
@@ -18647,6 +18709,132 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     tools: Ok(value.tools),
                     updated_at: Ok(value.updated_at),
                     workflows: Ok(value.workflows),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct TextFormat {
+            description: ::std::result::Result<
+                ::std::option::Option<super::TextFormatDescription>,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<
+                ::std::option::Option<super::TextFormatName>,
+                ::std::string::String,
+            >,
+            schema: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            strict: ::std::result::Result<
+                ::std::option::Option<bool>,
+                ::std::string::String,
+            >,
+            type_: ::std::result::Result<super::TextFormatType, ::std::string::String>,
+        }
+        impl ::std::default::Default for TextFormat {
+            fn default() -> Self {
+                Self {
+                    description: Ok(Default::default()),
+                    name: Ok(Default::default()),
+                    schema: Ok(Default::default()),
+                    strict: Ok(Default::default()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl TextFormat {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::TextFormatDescription>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for description: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::TextFormatName>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+            pub fn schema<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.schema = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for schema: {e}")
+                    });
+                self
+            }
+            pub fn strict<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.strict = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for strict: {e}")
+                    });
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::TextFormatType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<TextFormat> for super::TextFormat {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: TextFormat,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    name: value.name?,
+                    schema: value.schema?,
+                    strict: value.strict?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::TextFormat> for TextFormat {
+            fn from(value: super::TextFormat) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    name: Ok(value.name),
+                    schema: Ok(value.schema),
+                    strict: Ok(value.strict),
+                    type_: Ok(value.type_),
                 }
             }
         }

@@ -35,7 +35,7 @@ use crate::api::types::{
     CreateResponseRequest, IncompleteDetails, InputItemListParams, ItemList, ItemOrder, Metadata,
     ModelResponse, NamedFunction, NamedToolChoice, ResponseDeleted, ResponseInput, ResponseReasoning,
     ResponseStreamEvent, ResponseText, ResponseTool, ResponseToolChoice, ResponseUsage, TextFormat,
-    ToolCallType, Truncation,
+    TextFormatType, ToolCallType, Truncation,
 };
 use crate::api::types::{CreateMessageRequest, Message, Role, Session};
 use crate::models::wire;
@@ -307,7 +307,7 @@ impl App {
             max_output_tokens: req.max_output_tokens,
             max_tool_calls: req.max_tool_calls,
             text: ResponseText {
-                format: Some(text.format.unwrap_or(TextFormat::Text)),
+                format: Some(text.format.unwrap_or_else(TextFormat::text)),
                 verbosity: text.verbosity,
             },
             reasoning: req.reasoning,
@@ -438,7 +438,7 @@ impl App {
             tools: serde_json::from_value(data.tools).unwrap_or_default(),
             tool_choice: data.tool_choice,
             parallel_tool_calls: data.parallel_tool_calls,
-            text: data.text.unwrap_or(ResponseText { format: Some(TextFormat::Text), verbosity: None }),
+            text: data.text.unwrap_or(ResponseText { format: Some(TextFormat::text()), verbosity: None }),
             reasoning: data.reasoning,
             truncation: data.truncation.unwrap_or_default(),
             service_tier: data.service_tier.unwrap_or_else(|| "default".into()),
@@ -529,15 +529,15 @@ fn chat_tool(t: &ResponseTool) -> ChatTool {
 
 /// The provider's `response_format` for a text format (`None` for plain text).
 fn response_format(format: &TextFormat) -> Option<Value> {
-    match format {
-        TextFormat::Text => None,
-        TextFormat::JsonObject => Some(json!({"type": "json_object"})),
-        TextFormat::JsonSchema { name, description, schema, strict } => {
-            let mut spec = json!({"name": name, "schema": schema});
-            if let Some(d) = description {
+    match format.kind {
+        TextFormatType::Text => None,
+        TextFormatType::JsonObject => Some(json!({"type": "json_object"})),
+        TextFormatType::JsonSchema => {
+            let mut spec = json!({"name": format.name, "schema": format.schema});
+            if let Some(d) = &format.description {
                 spec["description"] = json!(d);
             }
-            if let Some(s) = strict {
+            if let Some(s) = format.strict {
                 spec["strict"] = json!(s);
             }
             Some(json!({"type": "json_schema", "json_schema": spec}))

@@ -930,6 +930,22 @@ async fn responses_echo_every_setting_and_send_the_provider_those_it_takes() {
     }
     let r = t.respond(json!({"model": "fake-model", "input": "x", "max_output_tokens": 15})).await;
     assert_eq!(r.body["error"]["param"], "max_output_tokens", "{}", r.body);
+    let r = t
+        .respond(json!({"model": "fake-model", "input": "x", "text": {"format": {"type": "json_schema"}}}))
+        .await;
+    assert!(
+        r.body["error"]["message"].as_str().unwrap().contains("a json_schema format has a name"),
+        "{}",
+        r.body
+    );
+    let sent = t.fake.requests().len();
+    let r = t
+        .respond(json!({"model": "fake-model", "input": "x", "text": {"format": {"type": "json_object"}}}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(t.upstream_body()["response_format"], json!({"type": "json_object"}));
+    assert_eq!(r.body["text"]["format"], json!({"type": "json_object"}));
+    assert_eq!(t.fake.requests().len(), sent + 1);
     t.s.stop().await;
 }
 

@@ -99,24 +99,40 @@ pub struct ResponseText {
     pub verbosity: Option<Verbosity>,
 }
 
-/// The format of the answer's text.
+/// The format of the answer's text: `{"type": "text"}`, `{"type":
+/// "json_object"}`, or `{"type": "json_schema", "name", "schema",
+/// "description", "strict"}` (`name` and `schema` required for it).
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "type", rename_all = "snake_case")]
-pub enum TextFormat {
+pub struct TextFormat {
+    #[serde(rename = "type")]
+    pub kind: TextFormatType,
+    /// `json_schema`'s name: 1 to 64 letters, digits, `_` and `-`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9_-]+$"))]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16000))]
+    pub description: Option<String>,
+    /// `json_schema`'s JSON Schema, which the answer follows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<JsonObject>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strict: Option<bool>,
+}
+
+impl TextFormat {
+    /// Plain text, the default.
+    pub fn text() -> Self {
+        TextFormat { kind: TextFormatType::Text, name: None, description: None, schema: None, strict: None }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TextFormatType {
     Text,
     JsonObject,
-    JsonSchema {
-        /// 1 to 64 letters, digits, `_` and `-`.
-        #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9_-]+$"))]
-        name: String,
-        #[serde(default)]
-        #[schemars(length(max = 16000))]
-        description: Option<String>,
-        /// The JSON Schema the answer follows.
-        schema: JsonObject,
-        #[serde(default)]
-        strict: Option<bool>,
-    },
+    JsonSchema,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -331,6 +347,24 @@ impl CreateResponseRequest {
 
 impl Check for CreateResponseRequest {
     fn check(&self, issues: &mut Issues) {
+        if let Some(format) = self.text.as_ref().and_then(|t| t.format.as_ref())
+            && format.kind == TextFormatType::JsonSchema
+        {
+            for (field, missing) in [("name", format.name.is_none()), ("schema", format.schema.is_none())] {
+                if missing {
+                    let loc = [
+                        LocPart::Key("text".into()),
+                        LocPart::Key("format".into()),
+                        LocPart::Key(field.into()),
+                    ];
+                    issues.push(
+                        &loc,
+                        "missing",
+                        "Field required: a json_schema format has a name and a schema",
+                    );
+                }
+            }
+        }
         if let ResponseInput::Items(items) = &self.input {
             for (i, item) in items.iter().enumerate() {
                 item.check_at(&[LocPart::Key("input".into()), LocPart::Index(i)], issues);
