@@ -60,7 +60,7 @@ impl App {
         let users = self.session_users(t, session).await?;
         let tools = tool_specs(&self.session_tools(t, session_id).await?, req.tools.as_deref());
         let history = self.history(t, session_id, held.version).await?;
-        let plan = self
+        let mut plan = self
             .plan(
                 t,
                 Ask {
@@ -87,7 +87,7 @@ impl App {
             session: session_id,
             save: req.save,
             new_session: None,
-            new_messages: plan.new_messages.clone(),
+            new_messages: std::mem::take(&mut plan.new_messages),
             ids: None,
             lease: held.lease,
             lock: Some(held.lock),

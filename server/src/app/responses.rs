@@ -333,7 +333,7 @@ impl App {
             session: session.id,
             save: head.store,
             new_session,
-            new_messages: plan.new_messages.clone(),
+            new_messages: std::mem::take(&mut plan.new_messages),
             ids: Some(ids),
             lease,
             lock,

@@ -95,7 +95,7 @@ pub struct Plan {
     pub request: wire::CompletionRequest,
     /// The docs recalled (in the system message).
     pub docs: Vec<DocReference>,
-    /// [`New::Saved`]'s messages, rendered.
+    /// [`New::Saved`]'s messages, rendered (a turn moves them into its [`super::Saving`]).
     pub new_messages: Vec<CreateMessageRequest>,
 }
 
