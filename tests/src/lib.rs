@@ -363,7 +363,11 @@ impl Process {
         // The server binds a port of its own choosing and says which on
         // standard error: a port picked here could be taken by another test's
         // server before this one binds it, and then answer in its place.
-        let mut stderr = tempfile::tempfile().expect("a temp file for the server's stderr");
+        // The server appends to its own open file; the test reads through
+        // another, so that its reads never move the offset the server writes at.
+        let file = tempfile::NamedTempFile::new().expect("a temp file for the server's stderr");
+        let writer = std::fs::OpenOptions::new().append(true).open(file.path()).unwrap();
+        let mut stderr = std::fs::File::open(file.path()).unwrap();
         let mut child = Command::new(binary())
             .args(["serve", "--bind", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir)
@@ -372,7 +376,7 @@ impl Process {
             .envs(database.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
-            .stderr(stderr.try_clone().unwrap())
+            .stderr(writer)
             .spawn()
             .expect("the binary starts");
         let said = |stderr: &mut std::fs::File| {
