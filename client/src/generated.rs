@@ -1452,12 +1452,76 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             value.parse()
         }
     }
+    ///A conversation's id: `conv_` and 32 hex digits (its session's id); a request may also give the session's UUID.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ConvId(::std::string::String);
+    impl ::std::ops::Deref for ConvId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ConvId> for ::std::string::String {
+        fn from(value: ConvId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ConvId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            {
+                crate::unicode_regex(
+                        "^(conv_[0-9a-f]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$",
+                    )
+                    .unwrap()
+            });
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^(conv_[0-9a-f]{32}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$\""
+                        .into(),
+                );
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ConvId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ConvId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ConvId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///A conversation (OpenAI's `conversation`), which is a session of the service: `GET /api/sessions/{id}` shows it too, its items are the session's messages.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct Conversation {
         ///Unix seconds.
         pub created_at: i64,
-        pub id: ::uuid::Uuid,
+        pub id: ConvId,
         ///The session's metadata (`{}` when it has none).
         pub metadata: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
         ///Always `conversation`.
@@ -1472,7 +1536,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ConversationDeleted {
         pub deleted: bool,
-        pub id: ::uuid::Uuid,
+        pub id: ConvId,
         ///Always `conversation.deleted`.
         pub object: ::std::string::String,
     }
@@ -1484,7 +1548,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     ///The conversation of a response.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ConversationId {
-        pub id: ::uuid::Uuid,
+        pub id: ConvId,
     }
     impl ConversationId {
         pub fn builder() -> builder::ConversationId {
@@ -1529,12 +1593,12 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     #[serde(untagged)]
     pub enum ConversationRef {
-        Uuid(::uuid::Uuid),
-        Object { id: ::uuid::Uuid },
+        ConvId(ConvId),
+        Object { id: ConvId },
     }
-    impl ::std::convert::From<::uuid::Uuid> for ConversationRef {
-        fn from(value: ::uuid::Uuid) -> Self {
-            Self::Uuid(value)
+    impl ::std::convert::From<ConvId> for ConversationRef {
+        fn from(value: ConvId) -> Self {
+            Self::ConvId(value)
         }
     }
     ///Body of `POST /api/agents` and `PUT /api/agents/{id}` (PUT overwrites: omitted fields take their defaults).
@@ -2026,8 +2090,9 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///Extra output data: the values of `INCLUDE_ACCEPTED` (none of which this service produces); any other is a 400 naming it.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub include: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
-        ///The new input: text (a user message) or items (at most 256).
-        pub input: ResponseInput,
+        ///The new input: text (a user message) or items (at most 256). Optional when the turn continues `previous_response_id` or `conversation`: the model then answers their history as it stands.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub input: ::std::option::Option<ResponseInput>,
         ///A system message for this turn only (after the agent's, when `model` is an agent).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub instructions: ::std::option::Option<CreateResponseRequestInstructions>,
@@ -2236,11 +2301,10 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         fn from_str(
             value: &str,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 100usize {
-                return Err("longer than 100 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^resp_[0-9a-f]{32}$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^resp_[0-9a-f]{32}$\"".into());
             }
             Ok(Self(value.to_string()))
         }
@@ -4658,11 +4722,18 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         fn from_str(
             value: &str,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 100usize {
-                return Err("longer than 100 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            {
+                crate::unicode_regex(
+                        "^(msg_[0-9a-f]{32}|fc_[0-9a-f]{32}_[0-9]{1,3}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$",
+                    )
+                    .unwrap()
+            });
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^(msg_[0-9a-f]{32}|fc_[0-9a-f]{32}_[0-9]{1,3}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$\""
+                        .into(),
+                );
             }
             Ok(Self(value.to_string()))
         }
@@ -4715,11 +4786,18 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         fn from_str(
             value: &str,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 100usize {
-                return Err("longer than 100 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            {
+                crate::unicode_regex(
+                        "^(msg_[0-9a-f]{32}|fc_[0-9a-f]{32}_[0-9]{1,3}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$",
+                    )
+                    .unwrap()
+            });
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^(msg_[0-9a-f]{32}|fc_[0-9a-f]{32}_[0-9]{1,3}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$\""
+                        .into(),
+                );
             }
             Ok(Self(value.to_string()))
         }
@@ -4772,11 +4850,18 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         fn from_str(
             value: &str,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 100usize {
-                return Err("longer than 100 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            {
+                crate::unicode_regex(
+                        "^(msg_[0-9a-f]{32}|fc_[0-9a-f]{32}_[0-9]{1,3}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$",
+                    )
+                    .unwrap()
+            });
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^(msg_[0-9a-f]{32}|fc_[0-9a-f]{32}_[0-9]{1,3}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$\""
+                        .into(),
+                );
             }
             Ok(Self(value.to_string()))
         }
@@ -4893,11 +4978,10 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         fn from_str(
             value: &str,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 100usize {
-                return Err("longer than 100 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^resp_[0-9a-f]{32}$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^resp_[0-9a-f]{32}$\"".into());
             }
             Ok(Self(value.to_string()))
         }
@@ -4951,11 +5035,10 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         fn from_str(
             value: &str,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 100usize {
-                return Err("longer than 100 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^resp_[0-9a-f]{32}$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^resp_[0-9a-f]{32}$\"".into());
             }
             Ok(Self(value.to_string()))
         }
@@ -5008,11 +5091,18 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         fn from_str(
             value: &str,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 100usize {
-                return Err("longer than 100 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            {
+                crate::unicode_regex(
+                        "^(msg_[0-9a-f]{32}|fc_[0-9a-f]{32}_[0-9]{1,3}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$",
+                    )
+                    .unwrap()
+            });
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^(msg_[0-9a-f]{32}|fc_[0-9a-f]{32}_[0-9]{1,3}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$\""
+                        .into(),
+                );
             }
             Ok(Self(value.to_string()))
         }
@@ -5067,11 +5157,10 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         fn from_str(
             value: &str,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 100usize {
-                return Err("longer than 100 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^resp_[0-9a-f]{32}$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^resp_[0-9a-f]{32}$\"".into());
             }
             Ok(Self(value.to_string()))
         }
@@ -11658,7 +11747,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         #[derive(Clone, Debug)]
         pub struct Conversation {
             created_at: ::std::result::Result<i64, ::std::string::String>,
-            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            id: ::std::result::Result<super::ConvId, ::std::string::String>,
             metadata: ::std::result::Result<
                 ::serde_json::Map<::std::string::String, ::serde_json::Value>,
                 ::std::string::String,
@@ -11690,7 +11779,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
             pub fn id<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T: ::std::convert::TryInto<super::ConvId>,
                 T::Error: ::std::fmt::Display,
             {
                 self.id = value
@@ -11751,7 +11840,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         #[derive(Clone, Debug)]
         pub struct ConversationDeleted {
             deleted: ::std::result::Result<bool, ::std::string::String>,
-            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            id: ::std::result::Result<super::ConvId, ::std::string::String>,
             object: ::std::result::Result<::std::string::String, ::std::string::String>,
         }
         impl ::std::default::Default for ConversationDeleted {
@@ -11778,7 +11867,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
             pub fn id<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T: ::std::convert::TryInto<super::ConvId>,
                 T::Error: ::std::fmt::Display,
             {
                 self.id = value
@@ -11823,7 +11912,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
         #[derive(Clone, Debug)]
         pub struct ConversationId {
-            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            id: ::std::result::Result<super::ConvId, ::std::string::String>,
         }
         impl ::std::default::Default for ConversationId {
             fn default() -> Self {
@@ -11835,7 +11924,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         impl ConversationId {
             pub fn id<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T: ::std::convert::TryInto<super::ConvId>,
                 T::Error: ::std::fmt::Display,
             {
                 self.id = value
@@ -12466,7 +12555,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<::std::vec::Vec<::std::string::String>>,
                 ::std::string::String,
             >,
-            input: ::std::result::Result<super::ResponseInput, ::std::string::String>,
+            input: ::std::result::Result<
+                ::std::option::Option<super::ResponseInput>,
+                ::std::string::String,
+            >,
             instructions: ::std::result::Result<
                 ::std::option::Option<super::CreateResponseRequestInstructions>,
                 ::std::string::String,
@@ -12562,7 +12654,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     conversation: Ok(Default::default()),
                     frequency_penalty: Ok(Default::default()),
                     include: Ok(Default::default()),
-                    input: Err("no value supplied for input".to_string()),
+                    input: Ok(Default::default()),
                     instructions: Ok(Default::default()),
                     max_output_tokens: Ok(Default::default()),
                     max_tool_calls: Ok(Default::default()),
@@ -12645,7 +12737,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
             pub fn input<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<super::ResponseInput>,
+                T: ::std::convert::TryInto<::std::option::Option<super::ResponseInput>>,
                 T::Error: ::std::fmt::Display,
             {
                 self.input = value
@@ -21414,6 +21506,8 @@ let response = client.openai_chat_completion()
 
 no agent and no user, its `items` appended in one write.
 
+Its `id` is `conv_` and the session's id as 32 hex digits; the `/v1` routes also take the session's UUID. Item ids are `msg_…` (a message) and `fc_…` (a tool call of an assistant message). An id in one of these forms that names nothing is a 404; a value in none of them is a 400 naming the parameter.
+
 It is a session like any other: `GET /api/sessions/{id}` shows it and its messages are its items. A session with no agent lives until it is deleted (no participant's deletion takes it along); `POST /api/sessions/{id}/chat` on it is a 400 (no agent answers there).
 
 Sends a `POST` request to `/v1/conversations`
@@ -21435,8 +21529,6 @@ let response = client.openai_conversation_create()
 
 Sends a `GET` request to `/v1/conversations/{conversation_id}`
 
-Arguments:
-- `conversation_id`: The conversation's id: its session's id.
 ```ignore
 let response = client.openai_conversation_get()
     .conversation_id(conversation_id)
@@ -21451,7 +21543,7 @@ let response = client.openai_conversation_get()
 Sends a `POST` request to `/v1/conversations/{conversation_id}`
 
 Arguments:
-- `conversation_id`: The conversation's id: its session's id.
+- `conversation_id`
 - `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
@@ -21469,8 +21561,6 @@ let response = client.openai_conversation_update()
 
 Sends a `DELETE` request to `/v1/conversations/{conversation_id}`
 
-Arguments:
-- `conversation_id`: The conversation's id: its session's id.
 ```ignore
 let response = client.openai_conversation_delete()
     .conversation_id(conversation_id)
@@ -21487,7 +21577,7 @@ Paged by cursor: `after` (an item id), `limit` (1 to 100, default 20), `order` (
 Sends a `GET` request to `/v1/conversations/{conversation_id}/items`
 
 Arguments:
-- `conversation_id`: The conversation's id: its session's id.
+- `conversation_id`
 - `after`: Answer the items after this one (an item id of an earlier page's `last_id`).
 - `limit`: How many items at most, 1 to 100 (default 20).
 - `order`: `desc` (newest first, the default) or `asc`.
@@ -21510,7 +21600,7 @@ the session, consecutive `function_call`s one assistant message calling those to
 Sends a `POST` request to `/v1/conversations/{conversation_id}/items`
 
 Arguments:
-- `conversation_id`: The conversation's id: its session's id.
+- `conversation_id`
 - `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
 - `body`
 ```ignore
@@ -21530,7 +21620,7 @@ Sends a `GET` request to `/v1/conversations/{conversation_id}/items/{item_id}`
 
 Arguments:
 - `conversation_id`
-- `item_id`: The item's id, as the item lists show it.
+- `item_id`: The item's id, as the item lists show it: `msg_…` or `fc_…` (a message's UUID is taken too).
 ```ignore
 let response = client.openai_item_get()
     .conversation_id(conversation_id)
@@ -21549,7 +21639,7 @@ Sends a `DELETE` request to `/v1/conversations/{conversation_id}/items/{item_id}
 
 Arguments:
 - `conversation_id`
-- `item_id`: The item's id, as the item lists show it.
+- `item_id`: The item's id, as the item lists show it: `msg_…` or `fc_…` (a message's UUID is taken too).
 ```ignore
 let response = client.openai_item_delete()
     .conversation_id(conversation_id)
@@ -21562,7 +21652,7 @@ let response = client.openai_item_delete()
     }
     /**The models a client can name (OpenAI's `GET /v1/models`)
 
-The tenant's agents first, oldest first (`id` = the agent's id, `owned_by` = `agent-platform`; at most 10,000), then the model names the configured providers list (`owned_by` = the provider's name). A provider configured only by `OPENAI_BASE_URL` serves every name and lists none. Errors on `/v1` are in OpenAI's shape: `{"error": {message, type, param, code}}`.
+The tenant's agents first, oldest first (`id` = the agent's id, `owned_by` = `agent-platform`; at most 10,000), then the model names the configured providers list (`owned_by` = the provider's name). A provider configured only by `OPENAI_BASE_URL` serves every name and lists none. Errors on `/v1` are in OpenAI's shape: `{"error": {message, type, param, code}}` with OpenAI's statuses: a request that fails validation is a 400 `invalid_request_error` whose `param` names the field as OpenAI writes it (`messages[0].content`), where `/api` answers 422.
 
 Sends a `GET` request to `/v1/models`
 
@@ -21582,7 +21672,9 @@ The model's tool calls come back as `function_call` output items; answer them wi
 
 `stream: true` answers `text/event-stream`: `event: <type>` and `data: <ResponseStreamEvent>` per event, `response.created` first and `response.completed` last (or `response.failed`, whose response carries the `error`), `sequence_number` counting from 0.
 
-Unsupported (400, naming the `param`): `background: true`, tools other than `function`, input items other than messages, function calls and their outputs, content parts other than text; `previous_response_id` with `conversation`. Errors as for chat completions.
+`input` may be left out when the turn continues `previous_response_id` or a `conversation`: the model answers their history as it stands (the turn then adds only its answer).
+
+Unsupported (400, naming the `param`): `background: true`, tools other than `function`, input items other than messages, function calls and their outputs, content parts other than text; `previous_response_id` with `conversation`; no `input` and nothing to continue. A request that fails validation is a 400 `invalid_request_error` whose `param` names the field (`input[0].content`). Errors as for chat completions.
 
 Sends a `POST` request to `/v1/responses`
 
@@ -30138,7 +30230,7 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct OpenaiConversationGet<'a> {
         client: &'a super::Client,
-        conversation_id: Result<::uuid::Uuid, String>,
+        conversation_id: Result<types::ConvId, String>,
     }
     impl<'a> OpenaiConversationGet<'a> {
         pub fn new(client: &'a super::Client) -> Self {
@@ -30149,13 +30241,12 @@ pub mod builder {
         }
         pub fn conversation_id<V>(mut self, value: V) -> Self
         where
-            V: std::convert::TryInto<::uuid::Uuid>,
+            V: std::convert::TryInto<types::ConvId>,
         {
             self.conversation_id = value
                 .try_into()
                 .map_err(|_| {
-                    "conversion to `:: uuid :: Uuid` for conversation_id failed"
-                        .to_string()
+                    "conversion to `ConvId` for conversation_id failed".to_string()
                 });
             self
         }
@@ -30251,7 +30342,7 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct OpenaiConversationUpdate<'a> {
         client: &'a super::Client,
-        conversation_id: Result<::uuid::Uuid, String>,
+        conversation_id: Result<types::ConvId, String>,
         idempotency_key: Result<
             Option<types::OpenaiConversationUpdateIdempotencyKey>,
             String,
@@ -30269,13 +30360,12 @@ pub mod builder {
         }
         pub fn conversation_id<V>(mut self, value: V) -> Self
         where
-            V: std::convert::TryInto<::uuid::Uuid>,
+            V: std::convert::TryInto<types::ConvId>,
         {
             self.conversation_id = value
                 .try_into()
                 .map_err(|_| {
-                    "conversion to `:: uuid :: Uuid` for conversation_id failed"
-                        .to_string()
+                    "conversion to `ConvId` for conversation_id failed".to_string()
                 });
             self
         }
@@ -30422,7 +30512,7 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct OpenaiConversationDelete<'a> {
         client: &'a super::Client,
-        conversation_id: Result<::uuid::Uuid, String>,
+        conversation_id: Result<types::ConvId, String>,
     }
     impl<'a> OpenaiConversationDelete<'a> {
         pub fn new(client: &'a super::Client) -> Self {
@@ -30433,13 +30523,12 @@ pub mod builder {
         }
         pub fn conversation_id<V>(mut self, value: V) -> Self
         where
-            V: std::convert::TryInto<::uuid::Uuid>,
+            V: std::convert::TryInto<types::ConvId>,
         {
             self.conversation_id = value
                 .try_into()
                 .map_err(|_| {
-                    "conversion to `:: uuid :: Uuid` for conversation_id failed"
-                        .to_string()
+                    "conversion to `ConvId` for conversation_id failed".to_string()
                 });
             self
         }
@@ -30535,7 +30624,7 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct OpenaiItemList<'a> {
         client: &'a super::Client,
-        conversation_id: Result<::uuid::Uuid, String>,
+        conversation_id: Result<types::ConvId, String>,
         after: Result<Option<types::OpenaiItemListAfter>, String>,
         limit: Result<Option<::std::num::NonZeroU64>, String>,
         order: Result<Option<types::ItemOrder>, String>,
@@ -30552,13 +30641,12 @@ pub mod builder {
         }
         pub fn conversation_id<V>(mut self, value: V) -> Self
         where
-            V: std::convert::TryInto<::uuid::Uuid>,
+            V: std::convert::TryInto<types::ConvId>,
         {
             self.conversation_id = value
                 .try_into()
                 .map_err(|_| {
-                    "conversion to `:: uuid :: Uuid` for conversation_id failed"
-                        .to_string()
+                    "conversion to `ConvId` for conversation_id failed".to_string()
                 });
             self
         }
@@ -30692,7 +30780,7 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct OpenaiItemCreate<'a> {
         client: &'a super::Client,
-        conversation_id: Result<::uuid::Uuid, String>,
+        conversation_id: Result<types::ConvId, String>,
         idempotency_key: Result<Option<types::OpenaiItemCreateIdempotencyKey>, String>,
         body: Result<types::builder::CreateItemsRequest, String>,
     }
@@ -30707,13 +30795,12 @@ pub mod builder {
         }
         pub fn conversation_id<V>(mut self, value: V) -> Self
         where
-            V: std::convert::TryInto<::uuid::Uuid>,
+            V: std::convert::TryInto<types::ConvId>,
         {
             self.conversation_id = value
                 .try_into()
                 .map_err(|_| {
-                    "conversion to `:: uuid :: Uuid` for conversation_id failed"
-                        .to_string()
+                    "conversion to `ConvId` for conversation_id failed".to_string()
                 });
             self
         }
@@ -30853,7 +30940,7 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct OpenaiItemGet<'a> {
         client: &'a super::Client,
-        conversation_id: Result<::uuid::Uuid, String>,
+        conversation_id: Result<types::ConvId, String>,
         item_id: Result<types::OpenaiItemGetItemId, String>,
     }
     impl<'a> OpenaiItemGet<'a> {
@@ -30866,13 +30953,12 @@ pub mod builder {
         }
         pub fn conversation_id<V>(mut self, value: V) -> Self
         where
-            V: std::convert::TryInto<::uuid::Uuid>,
+            V: std::convert::TryInto<types::ConvId>,
         {
             self.conversation_id = value
                 .try_into()
                 .map_err(|_| {
-                    "conversion to `:: uuid :: Uuid` for conversation_id failed"
-                        .to_string()
+                    "conversion to `ConvId` for conversation_id failed".to_string()
                 });
             self
         }
@@ -30980,7 +31066,7 @@ pub mod builder {
     #[derive(Debug, Clone)]
     pub struct OpenaiItemDelete<'a> {
         client: &'a super::Client,
-        conversation_id: Result<::uuid::Uuid, String>,
+        conversation_id: Result<types::ConvId, String>,
         item_id: Result<types::OpenaiItemDeleteItemId, String>,
     }
     impl<'a> OpenaiItemDelete<'a> {
@@ -30993,13 +31079,12 @@ pub mod builder {
         }
         pub fn conversation_id<V>(mut self, value: V) -> Self
         where
-            V: std::convert::TryInto<::uuid::Uuid>,
+            V: std::convert::TryInto<types::ConvId>,
         {
             self.conversation_id = value
                 .try_into()
                 .map_err(|_| {
-                    "conversion to `:: uuid :: Uuid` for conversation_id failed"
-                        .to_string()
+                    "conversion to `ConvId` for conversation_id failed".to_string()
                 });
             self
         }

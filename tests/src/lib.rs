@@ -568,3 +568,10 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// The session a `/v1` conversation id names: `conv_` and its 32 hex digits.
+pub fn session_of(conversation: &str) -> uuid::Uuid {
+    let hex = conversation.strip_prefix("conv_").unwrap_or_else(|| panic!("a conv_ id: {conversation}"));
+    assert_eq!(hex.len(), 32, "{conversation}");
+    uuid::Uuid::try_parse(hex).unwrap()
+}

@@ -309,8 +309,16 @@ impl OpenAiError {
         }
     }
 
+    /// OpenAI's status: a request that fails validation is a 400 (`/api` says 422).
+    pub fn status(&self) -> ErrorStatusCode {
+        match self.error {
+            ApiError::Validation(_) => ErrorStatusCode::BAD_REQUEST,
+            ApiError::Other { .. } => self.error.status(),
+        }
+    }
+
     pub fn body(&self) -> OpenAiErrorBody {
-        let status = self.error.status().as_u16();
+        let status = self.status().as_u16();
         let kind = match status {
             401 => "authentication_error",
             403 => "permission_error",
@@ -407,7 +415,7 @@ impl JsonSchema for OpenAiError {
 
 impl dropshot::HttpResponseError for OpenAiError {
     fn status_code(&self) -> ErrorStatusCode {
-        self.error.status()
+        OpenAiError::status(self)
     }
 }
 
@@ -435,7 +443,7 @@ impl ErrorAnswer for ApiError {
 
 impl ErrorAnswer for OpenAiError {
     fn status(&self) -> ErrorStatusCode {
-        self.error.status()
+        OpenAiError::status(self)
     }
     fn body_json(&self) -> String {
         serde_json::to_string(&self.body()).expect("error bodies serialise")

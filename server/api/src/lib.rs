@@ -705,7 +705,10 @@ pub trait AgentPlatformApi {
     /// `owned_by` = `agent-platform`; at most 10,000), then the model names the
     /// configured providers list (`owned_by` = the provider's name). A provider
     /// configured only by `OPENAI_BASE_URL` serves every name and lists none.
-    /// Errors on `/v1` are in OpenAI's shape: `{"error": {message, type, param, code}}`.
+    /// Errors on `/v1` are in OpenAI's shape: `{"error": {message, type, param, code}}`
+    /// with OpenAI's statuses: a request that fails validation is a 400
+    /// `invalid_request_error` whose `param` names the field as OpenAI writes it
+    /// (`messages[0].content`), where `/api` answers 422.
     #[endpoint { method = GET, path = "/v1/models", tags = ["openai"] }]
     async fn openai_model_list(rqctx: RequestContext<Self::Context>) -> V1<HttpResponseOk<ModelList>>;
 
@@ -739,6 +742,12 @@ pub trait AgentPlatformApi {
 
     /// Create a conversation (OpenAI's `POST /v1/conversations`): a session with
     /// no agent and no user, its `items` appended in one write.
+    ///
+    /// Its `id` is `conv_` and the session's id as 32 hex digits; the `/v1`
+    /// routes also take the session's UUID. Item ids are `msg_…` (a message)
+    /// and `fc_…` (a tool call of an assistant message). An id in one of these
+    /// forms that names nothing is a 404; a value in none of them is a 400
+    /// naming the parameter.
     ///
     /// It is a session like any other: `GET /api/sessions/{id}` shows it and its
     /// messages are its items. A session with no agent lives until it is deleted
@@ -834,10 +843,16 @@ pub trait AgentPlatformApi {
     /// `response.completed` last (or `response.failed`, whose response carries
     /// the `error`), `sequence_number` counting from 0.
     ///
+    /// `input` may be left out when the turn continues `previous_response_id`
+    /// or a `conversation`: the model answers their history as it stands (the
+    /// turn then adds only its answer).
+    ///
     /// Unsupported (400, naming the `param`): `background: true`, tools other
     /// than `function`, input items other than messages, function calls and
     /// their outputs, content parts other than text; `previous_response_id`
-    /// with `conversation`. Errors as for chat completions.
+    /// with `conversation`; no `input` and nothing to continue. A request that
+    /// fails validation is a 400 `invalid_request_error` whose `param` names
+    /// the field (`input[0].content`). Errors as for chat completions.
     #[endpoint { method = POST, path = "/v1/responses", tags = ["openai"] }]
     async fn openai_response_create(
         rqctx: RequestContext<Self::Context>,

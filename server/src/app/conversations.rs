@@ -13,7 +13,9 @@ use crate::api::types::{
     CompletionContent, Conversation, ConversationDeleted, ConversationItem, CreateConversationRequest,
     CreateItemsRequest, InputItem, InputRole, ItemContent, ItemList, ItemListParams, ItemOrder, Metadata,
 };
-use crate::api::types::{CreateMessageRequest, FunctionCall, Message, Role, Session, ToolCall, ToolCallType};
+use crate::api::types::{
+    ConvId, CreateMessageRequest, FunctionCall, Message, Role, Session, ToolCall, ToolCallType,
+};
 use crate::store::{Direction, Kind, ListQuery, SortBy};
 
 impl App {
@@ -47,7 +49,7 @@ impl App {
 
     pub async fn conversation_delete(&self, t: Tenant, id: Uuid) -> Result<ConversationDeleted> {
         self.session_delete(t, id).await?;
-        Ok(ConversationDeleted { id, object: "conversation.deleted".into(), deleted: true })
+        Ok(ConversationDeleted { id: ConvId(id), object: "conversation.deleted".into(), deleted: true })
     }
 
     /// Appends the items' messages in one commit; answers the items made.
@@ -97,7 +99,8 @@ impl App {
                 },
             };
             let mut items = items_in_order(&super::records::decode(&rec)?, direction);
-            let at = items.iter().position(|i| i.id() == after).ok_or_else(not_found)?;
+            let wanted = canonical_item_id(after);
+            let at = items.iter().position(|i| i.id() == wanted).ok_or_else(not_found)?;
             if add(items.split_off(at + 1), &mut data) {
                 return Ok(item_list(data, true));
             }
@@ -120,13 +123,15 @@ impl App {
     /// One item of the conversation.
     pub async fn conversation_item(&self, t: Tenant, id: Uuid, item_id: &str) -> Result<ConversationItem> {
         let message = self.item_message(t, id, item_id).await?;
-        items_of(&message).into_iter().find(|i| i.id() == item_id).ok_or_else(|| no_item(id, item_id))
+        let wanted = canonical_item_id(item_id);
+        items_of(&message).into_iter().find(|i| i.id() == wanted).ok_or_else(|| no_item(id, item_id))
     }
 
     /// Deletes the item's message; answers the conversation.
     pub async fn conversation_item_delete(&self, t: Tenant, id: Uuid, item_id: &str) -> Result<Conversation> {
         let message = self.item_message(t, id, item_id).await?;
-        if !items_of(&message).iter().any(|i| i.id() == item_id) {
+        let wanted = canonical_item_id(item_id);
+        if !items_of(&message).iter().any(|i| i.id() == wanted) {
             return Err(no_item(id, item_id));
         }
         self.message_delete(t, id, message.id).await?;
@@ -155,7 +160,7 @@ fn missing_item(conversation: Uuid, item: &str) -> NotFound {
 
 fn conversation(s: &Session) -> Conversation {
     Conversation {
-        id: s.id,
+        id: ConvId(s.id),
         object: "conversation".into(),
         created_at: s.created_at.timestamp(),
         metadata: s.metadata.clone().map(Metadata::into_inner).unwrap_or_default(),
@@ -182,15 +187,26 @@ pub(super) fn call_item_id(id: Uuid, i: usize) -> String {
     format!("fc_{}_{i}", id.simple())
 }
 
-/// The message an item id names: a message's own id, or `fc_<id>_<i>`.
+/// The id of a message as one item: `msg_` and its 32 hex digits.
+pub(super) fn message_item_id(id: Uuid) -> String {
+    format!("msg_{}", id.simple())
+}
+
+/// The message an item id names: `msg_<id>`, `fc_<id>_<i>`, or the message's UUID.
 fn message_id_of(item_id: &str) -> Option<Uuid> {
-    match item_id.strip_prefix("fc_") {
-        Some(rest) => {
-            let (id, i) = rest.split_once('_')?;
-            i.parse::<usize>().ok()?;
-            Uuid::try_parse(id).ok()
-        }
-        None => Uuid::try_parse(item_id).ok(),
+    if let Some(rest) = item_id.strip_prefix("fc_") {
+        let (id, i) = rest.split_once('_')?;
+        i.parse::<usize>().ok()?;
+        return Uuid::try_parse(id).ok();
+    }
+    Uuid::try_parse(item_id.strip_prefix("msg_").unwrap_or(item_id)).ok()
+}
+
+/// An item id as the lists show it: a message's UUID is its `msg_` id.
+pub(super) fn canonical_item_id(item_id: &str) -> std::borrow::Cow<'_, str> {
+    match Uuid::try_parse(item_id) {
+        Ok(id) if item_id.len() == 36 => message_item_id(id).into(),
+        _ => item_id.into(),
     }
 }
 
@@ -210,13 +226,13 @@ pub fn items_of(m: &Message) -> Vec<ConversationItem> {
     let completed = || "completed".to_owned();
     match m.role {
         Role::Tool => vec![ConversationItem::FunctionCallOutput {
-            id: m.id.to_string(),
+            id: message_item_id(m.id),
             call_id: m.tool_call_id.clone().unwrap_or_default(),
             output: m.content.clone(),
             status: completed(),
         }],
         Role::User | Role::System => vec![ConversationItem::Message {
-            id: m.id.to_string(),
+            id: message_item_id(m.id),
             status: completed(),
             role: if m.role == Role::User { "user" } else { "system" }.into(),
             content: vec![ItemContent::InputText { text: m.content.clone() }],
@@ -226,7 +242,7 @@ pub fn items_of(m: &Message) -> Vec<ConversationItem> {
             let mut items = Vec::with_capacity(1 + calls.len());
             if !m.content.is_empty() || calls.is_empty() {
                 items.push(ConversationItem::Message {
-                    id: m.id.to_string(),
+                    id: message_item_id(m.id),
                     status: completed(),
                     role: "assistant".into(),
                     content: vec![ItemContent::OutputText {

@@ -31,11 +31,11 @@ use super::turn::plan::{New, tool_specs, wire_tool_choice};
 use super::turn::{Answered, Ask, Driver, Plan, Saving, Shape, SystemFor};
 use super::{App, Error, NotFound, Result, Tenant};
 use crate::api::types::{
-    ChatFunction, ChatSettings, ChatTool, ChatToolChoice, ChatUsage, ConversationId, ConversationItem,
-    CreateResponseRequest, IncompleteDetails, InputItemListParams, ItemList, ItemOrder, Metadata,
-    ModelResponse, NamedFunction, NamedToolChoice, ResponseDeleted, ResponseInput, ResponseReasoning,
-    ResponseStreamEvent, ResponseText, ResponseTool, ResponseToolChoice, ResponseUsage, TextFormat,
-    TextFormatType, ToolCallType, Truncation,
+    ChatFunction, ChatSettings, ChatTool, ChatToolChoice, ChatUsage, ConvId, ConversationId,
+    ConversationItem, CreateResponseRequest, IncompleteDetails, InputItemListParams, ItemList, ItemOrder,
+    Metadata, ModelResponse, NamedFunction, NamedToolChoice, ResponseDeleted, ResponseInput,
+    ResponseReasoning, ResponseStreamEvent, ResponseText, ResponseTool, ResponseToolChoice, ResponseUsage,
+    TextFormat, TextFormatType, ToolCallType, Truncation,
 };
 use crate::api::types::{CreateMessageRequest, Message, Role, Session};
 use crate::models::wire;
@@ -209,7 +209,8 @@ impl App {
             None => Vec::new(),
         };
         let new_messages = match req.input.clone() {
-            ResponseInput::Text(text) => vec![CreateMessageRequest {
+            None => Vec::new(),
+            Some(ResponseInput::Text(text)) => vec![CreateMessageRequest {
                 role: Role::User,
                 content: text,
                 name: None,
@@ -217,7 +218,7 @@ impl App {
                 tool_call_id: None,
                 metadata: None,
             }],
-            ResponseInput::Items(items) => messages_of_items(items),
+            Some(ResponseInput::Items(items)) => messages_of_items(items),
         };
         let request_tools: Vec<ChatTool> = req.tools.iter().flatten().map(chat_tool).collect();
         let stored_tools = match &agent {
@@ -478,14 +479,16 @@ impl App {
         }
         let start = match params.after.as_deref() {
             None => 0,
-            Some(after) => match items.iter().position(|i| i.id() == after) {
-                Some(at) => at + 1,
-                None => {
-                    let item =
-                        NotFound::ResponseInputItem { response: id.to_string(), item: after.to_string() };
-                    return Err(Error::NotFound(item.in_field("after")));
+            Some(after) => {
+                match items.iter().position(|i| i.id() == super::conversations::canonical_item_id(after)) {
+                    Some(at) => at + 1,
+                    None => {
+                        let item =
+                            NotFound::ResponseInputItem { response: id.to_string(), item: after.to_string() };
+                        return Err(Error::NotFound(item.in_field("after")));
+                    }
                 }
-            },
+            }
         };
         let limit = params.limit.unwrap_or(20).clamp(1, 100) as usize;
         let has_more = items.len() > start + limit;
@@ -573,7 +576,7 @@ fn model_response(
         output,
         parallel_tool_calls: head.parallel_tool_calls,
         previous_response_id: head.previous_response_id.clone(),
-        conversation: head.conversation.map(|id| ConversationId { id }),
+        conversation: head.conversation.map(|id| ConversationId { id: ConvId(id) }),
         temperature: head.temperature,
         top_p: head.top_p,
         presence_penalty: head.presence_penalty,

@@ -59,7 +59,7 @@ pub async fn openai_conversation_get(
     rqctx: RequestContext<Ctx>,
     path: PathParams<ConversationPath>,
 ) -> V1<HttpResponseOk<Conversation>> {
-    let id = path.into_inner().conversation_id;
+    let id = path.into_inner().conversation_id.0;
     let reply = run(&rqctx, |app, t| async move { app.conversation_get(t, id).await.map(HttpResponseOk) });
     Ok(reply.await?.openai())
 }
@@ -70,7 +70,7 @@ pub async fn openai_conversation_update(
     key: IdempotencyKey,
     body: JsonBody<UpdateConversationRequest>,
 ) -> V1<HttpResponseOk<Conversation>> {
-    let (id, (body, digest)) = (path.into_inner().conversation_id, body.into_parts());
+    let (id, (body, digest)) = (path.into_inner().conversation_id.0, body.into_parts());
     let reply = run_once(&rqctx, key, digest, None, |app, t| async move {
         app.conversation_update(t, id, body.metadata).await.map(HttpResponseOk)
     });
@@ -81,7 +81,7 @@ pub async fn openai_conversation_delete(
     rqctx: RequestContext<Ctx>,
     path: PathParams<ConversationPath>,
 ) -> V1<HttpResponseOk<ConversationDeleted>> {
-    let id = path.into_inner().conversation_id;
+    let id = path.into_inner().conversation_id.0;
     let reply = run(&rqctx, |app, t| async move { app.conversation_delete(t, id).await.map(HttpResponseOk) });
     Ok(reply.await?.openai())
 }
@@ -91,7 +91,7 @@ pub async fn openai_item_list(
     path: PathParams<ConversationPath>,
     query: QueryParams<ItemListParams>,
 ) -> V1<HttpResponseOk<ItemList>> {
-    let (id, params) = (path.into_inner().conversation_id, query.into_inner());
+    let (id, params) = (path.into_inner().conversation_id.0, query.into_inner());
     let reply =
         run(&rqctx, |app, t| async move { app.conversation_items(t, id, params).await.map(HttpResponseOk) });
     Ok(reply.await?.openai())
@@ -103,7 +103,7 @@ pub async fn openai_item_create(
     key: IdempotencyKey,
     body: JsonBody<CreateItemsRequest>,
 ) -> V1<HttpResponseOk<ItemList>> {
-    let (id, (body, digest)) = (path.into_inner().conversation_id, body.into_parts());
+    let (id, (body, digest)) = (path.into_inner().conversation_id.0, body.into_parts());
     if let Some(e) = unsupported_items(&rqctx, "items", &body.items) {
         return Ok(Reply::Err(e));
     }
@@ -119,7 +119,7 @@ pub async fn openai_item_get(
 ) -> V1<HttpResponseOk<ConversationItem>> {
     let ConversationItemPath { conversation_id, item_id } = path.into_inner();
     let reply = run(&rqctx, |app, t| async move {
-        app.conversation_item(t, conversation_id, &item_id).await.map(HttpResponseOk)
+        app.conversation_item(t, conversation_id.0, &item_id).await.map(HttpResponseOk)
     });
     Ok(reply.await?.openai())
 }
@@ -130,7 +130,7 @@ pub async fn openai_item_delete(
 ) -> V1<HttpResponseOk<Conversation>> {
     let ConversationItemPath { conversation_id, item_id } = path.into_inner();
     let reply = run(&rqctx, |app, t| async move {
-        app.conversation_item_delete(t, conversation_id, &item_id).await.map(HttpResponseOk)
+        app.conversation_item_delete(t, conversation_id.0, &item_id).await.map(HttpResponseOk)
     });
     Ok(reply.await?.openai())
 }

@@ -243,7 +243,7 @@ async fn a_repeated_streamed_chat_or_response_saves_the_turn_once_and_streams_it
     let again = post(&s, "/v1/responses", &turn, "stream-2").await;
     assert_eq!((again.status, again.replayed, again.text == first.text), (200, true, true), "{}", again.text);
     assert_eq!(fake.requests().len(), 2, "the model was called once more");
-    let items = format!("/api/sessions/{id}/messages");
+    let items = format!("/api/sessions/{}/messages", agent_platform_tests::session_of(&id));
     assert_eq!(count(&s, &items).await, 2, "the conversation's input and answer, saved once");
     s.stop().await;
 }
@@ -285,7 +285,7 @@ async fn the_v1_posts_replay_their_first_answer_and_write_once() {
     .await;
     assert_eq!(count(&s, "/api/sessions").await, 1, "the repeat created no session");
     let id = first.json()["id"].as_str().unwrap().to_owned();
-    let messages = format!("/api/sessions/{id}/messages");
+    let messages = format!("/api/sessions/{}/messages", agent_platform_tests::session_of(&id));
     assert_eq!(count(&s, &messages).await, 1);
 
     // One item appended: the answer is the item list.
@@ -333,9 +333,9 @@ async fn the_v1_posts_replay_their_first_answer_and_write_once() {
     let message = conflict.json()["error"]["message"].as_str().unwrap_or_default().to_owned();
     assert!(message.contains("Idempotency-Key"), "{}", conflict.text);
     assert_eq!(count(&s, "/api/sessions").await, 1);
-    // A key that is no key: a 422 naming the header, in OpenAI's shape.
+    // A key that is no key: a 400 naming the header, in OpenAI's shape.
     let bad = post_with(&s, &s.key, "/v1/conversations", &create, b"").await;
-    assert_eq!(bad.status, 422, "{}", bad.text);
+    assert_eq!(bad.status, 400, "{}", bad.text);
     assert!(
         bad.json()["error"]["param"].as_str().is_some_and(|p| p.contains("idempotency-key")),
         "{}",

@@ -6,7 +6,7 @@
 use agent_platform::models::fake_upstream::{Behaviour, FakeUpstream};
 use agent_platform::models::{ModelsConfig, ProviderConfig};
 use agent_platform_tests::sse::{CHAT_STREAM_WITHIN, read_events};
-use agent_platform_tests::{Raw, TestServer, doc, types};
+use agent_platform_tests::{Raw, TestServer, doc, session_of, types};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
@@ -295,7 +295,7 @@ async fn errors_on_v1_are_in_openais_shape_with_the_usual_statuses() {
     assert!(r.headers.contains_key("x-request-id"));
     // A validation failure names the param.
     let r = t.complete(json!({"model": "m"})).await;
-    assert_eq!(r.status, 422);
+    assert_eq!(r.status, 400);
     shape(&r);
     assert_eq!(
         (error(&r)["type"].clone(), error(&r)["param"].clone(), error(&r)["code"].clone()),
@@ -305,11 +305,11 @@ async fn errors_on_v1_are_in_openais_shape_with_the_usual_statuses() {
     assert!(message.starts_with("Invalid request: messages: "), "the field as OpenAI writes it: {message}");
     assert!(!message.contains("Key("), "no Rust debug paths: {message}");
     let r = t.complete(json!({"model": "m", "messages": [user("x")], "temperature": 3})).await;
-    assert_eq!((r.status, error(&r)["param"].clone()), (422, json!("temperature")), "{}", r.body);
+    assert_eq!((r.status, error(&r)["param"].clone()), (400, json!("temperature")), "{}", r.body);
     let r = t.complete(json!({"model": "m", "messages": [{"role": "tool", "content": "x"}]})).await;
     assert_eq!(
         (r.status, error(&r)["param"].clone()),
-        (422, json!("messages[0].tool_call_id")),
+        (400, json!("messages[0].tool_call_id")),
         "{}",
         r.body
     );
@@ -379,7 +379,8 @@ async fn a_conversation_is_a_session_and_its_items_are_the_sessions_messages() {
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["object"], "conversation");
     assert_eq!(r.body["metadata"], json!({"topic": "trip"}));
-    let id: Uuid = r.body["id"].as_str().unwrap().parse().unwrap();
+    let conv = r.body["id"].as_str().unwrap().to_owned();
+    let id = session_of(&conv);
     let session = s.raw("GET", &format!("/api/sessions/{id}"), None).await;
     assert_eq!(session.status, 200, "{}", session.body);
     assert_eq!((session.body["agents"].clone(), session.body["users"].clone()), (json!([]), json!([])));
@@ -403,7 +404,7 @@ async fn a_conversation_is_a_session_and_its_items_are_the_sessions_messages() {
     assert_eq!(calls.as_array().unwrap().len(), 2, "consecutive calls are one assistant message: {calls}");
 
     // Its items, in OpenAI's shapes, oldest first.
-    let items = s.raw("GET", &format!("/v1/conversations/{id}/items?order=asc&limit=100"), None).await;
+    let items = s.raw("GET", &format!("/v1/conversations/{conv}/items?order=asc&limit=100"), None).await;
     assert_eq!(items.status, 200, "{}", items.body);
     let kinds: Vec<&str> =
         items.body["data"].as_array().unwrap().iter().map(|i| i["type"].as_str().unwrap()).collect();
@@ -442,7 +443,7 @@ async fn a_conversation_is_a_session_and_its_items_are_the_sessions_messages() {
                 Some(a) => format!("order={order}&limit={limit}&after={a}"),
                 None => format!("order={order}&limit={limit}"),
             };
-            let page = s.raw("GET", &format!("/v1/conversations/{id}/items?{q}"), None).await;
+            let page = s.raw("GET", &format!("/v1/conversations/{conv}/items?{q}"), None).await;
             assert_eq!(page.status, 200, "{}", page.body);
             seen.extend(
                 page.body["data"].as_array().unwrap().iter().map(|i| i["id"].as_str().unwrap().to_owned()),
@@ -458,41 +459,56 @@ async fn a_conversation_is_a_session_and_its_items_are_the_sessions_messages() {
         }
         assert_eq!(seen, all, "order {order} limit {limit}");
     }
-    let r = s.raw("GET", &format!("/v1/conversations/{id}/items?after={}", Uuid::now_v7()), None).await;
+    let r = s.raw("GET", &format!("/v1/conversations/{conv}/items?after={}", Uuid::now_v7()), None).await;
     assert_eq!(r.status, 404, "{}", r.body);
 
     // One item, by id; a function call's id too.
     let call_id = data[2]["id"].as_str().unwrap();
-    let r = s.raw("GET", &format!("/v1/conversations/{id}/items/{call_id}"), None).await;
+    let r = s.raw("GET", &format!("/v1/conversations/{conv}/items/{call_id}"), None).await;
     assert_eq!((r.status, r.body.clone()), (200, data[2].clone()));
-    let r = s.raw("GET", &format!("/v1/conversations/{id}/items/nonsense"), None).await;
+    // A message item is `msg_` and its message's id; the UUID names it too.
+    let message_id = data[1]["id"].as_str().unwrap();
+    let hex = message_id.strip_prefix("msg_").unwrap_or_else(|| panic!("a msg_ id: {message_id}"));
+    let by_uuid = Uuid::try_parse(hex).unwrap();
+    let r = s.raw("GET", &format!("/v1/conversations/{conv}/items/{by_uuid}"), None).await;
+    assert_eq!((r.status, r.body.clone()), (200, data[1].clone()));
+    // An id in an item's form that names none is a 404; one in no form of an id a 400.
+    let unknown = format!("msg_{}", Uuid::now_v7().simple());
+    let r = s.raw("GET", &format!("/v1/conversations/{conv}/items/{unknown}"), None).await;
     assert_eq!((r.status, r.body["error"]["code"].clone()), (404, json!("not_found")), "{}", r.body);
+    let r = s.raw("GET", &format!("/v1/conversations/{conv}/items/nonsense"), None).await;
+    assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!("item_id")), "{}", r.body);
+    // Conversations alike: an unknown conv_ id is a 404, a malformed one a 400.
+    let r = s.raw("GET", &format!("/v1/conversations/conv_{}", Uuid::now_v7().simple()), None).await;
+    assert_eq!((r.status, r.body["error"]["code"].clone()), (404, json!("not_found")), "{}", r.body);
+    let r = s.raw("GET", "/v1/conversations/conv_123", None).await;
+    assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!("conversation_id")), "{}", r.body);
 
     // Appending items; deleting one (a call takes its whole message along).
     let r = s
         .raw(
             "POST",
-            &format!("/v1/conversations/{id}/items"),
+            &format!("/v1/conversations/{conv}/items"),
             Some(&json!({"items": [{"role": "user", "content": "Thanks"}]}).to_string()),
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert_eq!(r.body["data"][0]["content"][0]["text"], "Thanks");
-    let r = s.raw("DELETE", &format!("/v1/conversations/{id}/items/{call_id}"), None).await;
-    assert_eq!((r.status, r.body["id"].clone()), (200, json!(id)), "{}", r.body);
-    let items = s.raw("GET", &format!("/v1/conversations/{id}/items?order=asc"), None).await;
+    let r = s.raw("DELETE", &format!("/v1/conversations/{conv}/items/{call_id}"), None).await;
+    assert_eq!((r.status, r.body["id"].clone()), (200, json!(conv)), "{}", r.body);
+    let items = s.raw("GET", &format!("/v1/conversations/{conv}/items?order=asc"), None).await;
     let kinds: Vec<&str> =
         items.body["data"].as_array().unwrap().iter().map(|i| i["type"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
         ["message", "message", "function_call_output", "function_call_output", "message", "message"]
     );
-    let r = s.raw("DELETE", &format!("/v1/conversations/{id}/items/{call_id}"), None).await;
+    let r = s.raw("DELETE", &format!("/v1/conversations/{conv}/items/{call_id}"), None).await;
     assert_eq!(r.status, 404, "{}", r.body);
 
     // Metadata replaced; /api sees it.
     let r = s
-        .raw("POST", &format!("/v1/conversations/{id}"), Some(&json!({"metadata": {"k": "v"}}).to_string()))
+        .raw("POST", &format!("/v1/conversations/{conv}"), Some(&json!({"metadata": {"k": "v"}}).to_string()))
         .await;
     assert_eq!((r.status, r.body["metadata"].clone()), (200, json!({"k": "v"})), "{}", r.body);
     let session = s.raw("GET", &format!("/api/sessions/{id}"), None).await;
@@ -513,15 +529,15 @@ async fn a_conversation_is_a_session_and_its_items_are_the_sessions_messages() {
     let made = s.create_session(&[agent.id], &[]).await;
     s.say(made.id, "hello").await;
     let r = s.raw("GET", &format!("/v1/conversations/{}", made.id), None).await;
-    assert_eq!((r.status, r.body["id"].clone()), (200, json!(made.id)));
+    assert_eq!((r.status, r.body["id"].clone()), (200, json!(format!("conv_{}", made.id.simple()))));
     let r = s.raw("GET", &format!("/v1/conversations/{}/items", made.id), None).await;
     assert_eq!(r.body["data"][0]["content"][0]["text"], "hello");
 
     // Deleted: gone from both APIs.
-    let r = s.raw("DELETE", &format!("/v1/conversations/{id}"), None).await;
-    assert_eq!(r.body, json!({"id": id, "object": "conversation.deleted", "deleted": true}));
+    let r = s.raw("DELETE", &format!("/v1/conversations/{conv}"), None).await;
+    assert_eq!(r.body, json!({"id": conv, "object": "conversation.deleted", "deleted": true}));
     assert_eq!(s.raw("GET", &format!("/api/sessions/{id}"), None).await.status, 404);
-    let r = s.raw("GET", &format!("/v1/conversations/{id}"), None).await;
+    let r = s.raw("GET", &format!("/v1/conversations/{conv}"), None).await;
     assert_eq!((r.status, r.body["error"]["code"].clone()), (404, json!("not_found")));
     s.stop().await;
 }
@@ -535,9 +551,9 @@ async fn conversation_items_are_validated_and_a_refused_request_writes_nothing()
         async move { s.raw("POST", "/v1/conversations", Some(&body.to_string())).await }
     };
     let r = post(json!({"items": [{"type": "message", "content": "x"}]})).await;
-    assert_eq!((r.status, r.body["error"]["param"].clone()), (422, json!("items[0].role")), "{}", r.body);
+    assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!("items[0].role")), "{}", r.body);
     let r = post(json!({"items": [{"role": "user", "content": "ok"}, {"type": "function_call", "name": "f", "arguments": "{}"}]})).await;
-    assert_eq!((r.status, r.body["error"]["param"].clone()), (422, json!("items[1].call_id")), "{}", r.body);
+    assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!("items[1].call_id")), "{}", r.body);
     let r = post(json!({"items": [{"type": "reasoning", "summary": []}]})).await;
     assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!("items[0].type")), "{}", r.body);
     let r = post(
@@ -696,6 +712,25 @@ async fn a_response_in_a_conversation_is_appended_to_it_and_tools_round_trip() {
     let r = t.respond(json!({"model": t.agent, "conversation": {"id": cid}, "input": "hello"})).await;
     assert_eq!(r.status, 200, "{}", r.body);
     assert!(t.upstream_messages()[0].1.contains("Answer in one line."));
+    // Items appended by the client, then a response with no input: the model
+    // answers the conversation as it stands, and the turn adds only its answer.
+    let r =
+        t.s.raw(
+            "POST",
+            &format!("/v1/conversations/{cid}/items"),
+            Some(&json!({"items": [{"role": "user", "content": "And now?"}]}).to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = t.respond(json!({"model": "fake-model", "conversation": cid})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(t.upstream_messages().last().unwrap(), &("user".to_owned(), "And now?".to_owned()));
+    let id = r.body["id"].as_str().unwrap();
+    let inputs = t.s.raw("GET", &format!("/v1/responses/{id}/input_items"), None).await;
+    assert_eq!((inputs.status, inputs.body["data"].clone()), (200, json!([])), "{}", inputs.body);
+    let items = t.s.raw("GET", &format!("/v1/conversations/{cid}/items?order=desc&limit=2"), None).await;
+    assert_eq!(items.body["data"][0]["role"], "assistant", "{}", items.body);
+    assert_eq!(items.body["data"][1]["content"][0]["text"], "And now?", "{}", items.body);
     t.s.stop().await;
 }
 
@@ -719,7 +754,8 @@ async fn store_false_and_failed_calls_save_nothing_and_unsupported_features_are_
         (json!({"model": "m", "input": "x", "tools": [{"type": "web_search"}]}), "tools[0].type"),
         (json!({"model": "m", "input": [{"type": "reasoning", "summary": []}]}), "input[0].type"),
         (
-            json!({"model": "m", "input": "x", "previous_response_id": "resp_1", "conversation": Uuid::now_v7()}),
+            json!({"model": "m", "input": "x", "previous_response_id": format!("resp_{}", Uuid::now_v7().simple()),
+                   "conversation": Uuid::now_v7()}),
             "conversation",
         ),
     ] {
@@ -727,9 +763,21 @@ async fn store_false_and_failed_calls_save_nothing_and_unsupported_features_are_
         assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!(param)), "{body}: {}", r.body);
     }
     let r = t.respond(json!({"model": "m", "input": "x", "tools": [{"type": "function"}]})).await;
-    assert_eq!((r.status, r.body["error"]["param"].clone()), (422, json!("tools[0].name")), "{}", r.body);
-    let r = t.respond(json!({"model": "m", "input": "x", "previous_response_id": "resp_nope"})).await;
+    assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!("tools[0].name")), "{}", r.body);
+    // An id in a response's form that names none is a 404; one in no form of an id is a 400.
+    let unknown = format!("resp_{}", Uuid::now_v7().simple());
+    let r = t.respond(json!({"model": "m", "input": "x", "previous_response_id": unknown})).await;
     assert_eq!((r.status, r.body["error"]["code"].clone()), (404, json!("not_found")), "{}", r.body);
+    let r = t.respond(json!({"model": "m", "input": "x", "previous_response_id": "resp_nope"})).await;
+    assert_eq!(
+        (r.status, r.body["error"]["param"].clone()),
+        (400, json!("previous_response_id")),
+        "{}",
+        r.body
+    );
+    // No input and nothing to continue: the model would have nothing to answer.
+    let r = t.respond(json!({"model": "m"})).await;
+    assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!("input")), "{}", r.body);
     t.s.stop().await;
 }
 
@@ -1092,7 +1140,7 @@ async fn async_openai_drives_models_chat_completions_conversations_and_responses
         .unwrap();
     let conv = client.conversations().create(request).await.unwrap();
     assert_eq!(conv.object, "conversation");
-    let session = t.s.raw("GET", &format!("/api/sessions/{}", conv.id), None).await;
+    let session = t.s.raw("GET", &format!("/api/sessions/{}", session_of(&conv.id)), None).await;
     assert_eq!(session.status, 200, "{}", session.body);
     let request = CreateConversationItemsRequestArgs::default()
         .items(vec![message(Role::Assistant, "Hello")])

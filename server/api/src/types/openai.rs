@@ -283,13 +283,85 @@ pub struct ChatCompletionChunk {
     pub usage: Option<ChatUsage>,
 }
 
+// ---------------------------------------------------------------- ids
+
+const UUID_PATTERN: &str = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}";
+
+/// A conversation's id in OpenAI's form: `conv_` and its session's id as 32
+/// hex digits. A request may also name it by the session's UUID (as `/api`
+/// shows it); answers always use the `conv_` form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ConvId(pub uuid::Uuid);
+
+impl ConvId {
+    pub const PREFIX: &str = "conv_";
+
+    /// The session a conversation id names, or `None` when it is in neither form.
+    pub fn parse(text: &str) -> Option<ConvId> {
+        let id = match text.strip_prefix(Self::PREFIX) {
+            Some(hex) if hex.len() == 32 => uuid::Uuid::try_parse(hex).ok()?,
+            Some(_) => return None,
+            None if text.len() == 36 => uuid::Uuid::try_parse(text).ok()?,
+            None => return None,
+        };
+        Some(ConvId(id))
+    }
+}
+
+impl std::fmt::Display for ConvId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}", Self::PREFIX, self.0.simple())
+    }
+}
+
+impl Serialize for ConvId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ConvId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        ConvId::parse(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!("{text:?} is not a conversation id (conv_ and 32 hex digits)"))
+        })
+    }
+}
+
+impl JsonSchema for ConvId {
+    fn schema_name() -> String {
+        "ConvId".to_string()
+    }
+
+    fn json_schema(_: &mut schemars::r#gen::SchemaGenerator) -> schemars::schema::Schema {
+        use schemars::schema::{InstanceType, Metadata, SchemaObject, StringValidation};
+        SchemaObject {
+            metadata: Some(Box::new(Metadata {
+                description: Some(
+                    "A conversation's id: `conv_` and 32 hex digits (its session's id); a request may \
+                     also give the session's UUID."
+                        .into(),
+                ),
+                ..Default::default()
+            })),
+            instance_type: Some(InstanceType::String.into()),
+            string: Some(Box::new(StringValidation {
+                pattern: Some(format!("^(conv_[0-9a-f]{{32}}|{UUID_PATTERN})$")),
+                ..Default::default()
+            })),
+            ..Default::default()
+        }
+        .into()
+    }
+}
+
 // ---------------------------------------------------------------- conversations
 
 /// `/v1/conversations/{conversation_id}`: a conversation is a session.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 pub struct ConversationPath {
-    /// The conversation's id: its session's id.
-    pub conversation_id: uuid::Uuid,
+    pub conversation_id: ConvId,
 }
 
 impl Check for ConversationPath {}
@@ -297,9 +369,12 @@ impl Check for ConversationPath {}
 /// `/v1/conversations/{conversation_id}/items/{item_id}`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 pub struct ConversationItemPath {
-    pub conversation_id: uuid::Uuid,
-    /// The item's id, as the item lists show it.
-    #[schemars(length(min = 1, max = 100))]
+    pub conversation_id: ConvId,
+    /// The item's id, as the item lists show it: `msg_…` or `fc_…` (a
+    /// message's UUID is taken too).
+    #[schemars(regex(
+        pattern = "^(msg_[0-9a-f]{32}|fc_[0-9a-f]{32}_[0-9]{1,3}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$"
+    ))]
     pub item_id: String,
 }
 
@@ -310,7 +385,7 @@ impl Check for ConversationItemPath {}
 /// session's messages.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Conversation {
-    pub id: uuid::Uuid,
+    pub id: ConvId,
     /// Always `conversation`.
     pub object: String,
     /// Unix seconds.
@@ -322,7 +397,7 @@ pub struct Conversation {
 /// The answer of `DELETE /v1/conversations/{conversation_id}`.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ConversationDeleted {
-    pub id: uuid::Uuid,
+    pub id: ConvId,
     /// Always `conversation.deleted`.
     pub object: String,
     pub deleted: bool,
@@ -516,7 +591,9 @@ pub enum ItemOrder {
 pub struct ItemListParams {
     /// Answer the items after this one (an item id of an earlier page's `last_id`).
     #[serde(default)]
-    #[schemars(length(min = 1, max = 100))]
+    #[schemars(regex(
+        pattern = "^(msg_[0-9a-f]{32}|fc_[0-9a-f]{32}_[0-9]{1,3}|[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})$"
+    ))]
     pub after: Option<String>,
     /// How many items at most, 1 to 100 (default 20).
     #[serde(default)]

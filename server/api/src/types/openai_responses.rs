@@ -6,7 +6,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 use super::chat::ToolChoiceMode;
-use super::openai::{ConversationItem, InputItem, unsupported_item};
+use super::openai::{ConvId, ConversationItem, InputItem, unsupported_item};
 use crate::error::LocPart;
 use crate::types::{JsonObject, Metadata};
 use crate::validate::{Check, Issues};
@@ -15,7 +15,7 @@ use crate::validate::{Check, Issues};
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 pub struct ResponsePath {
     /// `resp_` and 32 hex digits, as a response's `id` says.
-    #[schemars(length(min = 1, max = 100))]
+    #[schemars(regex(pattern = "^resp_[0-9a-f]{32}$"))]
     pub response_id: String,
 }
 
@@ -33,14 +33,14 @@ pub enum ResponseInput {
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum ConversationRef {
-    Id(Uuid),
-    Object { id: Uuid },
+    Id(ConvId),
+    Object { id: ConvId },
 }
 
 impl ConversationRef {
     pub fn id(&self) -> Uuid {
         match self {
-            ConversationRef::Id(id) | ConversationRef::Object { id } => *id,
+            ConversationRef::Id(id) | ConversationRef::Object { id } => id.0,
         }
     }
 }
@@ -203,15 +203,18 @@ pub struct CreateResponseRequest {
     /// An agent's id (that agent answers), or a model name its provider serves.
     #[schemars(length(min = 1, max = 255))]
     pub model: String,
-    /// The new input: text (a user message) or items (at most 256).
-    pub input: ResponseInput,
+    /// The new input: text (a user message) or items (at most 256). Optional
+    /// when the turn continues `previous_response_id` or `conversation`: the
+    /// model then answers their history as it stands.
+    #[serde(default)]
+    pub input: Option<ResponseInput>,
     /// A system message for this turn only (after the agent's, when `model` is an agent).
     #[serde(default)]
     #[schemars(length(max = 1000000))]
     pub instructions: Option<String>,
     /// Continue after this stored response: the same session, its history before this turn.
     #[serde(default)]
-    #[schemars(length(min = 1, max = 100))]
+    #[schemars(regex(pattern = "^resp_[0-9a-f]{32}$"))]
     pub previous_response_id: Option<String>,
     /// The conversation (session) this turn is appended to.
     #[serde(default)]
@@ -339,8 +342,15 @@ impl CreateResponseRequest {
             }
         }
         match &self.input {
-            ResponseInput::Items(items) => unsupported_item("input", items),
-            ResponseInput::Text(_) => None,
+            Some(ResponseInput::Items(items)) => unsupported_item("input", items),
+            Some(ResponseInput::Text(_)) => None,
+            None if self.previous_response_id.is_none() && self.conversation.is_none() => Some((
+                "input".into(),
+                "send `input`, or continue `previous_response_id` or a `conversation` (then the model \
+                 answers their history)"
+                    .into(),
+            )),
+            None => None,
         }
     }
 }
@@ -365,7 +375,7 @@ impl Check for CreateResponseRequest {
                 }
             }
         }
-        if let ResponseInput::Items(items) = &self.input {
+        if let Some(ResponseInput::Items(items)) = &self.input {
             for (i, item) in items.iter().enumerate() {
                 item.check_at(&[LocPart::Key("input".into()), LocPart::Index(i)], issues);
             }
@@ -412,7 +422,7 @@ pub struct ResponseError {
 /// The conversation of a response.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ConversationId {
-    pub id: Uuid,
+    pub id: ConvId,
 }
 
 /// A response (OpenAI's `response`): one turn of a session, its output the

@@ -53,7 +53,7 @@ impl Events {
     }
 
     fn answer_item_id(&self) -> String {
-        self.answer.to_string()
+        crate::app::conversations::message_item_id(self.answer)
     }
 
     /// `response.created` and `response.in_progress`, with the response `in_progress`.
