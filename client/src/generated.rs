@@ -6286,12 +6286,13 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     ///A tool the model may call: only `function` tools are supported (other types answer 400 naming the tool's `type`).
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ResponseTool {
+        ///Echoed as sent (`null` when not sent).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub description: ::std::option::Option<ResponseToolDescription>,
         ///The function's name (1 to 64 letters, digits and underscores).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub name: ::std::option::Option<ResponseToolName>,
-        ///The arguments, as a JSON Schema object.
+        ///The arguments, as a JSON Schema object; echoed as sent (`null` when not sent).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub parameters: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -6325,7 +6326,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Self::ResponseNamedTool(value)
         }
     }
-    ///`ResponseToolDescription`
+    ///Echoed as sent (`null` when not sent).
     #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
     #[serde(transparent)]
     pub struct ResponseToolDescription(::std::string::String);
@@ -7143,7 +7144,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 })
         }
     }
-    ///The format of the answer's text: `{"type": "text"}`, `{"type": "json_object"}`, or `{"type": "json_schema", "name", "schema", "description", "strict"}` (`name` and `schema` required for it).
+    ///The format of the answer's text: `{"type": "text"}`, `{"type": "json_object"}`, or `{"type": "json_schema", "name", "schema", "description", "strict"}` (`name` and `schema` required for it). An answer echoes a `json_schema` format with all four (`description` null when not sent, `strict` false), the other two with only their `type`.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct TextFormat {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]

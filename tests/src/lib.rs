@@ -20,6 +20,7 @@ use uuid::Uuid;
 pub mod backend;
 pub mod executions;
 pub mod http_target;
+pub mod record;
 pub mod sse;
 
 pub use backend::{postgres_only, sled_only};
@@ -139,6 +140,7 @@ impl TestServer {
         } else {
             serde_json::from_str(&text).unwrap_or(Value::String(text))
         };
+        record::answer(method, path, status, &body);
         Raw { status, headers, body }
     }
 

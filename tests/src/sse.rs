@@ -38,6 +38,11 @@ pub async fn read_events(
 ) -> Vec<SseEvent> {
     let started = Instant::now();
     let deadline = tokio::time::Instant::now() + within;
+    let (status, url) = (resp.status().as_u16(), resp.url().clone());
+    let path = match url.query() {
+        Some(q) => format!("{}?{q}", url.path()),
+        None => url.path().to_owned(),
+    };
     let mut stream = SseByteStream::new(resp.bytes_stream());
     let mut events = Vec::new();
     while let Some(next) =
@@ -46,6 +51,7 @@ pub async fn read_events(
         let sse = next.expect("a well-formed event stream");
         let Some(data) = sse.data else { continue };
         let event = SseEvent { event: sse.event, id: sse.id, data, at: started.elapsed() };
+        crate::record::event(&path, status, event.event.as_deref(), &event.data);
         on_event(&event);
         events.push(event);
     }

@@ -33,7 +33,10 @@ async fn post_with(s: &TestServer, auth: &str, path: &str, body: &Value, idem: &
         .expect("the server answers");
     let status = resp.status().as_u16();
     let replayed = resp.headers().get("idempotent-replayed").is_some_and(|v| v == "true");
-    Answer { status, replayed, text: resp.text().await.unwrap() }
+    let text = resp.text().await.unwrap();
+    let body = serde_json::from_str(&text).unwrap_or_else(|_| Value::String(text.clone()));
+    agent_platform_tests::record::answer("POST", path, status, &body);
+    Answer { status, replayed, text }
 }
 
 async fn post(s: &TestServer, path: &str, body: &Value, idem: &str) -> Answer {

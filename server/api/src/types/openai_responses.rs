@@ -57,11 +57,12 @@ pub struct ResponseTool {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$"))]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Echoed as sent (`null` when not sent).
+    #[serde(default)]
     #[schemars(length(max = 16000))]
     pub description: Option<String>,
-    /// The arguments, as a JSON Schema object.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The arguments, as a JSON Schema object; echoed as sent (`null` when not sent).
+    #[serde(default)]
     pub parameters: Option<JsonObject>,
     /// Strict schema adherence: sent to the provider as the function's
     /// `strict`; echoed as sent (`null` when not sent).
@@ -101,23 +102,40 @@ pub struct ResponseText {
 
 /// The format of the answer's text: `{"type": "text"}`, `{"type":
 /// "json_object"}`, or `{"type": "json_schema", "name", "schema",
-/// "description", "strict"}` (`name` and `schema` required for it).
-#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+/// "description", "strict"}` (`name` and `schema` required for it). An
+/// answer echoes a `json_schema` format with all four (`description` null
+/// when not sent, `strict` false), the other two with only their `type`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 pub struct TextFormat {
     #[serde(rename = "type")]
     pub kind: TextFormatType,
     /// `json_schema`'s name: 1 to 64 letters, digits, `_` and `-`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9_-]+$"))]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(length(max = 16000))]
     pub description: Option<String>,
     /// `json_schema`'s JSON Schema, which the answer follows.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub schema: Option<JsonObject>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub strict: Option<bool>,
+}
+
+impl Serialize for TextFormat {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("type", &self.kind)?;
+        if self.kind == TextFormatType::JsonSchema {
+            map.serialize_entry("name", &self.name)?;
+            map.serialize_entry("description", &self.description)?;
+            map.serialize_entry("schema", &self.schema)?;
+            map.serialize_entry("strict", &self.strict.unwrap_or(false))?;
+        }
+        map.end()
+    }
 }
 
 impl TextFormat {
