@@ -462,7 +462,13 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         pub model: ::std::string::String,
         ///Always `chat.completion`.
         pub object: ::std::string::String,
-        pub usage: ChatUsage,
+        ///The provider's (`default`, `flex`, ...), else null.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub service_tier: ::std::option::Option<::std::string::String>,
+        ///The provider's, else null.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub system_fingerprint: ::std::option::Option<::std::string::String>,
+        pub usage: CompletionUsage,
     }
     impl ChatCompletion {
         pub fn builder() -> builder::ChatCompletion {
@@ -472,16 +478,22 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     ///One event of a streamed chat completion (`data: <chunk>`, OpenAI's `chat.completion.chunk`).
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ChatCompletionChunk {
-        pub choices: ::std::vec::Vec<ChatChunkChoice>,
+        pub choices: ::std::vec::Vec<CompletionChunkChoice>,
         ///Unix seconds.
         pub created: i64,
         pub id: ::std::string::String,
         pub model: ::std::string::String,
         ///Always `chat.completion.chunk`.
         pub object: ::std::string::String,
+        ///The provider's, else null.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub service_tier: ::std::option::Option<::std::string::String>,
+        ///The provider's, else null.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub system_fingerprint: ::std::option::Option<::std::string::String>,
         ///On the last chunk (no choices) when `stream_options.include_usage`; else absent.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-        pub usage: ::std::option::Option<ChatUsage>,
+        pub usage: ::std::option::Option<CompletionUsage>,
     }
     impl ChatCompletionChunk {
         pub fn builder() -> builder::ChatCompletionChunk {
@@ -491,9 +503,26 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     ///Body of `POST /v1/chat/completions` (OpenAI's request; unknown fields are ignored).
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ChatCompletionRequest {
+        ///Not supported (audio output): 400.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub audio: ::std::option::Option<::serde_json::Value>,
         ///-2 to 2.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub frequency_penalty: ::std::option::Option<f64>,
+        ///OpenAI's deprecated form of `tool_choice`: not supported, 400 (send `tool_choice`).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub function_call: ::std::option::Option<::serde_json::Value>,
+        ///OpenAI's deprecated form of `tools`: not supported, 400 (send `tools`).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub functions: ::std::option::Option<::serde_json::Value>,
+        ///Token id → bias, -100 to 100: passed on as sent.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub logit_bias: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        ///Return the log probabilities of the answer's tokens: passed on as sent; each choice's (and chunk's) `logprobs` is then the provider's.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub logprobs: ::std::option::Option<bool>,
         ///The most tokens the answer may have; wins over `max_tokens`.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub max_completion_tokens: ::std::option::Option<::std::num::NonZeroU64>,
@@ -502,6 +531,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         pub max_tokens: ::std::option::Option<::std::num::NonZeroU64>,
         ///The conversation so far (1 to 10,000 messages): the whole history, as nothing is kept between requests.
         pub messages: ::std::vec::Vec<CompletionMessage>,
+        ///Kept by OpenAI only with `store`: accepted, and kept nowhere.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        ///Only `["text"]` is accepted (audio answers 400).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub modalities: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
         ///An agent's id (that agent answers), or a model name its provider serves.
         pub model: ChatCompletionRequestModel,
         ///How many answers: only 1 is supported (another value answers 400).
@@ -510,18 +547,38 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///Passed to the provider as sent.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub parallel_tool_calls: ::std::option::Option<bool>,
+        ///Not supported (predicted outputs): 400.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub prediction: ::std::option::Option<::serde_json::Value>,
         ///-2 to 2.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub presence_penalty: ::std::option::Option<f64>,
+        ///Passed on as sent.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub prompt_cache_key: ::std::option::Option<ChatCompletionRequestPromptCacheKey>,
+        ///`none`, `minimal`, `low`, `medium`, `high` or `xhigh`: passed on as sent.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub reasoning_effort: ::std::option::Option<ReasoningEffort>,
         ///Passed to the provider as sent (`{"type": "json_object"}`, `json_schema`, ...).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub response_format: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
         >,
+        ///Passed on as sent.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub safety_identifier: ::std::option::Option<
+            ChatCompletionRequestSafetyIdentifier,
+        >,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub seed: ::std::option::Option<i64>,
+        ///Passed on as sent; the answer's `service_tier` is the provider's.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub service_tier: ::std::option::Option<ChatCompletionRequestServiceTier>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub stop: ::std::option::Option<StopSequences>,
+        ///Completions are not stored: only `false` is accepted (`true` answers 400).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub store: ::std::option::Option<bool>,
         ///Answer `text/event-stream`: `chat.completion.chunk` events, then `data: [DONE]`.
         #[serde(default)]
         pub stream: bool,
@@ -535,12 +592,21 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///Function tools the model may call (besides the agent's, when `model` is an agent).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub tools: ::std::option::Option<::std::vec::Vec<ChatTool>>,
+        ///0 to 20, with `logprobs`: passed on as sent.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub top_logprobs: ::std::option::Option<i64>,
         ///Nucleus sampling, 0 to 1.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub top_p: ::std::option::Option<f64>,
         ///An end-user id, for the provider's abuse monitoring: passed on as sent.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub user: ::std::option::Option<ChatCompletionRequestUser>,
+        ///`low`, `medium` or `high`: passed on as sent.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub verbosity: ::std::option::Option<Verbosity>,
+        ///Not supported (web search): 400.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub web_search_options: ::std::option::Option<::serde_json::Value>,
     }
     impl ChatCompletionRequest {
         pub fn builder() -> builder::ChatCompletionRequest {
@@ -593,6 +659,183 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     impl<'de> ::serde::Deserialize<'de> for ChatCompletionRequestModel {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Passed on as sent.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ChatCompletionRequestPromptCacheKey(::std::string::String);
+    impl ::std::ops::Deref for ChatCompletionRequestPromptCacheKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ChatCompletionRequestPromptCacheKey>
+    for ::std::string::String {
+        fn from(value: ChatCompletionRequestPromptCacheKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ChatCompletionRequestPromptCacheKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 1024usize {
+                return Err("longer than 1024 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatCompletionRequestPromptCacheKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for ChatCompletionRequestPromptCacheKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ChatCompletionRequestPromptCacheKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Passed on as sent.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ChatCompletionRequestSafetyIdentifier(::std::string::String);
+    impl ::std::ops::Deref for ChatCompletionRequestSafetyIdentifier {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ChatCompletionRequestSafetyIdentifier>
+    for ::std::string::String {
+        fn from(value: ChatCompletionRequestSafetyIdentifier) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ChatCompletionRequestSafetyIdentifier {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatCompletionRequestSafetyIdentifier {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for ChatCompletionRequestSafetyIdentifier {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ChatCompletionRequestSafetyIdentifier {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Passed on as sent; the answer's `service_tier` is the provider's.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ChatCompletionRequestServiceTier(::std::string::String);
+    impl ::std::ops::Deref for ChatCompletionRequestServiceTier {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ChatCompletionRequestServiceTier>
+    for ::std::string::String {
+        fn from(value: ChatCompletionRequestServiceTier) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ChatCompletionRequestServiceTier {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ChatCompletionRequestServiceTier {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for ChatCompletionRequestServiceTier {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ChatCompletionRequestServiceTier {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -666,6 +909,9 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///The model's reasoning, from providers that send it apart from the answer.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub reasoning_content: ::std::option::Option<::std::string::String>,
+        ///A piece of the model's refusal, from providers that send one.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub refusal: ::std::option::Option<::std::string::String>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub role: ::std::option::Option<Role>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -1064,10 +1310,12 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     ///The assistant's message in a [`ChatCompletion`].
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct CompletionAnswerMessage {
+        ///Annotations of the text (`url_citation`s), as the provider gave them; `[]` when none.
+        pub annotations: ::std::vec::Vec<::serde_json::Value>,
         ///The text; null when the answer only calls tools.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub content: ::std::option::Option<::std::string::String>,
-        ///Always null: refusals come as text.
+        ///The model's refusal, when it refused (the provider's); else null.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub refusal: ::std::option::Option<::std::string::String>,
         ///Always `assistant`.
@@ -1084,17 +1332,34 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     ///One answer of a [`ChatCompletion`].
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct CompletionChoice {
-        ///`stop`, `length`, `tool_calls`, ... as the model said.
+        ///`stop`, `length`, `tool_calls`, `content_filter`, ... as the provider said; `stop` (`tool_calls` for an answer that calls tools) when it said none.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub finish_reason: ::std::option::Option<::std::string::String>,
         pub index: i64,
-        ///Always null.
+        ///The provider's log probabilities of the answer's tokens (`{"content", "refusal"}`), when the request asked for them (`logprobs`); else null.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub logprobs: ::std::option::Option<::serde_json::Value>,
         pub message: CompletionAnswerMessage,
     }
     impl CompletionChoice {
         pub fn builder() -> builder::CompletionChoice {
+            Default::default()
+        }
+    }
+    ///One choice of a [`ChatCompletionChunk`]: what it adds to the answer.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct CompletionChunkChoice {
+        pub delta: ChatDelta,
+        ///Why the answer ended, on its last delta (as the provider said); else null.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub finish_reason: ::std::option::Option<::std::string::String>,
+        pub index: u32,
+        ///The provider's log probabilities of this delta's tokens, when asked for; else null.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub logprobs: ::std::option::Option<::serde_json::Value>,
+    }
+    impl CompletionChunkChoice {
+        pub fn builder() -> builder::CompletionChunkChoice {
             Default::default()
         }
     }
@@ -1325,9 +1590,59 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Default::default()
         }
     }
-    ///A part of a message's content. Only `text` parts are supported: other kinds (images, audio, files) answer 400 naming the part.
+    ///`CompletionTokensDetails`
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct CompletionTokensDetails {
+        pub accepted_prediction_tokens: i64,
+        pub audio_tokens: i64,
+        pub reasoning_tokens: i64,
+        pub rejected_prediction_tokens: i64,
+    }
+    impl CompletionTokensDetails {
+        pub fn builder() -> builder::CompletionTokensDetails {
+            Default::default()
+        }
+    }
+    ///Tokens of a chat completion, as the provider counted them (or we did, when it did not).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct CompletionUsage {
+        pub completion_tokens: i64,
+        ///The provider's details of `completion_tokens`; 0 where it gave none.
+        pub completion_tokens_details: CompletionTokensDetails,
+        pub prompt_tokens: i64,
+        ///The provider's details of `prompt_tokens`; 0 where it gave none.
+        pub prompt_tokens_details: PromptTokensDetails,
+        pub total_tokens: i64,
+    }
+    impl CompletionUsage {
+        pub fn builder() -> builder::CompletionUsage {
+            Default::default()
+        }
+    }
+    ///A part of a message's content. Chat completions take `text`, `image_url` (`{"url", "detail"}`) and `file` (`{"file_data", "filename"}`) parts; a response's or a conversation's items take `input_text` (`text` and `output_text` too), `input_image` (`image_url` the URL itself, `detail`) and `input_file` (`file_data`, `filename`). Images and files only in user messages. An image is an http(s) URL or a data URL (`data:image/png;base64,...`); a file's data is a data URL (`data:application/pdf;base64,...`) or its base64. Each image URL or file's data is at most `models.max_input_part_bytes` bytes (8 MiB unless configured; a larger one is a 400 naming it), and within the request body's limit (`server.request_body_max_bytes`). Files by `file_id` or `file_url`, and other kinds of parts (audio, refusals), answer 400 naming the part.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ContentPart {
+        ///An `input_image` part's detail: `auto` (the default), `low` or `high`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub detail: ::std::option::Option<ImageDetail>,
+        ///A `file` part's file.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub file: ::std::option::Option<FileInput>,
+        ///An `input_file` part's data.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub file_data: ::std::option::Option<::std::string::String>,
+        ///Not supported (this service stores no files): send `file_data`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub file_id: ::std::option::Option<::std::string::String>,
+        ///Not supported: send `file_data`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub file_url: ::std::option::Option<::std::string::String>,
+        ///An `input_file` part's file name.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub filename: ::std::option::Option<ContentPartFilename>,
+        ///An `image_url` part's `{"url", "detail"}`, or an `input_image` part's URL.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub image_url: ::std::option::Option<ImageUrlInput>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub text: ::std::option::Option<::std::string::String>,
         #[serde(rename = "type")]
@@ -1336,6 +1651,63 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     impl ContentPart {
         pub fn builder() -> builder::ContentPart {
             Default::default()
+        }
+    }
+    ///An `input_file` part's file name.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ContentPartFilename(::std::string::String);
+    impl ::std::ops::Deref for ContentPartFilename {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ContentPartFilename> for ::std::string::String {
+        fn from(value: ContentPartFilename) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ContentPartFilename {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ContentPartFilename {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ContentPartFilename {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ContentPartFilename {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///`ContentPartType`
@@ -3244,6 +3616,278 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Default::default()
         }
     }
+    ///One input's vector.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct Embedding {
+        ///Numbers (`encoding_format: float`) or base64 (`base64`).
+        pub embedding: EmbeddingVector,
+        ///The input's index.
+        pub index: i64,
+        ///Always `embedding`.
+        pub object: ::std::string::String,
+    }
+    impl Embedding {
+        pub fn builder() -> builder::Embedding {
+            Default::default()
+        }
+    }
+    ///What to embed: one text, or a list of texts (token ids are not supported).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(untagged)]
+    pub enum EmbeddingInput {
+        String(::std::string::String),
+        Array(::std::vec::Vec<EmbeddingInputItem>),
+    }
+    impl ::std::convert::From<::std::vec::Vec<EmbeddingInputItem>> for EmbeddingInput {
+        fn from(value: ::std::vec::Vec<EmbeddingInputItem>) -> Self {
+            Self::Array(value)
+        }
+    }
+    ///One input of a list: a text; a token id, or a list of them, is not supported (400 naming `input`).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(untagged)]
+    pub enum EmbeddingInputItem {
+        String(::std::string::String),
+        Int64(i64),
+        Array(::std::vec::Vec<i64>),
+    }
+    impl ::std::convert::From<i64> for EmbeddingInputItem {
+        fn from(value: i64) -> Self {
+            Self::Int64(value)
+        }
+    }
+    impl ::std::convert::From<::std::vec::Vec<i64>> for EmbeddingInputItem {
+        fn from(value: ::std::vec::Vec<i64>) -> Self {
+            Self::Array(value)
+        }
+    }
+    ///The answer of `POST /v1/embeddings`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct EmbeddingList {
+        ///One embedding per input, in input order.
+        pub data: ::std::vec::Vec<Embedding>,
+        ///The model that embedded.
+        pub model: ::std::string::String,
+        ///Always `list`.
+        pub object: ::std::string::String,
+        pub usage: EmbeddingUsage,
+    }
+    impl EmbeddingList {
+        pub fn builder() -> builder::EmbeddingList {
+            Default::default()
+        }
+    }
+    ///Body of `POST /v1/embeddings` (OpenAI's request; unknown fields are ignored).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct EmbeddingRequest {
+        ///The vectors' dimensions, for models that can shorten theirs: sent to the provider; a provider that answers other dimensions makes it a 400 naming `dimensions`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub dimensions: ::std::option::Option<::std::num::NonZeroU64>,
+        ///`float` (the default: lists of numbers) or `base64` (each vector's little-endian 32-bit floats, in base64).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub encoding_format: ::std::option::Option<EncodingFormat>,
+        ///The text to embed: a string, or a list of 1 to 2,048 strings; each at least 1 character, all of them at most 1 MiB (1,048,576 bytes) of text. Token ids (integers, or lists of them) are not supported: a 400 naming `input`.
+        pub input: EmbeddingInput,
+        ///The embedding model: a model name, sent to the provider that serves it.
+        pub model: EmbeddingRequestModel,
+        ///An end-user id, for the provider's abuse monitoring: passed on as sent.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub user: ::std::option::Option<EmbeddingRequestUser>,
+    }
+    impl EmbeddingRequest {
+        pub fn builder() -> builder::EmbeddingRequest {
+            Default::default()
+        }
+    }
+    ///The embedding model: a model name, sent to the provider that serves it.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct EmbeddingRequestModel(::std::string::String);
+    impl ::std::ops::Deref for EmbeddingRequestModel {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<EmbeddingRequestModel> for ::std::string::String {
+        fn from(value: EmbeddingRequestModel) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for EmbeddingRequestModel {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for EmbeddingRequestModel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for EmbeddingRequestModel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for EmbeddingRequestModel {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///An end-user id, for the provider's abuse monitoring: passed on as sent.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct EmbeddingRequestUser(::std::string::String);
+    impl ::std::ops::Deref for EmbeddingRequestUser {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<EmbeddingRequestUser> for ::std::string::String {
+        fn from(value: EmbeddingRequestUser) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for EmbeddingRequestUser {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for EmbeddingRequestUser {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for EmbeddingRequestUser {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for EmbeddingRequestUser {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Tokens of the inputs, as the provider counted them (or we did, when it did not).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct EmbeddingUsage {
+        pub prompt_tokens: i64,
+        pub total_tokens: i64,
+    }
+    impl EmbeddingUsage {
+        pub fn builder() -> builder::EmbeddingUsage {
+            Default::default()
+        }
+    }
+    ///A vector, as numbers or in base64.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(untagged)]
+    pub enum EmbeddingVector {
+        Array(::std::vec::Vec<f32>),
+        String(::std::string::String),
+    }
+    impl ::std::convert::From<::std::vec::Vec<f32>> for EmbeddingVector {
+        fn from(value: ::std::vec::Vec<f32>) -> Self {
+            Self::Array(value)
+        }
+    }
+    ///How the vectors are encoded.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum EncodingFormat {
+        #[serde(rename = "float")]
+        Float,
+        #[serde(rename = "base64")]
+        Base64,
+    }
+    impl ::std::fmt::Display for EncodingFormat {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Float => f.write_str("float"),
+                Self::Base64 => f.write_str("base64"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for EncodingFormat {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "float" => Ok(Self::Float),
+                "base64" => Ok(Self::Base64),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for EncodingFormat {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for EncodingFormat {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     ///An error. A validation failure (422) is an `HTTPValidationError`; every other error (401, 404, 405, 408, 409, 413, 400, 429, 5xx) is an `ErrorResponse`.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     #[serde(untagged)]
@@ -3446,6 +4090,80 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             value.parse()
         }
     }
+    ///The file of a chat completion's `file` part.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    pub struct FileInput {
+        ///A data URL (`data:application/pdf;base64,...`), or the file's base64.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub file_data: ::std::option::Option<::std::string::String>,
+        ///Not supported (this service stores no files): send `file_data`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub file_id: ::std::option::Option<::std::string::String>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub filename: ::std::option::Option<FileInputFilename>,
+    }
+    impl FileInput {
+        pub fn builder() -> builder::FileInput {
+            Default::default()
+        }
+    }
+    ///`FileInputFilename`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct FileInputFilename(::std::string::String);
+    impl ::std::ops::Deref for FileInputFilename {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<FileInputFilename> for ::std::string::String {
+        fn from(value: FileInputFilename) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for FileInputFilename {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for FileInputFilename {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for FileInputFilename {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for FileInputFilename {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///The function a tool call calls.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct FunctionCall {
@@ -3633,6 +4351,91 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Default::default()
         }
     }
+    ///How closely a model looks at an image.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum ImageDetail {
+        #[serde(rename = "auto")]
+        Auto,
+        #[serde(rename = "low")]
+        Low,
+        #[serde(rename = "high")]
+        High,
+    }
+    impl ::std::fmt::Display for ImageDetail {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Auto => f.write_str("auto"),
+                Self::Low => f.write_str("low"),
+                Self::High => f.write_str("high"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ImageDetail {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "auto" => Ok(Self::Auto),
+                "low" => Ok(Self::Low),
+                "high" => Ok(Self::High),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ImageDetail {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ImageDetail {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///An image: where it is, and how closely the model looks at it.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ImageUrl {
+        ///`auto` (the default), `low` or `high`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub detail: ::std::option::Option<ImageDetail>,
+        ///An http(s) URL, or a data URL (`data:image/png;base64,...`).
+        pub url: ::std::string::String,
+    }
+    impl ImageUrl {
+        pub fn builder() -> builder::ImageUrl {
+            Default::default()
+        }
+    }
+    ///An image of a content part: `{"url", "detail"}` (chat completions), or the URL itself (`input_image`).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(untagged)]
+    pub enum ImageUrlInput {
+        String(::std::string::String),
+        ImageUrl(ImageUrl),
+    }
+    impl ::std::convert::From<ImageUrl> for ImageUrlInput {
+        fn from(value: ImageUrl) -> Self {
+            Self::ImageUrl(value)
+        }
+    }
     ///Why a response is `incomplete`.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct IncompleteDetails {
@@ -3644,7 +4447,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Default::default()
         }
     }
-    ///An item sent to a conversation (or as a response's input): a `message` (the default `type`: `role` and `content`), a `function_call` the model made (`call_id`, `name`, `arguments`), or a `function_call_output` (`call_id`, `output`). Other item types answer 400 naming the item's `type`; content parts other than text (`input_text`, `output_text`, `text`) too.
+    ///An item sent to a conversation (or as a response's input): a `message` (the default `type`: `role` and `content`), a `function_call` the model made (`call_id`, `name`, `arguments`), or a `function_call_output` (`call_id`, `output`). Other item types answer 400 naming the item's `type`. A message's content parts: see [`ContentPart`] (`input_image` and `input_file` only in user messages); a function call's output is text.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
     pub struct InputItem {
         ///A function call's arguments, as JSON text.
@@ -3945,6 +4748,20 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             annotations: ::std::vec::Vec<::serde_json::Value>,
             text: ::std::string::String,
         },
+        ///An image of a user message: its URL (an http(s) URL or a data URL).
+        #[serde(rename = "input_image")]
+        InputImage {
+            detail: ImageDetail,
+            #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+            image_url: ::std::option::Option<::std::string::String>,
+        },
+        ///A file of a user message, its data inline.
+        #[serde(rename = "input_file")]
+        InputFile {
+            file_data: ::std::string::String,
+            #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+            filename: ::std::option::Option<::std::string::String>,
+        },
     }
     ///A page of items (OpenAI's cursor list).
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -4217,9 +5034,12 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///The name of the participant who wrote it, if given.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub name: ::std::option::Option<::std::string::String>,
+        ///The message's content in parts, in order, when it has more than text: a user message given through `/v1` with images or files (an `input_image` or `input_file` part of a response's or a conversation's input). `content` is then its text parts, joined by newlines. Absent for a message of text alone.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub parts: ::std::option::Option<::std::vec::Vec<MessagePart>>,
         pub role: Role,
         pub session_id: ::uuid::Uuid,
-        ///The tokens of `content` and `tool_calls` (`o200k_base` encoding).
+        ///The tokens of `content`, `parts` and `tool_calls` (`o200k_base` encoding; an image counts 765 tokens, 85 at `detail: low`, a file 1,024).
         pub token_count: i64,
         ///The tool call a `tool` message answers.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -4294,6 +5114,33 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
                     <D::Error as ::serde::de::Error>::custom(e.to_string())
                 })
         }
+    }
+    ///A file given inline.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct MessageFile {
+        ///The file's data: a data URL (`data:application/pdf;base64,...`) or its base64.
+        pub file_data: ::std::string::String,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub filename: ::std::option::Option<::std::string::String>,
+    }
+    impl MessageFile {
+        pub fn builder() -> builder::MessageFile {
+            Default::default()
+        }
+    }
+    ///A part of a message's content, in the shape of OpenAI's chat completions content parts (the provider is sent it so).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(tag = "type")]
+    pub enum MessagePart {
+        ///Text.
+        #[serde(rename = "text")]
+        Text { text: ::std::string::String },
+        ///An image, by an http(s) URL or a data URL.
+        #[serde(rename = "image_url")]
+        ImageUrl { image_url: ImageUrl },
+        ///A file, its data inline.
+        #[serde(rename = "file")]
+        File { file: MessageFile },
     }
     ///A model: one of the tenant's agents (its id), or a model name a configured provider serves.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -4883,6 +5730,63 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     impl<'de> ::serde::Deserialize<'de> for OpenaiItemListAfter {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`OpenaiModelGetModel`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct OpenaiModelGetModel(::std::string::String);
+    impl ::std::ops::Deref for OpenaiModelGetModel {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OpenaiModelGetModel> for ::std::string::String {
+        fn from(value: OpenaiModelGetModel) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OpenaiModelGetModel {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OpenaiModelGetModel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for OpenaiModelGetModel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OpenaiModelGetModel {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -5801,6 +6705,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
                 .map_err(|e: self::error::ConversionError| {
                     <D::Error as ::serde::de::Error>::custom(e.to_string())
                 })
+        }
+    }
+    ///`PromptTokensDetails`
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct PromptTokensDetails {
+        pub audio_tokens: i64,
+        pub cached_tokens: i64,
+    }
+    impl PromptTokensDetails {
+        pub fn builder() -> builder::PromptTokensDetails {
+            Default::default()
         }
     }
     ///Body of `PUT /api/agents/{id}/tasks`: a task, created or overwritten (omitted fields take their defaults). With an `id` of a task of this agent, that task is overwritten; with an `id` that does not exist, the task is created with it; without one, the agent's task of the same `name` is overwritten, or a new one created.
@@ -9455,7 +10370,15 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             id: ::std::result::Result<::std::string::String, ::std::string::String>,
             model: ::std::result::Result<::std::string::String, ::std::string::String>,
             object: ::std::result::Result<::std::string::String, ::std::string::String>,
-            usage: ::std::result::Result<super::ChatUsage, ::std::string::String>,
+            service_tier: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            system_fingerprint: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            usage: ::std::result::Result<super::CompletionUsage, ::std::string::String>,
         }
         impl ::std::default::Default for ChatCompletion {
             fn default() -> Self {
@@ -9465,6 +10388,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     id: Err("no value supplied for id".to_string()),
                     model: Err("no value supplied for model".to_string()),
                     object: Err("no value supplied for object".to_string()),
+                    service_tier: Ok(Default::default()),
+                    system_fingerprint: Ok(Default::default()),
                     usage: Err("no value supplied for usage".to_string()),
                 }
             }
@@ -9528,9 +10453,35 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn service_tier<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.service_tier = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for service_tier: {e}")
+                    });
+                self
+            }
+            pub fn system_fingerprint<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.system_fingerprint = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for system_fingerprint: {e}"
+                        )
+                    });
+                self
+            }
             pub fn usage<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<super::ChatUsage>,
+                T: ::std::convert::TryInto<super::CompletionUsage>,
                 T::Error: ::std::fmt::Display,
             {
                 self.usage = value
@@ -9552,6 +10503,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     id: value.id?,
                     model: value.model?,
                     object: value.object?,
+                    service_tier: value.service_tier?,
+                    system_fingerprint: value.system_fingerprint?,
                     usage: value.usage?,
                 })
             }
@@ -9564,6 +10517,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     id: Ok(value.id),
                     model: Ok(value.model),
                     object: Ok(value.object),
+                    service_tier: Ok(value.service_tier),
+                    system_fingerprint: Ok(value.system_fingerprint),
                     usage: Ok(value.usage),
                 }
             }
@@ -9571,15 +10526,23 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         #[derive(Clone, Debug)]
         pub struct ChatCompletionChunk {
             choices: ::std::result::Result<
-                ::std::vec::Vec<super::ChatChunkChoice>,
+                ::std::vec::Vec<super::CompletionChunkChoice>,
                 ::std::string::String,
             >,
             created: ::std::result::Result<i64, ::std::string::String>,
             id: ::std::result::Result<::std::string::String, ::std::string::String>,
             model: ::std::result::Result<::std::string::String, ::std::string::String>,
             object: ::std::result::Result<::std::string::String, ::std::string::String>,
+            service_tier: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            system_fingerprint: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
             usage: ::std::result::Result<
-                ::std::option::Option<super::ChatUsage>,
+                ::std::option::Option<super::CompletionUsage>,
                 ::std::string::String,
             >,
         }
@@ -9591,6 +10554,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     id: Err("no value supplied for id".to_string()),
                     model: Err("no value supplied for model".to_string()),
                     object: Err("no value supplied for object".to_string()),
+                    service_tier: Ok(Default::default()),
+                    system_fingerprint: Ok(Default::default()),
                     usage: Ok(Default::default()),
                 }
             }
@@ -9598,7 +10563,9 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         impl ChatCompletionChunk {
             pub fn choices<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::vec::Vec<super::ChatChunkChoice>>,
+                T: ::std::convert::TryInto<
+                    ::std::vec::Vec<super::CompletionChunkChoice>,
+                >,
                 T::Error: ::std::fmt::Display,
             {
                 self.choices = value
@@ -9654,9 +10621,37 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn service_tier<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.service_tier = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for service_tier: {e}")
+                    });
+                self
+            }
+            pub fn system_fingerprint<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.system_fingerprint = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for system_fingerprint: {e}"
+                        )
+                    });
+                self
+            }
             pub fn usage<T>(mut self, value: T) -> Self
             where
-                T: ::std::convert::TryInto<::std::option::Option<super::ChatUsage>>,
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::CompletionUsage>,
+                >,
                 T::Error: ::std::fmt::Display,
             {
                 self.usage = value
@@ -9679,6 +10674,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     id: value.id?,
                     model: value.model?,
                     object: value.object?,
+                    service_tier: value.service_tier?,
+                    system_fingerprint: value.system_fingerprint?,
                     usage: value.usage?,
                 })
             }
@@ -9691,14 +10688,38 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     id: Ok(value.id),
                     model: Ok(value.model),
                     object: Ok(value.object),
+                    service_tier: Ok(value.service_tier),
+                    system_fingerprint: Ok(value.system_fingerprint),
                     usage: Ok(value.usage),
                 }
             }
         }
         #[derive(Clone, Debug)]
         pub struct ChatCompletionRequest {
+            audio: ::std::result::Result<
+                ::std::option::Option<::serde_json::Value>,
+                ::std::string::String,
+            >,
             frequency_penalty: ::std::result::Result<
                 ::std::option::Option<f64>,
+                ::std::string::String,
+            >,
+            function_call: ::std::result::Result<
+                ::std::option::Option<::serde_json::Value>,
+                ::std::string::String,
+            >,
+            functions: ::std::result::Result<
+                ::std::option::Option<::serde_json::Value>,
+                ::std::string::String,
+            >,
+            logit_bias: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            logprobs: ::std::result::Result<
+                ::std::option::Option<bool>,
                 ::std::string::String,
             >,
             max_completion_tokens: ::std::result::Result<
@@ -9713,6 +10734,16 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::vec::Vec<super::CompletionMessage>,
                 ::std::string::String,
             >,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            modalities: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                ::std::string::String,
+            >,
             model: ::std::result::Result<
                 super::ChatCompletionRequestModel,
                 ::std::string::String,
@@ -9722,8 +10753,20 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<bool>,
                 ::std::string::String,
             >,
+            prediction: ::std::result::Result<
+                ::std::option::Option<::serde_json::Value>,
+                ::std::string::String,
+            >,
             presence_penalty: ::std::result::Result<
                 ::std::option::Option<f64>,
+                ::std::string::String,
+            >,
+            prompt_cache_key: ::std::result::Result<
+                ::std::option::Option<super::ChatCompletionRequestPromptCacheKey>,
+                ::std::string::String,
+            >,
+            reasoning_effort: ::std::result::Result<
+                ::std::option::Option<super::ReasoningEffort>,
                 ::std::string::String,
             >,
             response_format: ::std::result::Result<
@@ -9732,12 +10775,24 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 >,
                 ::std::string::String,
             >,
+            safety_identifier: ::std::result::Result<
+                ::std::option::Option<super::ChatCompletionRequestSafetyIdentifier>,
+                ::std::string::String,
+            >,
             seed: ::std::result::Result<
                 ::std::option::Option<i64>,
                 ::std::string::String,
             >,
+            service_tier: ::std::result::Result<
+                ::std::option::Option<super::ChatCompletionRequestServiceTier>,
+                ::std::string::String,
+            >,
             stop: ::std::result::Result<
                 ::std::option::Option<super::StopSequences>,
+                ::std::string::String,
+            >,
+            store: ::std::result::Result<
+                ::std::option::Option<bool>,
                 ::std::string::String,
             >,
             stream: ::std::result::Result<bool, ::std::string::String>,
@@ -9757,6 +10812,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<::std::vec::Vec<super::ChatTool>>,
                 ::std::string::String,
             >,
+            top_logprobs: ::std::result::Result<
+                ::std::option::Option<i64>,
+                ::std::string::String,
+            >,
             top_p: ::std::result::Result<
                 ::std::option::Option<f64>,
                 ::std::string::String,
@@ -9765,32 +10824,68 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<super::ChatCompletionRequestUser>,
                 ::std::string::String,
             >,
+            verbosity: ::std::result::Result<
+                ::std::option::Option<super::Verbosity>,
+                ::std::string::String,
+            >,
+            web_search_options: ::std::result::Result<
+                ::std::option::Option<::serde_json::Value>,
+                ::std::string::String,
+            >,
         }
         impl ::std::default::Default for ChatCompletionRequest {
             fn default() -> Self {
                 Self {
+                    audio: Ok(Default::default()),
                     frequency_penalty: Ok(Default::default()),
+                    function_call: Ok(Default::default()),
+                    functions: Ok(Default::default()),
+                    logit_bias: Ok(Default::default()),
+                    logprobs: Ok(Default::default()),
                     max_completion_tokens: Ok(Default::default()),
                     max_tokens: Ok(Default::default()),
                     messages: Err("no value supplied for messages".to_string()),
+                    metadata: Ok(Default::default()),
+                    modalities: Ok(Default::default()),
                     model: Err("no value supplied for model".to_string()),
                     n: Ok(Default::default()),
                     parallel_tool_calls: Ok(Default::default()),
+                    prediction: Ok(Default::default()),
                     presence_penalty: Ok(Default::default()),
+                    prompt_cache_key: Ok(Default::default()),
+                    reasoning_effort: Ok(Default::default()),
                     response_format: Ok(Default::default()),
+                    safety_identifier: Ok(Default::default()),
                     seed: Ok(Default::default()),
+                    service_tier: Ok(Default::default()),
                     stop: Ok(Default::default()),
+                    store: Ok(Default::default()),
                     stream: Ok(Default::default()),
                     stream_options: Ok(Default::default()),
                     temperature: Ok(Default::default()),
                     tool_choice: Ok(Default::default()),
                     tools: Ok(Default::default()),
+                    top_logprobs: Ok(Default::default()),
                     top_p: Ok(Default::default()),
                     user: Ok(Default::default()),
+                    verbosity: Ok(Default::default()),
+                    web_search_options: Ok(Default::default()),
                 }
             }
         }
         impl ChatCompletionRequest {
+            pub fn audio<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::serde_json::Value>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.audio = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for audio: {e}")
+                    });
+                self
+            }
             pub fn frequency_penalty<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::option::Option<f64>>,
@@ -9802,6 +10897,58 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                         format!(
                             "error converting supplied value for frequency_penalty: {e}"
                         )
+                    });
+                self
+            }
+            pub fn function_call<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::serde_json::Value>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.function_call = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for function_call: {e}")
+                    });
+                self
+            }
+            pub fn functions<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::serde_json::Value>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.functions = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for functions: {e}")
+                    });
+                self
+            }
+            pub fn logit_bias<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.logit_bias = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for logit_bias: {e}")
+                    });
+                self
+            }
+            pub fn logprobs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.logprobs = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for logprobs: {e}")
                     });
                 self
             }
@@ -9847,6 +10994,36 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn modalities<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.modalities = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for modalities: {e}")
+                    });
+                self
+            }
             pub fn model<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<super::ChatCompletionRequestModel>,
@@ -9883,6 +11060,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn prediction<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::serde_json::Value>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.prediction = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for prediction: {e}")
+                    });
+                self
+            }
             pub fn presence_penalty<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::option::Option<f64>>,
@@ -9893,6 +11082,38 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     .map_err(|e| {
                         format!(
                             "error converting supplied value for presence_penalty: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn prompt_cache_key<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ChatCompletionRequestPromptCacheKey>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.prompt_cache_key = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for prompt_cache_key: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn reasoning_effort<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ReasoningEffort>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reasoning_effort = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for reasoning_effort: {e}"
                         )
                     });
                 self
@@ -9915,6 +11136,22 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn safety_identifier<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ChatCompletionRequestSafetyIdentifier>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.safety_identifier = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for safety_identifier: {e}"
+                        )
+                    });
+                self
+            }
             pub fn seed<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::option::Option<i64>>,
@@ -9927,6 +11164,20 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn service_tier<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ChatCompletionRequestServiceTier>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.service_tier = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for service_tier: {e}")
+                    });
+                self
+            }
             pub fn stop<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::option::Option<super::StopSequences>>,
@@ -9936,6 +11187,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     .try_into()
                     .map_err(|e| {
                         format!("error converting supplied value for stop: {e}")
+                    });
+                self
+            }
+            pub fn store<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.store = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for store: {e}")
                     });
                 self
             }
@@ -10005,6 +11268,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn top_logprobs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<i64>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.top_logprobs = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for top_logprobs: {e}")
+                    });
+                self
+            }
             pub fn top_p<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::option::Option<f64>>,
@@ -10031,6 +11306,32 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn verbosity<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::Verbosity>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.verbosity = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for verbosity: {e}")
+                    });
+                self
+            }
+            pub fn web_search_options<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::serde_json::Value>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.web_search_options = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for web_search_options: {e}"
+                        )
+                    });
+                self
+            }
         }
         impl ::std::convert::TryFrom<ChatCompletionRequest>
         for super::ChatCompletionRequest {
@@ -10039,24 +11340,40 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 value: ChatCompletionRequest,
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
                 Ok(Self {
+                    audio: value.audio?,
                     frequency_penalty: value.frequency_penalty?,
+                    function_call: value.function_call?,
+                    functions: value.functions?,
+                    logit_bias: value.logit_bias?,
+                    logprobs: value.logprobs?,
                     max_completion_tokens: value.max_completion_tokens?,
                     max_tokens: value.max_tokens?,
                     messages: value.messages?,
+                    metadata: value.metadata?,
+                    modalities: value.modalities?,
                     model: value.model?,
                     n: value.n?,
                     parallel_tool_calls: value.parallel_tool_calls?,
+                    prediction: value.prediction?,
                     presence_penalty: value.presence_penalty?,
+                    prompt_cache_key: value.prompt_cache_key?,
+                    reasoning_effort: value.reasoning_effort?,
                     response_format: value.response_format?,
+                    safety_identifier: value.safety_identifier?,
                     seed: value.seed?,
+                    service_tier: value.service_tier?,
                     stop: value.stop?,
+                    store: value.store?,
                     stream: value.stream?,
                     stream_options: value.stream_options?,
                     temperature: value.temperature?,
                     tool_choice: value.tool_choice?,
                     tools: value.tools?,
+                    top_logprobs: value.top_logprobs?,
                     top_p: value.top_p?,
                     user: value.user?,
+                    verbosity: value.verbosity?,
+                    web_search_options: value.web_search_options?,
                 })
             }
         }
@@ -10064,24 +11381,40 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         for ChatCompletionRequest {
             fn from(value: super::ChatCompletionRequest) -> Self {
                 Self {
+                    audio: Ok(value.audio),
                     frequency_penalty: Ok(value.frequency_penalty),
+                    function_call: Ok(value.function_call),
+                    functions: Ok(value.functions),
+                    logit_bias: Ok(value.logit_bias),
+                    logprobs: Ok(value.logprobs),
                     max_completion_tokens: Ok(value.max_completion_tokens),
                     max_tokens: Ok(value.max_tokens),
                     messages: Ok(value.messages),
+                    metadata: Ok(value.metadata),
+                    modalities: Ok(value.modalities),
                     model: Ok(value.model),
                     n: Ok(value.n),
                     parallel_tool_calls: Ok(value.parallel_tool_calls),
+                    prediction: Ok(value.prediction),
                     presence_penalty: Ok(value.presence_penalty),
+                    prompt_cache_key: Ok(value.prompt_cache_key),
+                    reasoning_effort: Ok(value.reasoning_effort),
                     response_format: Ok(value.response_format),
+                    safety_identifier: Ok(value.safety_identifier),
                     seed: Ok(value.seed),
+                    service_tier: Ok(value.service_tier),
                     stop: Ok(value.stop),
+                    store: Ok(value.store),
                     stream: Ok(value.stream),
                     stream_options: Ok(value.stream_options),
                     temperature: Ok(value.temperature),
                     tool_choice: Ok(value.tool_choice),
                     tools: Ok(value.tools),
+                    top_logprobs: Ok(value.top_logprobs),
                     top_p: Ok(value.top_p),
                     user: Ok(value.user),
+                    verbosity: Ok(value.verbosity),
+                    web_search_options: Ok(value.web_search_options),
                 }
             }
         }
@@ -10092,6 +11425,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::string::String,
             >,
             reasoning_content: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            refusal: ::std::result::Result<
                 ::std::option::Option<::std::string::String>,
                 ::std::string::String,
             >,
@@ -10109,6 +11446,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 Self {
                     content: Ok(Default::default()),
                     reasoning_content: Ok(Default::default()),
+                    refusal: Ok(Default::default()),
                     role: Ok(Default::default()),
                     tool_calls: Ok(Default::default()),
                 }
@@ -10138,6 +11476,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                         format!(
                             "error converting supplied value for reasoning_content: {e}"
                         )
+                    });
+                self
+            }
+            pub fn refusal<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.refusal = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for refusal: {e}")
                     });
                 self
             }
@@ -10176,6 +11526,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 Ok(Self {
                     content: value.content?,
                     reasoning_content: value.reasoning_content?,
+                    refusal: value.refusal?,
                     role: value.role?,
                     tool_calls: value.tool_calls?,
                 })
@@ -10186,6 +11537,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 Self {
                     content: Ok(value.content),
                     reasoning_content: Ok(value.reasoning_content),
+                    refusal: Ok(value.refusal),
                     role: Ok(value.role),
                     tool_calls: Ok(value.tool_calls),
                 }
@@ -11314,6 +12666,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
         #[derive(Clone, Debug)]
         pub struct CompletionAnswerMessage {
+            annotations: ::std::result::Result<
+                ::std::vec::Vec<::serde_json::Value>,
+                ::std::string::String,
+            >,
             content: ::std::result::Result<
                 ::std::option::Option<::std::string::String>,
                 ::std::string::String,
@@ -11331,6 +12687,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         impl ::std::default::Default for CompletionAnswerMessage {
             fn default() -> Self {
                 Self {
+                    annotations: Err("no value supplied for annotations".to_string()),
                     content: Ok(Default::default()),
                     refusal: Ok(Default::default()),
                     role: Err("no value supplied for role".to_string()),
@@ -11339,6 +12696,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         impl CompletionAnswerMessage {
+            pub fn annotations<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::serde_json::Value>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.annotations = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for annotations: {e}")
+                    });
+                self
+            }
             pub fn content<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
@@ -11397,6 +12766,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 value: CompletionAnswerMessage,
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
                 Ok(Self {
+                    annotations: value.annotations?,
                     content: value.content?,
                     refusal: value.refusal?,
                     role: value.role?,
@@ -11408,6 +12778,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         for CompletionAnswerMessage {
             fn from(value: super::CompletionAnswerMessage) -> Self {
                 Self {
+                    annotations: Ok(value.annotations),
                     content: Ok(value.content),
                     refusal: Ok(value.refusal),
                     role: Ok(value.role),
@@ -11511,6 +12882,104 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     index: Ok(value.index),
                     logprobs: Ok(value.logprobs),
                     message: Ok(value.message),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CompletionChunkChoice {
+            delta: ::std::result::Result<super::ChatDelta, ::std::string::String>,
+            finish_reason: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            index: ::std::result::Result<u32, ::std::string::String>,
+            logprobs: ::std::result::Result<
+                ::std::option::Option<::serde_json::Value>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for CompletionChunkChoice {
+            fn default() -> Self {
+                Self {
+                    delta: Err("no value supplied for delta".to_string()),
+                    finish_reason: Ok(Default::default()),
+                    index: Err("no value supplied for index".to_string()),
+                    logprobs: Ok(Default::default()),
+                }
+            }
+        }
+        impl CompletionChunkChoice {
+            pub fn delta<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ChatDelta>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.delta = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for delta: {e}")
+                    });
+                self
+            }
+            pub fn finish_reason<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.finish_reason = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for finish_reason: {e}")
+                    });
+                self
+            }
+            pub fn index<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u32>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.index = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for index: {e}")
+                    });
+                self
+            }
+            pub fn logprobs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::serde_json::Value>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.logprobs = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for logprobs: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CompletionChunkChoice>
+        for super::CompletionChunkChoice {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CompletionChunkChoice,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    delta: value.delta?,
+                    finish_reason: value.finish_reason?,
+                    index: value.index?,
+                    logprobs: value.logprobs?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CompletionChunkChoice>
+        for CompletionChunkChoice {
+            fn from(value: super::CompletionChunkChoice) -> Self {
+                Self {
+                    delta: Ok(value.delta),
+                    finish_reason: Ok(value.finish_reason),
+                    index: Ok(value.index),
+                    logprobs: Ok(value.logprobs),
                 }
             }
         }
@@ -11685,7 +13154,271 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct CompletionTokensDetails {
+            accepted_prediction_tokens: ::std::result::Result<
+                i64,
+                ::std::string::String,
+            >,
+            audio_tokens: ::std::result::Result<i64, ::std::string::String>,
+            reasoning_tokens: ::std::result::Result<i64, ::std::string::String>,
+            rejected_prediction_tokens: ::std::result::Result<
+                i64,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for CompletionTokensDetails {
+            fn default() -> Self {
+                Self {
+                    accepted_prediction_tokens: Err(
+                        "no value supplied for accepted_prediction_tokens".to_string(),
+                    ),
+                    audio_tokens: Err("no value supplied for audio_tokens".to_string()),
+                    reasoning_tokens: Err(
+                        "no value supplied for reasoning_tokens".to_string(),
+                    ),
+                    rejected_prediction_tokens: Err(
+                        "no value supplied for rejected_prediction_tokens".to_string(),
+                    ),
+                }
+            }
+        }
+        impl CompletionTokensDetails {
+            pub fn accepted_prediction_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.accepted_prediction_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for accepted_prediction_tokens: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn audio_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.audio_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for audio_tokens: {e}")
+                    });
+                self
+            }
+            pub fn reasoning_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reasoning_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for reasoning_tokens: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn rejected_prediction_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.rejected_prediction_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for rejected_prediction_tokens: {e}"
+                        )
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CompletionTokensDetails>
+        for super::CompletionTokensDetails {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CompletionTokensDetails,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    accepted_prediction_tokens: value.accepted_prediction_tokens?,
+                    audio_tokens: value.audio_tokens?,
+                    reasoning_tokens: value.reasoning_tokens?,
+                    rejected_prediction_tokens: value.rejected_prediction_tokens?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CompletionTokensDetails>
+        for CompletionTokensDetails {
+            fn from(value: super::CompletionTokensDetails) -> Self {
+                Self {
+                    accepted_prediction_tokens: Ok(value.accepted_prediction_tokens),
+                    audio_tokens: Ok(value.audio_tokens),
+                    reasoning_tokens: Ok(value.reasoning_tokens),
+                    rejected_prediction_tokens: Ok(value.rejected_prediction_tokens),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CompletionUsage {
+            completion_tokens: ::std::result::Result<i64, ::std::string::String>,
+            completion_tokens_details: ::std::result::Result<
+                super::CompletionTokensDetails,
+                ::std::string::String,
+            >,
+            prompt_tokens: ::std::result::Result<i64, ::std::string::String>,
+            prompt_tokens_details: ::std::result::Result<
+                super::PromptTokensDetails,
+                ::std::string::String,
+            >,
+            total_tokens: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for CompletionUsage {
+            fn default() -> Self {
+                Self {
+                    completion_tokens: Err(
+                        "no value supplied for completion_tokens".to_string(),
+                    ),
+                    completion_tokens_details: Err(
+                        "no value supplied for completion_tokens_details".to_string(),
+                    ),
+                    prompt_tokens: Err(
+                        "no value supplied for prompt_tokens".to_string(),
+                    ),
+                    prompt_tokens_details: Err(
+                        "no value supplied for prompt_tokens_details".to_string(),
+                    ),
+                    total_tokens: Err("no value supplied for total_tokens".to_string()),
+                }
+            }
+        }
+        impl CompletionUsage {
+            pub fn completion_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.completion_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for completion_tokens: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn completion_tokens_details<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::CompletionTokensDetails>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.completion_tokens_details = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for completion_tokens_details: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn prompt_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.prompt_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for prompt_tokens: {e}")
+                    });
+                self
+            }
+            pub fn prompt_tokens_details<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::PromptTokensDetails>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.prompt_tokens_details = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for prompt_tokens_details: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn total_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.total_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for total_tokens: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CompletionUsage> for super::CompletionUsage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CompletionUsage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    completion_tokens: value.completion_tokens?,
+                    completion_tokens_details: value.completion_tokens_details?,
+                    prompt_tokens: value.prompt_tokens?,
+                    prompt_tokens_details: value.prompt_tokens_details?,
+                    total_tokens: value.total_tokens?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CompletionUsage> for CompletionUsage {
+            fn from(value: super::CompletionUsage) -> Self {
+                Self {
+                    completion_tokens: Ok(value.completion_tokens),
+                    completion_tokens_details: Ok(value.completion_tokens_details),
+                    prompt_tokens: Ok(value.prompt_tokens),
+                    prompt_tokens_details: Ok(value.prompt_tokens_details),
+                    total_tokens: Ok(value.total_tokens),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ContentPart {
+            detail: ::std::result::Result<
+                ::std::option::Option<super::ImageDetail>,
+                ::std::string::String,
+            >,
+            file: ::std::result::Result<
+                ::std::option::Option<super::FileInput>,
+                ::std::string::String,
+            >,
+            file_data: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            file_id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            file_url: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            filename: ::std::result::Result<
+                ::std::option::Option<super::ContentPartFilename>,
+                ::std::string::String,
+            >,
+            image_url: ::std::result::Result<
+                ::std::option::Option<super::ImageUrlInput>,
+                ::std::string::String,
+            >,
             text: ::std::result::Result<
                 ::std::option::Option<::std::string::String>,
                 ::std::string::String,
@@ -11695,12 +13428,105 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         impl ::std::default::Default for ContentPart {
             fn default() -> Self {
                 Self {
+                    detail: Ok(Default::default()),
+                    file: Ok(Default::default()),
+                    file_data: Ok(Default::default()),
+                    file_id: Ok(Default::default()),
+                    file_url: Ok(Default::default()),
+                    filename: Ok(Default::default()),
+                    image_url: Ok(Default::default()),
                     text: Ok(Default::default()),
                     type_: Err("no value supplied for type_".to_string()),
                 }
             }
         }
         impl ContentPart {
+            pub fn detail<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ImageDetail>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.detail = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for detail: {e}")
+                    });
+                self
+            }
+            pub fn file<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::FileInput>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.file = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for file: {e}")
+                    });
+                self
+            }
+            pub fn file_data<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.file_data = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for file_data: {e}")
+                    });
+                self
+            }
+            pub fn file_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.file_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for file_id: {e}")
+                    });
+                self
+            }
+            pub fn file_url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.file_url = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for file_url: {e}")
+                    });
+                self
+            }
+            pub fn filename<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ContentPartFilename>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.filename = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for filename: {e}")
+                    });
+                self
+            }
+            pub fn image_url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ImageUrlInput>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.image_url = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for image_url: {e}")
+                    });
+                self
+            }
             pub fn text<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
@@ -11732,6 +13558,13 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 value: ContentPart,
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
                 Ok(Self {
+                    detail: value.detail?,
+                    file: value.file?,
+                    file_data: value.file_data?,
+                    file_id: value.file_id?,
+                    file_url: value.file_url?,
+                    filename: value.filename?,
+                    image_url: value.image_url?,
                     text: value.text?,
                     type_: value.type_?,
                 })
@@ -11740,6 +13573,13 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         impl ::std::convert::From<super::ContentPart> for ContentPart {
             fn from(value: super::ContentPart) -> Self {
                 Self {
+                    detail: Ok(value.detail),
+                    file: Ok(value.file),
+                    file_data: Ok(value.file_data),
+                    file_id: Ok(value.file_id),
+                    file_url: Ok(value.file_url),
+                    filename: Ok(value.filename),
+                    image_url: Ok(value.image_url),
                     text: Ok(value.text),
                     type_: Ok(value.type_),
                 }
@@ -14014,6 +15854,360 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct Embedding {
+            embedding: ::std::result::Result<
+                super::EmbeddingVector,
+                ::std::string::String,
+            >,
+            index: ::std::result::Result<i64, ::std::string::String>,
+            object: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for Embedding {
+            fn default() -> Self {
+                Self {
+                    embedding: Err("no value supplied for embedding".to_string()),
+                    index: Err("no value supplied for index".to_string()),
+                    object: Err("no value supplied for object".to_string()),
+                }
+            }
+        }
+        impl Embedding {
+            pub fn embedding<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::EmbeddingVector>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.embedding = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for embedding: {e}")
+                    });
+                self
+            }
+            pub fn index<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.index = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for index: {e}")
+                    });
+                self
+            }
+            pub fn object<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.object = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for object: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Embedding> for super::Embedding {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Embedding,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    embedding: value.embedding?,
+                    index: value.index?,
+                    object: value.object?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Embedding> for Embedding {
+            fn from(value: super::Embedding) -> Self {
+                Self {
+                    embedding: Ok(value.embedding),
+                    index: Ok(value.index),
+                    object: Ok(value.object),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct EmbeddingList {
+            data: ::std::result::Result<
+                ::std::vec::Vec<super::Embedding>,
+                ::std::string::String,
+            >,
+            model: ::std::result::Result<::std::string::String, ::std::string::String>,
+            object: ::std::result::Result<::std::string::String, ::std::string::String>,
+            usage: ::std::result::Result<super::EmbeddingUsage, ::std::string::String>,
+        }
+        impl ::std::default::Default for EmbeddingList {
+            fn default() -> Self {
+                Self {
+                    data: Err("no value supplied for data".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    object: Err("no value supplied for object".to_string()),
+                    usage: Err("no value supplied for usage".to_string()),
+                }
+            }
+        }
+        impl EmbeddingList {
+            pub fn data<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Embedding>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.data = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for data: {e}")
+                    });
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for model: {e}")
+                    });
+                self
+            }
+            pub fn object<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.object = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for object: {e}")
+                    });
+                self
+            }
+            pub fn usage<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::EmbeddingUsage>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.usage = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for usage: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<EmbeddingList> for super::EmbeddingList {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: EmbeddingList,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    data: value.data?,
+                    model: value.model?,
+                    object: value.object?,
+                    usage: value.usage?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::EmbeddingList> for EmbeddingList {
+            fn from(value: super::EmbeddingList) -> Self {
+                Self {
+                    data: Ok(value.data),
+                    model: Ok(value.model),
+                    object: Ok(value.object),
+                    usage: Ok(value.usage),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct EmbeddingRequest {
+            dimensions: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU64>,
+                ::std::string::String,
+            >,
+            encoding_format: ::std::result::Result<
+                ::std::option::Option<super::EncodingFormat>,
+                ::std::string::String,
+            >,
+            input: ::std::result::Result<super::EmbeddingInput, ::std::string::String>,
+            model: ::std::result::Result<
+                super::EmbeddingRequestModel,
+                ::std::string::String,
+            >,
+            user: ::std::result::Result<
+                ::std::option::Option<super::EmbeddingRequestUser>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for EmbeddingRequest {
+            fn default() -> Self {
+                Self {
+                    dimensions: Ok(Default::default()),
+                    encoding_format: Ok(Default::default()),
+                    input: Err("no value supplied for input".to_string()),
+                    model: Err("no value supplied for model".to_string()),
+                    user: Ok(Default::default()),
+                }
+            }
+        }
+        impl EmbeddingRequest {
+            pub fn dimensions<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::num::NonZeroU64>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.dimensions = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for dimensions: {e}")
+                    });
+                self
+            }
+            pub fn encoding_format<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::EncodingFormat>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.encoding_format = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for encoding_format: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn input<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::EmbeddingInput>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for input: {e}")
+                    });
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::EmbeddingRequestModel>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for model: {e}")
+                    });
+                self
+            }
+            pub fn user<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::EmbeddingRequestUser>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.user = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for user: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<EmbeddingRequest> for super::EmbeddingRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: EmbeddingRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    dimensions: value.dimensions?,
+                    encoding_format: value.encoding_format?,
+                    input: value.input?,
+                    model: value.model?,
+                    user: value.user?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::EmbeddingRequest> for EmbeddingRequest {
+            fn from(value: super::EmbeddingRequest) -> Self {
+                Self {
+                    dimensions: Ok(value.dimensions),
+                    encoding_format: Ok(value.encoding_format),
+                    input: Ok(value.input),
+                    model: Ok(value.model),
+                    user: Ok(value.user),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct EmbeddingUsage {
+            prompt_tokens: ::std::result::Result<i64, ::std::string::String>,
+            total_tokens: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for EmbeddingUsage {
+            fn default() -> Self {
+                Self {
+                    prompt_tokens: Err(
+                        "no value supplied for prompt_tokens".to_string(),
+                    ),
+                    total_tokens: Err("no value supplied for total_tokens".to_string()),
+                }
+            }
+        }
+        impl EmbeddingUsage {
+            pub fn prompt_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.prompt_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for prompt_tokens: {e}")
+                    });
+                self
+            }
+            pub fn total_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.total_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for total_tokens: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<EmbeddingUsage> for super::EmbeddingUsage {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: EmbeddingUsage,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    prompt_tokens: value.prompt_tokens?,
+                    total_tokens: value.total_tokens?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::EmbeddingUsage> for EmbeddingUsage {
+            fn from(value: super::EmbeddingUsage) -> Self {
+                Self {
+                    prompt_tokens: Ok(value.prompt_tokens),
+                    total_tokens: Ok(value.total_tokens),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ErrorResponse {
             code: ::std::result::Result<::std::string::String, ::std::string::String>,
             detail: ::std::result::Result<::std::string::String, ::std::string::String>,
@@ -14308,6 +16502,91 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct FileInput {
+            file_data: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            file_id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            filename: ::std::result::Result<
+                ::std::option::Option<super::FileInputFilename>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for FileInput {
+            fn default() -> Self {
+                Self {
+                    file_data: Ok(Default::default()),
+                    file_id: Ok(Default::default()),
+                    filename: Ok(Default::default()),
+                }
+            }
+        }
+        impl FileInput {
+            pub fn file_data<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.file_data = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for file_data: {e}")
+                    });
+                self
+            }
+            pub fn file_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.file_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for file_id: {e}")
+                    });
+                self
+            }
+            pub fn filename<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::FileInputFilename>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.filename = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for filename: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<FileInput> for super::FileInput {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: FileInput,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    file_data: value.file_data?,
+                    file_id: value.file_id?,
+                    filename: value.filename?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::FileInput> for FileInput {
+            fn from(value: super::FileInput) -> Self {
+                Self {
+                    file_data: Ok(value.file_data),
+                    file_id: Ok(value.file_id),
+                    filename: Ok(value.filename),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct FunctionCall {
             arguments: ::std::result::Result<
                 ::std::string::String,
@@ -14513,6 +16792,67 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         impl ::std::convert::From<super::HttpValidationError> for HttpValidationError {
             fn from(value: super::HttpValidationError) -> Self {
                 Self { detail: Ok(value.detail) }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ImageUrl {
+            detail: ::std::result::Result<
+                ::std::option::Option<super::ImageDetail>,
+                ::std::string::String,
+            >,
+            url: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ImageUrl {
+            fn default() -> Self {
+                Self {
+                    detail: Ok(Default::default()),
+                    url: Err("no value supplied for url".to_string()),
+                }
+            }
+        }
+        impl ImageUrl {
+            pub fn detail<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ImageDetail>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.detail = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for detail: {e}")
+                    });
+                self
+            }
+            pub fn url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.url = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for url: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ImageUrl> for super::ImageUrl {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ImageUrl,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    detail: value.detail?,
+                    url: value.url?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ImageUrl> for ImageUrl {
+            fn from(value: super::ImageUrl) -> Self {
+                Self {
+                    detail: Ok(value.detail),
+                    url: Ok(value.url),
+                }
             }
         }
         #[derive(Clone, Debug)]
@@ -15317,6 +17657,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<::std::string::String>,
                 ::std::string::String,
             >,
+            parts: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::MessagePart>>,
+                ::std::string::String,
+            >,
             role: ::std::result::Result<super::Role, ::std::string::String>,
             session_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
             token_count: ::std::result::Result<i64, ::std::string::String>,
@@ -15337,6 +17681,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     id: Err("no value supplied for id".to_string()),
                     metadata: Ok(Default::default()),
                     name: Ok(Default::default()),
+                    parts: Ok(Default::default()),
                     role: Err("no value supplied for role".to_string()),
                     session_id: Err("no value supplied for session_id".to_string()),
                     token_count: Err("no value supplied for token_count".to_string()),
@@ -15405,6 +17750,20 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     .try_into()
                     .map_err(|e| {
                         format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+            pub fn parts<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<super::MessagePart>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.parts = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for parts: {e}")
                     });
                 self
             }
@@ -15482,6 +17841,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     id: value.id?,
                     metadata: value.metadata?,
                     name: value.name?,
+                    parts: value.parts?,
                     role: value.role?,
                     session_id: value.session_id?,
                     token_count: value.token_count?,
@@ -15498,11 +17858,76 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     id: Ok(value.id),
                     metadata: Ok(value.metadata),
                     name: Ok(value.name),
+                    parts: Ok(value.parts),
                     role: Ok(value.role),
                     session_id: Ok(value.session_id),
                     token_count: Ok(value.token_count),
                     tool_call_id: Ok(value.tool_call_id),
                     tool_calls: Ok(value.tool_calls),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct MessageFile {
+            file_data: ::std::result::Result<
+                ::std::string::String,
+                ::std::string::String,
+            >,
+            filename: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for MessageFile {
+            fn default() -> Self {
+                Self {
+                    file_data: Err("no value supplied for file_data".to_string()),
+                    filename: Ok(Default::default()),
+                }
+            }
+        }
+        impl MessageFile {
+            pub fn file_data<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.file_data = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for file_data: {e}")
+                    });
+                self
+            }
+            pub fn filename<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.filename = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for filename: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<MessageFile> for super::MessageFile {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: MessageFile,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    file_data: value.file_data?,
+                    filename: value.filename?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::MessageFile> for MessageFile {
+            fn from(value: super::MessageFile) -> Self {
+                Self {
+                    file_data: Ok(value.file_data),
+                    filename: Ok(value.filename),
                 }
             }
         }
@@ -16987,6 +19412,65 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     metadata: Ok(value.metadata),
                     name: Ok(value.name),
                     project: Ok(value.project),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct PromptTokensDetails {
+            audio_tokens: ::std::result::Result<i64, ::std::string::String>,
+            cached_tokens: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for PromptTokensDetails {
+            fn default() -> Self {
+                Self {
+                    audio_tokens: Err("no value supplied for audio_tokens".to_string()),
+                    cached_tokens: Err("no value supplied for cached_tokens".to_string()),
+                }
+            }
+        }
+        impl PromptTokensDetails {
+            pub fn audio_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.audio_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for audio_tokens: {e}")
+                    });
+                self
+            }
+            pub fn cached_tokens<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.cached_tokens = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for cached_tokens: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<PromptTokensDetails>
+        for super::PromptTokensDetails {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: PromptTokensDetails,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    audio_tokens: value.audio_tokens?,
+                    cached_tokens: value.cached_tokens?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::PromptTokensDetails> for PromptTokensDetails {
+            fn from(value: super::PromptTokensDetails) -> Self {
+                Self {
+                    audio_tokens: Ok(value.audio_tokens),
+                    cached_tokens: Ok(value.cached_tokens),
                 }
             }
         }
@@ -21486,7 +23970,9 @@ let response = client.user_search()
 
 `stream: true` answers `text/event-stream`: one `data: <chat.completion.chunk>` per delta, with `stream_options.include_usage` a last chunk with no choices and the `usage`, then `data: [DONE]`. A failure after the stream started is a last `data: {"error": {message, type, param, code}}` event.
 
-Unsupported (400, naming the `param`): `n` other than 1, content parts other than text. Errors as on `/api/sessions/{id}/chat`: 503 `no_model_provider`, 502 `upstream_error`, 504 `upstream_timeout`, 429 `rate_limited`; a uuid `model` that is no agent of the tenant (and no provider's model) is a 404.
+A user message's content parts may be images (`image_url`: an http(s) URL or a data URL) and files (`file`, by `file_data`), each at most `models.max_input_part_bytes` bytes (8 MiB unless configured), sent to the provider as given. The answer passes on what the provider said: `finish_reason` (`stop`, `length`, `tool_calls`, `content_filter`, ...), `refusal`, `annotations`, `logprobs`, `system_fingerprint`, `service_tier` and the usage's details.
+
+Unsupported (400, naming the `param`): `n` other than 1, `store: true`, `audio` and `modalities` other than text, `prediction`, `web_search_options`, `functions` and `function_call` (send `tools`), content parts other than `text`, `image_url` and `file`, files by `file_id`, images or files outside user messages, an image that is no http(s) or data URL. Errors as on `/api/sessions/{id}/chat`: 503 `no_model_provider`, 502 `upstream_error`, 504 `upstream_timeout`, 429 `rate_limited`; a uuid `model` that is no agent of the tenant (and no provider's model) is a 404.
 
 Sends a `POST` request to `/v1/chat/completions`
 
@@ -21651,9 +24137,26 @@ let response = client.openai_item_delete()
     pub fn openai_item_delete(&self) -> builder::OpenaiItemDelete<'_> {
         builder::OpenaiItemDelete::new(self)
     }
+    /**Embeddings (OpenAI's `POST /v1/embeddings`): the vectors of the input
+
+texts, from the provider that serves `model`.
+
+At most 2,048 inputs and 1 MiB of text per request; an empty input is a 400. `encoding_format: base64` answers each vector as the base64 of its little-endian 32-bit floats. `dimensions` is sent to the provider; when its vectors have other dimensions (a model that cannot shorten its vectors), a 400 naming `dimensions`. No provider serving `model`: 503 `no_model_provider`; a failing provider 502, a slow one 504.
+
+Sends a `POST` request to `/v1/embeddings`
+
+```ignore
+let response = client.openai_embedding_create()
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn openai_embedding_create(&self) -> builder::OpenaiEmbeddingCreate<'_> {
+        builder::OpenaiEmbeddingCreate::new(self)
+    }
     /**The models a client can name (OpenAI's `GET /v1/models`)
 
-The tenant's agents first, oldest first (`id` = the agent's id, `owned_by` = `agent-platform`; at most 10,000), then the model names the configured providers list (`owned_by` = the provider's name). A provider configured only by `OPENAI_BASE_URL` serves every name and lists none. Errors on `/v1` are in OpenAI's shape: `{"error": {message, type, param, code}}` with OpenAI's statuses: a request that fails validation is a 400 `invalid_request_error` whose `param` names the field as OpenAI writes it (`messages[0].content`), where `/api` answers 422.
+The tenant's agents first, oldest first (`id` = the agent's id, `owned_by` = `agent-platform`; at most 10,000), then each provider's models (`owned_by` = the provider's name): the names its configuration lists, then those it lists itself (`GET {base_url}/models`, asked of every provider at once; each provider's list is kept for `models.list_cache_s` seconds (300 unless configured) and holds at most 10,000 names). A provider that does not answer within `models.list_timeout_s` (5 s unless configured), or fails, adds only its configured names (and is asked again after 30 s at the soonest). A name appears once, where it is first listed. Errors on `/v1` are in OpenAI's shape: `{"error": {message, type, param, code}}` with OpenAI's statuses: a request that fails validation is a 400 `invalid_request_error` whose `param` names the field as OpenAI writes it (`messages[0].content`), where `/api` answers 422.
 
 Sends a `GET` request to `/v1/models`
 
@@ -21665,6 +24168,23 @@ let response = client.openai_model_list()
     pub fn openai_model_list(&self) -> builder::OpenaiModelList<'_> {
         builder::OpenaiModelList::new(self)
     }
+    /**A model (OpenAI's `GET /v1/models/{model}`): one of the tenant's agents
+
+by its id, or a model name of `GET /v1/models`'s list; anything else is a 404 (another tenant's agent too).
+
+Sends a `GET` request to `/v1/models/{model}`
+
+Arguments:
+- `model`: An agent's id, or a model name a provider serves.
+```ignore
+let response = client.openai_model_get()
+    .model(model)
+    .send()
+    .await;
+```*/
+    pub fn openai_model_get(&self) -> builder::OpenaiModelGet<'_> {
+        builder::OpenaiModelGet::new(self)
+    }
     /**Create a response (OpenAI's `POST /v1/responses`): one turn of a session
 
 `model` = one of the tenant's agents' ids: that agent answers (its system message, tools, recall over its and the session's users' documents, default settings), else the provider serving the model name. The turn continues `previous_response_id`'s session, or is appended to `conversation` (a session), or starts a new session (the agent's, or one with no agent); its history within the session's token budget comes before the new `input`, `instructions` after the system message. With `store` (the default) the input items and the answer are saved as the session's messages, with the response, in one write after the model answered (a new session too); nothing is saved when the call fails, or with `store: false` (then the id cannot be read or continued).
@@ -21675,7 +24195,9 @@ The model's tool calls come back as `function_call` output items; answer them wi
 
 `input` may be left out when the turn continues `previous_response_id` or a `conversation`: the model answers their history as it stands (the turn then adds only its answer).
 
-Unsupported (400, naming the `param`): `background: true`, tools other than `function`, input items other than messages, function calls and their outputs, content parts other than text; `previous_response_id` with `conversation`; no `input` and nothing to continue. A request that fails validation is a 400 `invalid_request_error` whose `param` names the field (`input[0].content`). Errors as for chat completions.
+A user message's content parts may be images (`input_image`: an http(s) URL or a data URL) and files (`input_file`, by `file_data`), each at most `models.max_input_part_bytes` bytes (8 MiB unless configured); they are saved with the message (`GET /api/sessions/{id}/messages` shows them in `parts`; the input items show them as they were given) and sent to the provider again when the chain or conversation goes on.
+
+Unsupported (400, naming the `param`): `background: true`, tools other than `function`, input items other than messages, function calls and their outputs, content parts other than text, images and files, files by `file_id` or `file_url`, images or files outside user messages; `previous_response_id` with `conversation`; no `input` and nothing to continue. A request that fails validation is a 400 `invalid_request_error` whose `param` names the field (`input[0].content`). Errors as for chat completions.
 
 Sends a `POST` request to `/v1/responses`
 
@@ -31188,6 +33710,133 @@ pub mod builder {
             }
         }
     }
+    /**Builder for [`Client::openai_embedding_create`]
+
+[`Client::openai_embedding_create`]: super::Client::openai_embedding_create*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiEmbeddingCreate<'a> {
+        client: &'a super::Client,
+        body: Result<types::builder::EmbeddingRequest, String>,
+    }
+    impl<'a> OpenaiEmbeddingCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::EmbeddingRequest>,
+            <V as std::convert::TryInto<
+                types::EmbeddingRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `EmbeddingRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::EmbeddingRequest,
+            ) -> types::builder::EmbeddingRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/v1/embeddings`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<types::EmbeddingList>,
+            Error<types::OpenAiErrorResponse>,
+        > {
+            let Self { client, body } = self;
+            let body = body
+                .and_then(|v| {
+                    types::EmbeddingRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/v1/embeddings", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_embedding_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
     /**Builder for [`Client::openai_model_list`]
 
 [`Client::openai_model_list`]: super::Client::openai_model_list*/
@@ -31225,6 +33874,114 @@ pub mod builder {
                 .build()?;
             let info = OperationInfo {
                 operation_id: "openai_model_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::openai_model_get`]
+
+[`Client::openai_model_get`]: super::Client::openai_model_get*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiModelGet<'a> {
+        client: &'a super::Client,
+        model: Result<types::OpenaiModelGetModel, String>,
+    }
+    impl<'a> OpenaiModelGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                model: Err("model was not initialized".to_string()),
+            }
+        }
+        pub fn model<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OpenaiModelGetModel>,
+        {
+            self.model = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `OpenaiModelGetModel` for model failed".to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/v1/models/{model}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Model>, Error<types::OpenAiErrorResponse>> {
+            let Self { client, model } = self;
+            let model = model.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/models/{}", client.baseurl, encode_path(& model.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_model_get",
             };
             client.pre(&mut request, &info).await?;
             let result = client.exec(request, &info).await;

@@ -195,6 +195,7 @@ async fn load(data: &Path, messages: usize, snippets: usize) -> Loaded {
                     tool_calls: None,
                     tool_call_id: None,
                     metadata: None,
+                    parts: None,
                 })
                 .collect();
             app.append_messages(t, session, batch, |_| None::<()>).await.expect("append");
@@ -225,6 +226,7 @@ async fn load(data: &Path, messages: usize, snippets: usize) -> Loaded {
             tool_calls: None,
             tool_call_id: None,
             metadata: None,
+            parts: None,
         })
         .collect();
     app.append_messages(empty, empty_session, few, |_| None::<()>).await.expect("append");

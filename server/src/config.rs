@@ -32,6 +32,10 @@
 //! default_model = "llama3.2"  # or AGENT_PLATFORM_DEFAULT_MODEL
 //! request_timeout_s = 120     # 504 after this (stream_idle_timeout_s for streams)
 //! max_answer_bytes = 8388608  # a longer model answer is a 502 (AGENT_PLATFORM_MODELS_MAX_ANSWER_BYTES)
+//! max_input_part_bytes = 8388608  # a larger image or file part of a /v1 request is a 400
+//!                             # (AGENT_PLATFORM_MODELS_MAX_INPUT_PART_BYTES)
+//! list_cache_s = 300          # how long GET /v1/models keeps each provider's own list
+//! list_timeout_s = 5          # the longest wait for a provider's list
 //! [[models.providers]]
 //! name = "local"
 //! base_url = "http://127.0.0.1:11434/v1"
@@ -496,6 +500,9 @@ impl Config {
         }
         if let Some(v) = env("AGENT_PLATFORM_MODELS_MAX_ANSWER_BYTES") {
             self.models.max_answer_bytes = Some(parse("AGENT_PLATFORM_MODELS_MAX_ANSWER_BYTES", v)?);
+        }
+        if let Some(v) = env("AGENT_PLATFORM_MODELS_MAX_INPUT_PART_BYTES") {
+            self.models.max_input_part_bytes = Some(parse("AGENT_PLATFORM_MODELS_MAX_INPUT_PART_BYTES", v)?);
         }
         if let Some(v) = env("AGENT_PLATFORM_TOOLS_API_CALL_ALLOWED_HOSTS") {
             self.tools.api_call_allowed_hosts =

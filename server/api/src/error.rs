@@ -65,11 +65,14 @@ pub struct ErrorResponse {
 #[derive(Debug)]
 pub enum ApiError {
     Validation(Vec<Issue>),
-    /// `retry_after`: the `Retry-After` header to send (a 429 passes on the provider's).
+    /// `retry_after`: the `Retry-After` header to send (a 429 passes on the
+    /// provider's); `param`: the request field at fault, when one is (named by
+    /// `/v1`'s answers; `/api`'s `detail` says it).
     Other {
         status: ErrorStatusCode,
         body: ErrorResponse,
         retry_after: Option<String>,
+        param: Option<String>,
     },
 }
 
@@ -85,7 +88,16 @@ impl ApiError {
             status,
             body: ErrorResponse { detail: detail.into(), code: code.into(), request_id: request_id.into() },
             retry_after: None,
+            param: None,
         }
+    }
+
+    /// The request field this error is about (see [`ApiError::Other`]).
+    pub fn with_param(mut self, field: String) -> Self {
+        if let ApiError::Other { param, .. } = &mut self {
+            *param = Some(field);
+        }
+        self
     }
 
     /// The `Retry-After` header this error's answer carries (a 429 passes on
@@ -200,7 +212,12 @@ impl From<HttpError> for ApiError {
         } else {
             (e.status_code, "bad_request".to_string())
         };
-        ApiError::Other { status, body: ErrorResponse { detail: msg, code, request_id }, retry_after: None }
+        ApiError::Other {
+            status,
+            body: ErrorResponse { detail: msg, code, request_id },
+            retry_after: None,
+            param: None,
+        }
     }
 }
 
@@ -381,7 +398,11 @@ fn param_path(loc: &[LocPart]) -> String {
 
 impl From<ApiError> for OpenAiError {
     fn from(error: ApiError) -> Self {
-        OpenAiError { error, param: None }
+        let param = match &error {
+            ApiError::Other { param, .. } => param.clone(),
+            ApiError::Validation(_) => None,
+        };
+        OpenAiError { error, param }
     }
 }
 

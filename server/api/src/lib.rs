@@ -702,15 +702,45 @@ pub trait AgentPlatformApi {
     /// The models a client can name (OpenAI's `GET /v1/models`).
     ///
     /// The tenant's agents first, oldest first (`id` = the agent's id,
-    /// `owned_by` = `agent-platform`; at most 10,000), then the model names the
-    /// configured providers list (`owned_by` = the provider's name). A provider
-    /// configured only by `OPENAI_BASE_URL` serves every name and lists none.
+    /// `owned_by` = `agent-platform`; at most 10,000), then each provider's
+    /// models (`owned_by` = the provider's name): the names its configuration
+    /// lists, then those it lists itself (`GET {base_url}/models`, asked of every
+    /// provider at once; each provider's list is kept for
+    /// `models.list_cache_s` seconds (300 unless configured) and holds at most
+    /// 10,000 names). A provider that does not answer within
+    /// `models.list_timeout_s` (5 s unless configured), or fails, adds only its
+    /// configured names (and is asked again after 30 s at the soonest). A name
+    /// appears once, where it is first listed.
     /// Errors on `/v1` are in OpenAI's shape: `{"error": {message, type, param, code}}`
     /// with OpenAI's statuses: a request that fails validation is a 400
     /// `invalid_request_error` whose `param` names the field as OpenAI writes it
     /// (`messages[0].content`), where `/api` answers 422.
     #[endpoint { method = GET, path = "/v1/models", tags = ["openai"] }]
     async fn openai_model_list(rqctx: RequestContext<Self::Context>) -> V1<HttpResponseOk<ModelList>>;
+
+    /// A model (OpenAI's `GET /v1/models/{model}`): one of the tenant's agents
+    /// by its id, or a model name of `GET /v1/models`'s list; anything else is a
+    /// 404 (another tenant's agent too).
+    #[endpoint { method = GET, path = "/v1/models/{model}", tags = ["openai"] }]
+    async fn openai_model_get(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<ModelPath>,
+    ) -> V1<HttpResponseOk<Model>>;
+
+    /// Embeddings (OpenAI's `POST /v1/embeddings`): the vectors of the input
+    /// texts, from the provider that serves `model`.
+    ///
+    /// At most 2,048 inputs and 1 MiB of text per request; an empty input is a
+    /// 400. `encoding_format: base64` answers each vector as the base64 of its
+    /// little-endian 32-bit floats. `dimensions` is sent to the provider; when
+    /// its vectors have other dimensions (a model that cannot shorten its
+    /// vectors), a 400 naming `dimensions`. No provider serving `model`: 503
+    /// `no_model_provider`; a failing provider 502, a slow one 504.
+    #[endpoint { method = POST, path = "/v1/embeddings", tags = ["openai"] }]
+    async fn openai_embedding_create(
+        rqctx: RequestContext<Self::Context>,
+        body: JsonBody<EmbeddingRequest>,
+    ) -> V1<HttpResponseOk<EmbeddingList>>;
 
     /// A chat completion (OpenAI's `POST /v1/chat/completions`), streamed or not.
     ///
@@ -729,8 +759,20 @@ pub trait AgentPlatformApi {
     /// and the `usage`, then `data: [DONE]`. A failure after the stream started is
     /// a last `data: {"error": {message, type, param, code}}` event.
     ///
-    /// Unsupported (400, naming the `param`): `n` other than 1, content parts other
-    /// than text. Errors as on `/api/sessions/{id}/chat`: 503 `no_model_provider`,
+    /// A user message's content parts may be images (`image_url`: an http(s) URL
+    /// or a data URL) and files (`file`, by `file_data`), each at most
+    /// `models.max_input_part_bytes` bytes (8 MiB unless configured), sent to the
+    /// provider as given. The answer passes on what the provider said:
+    /// `finish_reason` (`stop`, `length`, `tool_calls`, `content_filter`, ...),
+    /// `refusal`, `annotations`, `logprobs`, `system_fingerprint`, `service_tier`
+    /// and the usage's details.
+    ///
+    /// Unsupported (400, naming the `param`): `n` other than 1, `store: true`,
+    /// `audio` and `modalities` other than text, `prediction`,
+    /// `web_search_options`, `functions` and `function_call` (send `tools`),
+    /// content parts other than `text`, `image_url` and `file`, files by
+    /// `file_id`, images or files outside user messages, an image that is no
+    /// http(s) or data URL. Errors as on `/api/sessions/{id}/chat`: 503 `no_model_provider`,
     /// 502 `upstream_error`, 504 `upstream_timeout`, 429 `rate_limited`; a uuid
     /// `model` that is no agent of the tenant (and no provider's model) is a 404.
     #[endpoint { method = POST, path = "/v1/chat/completions", tags = ["openai"] }]
@@ -847,12 +889,21 @@ pub trait AgentPlatformApi {
     /// or a `conversation`: the model answers their history as it stands (the
     /// turn then adds only its answer).
     ///
+    /// A user message's content parts may be images (`input_image`: an http(s)
+    /// URL or a data URL) and files (`input_file`, by `file_data`), each at most
+    /// `models.max_input_part_bytes` bytes (8 MiB unless configured); they are
+    /// saved with the message (`GET /api/sessions/{id}/messages` shows them in
+    /// `parts`; the input items show them as they were given) and sent to the
+    /// provider again when the chain or conversation goes on.
+    ///
     /// Unsupported (400, naming the `param`): `background: true`, tools other
     /// than `function`, input items other than messages, function calls and
-    /// their outputs, content parts other than text; `previous_response_id`
-    /// with `conversation`; no `input` and nothing to continue. A request that
-    /// fails validation is a 400 `invalid_request_error` whose `param` names
-    /// the field (`input[0].content`). Errors as for chat completions.
+    /// their outputs, content parts other than text, images and files, files
+    /// by `file_id` or `file_url`, images or files outside user messages;
+    /// `previous_response_id` with `conversation`; no `input` and nothing to
+    /// continue. A request that fails validation is a 400
+    /// `invalid_request_error` whose `param` names the field
+    /// (`input[0].content`). Errors as for chat completions.
     #[endpoint { method = POST, path = "/v1/responses", tags = ["openai"] }]
     async fn openai_response_create(
         rqctx: RequestContext<Self::Context>,

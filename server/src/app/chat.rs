@@ -172,7 +172,7 @@ fn chat_response(plan: &Plan, answered: Answered) -> ChatResponse {
                 finish_reason: c.finish_reason,
                 message: ChatAnswerMessage {
                     role: Role::Assistant,
-                    content: c.message.content,
+                    content: c.message.content.map(|content| content.text().into_owned()),
                     tool_calls: c
                         .message
                         .tool_calls

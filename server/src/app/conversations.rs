@@ -7,14 +7,15 @@
 use uuid::Uuid;
 
 use super::messages::message_records;
+use super::parts::{item_content, of_content};
 use super::sessions::{plain_session, session_record};
 use super::{App, Error, NotFound, Result, Tenant};
 use crate::api::types::{
-    CompletionContent, Conversation, ConversationDeleted, ConversationItem, CreateConversationRequest,
-    CreateItemsRequest, InputItem, InputRole, ItemContent, ItemList, ItemListParams, ItemOrder, Metadata,
+    ConvId, CreateMessageRequest, FunctionCall, Message, Role, Session, ToolCall, ToolCallType,
 };
 use crate::api::types::{
-    ConvId, CreateMessageRequest, FunctionCall, Message, Role, Session, ToolCall, ToolCallType,
+    Conversation, ConversationDeleted, ConversationItem, CreateConversationRequest, CreateItemsRequest,
+    InputItem, InputRole, ItemContent, ItemList, ItemListParams, ItemOrder, Metadata,
 };
 use crate::store::{Direction, Kind, ListQuery, SortBy};
 
@@ -27,7 +28,9 @@ impl App {
     ) -> Result<Conversation> {
         let (rec, mut ops) = session_record(plain_session(None, req.metadata))?;
         let session = rec.id;
-        let (_, puts) = message_records(session, messages_of_items(req.items.unwrap_or_default())).await?;
+        let max_part = self.models.max_input_part_bytes();
+        let messages = messages_of_items(req.items.unwrap_or_default(), "items", max_part)?;
+        let (_, puts) = message_records(session, messages).await?;
         ops.extend(puts);
         self.insert_resource_as(t, rec, ops, |created: Session| conversation(&created)).await
     }
@@ -59,7 +62,7 @@ impl App {
         id: Uuid,
         req: CreateItemsRequest,
     ) -> Result<ItemList> {
-        let messages = messages_of_items(req.items);
+        let messages = messages_of_items(req.items, "items", self.models.max_input_part_bytes())?;
         let created = self.append_messages(t, id, messages, |created| Some(items_made(created))).await?;
         Ok(items_made(&created))
     }
@@ -235,7 +238,10 @@ pub fn items_of(m: &Message) -> Vec<ConversationItem> {
             id: message_item_id(m.id),
             status: completed(),
             role: if m.role == Role::User { "user" } else { "system" }.into(),
-            content: vec![ItemContent::InputText { text: m.content.clone() }],
+            content: match &m.parts {
+                Some(parts) => parts.iter().map(item_content).collect(),
+                None => vec![ItemContent::InputText { text: m.content.clone() }],
+            },
         }],
         Role::Assistant => {
             let calls = m.tool_calls.as_deref().unwrap_or_default();
@@ -263,25 +269,20 @@ pub fn items_of(m: &Message) -> Vec<ConversationItem> {
     }
 }
 
-/// The text of a content: itself, or its text parts joined by newlines.
-pub fn text_of(content: Option<&CompletionContent>) -> String {
-    match content {
-        None => String::new(),
-        Some(CompletionContent::Text(text)) => text.clone(),
-        Some(CompletionContent::Parts(parts)) => {
-            parts.iter().filter_map(|p| p.text.as_deref()).collect::<Vec<_>>().join("\n")
-        }
-    }
-}
-
 /// Items as the session's messages: each `message` a message (`developer`
-/// as `system`), consecutive `function_call`s one assistant message calling
-/// them, each `function_call_output` a `tool` message. Validation saw to the
-/// fields each type needs, and to the types.
-pub fn messages_of_items(items: Vec<InputItem>) -> Vec<CreateMessageRequest> {
+/// as `system`; its images and files in its `parts`), consecutive
+/// `function_call`s one assistant message calling them, each
+/// `function_call_output` a `tool` message. Validation saw to the fields each
+/// type needs, and to the types; an image or file over `max_part` bytes is an
+/// error naming it (under `field`, as `input[2].content[1].image_url`).
+pub fn messages_of_items(
+    items: Vec<InputItem>,
+    field: &str,
+    max_part: usize,
+) -> Result<Vec<CreateMessageRequest>> {
     let mut out: Vec<CreateMessageRequest> = Vec::with_capacity(items.len());
     let mut calling = false; // whether the last message is one made of function_call items
-    for item in items {
+    for (i, item) in items.into_iter().enumerate() {
         let message = |role: Role, content: String| CreateMessageRequest {
             role,
             content,
@@ -289,6 +290,7 @@ pub fn messages_of_items(items: Vec<InputItem>) -> Vec<CreateMessageRequest> {
             tool_calls: None,
             tool_call_id: None,
             metadata: None,
+            parts: None,
         };
         match item.kind() {
             "function_call" => {
@@ -310,20 +312,21 @@ pub fn messages_of_items(items: Vec<InputItem>) -> Vec<CreateMessageRequest> {
                 calling = true;
                 continue;
             }
-            "function_call_output" => out.push(CreateMessageRequest {
-                tool_call_id: item.call_id.clone(),
-                ..message(Role::Tool, text_of(item.output.as_ref()))
-            }),
+            "function_call_output" => {
+                let (output, _) = of_content(item.output, &format!("{field}[{i}].output"), max_part)?;
+                out.push(CreateMessageRequest { tool_call_id: item.call_id, ..message(Role::Tool, output) })
+            }
             _ => {
                 let role = match item.role {
                     Some(InputRole::Assistant) => Role::Assistant,
                     Some(InputRole::System | InputRole::Developer) => Role::System,
                     Some(InputRole::User) | None => Role::User,
                 };
-                out.push(message(role, text_of(item.content.as_ref())));
+                let (text, parts) = of_content(item.content, &format!("{field}[{i}].content"), max_part)?;
+                out.push(CreateMessageRequest { parts, ..message(role, text) });
             }
         }
         calling = false;
     }
-    out
+    Ok(out)
 }

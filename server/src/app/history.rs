@@ -69,7 +69,7 @@ impl HistoryItem {
             .flatten()
             .map(|c| c.id.len() + c.function.name.len() + c.function.arguments.len() + 64)
             .sum();
-        128 + m.content.as_ref().map_or(0, String::len)
+        128 + m.content.as_ref().map_or(0, wire::Content::byte_len)
             + m.name.as_ref().map_or(0, String::len)
             + m.tool_call_id.as_ref().map_or(0, String::len)
             + calls
@@ -259,8 +259,8 @@ mod tests {
         HistoryItem::new((at, Uuid::from_u128(n as u128)), wire::ChatMessage::user(text), 1)
     }
 
-    fn texts(h: &History) -> Vec<&str> {
-        h.iter().map(|i| i.message.content.as_deref().unwrap()).collect()
+    fn texts(h: &History) -> Vec<String> {
+        h.iter().map(|i| i.message.content_text().unwrap().into_owned()).collect()
     }
 
     const T: Tenant = Tenant(Uuid::nil());

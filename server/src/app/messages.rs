@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::records::{Resource, decode, encode};
-use super::stored::{StoredRole, StoredToolCall};
+use super::stored::{StoredPart, StoredRole, StoredToolCall};
 use super::{App, Error, Result, Tenant};
 use crate::api::types::Metadata;
-use crate::api::types::{CreateMessageRequest, Message, ToolCall};
+use crate::api::types::{CreateMessageRequest, Message, MessagePart, ToolCall};
 use crate::models::tokens;
 use crate::store::{Expect, Kind, ListQuery, Op, Record};
 
@@ -25,6 +25,9 @@ pub struct MessageData {
     pub tool_calls: Option<Vec<StoredToolCall>>,
     pub tool_call_id: Option<String>,
     pub token_count: i64,
+    /// The content's parts, when it has images or files (absent in records of 0.1.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<Vec<StoredPart>>,
 }
 
 impl Resource for Message {
@@ -39,6 +42,7 @@ impl Resource for Message {
             name: d.name,
             tool_calls: d.tool_calls.map(|calls| calls.into_iter().map(ToolCall::from).collect()),
             tool_call_id: d.tool_call_id,
+            parts: d.parts.map(|parts| parts.into_iter().map(MessagePart::from).collect()),
             token_count: d.token_count,
             metadata: rec.metadata.clone().map(Metadata),
             created_at: rec.created_at,
@@ -46,10 +50,11 @@ impl Resource for Message {
     }
 }
 
-/// The tokens of a message's content and of the calls it makes.
+/// The tokens of a message's content (its parts too) and of the calls it makes.
 fn token_count(m: &CreateMessageRequest) -> i64 {
     let calls = m.tool_calls.iter().flatten();
     let n = tokens::count_tokens(&m.content)
+        + m.parts.as_deref().map_or(0, super::parts::media_tokens)
         + calls
             .map(|c| tokens::count_tokens(&c.function.name) + tokens::count_tokens(&c.function.arguments))
             .sum::<usize>();
@@ -94,6 +99,7 @@ pub(super) async fn message_records(
             name: m.name,
             tool_calls: m.tool_calls.map(|calls| calls.into_iter().map(StoredToolCall::from).collect()),
             tool_call_id: m.tool_call_id,
+            parts: m.parts.map(|parts| parts.into_iter().map(StoredPart::from).collect()),
         };
         let mut rec = Record::fresh(Kind::Message, session, encode(&data)?);
         rec.metadata = m.metadata.map(Metadata::into_inner);

@@ -18,6 +18,7 @@ pub mod keys;
 pub mod locks;
 pub mod messages;
 pub mod not_found;
+pub mod parts;
 pub mod records;
 pub mod responses;
 pub mod sessions;
@@ -57,6 +58,10 @@ pub enum Error {
     Conflict(String),
     #[error("{0}")]
     BadRequest(String),
+    /// A request's field (`param`, as OpenAI names one: `input[0].content[1].image_url`) is not
+    /// acceptable: a 400 naming it.
+    #[error("{param}: {message}")]
+    Invalid { param: String, message: String },
     #[error("{0}")]
     Unauthorized(String),
     #[error("{0}")]

@@ -24,6 +24,8 @@ pub enum NotFound {
     KeyMatching { which: String },
     /// The agent a model name names.
     ModelAgent { model: String },
+    /// A model, by its id: no agent of the tenant, and no provider lists it.
+    Model { model: String },
     /// What a request's field names: the field, then what is missing.
     Field { field: &'static str, missing: Box<NotFound> },
 }
@@ -55,6 +57,11 @@ impl fmt::Display for NotFound {
             NotFound::ModelAgent { model } => {
                 write!(f, "model {model}: no agent of yours has this id (GET /v1/models lists the models)")
             }
+            NotFound::Model { model } => write!(
+                f,
+                "model '{model}' not found: no agent of yours has this id and no provider lists it \
+                 (GET /v1/models lists the models)"
+            ),
             NotFound::Field { field, missing } => write!(f, "{field}: {missing}"),
         }
     }

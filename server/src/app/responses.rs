@@ -217,8 +217,11 @@ impl App {
                 tool_calls: None,
                 tool_call_id: None,
                 metadata: None,
+                parts: None,
             }],
-            Some(ResponseInput::Items(items)) => messages_of_items(items),
+            Some(ResponseInput::Items(items)) => {
+                messages_of_items(items, "input", self.models.max_input_part_bytes())?
+            }
         };
         let request_tools: Vec<ChatTool> = req.tools.iter().flatten().map(chat_tool).collect();
         let stored_tools = match &agent {
@@ -647,7 +650,7 @@ impl Shape for ResponseShape {
 
     fn end(&mut self, answered: Answered) -> BoxFuture<'_, Result<Vec<Self::Item>>> {
         Box::pin(async move {
-            let mut last = self.events.close(answered.answer.text(), answered.answer.tool_calls());
+            let mut last = self.events.close(&answered.answer.text(), answered.answer.tool_calls());
             let response = self.app.response_save(&self.turn, answered).await?;
             last.push(self.events.completed(response));
             Ok(last.into_iter().map(Ok).collect())

@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use crate::api::types::{ApiCallDef, FunctionDef, HttpMethod, ToolDef, ToolType};
 use crate::api::types::{ChatSettings, OwnerRole};
 use crate::api::types::{ContextOverflow, FunctionCall, Role, ToolCall, ToolCallType};
+use crate::api::types::{ImageDetail, ImageUrl, MessageFile, MessagePart};
 
 /// An agent's default chat settings, as stored.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -161,6 +162,74 @@ impl From<StoredToolCall> for ToolCall {
             StoredToolCallType::Function => ToolCallType::Function,
         };
         ToolCall { id, kind, function: FunctionCall { name, arguments } }
+    }
+}
+
+/// A part of a message's content, as stored (see [`MessagePart`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum StoredPart {
+    Text {
+        text: String,
+    },
+    Image {
+        url: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        detail: Option<StoredImageDetail>,
+    },
+    File {
+        data: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        filename: Option<String>,
+    },
+}
+
+/// How closely a model looks at a stored image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoredImageDetail {
+    Auto,
+    Low,
+    High,
+}
+
+impl From<MessagePart> for StoredPart {
+    fn from(p: MessagePart) -> Self {
+        match p {
+            MessagePart::Text { text } => StoredPart::Text { text },
+            MessagePart::ImageUrl { image_url: ImageUrl { url, detail } } => StoredPart::Image {
+                url,
+                detail: detail.map(|d| match d {
+                    ImageDetail::Auto => StoredImageDetail::Auto,
+                    ImageDetail::Low => StoredImageDetail::Low,
+                    ImageDetail::High => StoredImageDetail::High,
+                }),
+            },
+            MessagePart::File { file: MessageFile { file_data, filename } } => {
+                StoredPart::File { data: file_data, filename }
+            }
+        }
+    }
+}
+
+impl From<StoredPart> for MessagePart {
+    fn from(p: StoredPart) -> Self {
+        match p {
+            StoredPart::Text { text } => MessagePart::Text { text },
+            StoredPart::Image { url, detail } => MessagePart::ImageUrl {
+                image_url: ImageUrl {
+                    url,
+                    detail: detail.map(|d| match d {
+                        StoredImageDetail::Auto => ImageDetail::Auto,
+                        StoredImageDetail::Low => ImageDetail::Low,
+                        StoredImageDetail::High => ImageDetail::High,
+                    }),
+                },
+            },
+            StoredPart::File { data, filename } => {
+                MessagePart::File { file: MessageFile { file_data: data, filename } }
+            }
+        }
     }
 }
 
@@ -426,6 +495,18 @@ pub(crate) mod tests {
         keeps::<<Message as Resource>::Data>(json!({
             "role": "tool", "content": "18 C", "name": null, "tool_calls": null, "tool_call_id": "call_1",
             "token_count": 3}));
+    }
+
+    #[test]
+    fn a_message_with_parts_keeps_them_in_order() {
+        keeps::<<Message as Resource>::Data>(json!({
+            "role": "user", "content": "What is this?\nAnd this?", "name": null, "tool_calls": null,
+            "tool_call_id": null, "token_count": 1800,
+            "parts": [{"type": "text", "text": "What is this?"},
+                      {"type": "image", "url": "data:image/png;base64,AAAA", "detail": "low"},
+                      {"type": "image", "url": "https://example.com/a.png"},
+                      {"type": "text", "text": "And this?"},
+                      {"type": "file", "data": "data:application/pdf;base64,JVBE", "filename": "a.pdf"}]}));
     }
 
     #[test]

@@ -333,7 +333,7 @@ async fn run_calls(
 
 /// The step's output: the assistant message, or its content when `unwrap`.
 fn output(message: &ChatMessage, unwrap: bool) -> Value {
-    let content = message.content.clone().map(Value::String).unwrap_or(Value::Null);
+    let content = message.content_text().map(|t| Value::String(t.into_owned())).unwrap_or(Value::Null);
     if unwrap {
         return content;
     }

@@ -26,6 +26,11 @@ pub fn api_error(err: DomainError, request_id: &str) -> ApiError {
             return ApiError::new(status, "search_warming", err.to_string(), request_id)
                 .with_retry_after(Some("1".into()));
         }
+        E::Invalid { param, .. } => {
+            let param = param.clone();
+            return ApiError::new(ErrorStatusCode::BAD_REQUEST, "bad_request", err.to_string(), request_id)
+                .with_param(param);
+        }
         E::NotFound(_) => (ErrorStatusCode::NOT_FOUND, "not_found"),
         E::Conflict(_) => (ErrorStatusCode::CONFLICT, "conflict"),
         E::BadRequest(_) => (ErrorStatusCode::BAD_REQUEST, "bad_request"),

@@ -16,6 +16,7 @@ pub mod error;
 pub mod executions;
 pub mod keys;
 pub mod openai;
+pub mod openai_models;
 pub mod paging;
 pub mod run;
 pub mod service;
@@ -427,6 +428,20 @@ impl AgentPlatformApi for Impl {
 
     async fn openai_model_list(rqctx: RequestContext<Ctx>) -> V1<dropshot::HttpResponseOk<ModelList>> {
         openai::openai_model_list(rqctx).await
+    }
+
+    async fn openai_model_get(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<ModelPath>,
+    ) -> V1<dropshot::HttpResponseOk<Model>> {
+        openai_models::openai_model_get(rqctx, path).await
+    }
+
+    async fn openai_embedding_create(
+        rqctx: RequestContext<Ctx>,
+        body: JsonBody<EmbeddingRequest>,
+    ) -> V1<dropshot::HttpResponseOk<EmbeddingList>> {
+        openai_models::openai_embedding_create(rqctx, body).await
     }
 
     async fn openai_chat_completion(

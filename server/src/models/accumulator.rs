@@ -4,7 +4,7 @@
 //! finish reason and usage).
 
 use super::wire::{
-    ChatMessage, Choice, CompletionChunk, CompletionResponse, Role, ToolCall, ToolCallDelta, Usage,
+    ChatMessage, Choice, CompletionChunk, CompletionResponse, Content, Role, ToolCall, ToolCallDelta, Usage,
     function_type,
 };
 
@@ -128,7 +128,7 @@ impl ChunkAccumulator {
         let has_calls = !self.tool_calls.is_empty();
         let message = ChatMessage {
             role: Role::Assistant,
-            content: (!has_calls || !self.content.is_empty()).then_some(self.content),
+            content: (!has_calls || !self.content.is_empty()).then_some(Content::Text(self.content)),
             tool_calls: has_calls.then_some(self.tool_calls),
             reasoning_content: (!self.reasoning.is_empty()).then_some(self.reasoning),
             ..ChatMessage::default()
@@ -136,8 +136,9 @@ impl ChunkAccumulator {
         CompletionResponse {
             id: self.id,
             model: self.model,
-            choices: vec![Choice { index: 0, finish_reason: self.finish_reason, message }],
+            choices: vec![Choice { index: 0, finish_reason: self.finish_reason, message, logprobs: None }],
             usage: self.usage,
+            ..CompletionResponse::default()
         }
     }
 }

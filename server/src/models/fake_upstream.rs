@@ -1,7 +1,11 @@
 //! A scripted OpenAI-compatible HTTP server for tests: [`FakeUpstream`]
 //! listens on `127.0.0.1:0`, records every request, answers
-//! `/v1/chat/completions` (streamed or not) from a queue of [`Behaviour`]s
-//! and `/v1/embeddings` with deterministic vectors ([`embedding_for`]).
+//! `/v1/chat/completions` (streamed or not) from a queue of [`Behaviour`]s,
+//! `/v1/embeddings` with deterministic vectors ([`embedding_for`]; shortened
+//! to `dimensions` when asked for no more than [`EMBEDDING_DIM`]), and
+//! `/v1/models` with the names set by [`FakeUpstream::set_models`]. A
+//! message's image and file parts are read as a description of each
+//! (`[image_url: …]`, `[file: …]`), so an echo shows what reached the model.
 //!
 //! Compiled for this crate's tests and, for other crates, with the cargo
 //! feature `fake-upstream`. Built on hyper 1 (HTTP/1.1) with SSE framing by
@@ -28,7 +32,7 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
-use self::answers::{chat, embeddings};
+use self::answers::{chat, embeddings, models};
 
 /// Dimension of the vectors `/v1/embeddings` returns.
 pub const EMBEDDING_DIM: usize = 16;
@@ -73,6 +77,13 @@ pub enum Behaviour {
     Endless,
     /// Answer 429 (OpenAI's rate-limit error) with this `Retry-After` header, if any.
     RateLimited { retry_after: Option<String> },
+    /// Not streamed: answer this body as is (a provider's whole answer, with
+    /// whatever fields it has). Streamed: the same, as one chunk (its
+    /// `message` as the `delta`), then `[DONE]`.
+    Json(Value),
+    /// Streamed: each of these as a `data:` event, then `[DONE]`. Not
+    /// streamed: a 500 (these are chunks).
+    Chunks(Vec<Value>),
 }
 
 /// The text of one chunk of [`Behaviour::Huge`] and [`Behaviour::Endless`].
@@ -101,6 +112,8 @@ impl RecordedRequest {
 struct Shared {
     queue: Mutex<VecDeque<Behaviour>>,
     embedding_queue: Mutex<VecDeque<Behaviour>>,
+    models: Mutex<Vec<String>>,
+    models_queue: Mutex<VecDeque<Behaviour>>,
     default: Mutex<Behaviour>,
     requests: Mutex<Vec<RecordedRequest>>,
     /// How many of the latest requests `requests` keeps (all, unless set).
@@ -137,6 +150,8 @@ impl FakeUpstream {
         let shared = Arc::new(Shared {
             queue: Mutex::new(VecDeque::new()),
             embedding_queue: Mutex::new(VecDeque::new()),
+            models: Mutex::new(vec!["fake-model".to_owned()]),
+            models_queue: Mutex::new(VecDeque::new()),
             default: Mutex::new(Behaviour::Echo),
             requests: Mutex::new(Vec::new()),
             keep_requests: AtomicUsize::new(usize::MAX),
@@ -181,6 +196,17 @@ impl FakeUpstream {
     /// answer) and `Garbage` apply; anything else means a normal answer.
     pub fn push_embeddings(&self, behaviour: Behaviour) {
         lock(&self.shared.embedding_queue).push_back(behaviour);
+    }
+
+    /// The model names `GET /v1/models` lists (`fake-model` until set).
+    pub fn set_models(&self, names: &[&str]) {
+        *lock(&self.shared.models) = names.iter().map(|n| (*n).to_owned()).collect();
+    }
+
+    /// Queues a behaviour for `GET /v1/models`: `Fail`, `Hang` (then a normal
+    /// answer) and `Garbage` apply; anything else means a normal answer.
+    pub fn push_models(&self, behaviour: Behaviour) {
+        lock(&self.shared.models_queue).push_back(behaviour);
     }
 
     /// The behaviour used when the queue is empty.
@@ -299,10 +325,7 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
     let response = match (&parts.method, parts.uri.path()) {
         (&Method::POST, "/v1/chat/completions") => chat(&shared, &body).await,
         (&Method::POST, "/v1/embeddings") => embeddings(&shared, &body).await,
-        (&Method::GET, "/v1/models") => json_response(
-            StatusCode::OK,
-            &json!({"object": "list", "data": [{"id": "fake-model", "object": "model", "owned_by": "fake"}]}),
-        ),
+        (&Method::GET, "/v1/models") => models(&shared).await,
         _ => json_response(
             StatusCode::NOT_FOUND,
             &json!({"error": {"message": format!("no route for {} {}", parts.method, parts.uri.path()), "type": "invalid_request_error"}}),

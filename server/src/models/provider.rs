@@ -7,7 +7,8 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::pin::Pin;
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::Stream;
@@ -80,6 +81,7 @@ pub struct Provider {
     pub(super) models: Vec<String>,
     pub(super) http: reqwest::Client,
     pub(super) limits: Limits,
+    pub(super) listing: Arc<Listing>,
 }
 
 impl fmt::Debug for Provider {
@@ -206,15 +208,23 @@ impl Provider {
             model: model.to_owned(),
             input: inputs.to_vec(),
             encoding_format: Some("float".to_owned()),
+            dimensions: None,
+            user: None,
         };
-        let max_bytes = (inputs.len().saturating_mul(EMBEDDING_BYTES_PER_INPUT))
+        Ok(self.embeddings(&req).await?.data.into_iter().map(|e| e.embedding).collect())
+    }
+
+    /// One `/embeddings` call (`encoding_format` is sent as `float`): the
+    /// answer's vectors in input order, one per input, checked.
+    pub async fn embeddings(&self, req: &EmbeddingRequest) -> Result<EmbeddingResponse, UpstreamError> {
+        let max_bytes = (req.input.len().saturating_mul(EMBEDDING_BYTES_PER_INPUT))
             .saturating_add(self.limits.max_answer_bytes);
-        let body = self.post_json("/embeddings", &req, max_bytes).await?;
+        let body = self.post_json("/embeddings", req, max_bytes).await?;
         let mut answer: EmbeddingResponse = parse_json(&body)?;
-        if answer.data.len() != inputs.len() {
+        if answer.data.len() != req.input.len() {
             return Err(UpstreamError::Invalid(format!(
                 "asked for {} embeddings, got {}",
-                inputs.len(),
+                req.input.len(),
                 answer.data.len()
             )));
         }
@@ -222,7 +232,78 @@ impl Provider {
         if answer.data.iter().enumerate().any(|(i, e)| e.index != i) {
             return Err(UpstreamError::Invalid("embedding indexes do not match the inputs".to_owned()));
         }
-        Ok(answer.data.into_iter().map(|e| e.embedding).collect())
+        Ok(answer)
+    }
+
+    /// The models the provider lists itself (`GET {base_url}/models`; at most
+    /// [`MAX_LISTED_MODELS`]), from its cache while fresh (`list_cache`); one
+    /// call at a time asks the provider, the others wait for its answer. A
+    /// provider that fails (or does not answer within `list_timeout`) lists
+    /// none, and is asked again after [`LIST_RETRY`] at the soonest.
+    pub async fn listed_models(&self) -> Arc<Vec<ListedModel>> {
+        let mut cached = self.listing.cache.lock().await;
+        if let Some((expires, models)) = &*cached
+            && Instant::now() < *expires
+        {
+            return models.clone();
+        }
+        let (models, keep) = match tokio::time::timeout(self.listing.timeout, self.fetch_models()).await {
+            Ok(Ok(models)) => (models, self.listing.ttl),
+            _ => (Vec::new(), self.listing.ttl.min(LIST_RETRY)),
+        };
+        let models = Arc::new(models);
+        *cached = Some((Instant::now() + keep, models.clone()));
+        models
+    }
+
+    async fn fetch_models(&self) -> Result<Vec<ListedModel>, UpstreamError> {
+        let mut request = self.http.get(format!("{}/models", self.base_url)).timeout(self.listing.timeout);
+        if let Some(key) = &self.api_key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.map_err(map_send_error)?;
+        if !response.status().is_success() {
+            return Err(failure(response).await);
+        }
+        let body = read_bounded(response, self.limits.max_answer_bytes).await?;
+        #[derive(serde::Deserialize)]
+        struct List {
+            data: Vec<ListedModel>,
+        }
+        let mut list: List = parse_json(&body)?;
+        list.data.truncate(MAX_LISTED_MODELS);
+        list.data.retain(|m| !m.id.is_empty());
+        Ok(list.data)
+    }
+}
+
+/// The most models one provider's list keeps.
+pub const MAX_LISTED_MODELS: usize = 10_000;
+
+/// How soon a provider whose list failed is asked again.
+pub const LIST_RETRY: Duration = Duration::from_secs(30);
+
+/// A model a provider lists.
+#[derive(Clone, Debug, PartialEq, serde::Deserialize)]
+pub struct ListedModel {
+    pub id: String,
+    /// Unix seconds; 0 when the provider says none.
+    #[serde(default)]
+    pub created: i64,
+}
+
+/// A provider's list of models, kept between calls (shared by its clones).
+#[derive(Debug)]
+pub(super) struct Listing {
+    pub(super) ttl: Duration,
+    pub(super) timeout: Duration,
+    /// Until when the list is kept, and the list.
+    pub(super) cache: tokio::sync::Mutex<Option<(Instant, Arc<Vec<ListedModel>>)>>,
+}
+
+impl Listing {
+    pub(super) fn new(ttl: Duration, timeout: Duration) -> Arc<Self> {
+        Arc::new(Listing { ttl, timeout, cache: tokio::sync::Mutex::new(None) })
     }
 }
 

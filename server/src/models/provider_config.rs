@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::provider::{Limits, Provider, error_chain};
+use super::provider::{Limits, Listing, Provider, error_chain};
 
 /// Default for [`ModelsConfig::connect_timeout_s`].
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -18,8 +18,12 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default for [`ModelsConfig::max_answer_bytes`]: 8 MiB.
 pub const DEFAULT_MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
-/// An embedding answer may take this much more per input than
-/// `max_answer_bytes` (a 4,096-dimension vector is about 90 KB as JSON).
+/// Default for [`ModelsConfig::max_input_part_bytes`]: 8 MiB.
+pub const DEFAULT_MAX_INPUT_PART_BYTES: usize = 8 * 1024 * 1024;
+/// Default for [`ModelsConfig::list_cache_s`].
+pub const DEFAULT_LIST_CACHE: Duration = Duration::from_secs(300);
+/// Default for [`ModelsConfig::list_timeout_s`].
+pub const DEFAULT_LIST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Base URL used when only `OPENAI_API_KEY` is set.
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// Name of the provider built from `OPENAI_BASE_URL` / `OPENAI_API_KEY`.
@@ -68,6 +72,19 @@ pub struct ModelsConfig {
     /// `upstream_error` and saves nothing.
     #[serde(default)]
     pub max_answer_bytes: Option<usize>,
+    /// The largest image URL or file data one content part of a request may
+    /// send to a model, in bytes (`input_image`, `input_file`, `image_url`,
+    /// `file`); default 8 MiB (`AGENT_PLATFORM_MODELS_MAX_INPUT_PART_BYTES`). A
+    /// larger one is a 400 naming it.
+    #[serde(default)]
+    pub max_input_part_bytes: Option<usize>,
+    /// How long a provider's own list of models (`GET {base_url}/models`, for
+    /// `GET /v1/models`) is kept; default 300.
+    #[serde(default)]
+    pub list_cache_s: Option<f64>,
+    /// The longest wait for a provider's list of models; default 5.
+    #[serde(default)]
+    pub list_timeout_s: Option<f64>,
 }
 
 /// An invalid `[models]` section.
@@ -87,6 +104,8 @@ pub enum ConfigError {
     BadTimeout { field: &'static str, value: f64 },
     #[error("models.max_answer_bytes must be at least 1")]
     BadMaxAnswerBytes,
+    #[error("models.max_input_part_bytes must be at least 1")]
+    BadMaxInputPartBytes,
     #[error("models.{field} is '{model}', but no configured provider serves that model")]
     UnservedModel { field: &'static str, model: String },
     #[error("could not build the HTTP client: {0}")]
@@ -129,6 +148,7 @@ pub struct Providers {
     providers: Vec<Provider>,
     default_model: Option<String>,
     embedding_model: Option<String>,
+    max_input_part_bytes: usize,
 }
 
 fn seconds(field: &'static str, value: Option<f64>, default: Duration) -> Result<Duration, ConfigError> {
@@ -178,6 +198,15 @@ impl Providers {
                 Some(n) => n,
             },
         };
+        let max_input_part_bytes = match cfg.max_input_part_bytes {
+            None => DEFAULT_MAX_INPUT_PART_BYTES,
+            Some(0) => return Err(ConfigError::BadMaxInputPartBytes),
+            Some(n) => n,
+        };
+        // At most a day: an expiry instant is always representable.
+        let day = |d: Duration| d.min(Duration::from_secs(86_400));
+        let list_cache = day(seconds("list_cache_s", cfg.list_cache_s, DEFAULT_LIST_CACHE)?);
+        let list_timeout = day(seconds("list_timeout_s", cfg.list_timeout_s, DEFAULT_LIST_TIMEOUT)?);
         let http = reqwest::Client::builder()
             .connect_timeout(connect)
             .user_agent(concat!("agent-platform/", env!("CARGO_PKG_VERSION")))
@@ -207,6 +236,7 @@ impl Providers {
                 models: p.models.clone(),
                 http: http.clone(),
                 limits,
+                listing: Listing::new(list_cache, list_timeout),
             });
         }
         if cfg.providers.is_empty() {
@@ -221,6 +251,7 @@ impl Providers {
                     models: Vec::new(),
                     http,
                     limits,
+                    listing: Listing::new(list_cache, list_timeout),
                 });
             }
         }
@@ -229,6 +260,7 @@ impl Providers {
             providers,
             default_model: cfg.default_model.clone(),
             embedding_model: cfg.embedding_model.clone(),
+            max_input_part_bytes,
         };
         if !this.providers.is_empty() {
             for (field, model) in
@@ -246,7 +278,12 @@ impl Providers {
 
     /// No provider at all: every [`Providers::resolve`] fails.
     pub fn none() -> Self {
-        Providers { providers: Vec::new(), default_model: None, embedding_model: None }
+        Providers {
+            providers: Vec::new(),
+            default_model: None,
+            embedding_model: None,
+            max_input_part_bytes: DEFAULT_MAX_INPUT_PART_BYTES,
+        }
     }
 
     /// The provider for `model`: the first one listing it by name, else the
@@ -268,6 +305,11 @@ impl Providers {
 
     pub fn embedding_model(&self) -> Option<&str> {
         self.embedding_model.as_deref()
+    }
+
+    /// The largest image URL or file data a content part may send (see [`ModelsConfig`]).
+    pub fn max_input_part_bytes(&self) -> usize {
+        self.max_input_part_bytes
     }
 
     /// All providers, in config order.

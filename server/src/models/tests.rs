@@ -146,7 +146,7 @@ async fn a_model_told_to_call_mentioned_tools_calls_the_one_named_and_cuts_text_
     let mut req = request("one two three four five six seven eight");
     req.max_tokens = Some(3);
     let answer = provider.chat(&req).await.unwrap();
-    assert_eq!((answer.text(), answer.finish_reason()), ("one two ", Some("length")));
+    assert_eq!((&*answer.text(), answer.finish_reason()), ("one two ", Some("length")));
     let (acc, err, _) = collect(provider.chat_stream(&req).await.unwrap()).await;
     assert_eq!((err, acc.content(), acc.finish_reason()), (None, "one two ", Some("length")));
 }

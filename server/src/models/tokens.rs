@@ -22,7 +22,7 @@ use fancy_regex::Regex;
 use hashbrown::HashTable;
 use rustc_hash::FxBuildHasher;
 
-use super::wire::ChatMessage;
+use super::wire::{ChatMessage, Content, ContentPart};
 
 /// Tokens OpenAI's chat format adds around every message
 /// (`<|start|>{role}\n{content}<|end|>\n`), not counting the role itself.
@@ -247,6 +247,33 @@ pub fn count_message_tokens(role: &str, content: &str, name: Option<&str>) -> us
     TOKENS_PER_MESSAGE + count_tokens(role) + count_tokens(content) + name_tokens
 }
 
+/// What an image costs: OpenAI's count for a 1024×1024 image at high detail
+/// (the image's size is not known here).
+pub const IMAGE_TOKENS: usize = 765;
+/// What an image costs at `detail: low` (OpenAI's count, whatever its size).
+pub const IMAGE_LOW_TOKENS: usize = 85;
+/// What a file costs: an estimate (its pages' text and images are the provider's to read).
+pub const FILE_TOKENS: usize = 1024;
+
+/// Tokens of a content part that is not text ([`IMAGE_TOKENS`], [`FILE_TOKENS`]).
+pub fn part_tokens(part: &ContentPart) -> usize {
+    match part {
+        ContentPart::Text { text } => count_tokens(text),
+        ContentPart::ImageUrl { image_url } if image_url.detail.as_deref() == Some("low") => IMAGE_LOW_TOKENS,
+        ContentPart::ImageUrl { .. } => IMAGE_TOKENS,
+        ContentPart::File { .. } => FILE_TOKENS,
+        ContentPart::Other => 0,
+    }
+}
+
+/// Tokens of a message's content: its text, or its parts.
+pub fn content_tokens(content: &Content) -> usize {
+    match content {
+        Content::Text(text) => count_tokens(text),
+        Content::Parts(parts) => parts.iter().map(part_tokens).sum(),
+    }
+}
+
 /// Tokens one message costs in a prompt, tool calls (name and arguments) included.
 pub fn message_tokens(m: &ChatMessage) -> usize {
     let calls: usize = m
@@ -255,7 +282,9 @@ pub fn message_tokens(m: &ChatMessage) -> usize {
         .flatten()
         .map(|c| count_tokens(&c.function.name) + count_tokens(&c.function.arguments))
         .sum();
-    count_message_tokens(m.role.as_str(), m.content.as_deref().unwrap_or(""), m.name.as_deref()) + calls
+    count_message_tokens(m.role.as_str(), "", m.name.as_deref())
+        + m.content.as_ref().map_or(0, content_tokens)
+        + calls
 }
 
 /// Tokens a whole request's messages cost ([`message_tokens`] each) plus the

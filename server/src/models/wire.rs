@@ -10,6 +10,8 @@
 //! is optional or defaulted and unknown fields are ignored; on output `None`
 //! fields are skipped.
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
@@ -45,9 +47,9 @@ impl Role {
 pub struct ChatMessage {
     #[serde(default)]
     pub role: Role,
-    /// Text; `None` is sent as `null` (an assistant message that only calls tools).
+    /// Text or parts; `None` is sent as `null` (an assistant message that only calls tools).
     #[serde(default)]
-    pub content: Option<String>,
+    pub content: Option<Content>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,11 +60,114 @@ pub struct ChatMessage {
     /// Reasoning text some servers (llama.cpp, vLLM, DeepSeek) return beside `content`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    /// In answers: the model's refusal (OpenAI).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
+    /// In answers: annotations of the text (OpenAI's `url_citation`s), as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Vec<Value>>,
+}
+
+/// A message's content: text, or parts (OpenAI's content parts).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(untagged)]
+pub enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+impl Content {
+    /// The text: itself, or the text parts joined by newlines.
+    pub fn text(&self) -> Cow<'_, str> {
+        match self {
+            Content::Text(text) => Cow::Borrowed(text),
+            Content::Parts(parts) => {
+                let mut texts = parts.iter().filter_map(|p| match p {
+                    ContentPart::Text { text } => Some(text.as_str()),
+                    _ => None,
+                });
+                match (texts.next(), texts.next()) {
+                    (None, _) => Cow::Borrowed(""),
+                    (Some(one), None) => Cow::Borrowed(one),
+                    (Some(first), Some(second)) => {
+                        let mut all = format!("{first}\n{second}");
+                        for text in texts {
+                            all.push('\n');
+                            all.push_str(text);
+                        }
+                        Cow::Owned(all)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Bytes it holds (text, URLs, data).
+    pub fn byte_len(&self) -> usize {
+        match self {
+            Content::Text(text) => text.len(),
+            Content::Parts(parts) => parts.iter().map(ContentPart::byte_len).sum(),
+        }
+    }
+}
+
+impl From<String> for Content {
+    fn from(text: String) -> Self {
+        Content::Text(text)
+    }
+}
+
+/// A part of a message's content, as OpenAI's chat completions take it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ContentPart {
+    Text {
+        text: String,
+    },
+    ImageUrl {
+        image_url: ImageUrl,
+    },
+    File {
+        file: FileData,
+    },
+    /// A part of a kind these types do not model (audio, a refusal, ...): read, never sent.
+    #[serde(other)]
+    Other,
+}
+
+impl ContentPart {
+    fn byte_len(&self) -> usize {
+        match self {
+            ContentPart::Text { text } => text.len(),
+            ContentPart::ImageUrl { image_url } => image_url.url.len(),
+            ContentPart::File { file } => file.file_data.as_ref().map_or(0, String::len),
+            ContentPart::Other => 0,
+        }
+    }
+}
+
+/// An image part's image: an http(s) URL or a data URL.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct ImageUrl {
+    pub url: String,
+    /// `auto`, `low` or `high`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// A file part's file.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+pub struct FileData {
+    /// A data URL (`data:application/pdf;base64,...`) or the file's base64.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_data: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
 }
 
 impl ChatMessage {
     fn text(role: Role, content: impl Into<String>) -> Self {
-        ChatMessage { role, content: Some(content.into()), ..ChatMessage::default() }
+        ChatMessage { role, content: Some(Content::Text(content.into())), ..ChatMessage::default() }
     }
     pub fn system(content: impl Into<String>) -> Self {
         Self::text(Role::System, content)
@@ -81,10 +186,14 @@ impl ChatMessage {
     pub fn tool_result(tool_call_id: impl Into<String>, content: impl Into<String>) -> Self {
         ChatMessage {
             role: Role::Tool,
-            content: Some(content.into()),
+            content: Some(Content::Text(content.into())),
             tool_call_id: Some(tool_call_id.into()),
             ..ChatMessage::default()
         }
+    }
+    /// The content's text (text parts joined by newlines), if it has content.
+    pub fn content_text(&self) -> Option<Cow<'_, str>> {
+        self.content.as_ref().map(Content::text)
     }
 }
 
@@ -266,6 +375,37 @@ pub struct Usage {
     pub completion_tokens: u32,
     #[serde(default)]
     pub total_tokens: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens_details: Option<PromptTokensDetails>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_tokens_details: Option<CompletionTokensDetails>,
+}
+
+/// OpenAI's details of the prompt's tokens (missing numbers read as 0).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct PromptTokensDetails {
+    #[serde(default, deserialize_with = "count")]
+    pub cached_tokens: u32,
+    #[serde(default, deserialize_with = "count")]
+    pub audio_tokens: u32,
+}
+
+/// OpenAI's details of the answer's tokens (missing numbers read as 0).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct CompletionTokensDetails {
+    #[serde(default, deserialize_with = "count")]
+    pub reasoning_tokens: u32,
+    #[serde(default, deserialize_with = "count")]
+    pub audio_tokens: u32,
+    #[serde(default, deserialize_with = "count")]
+    pub accepted_prediction_tokens: u32,
+    #[serde(default, deserialize_with = "count")]
+    pub rejected_prediction_tokens: u32,
+}
+
+/// A count that may be `null` (read as 0).
+fn count<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    Ok(Option::<u32>::deserialize(d)?.unwrap_or(0))
 }
 
 /// A non-streamed chat answer.
@@ -279,6 +419,10 @@ pub struct CompletionResponse {
     pub choices: Vec<Choice>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_fingerprint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_tier: Option<String>,
 }
 
 impl CompletionResponse {
@@ -287,8 +431,8 @@ impl CompletionResponse {
         self.choices.first().map(|c| &c.message)
     }
     /// The first choice's text (empty if none).
-    pub fn text(&self) -> &str {
-        self.message().and_then(|m| m.content.as_deref()).unwrap_or("")
+    pub fn text(&self) -> Cow<'_, str> {
+        self.message().and_then(ChatMessage::content_text).unwrap_or(Cow::Borrowed(""))
     }
     /// The first choice's tool calls (empty if none).
     pub fn tool_calls(&self) -> &[ToolCall] {
@@ -310,6 +454,9 @@ pub struct Choice {
     pub finish_reason: Option<String>,
     #[serde(default)]
     pub message: ChatMessage,
+    /// The tokens' log probabilities, when asked for; as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<Value>,
 }
 
 /// One streamed `chat.completion.chunk`.
@@ -324,6 +471,10 @@ pub struct CompletionChunk {
     /// Sent in the last chunk (with empty `choices`) when `include_usage` is set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_fingerprint: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_tier: Option<String>,
 }
 
 impl CompletionChunk {
@@ -342,6 +493,9 @@ pub struct ChunkChoice {
     pub delta: Delta,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
+    /// The delta's log probabilities, when asked for; as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logprobs: Option<Value>,
 }
 
 /// The new part of a streamed message.
@@ -353,6 +507,8 @@ pub struct Delta {
     pub content: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCallDelta>>,
 }
@@ -387,6 +543,10 @@ pub struct EmbeddingRequest {
     pub input: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub encoding_format: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dimensions: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 /// A `/embeddings` answer.
@@ -443,6 +603,37 @@ mod tests {
                 "cache_prompt": true
             })
         );
+    }
+
+    #[test]
+    fn content_parts_are_sent_as_openai_takes_them_and_any_are_read() {
+        let m = ChatMessage {
+            role: Role::User,
+            content: Some(Content::Parts(vec![
+                ContentPart::Text { text: "a".into() },
+                ContentPart::ImageUrl {
+                    image_url: ImageUrl { url: "https://x/y.png".into(), detail: Some("low".into()) },
+                },
+                ContentPart::File {
+                    file: FileData { file_data: Some("data:text/plain;base64,eA==".into()), filename: None },
+                },
+            ])),
+            ..ChatMessage::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&m).unwrap(),
+            json!({"role": "user", "content": [
+                {"type": "text", "text": "a"},
+                {"type": "image_url", "image_url": {"url": "https://x/y.png", "detail": "low"}},
+                {"type": "file", "file": {"file_data": "data:text/plain;base64,eA=="}},
+            ]})
+        );
+        let read: ChatMessage = serde_json::from_value(json!({"role": "user", "content": [
+            {"type": "text", "text": "a"}, {"type": "input_audio", "input_audio": {"data": ""}},
+            {"type": "text", "text": "b"}]}))
+        .unwrap();
+        assert_eq!(read.content_text().as_deref(), Some("a\nb"));
+        assert_eq!(ChatMessage::user("plain").content_text().as_deref(), Some("plain"));
     }
 
     #[test]

@@ -154,6 +154,8 @@ impl Records {
     fn id_for(&self, root: &str, collection: &str) -> Uuid {
         match (root, collection) {
             ("agents", "agents") => self.agent,
+            // A model's id may be an agent's.
+            ("models", "models") => self.agent,
             ("users", "users") => self.user,
             ("sessions", "sessions") => self.session,
             // OpenAI's conversations are sessions, their items messages.

@@ -79,6 +79,8 @@ async fn models_are_the_tenants_agents_then_the_providers_listed_models() {
         (second.id.to_string(), "agent-platform"),
         ("small-model".into(), "local"),
         ("large-model".into(), "local"),
+        // Then the names the provider lists itself (the fake: `fake-model`).
+        ("fake-model".into(), "local"),
     ]
     .into_iter()
     .map(|(id, owner)| (id, "model".to_owned(), owner.to_owned()))
@@ -317,8 +319,8 @@ async fn errors_on_v1_are_in_openais_shape_with_the_usual_statuses() {
     let r = t.complete(json!({"model": "m", "messages": [user("x")], "n": 2})).await;
     assert_eq!((r.status, error(&r)["param"].clone()), (400, json!("n")), "{}", r.body);
     shape(&r);
-    let image = json!({"role": "user", "content": [{"type": "text", "text": "see"}, {"type": "image_url", "image_url": {"url": "http://x"}}]});
-    let r = t.complete(json!({"model": "m", "messages": [image]})).await;
+    let audio = json!({"role": "user", "content": [{"type": "text", "text": "hear"}, {"type": "input_audio", "input_audio": {"data": "AA", "format": "wav"}}]});
+    let r = t.complete(json!({"model": "m", "messages": [audio]})).await;
     assert_eq!(
         (r.status, error(&r)["param"].clone()),
         (400, json!("messages[0].content[1].type")),
@@ -557,7 +559,7 @@ async fn conversation_items_are_validated_and_a_refused_request_writes_nothing()
     let r = post(json!({"items": [{"type": "reasoning", "summary": []}]})).await;
     assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!("items[0].type")), "{}", r.body);
     let r = post(
-        json!({"items": [{"role": "user", "content": [{"type": "input_image", "image_url": "http://x"}]}]}),
+        json!({"items": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {"data": "AA"}}]}]}),
     )
     .await;
     assert_eq!(

@@ -8,8 +8,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::chat::{ChatChunkChoice, ChatTool, ChatToolChoice, ChatUsage};
+use super::chat::{ChatDelta, ChatTool, ChatToolChoice};
 use super::sessions::ToolCall;
+use super::sessions::{ImageDetail, ImageUrl};
 use crate::error::LocPart;
 use crate::types::JsonObject;
 use crate::validate::{Check, Issues};
@@ -37,6 +38,16 @@ pub struct Model {
     pub owned_by: String,
 }
 
+/// `/v1/models/{model}`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+pub struct ModelPath {
+    /// An agent's id, or a model name a provider serves.
+    #[schemars(length(min = 1, max = 255))]
+    pub model: String,
+}
+
+impl Check for ModelPath {}
+
 // ---------------------------------------------------------------- chat completions
 
 /// Who wrote a message of a chat completion request.
@@ -51,8 +62,19 @@ pub enum CompletionRole {
     Tool,
 }
 
-/// A part of a message's content. Only `text` parts are supported: other
-/// kinds (images, audio, files) answer 400 naming the part.
+/// A part of a message's content. Chat completions take `text`, `image_url`
+/// (`{"url", "detail"}`) and `file` (`{"file_data", "filename"}`) parts; a
+/// response's or a conversation's items take `input_text` (`text` and
+/// `output_text` too), `input_image` (`image_url` the URL itself, `detail`) and
+/// `input_file` (`file_data`, `filename`). Images and files only in user
+/// messages. An image is an http(s) URL or a data URL
+/// (`data:image/png;base64,...`); a file's data is a data URL
+/// (`data:application/pdf;base64,...`) or its base64. Each image URL or file's
+/// data is at most `models.max_input_part_bytes` bytes (8 MiB unless
+/// configured; a larger one is a 400 naming it), and within the request
+/// body's limit (`server.request_body_max_bytes`). Files by `file_id` or
+/// `file_url`, and other kinds of parts (audio, refusals), answer 400 naming
+/// the part.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ContentPart {
     #[serde(rename = "type")]
@@ -60,6 +82,186 @@ pub struct ContentPart {
     pub kind: String,
     #[serde(default)]
     pub text: Option<String>,
+    /// An `image_url` part's `{"url", "detail"}`, or an `input_image` part's URL.
+    #[serde(default)]
+    pub image_url: Option<ImageUrlInput>,
+    /// An `input_image` part's detail: `auto` (the default), `low` or `high`.
+    #[serde(default)]
+    pub detail: Option<ImageDetail>,
+    /// A `file` part's file.
+    #[serde(default)]
+    pub file: Option<FileInput>,
+    /// An `input_file` part's data.
+    #[serde(default)]
+    pub file_data: Option<String>,
+    /// An `input_file` part's file name.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 255))]
+    pub filename: Option<String>,
+    /// Not supported (this service stores no files): send `file_data`.
+    #[serde(default)]
+    pub file_id: Option<String>,
+    /// Not supported: send `file_data`.
+    #[serde(default)]
+    pub file_url: Option<String>,
+}
+
+/// An image of a content part: `{"url", "detail"}` (chat completions), or the URL itself (`input_image`).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ImageUrlInput {
+    Url(String),
+    Object(ImageUrl),
+}
+
+impl ImageUrlInput {
+    pub fn url(&self) -> &str {
+        match self {
+            ImageUrlInput::Url(url) => url,
+            ImageUrlInput::Object(o) => &o.url,
+        }
+    }
+}
+
+/// The file of a chat completion's `file` part.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct FileInput {
+    /// A data URL (`data:application/pdf;base64,...`), or the file's base64.
+    #[serde(default)]
+    pub file_data: Option<String>,
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 255))]
+    pub filename: Option<String>,
+    /// Not supported (this service stores no files): send `file_data`.
+    #[serde(default)]
+    pub file_id: Option<String>,
+}
+
+/// Where content parts are given: a chat completion's message, or an item's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PartsOf {
+    /// `/v1/chat/completions`: `text`, `image_url`, `file`.
+    Chat,
+    /// A response's or a conversation's item: `input_text`, `input_image`, `input_file`.
+    Item,
+}
+
+/// Whether a data URL or an http(s) URL.
+fn is_image_url(url: &str) -> bool {
+    let lower = |n: usize| url.get(..n).map(str::to_ascii_lowercase);
+    lower(5).as_deref() == Some("data:")
+        || lower(7).as_deref() == Some("http://")
+        || lower(8).as_deref() == Some("https://")
+}
+
+impl ContentPart {
+    /// Whether the part is text (`text`, `input_text`, `output_text`).
+    pub fn is_text(&self) -> bool {
+        ["text", "input_text", "output_text"].contains(&self.kind.as_str())
+    }
+
+    /// The first thing of the part this service does not take, as `(param
+    /// under the part, message)`: a kind it does not take, an image or file
+    /// outside a user message, a file by id or URL, an image that is no URL.
+    pub fn unsupported(&self, of: PartsOf, user: bool) -> Option<(String, String)> {
+        let kinds: &[&str] = match of {
+            PartsOf::Chat => &["text", "image_url", "file"],
+            PartsOf::Item => &["input_text", "output_text", "text", "input_image", "input_file"],
+        };
+        if !kinds.contains(&self.kind.as_str()) {
+            return Some((
+                "type".into(),
+                format!(
+                    "content parts of type {:?} are not supported here: only {}",
+                    self.kind,
+                    kinds.join(", ")
+                ),
+            ));
+        }
+        if self.is_text() {
+            return None;
+        }
+        if !user {
+            return Some(("type".into(), format!("{} parts are only for user messages", self.kind)));
+        }
+        let no_files = "this service stores no files: send the file's data in `file_data`";
+        if self.file_id.is_some() {
+            return Some(("file_id".into(), format!("files by id are not supported: {no_files}")));
+        }
+        if self.file_url.is_some() {
+            return Some(("file_url".into(), format!("files by URL are not supported: {no_files}")));
+        }
+        if let Some(file) = &self.file
+            && file.file_id.is_some()
+        {
+            return Some(("file.file_id".into(), format!("files by id are not supported: {no_files}")));
+        }
+        if let Some(image) = &self.image_url
+            && !is_image_url(image.url())
+        {
+            let param = match image {
+                ImageUrlInput::Url(_) => "image_url",
+                ImageUrlInput::Object(_) => "image_url.url",
+            };
+            return Some((
+                param.into(),
+                "an image is an http(s) URL or a data URL (data:image/png;base64,...)".into(),
+            ));
+        }
+        None
+    }
+
+    /// Pushes what the part misses for its kind, its fields under `at`.
+    fn check_at(&self, at: &[LocPart], issues: &mut Issues) {
+        let missing = |issues: &mut Issues, field: &str, what: &str| {
+            let mut loc = at.to_vec();
+            loc.extend(field.split('.').map(|k| LocPart::Key(k.into())));
+            issues.push(&loc, "missing", format!("Field required: {what}"));
+        };
+        match self.kind.as_str() {
+            k if self.is_text() && self.text.is_none() => {
+                missing(issues, "text", &format!("a {k} part has `text`"))
+            }
+            "image_url" | "input_image" if self.image_url.is_none() && self.file_id.is_none() => {
+                missing(issues, "image_url", "an image part has `image_url`")
+            }
+            "file" => match &self.file {
+                None => missing(issues, "file", "a file part has `file`"),
+                Some(f) if f.file_data.is_none() && f.file_id.is_none() => {
+                    missing(issues, "file.file_data", "a file part's file has `file_data`")
+                }
+                Some(_) => {}
+            },
+            "input_file" if self.file_data.is_none() && self.file_id.is_none() && self.file_url.is_none() => {
+                missing(issues, "file_data", "an input_file part has `file_data`")
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The first unsupported part of `content` (under `field`), as `(param, message)`.
+fn unsupported_parts(
+    field: &str,
+    content: Option<&CompletionContent>,
+    of: PartsOf,
+    user: bool,
+) -> Option<(String, String)> {
+    let Some(CompletionContent::Parts(parts)) = content else { return None };
+    parts.iter().enumerate().find_map(|(j, p)| {
+        p.unsupported(of, user).map(|(param, message)| (format!("{field}[{j}].{param}"), message))
+    })
+}
+
+/// Pushes what the parts of `content` (under `at`) miss.
+fn check_parts(at: &[LocPart], content: Option<&CompletionContent>, issues: &mut Issues) {
+    if let Some(CompletionContent::Parts(parts)) = content {
+        for (j, p) in parts.iter().enumerate() {
+            let mut loc = at.to_vec();
+            loc.push(LocPart::Index(j));
+            p.check_at(&loc, issues);
+        }
+    }
 }
 
 /// A message's content: text, or a list of parts (at most 1,000).
@@ -168,6 +370,59 @@ pub struct ChatCompletionRequest {
     #[serde(default)]
     #[schemars(length(max = 255))]
     pub user: Option<String>,
+    /// Return the log probabilities of the answer's tokens: passed on as sent;
+    /// each choice's (and chunk's) `logprobs` is then the provider's.
+    #[serde(default)]
+    pub logprobs: Option<bool>,
+    /// 0 to 20, with `logprobs`: passed on as sent.
+    #[serde(default)]
+    #[schemars(range(min = 0, max = 20))]
+    pub top_logprobs: Option<i64>,
+    /// Token id → bias, -100 to 100: passed on as sent.
+    #[serde(default)]
+    pub logit_bias: Option<JsonObject>,
+    /// Passed on as sent; the answer's `service_tier` is the provider's.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 64))]
+    pub service_tier: Option<String>,
+    /// `none`, `minimal`, `low`, `medium`, `high` or `xhigh`: passed on as sent.
+    #[serde(default)]
+    pub reasoning_effort: Option<super::ReasoningEffort>,
+    /// `low`, `medium` or `high`: passed on as sent.
+    #[serde(default)]
+    pub verbosity: Option<super::Verbosity>,
+    /// Passed on as sent.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 1024))]
+    pub prompt_cache_key: Option<String>,
+    /// Passed on as sent.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 64))]
+    pub safety_identifier: Option<String>,
+    /// Kept by OpenAI only with `store`: accepted, and kept nowhere.
+    #[serde(default)]
+    pub metadata: Option<super::Metadata>,
+    /// Completions are not stored: only `false` is accepted (`true` answers 400).
+    #[serde(default)]
+    pub store: Option<bool>,
+    /// Only `["text"]` is accepted (audio answers 400).
+    #[serde(default)]
+    pub modalities: Option<Vec<String>>,
+    /// Not supported (audio output): 400.
+    #[serde(default)]
+    pub audio: Option<Value>,
+    /// Not supported (predicted outputs): 400.
+    #[serde(default)]
+    pub prediction: Option<Value>,
+    /// Not supported (web search): 400.
+    #[serde(default)]
+    pub web_search_options: Option<Value>,
+    /// OpenAI's deprecated form of `tools`: not supported, 400 (send `tools`).
+    #[serde(default)]
+    pub functions: Option<Value>,
+    /// OpenAI's deprecated form of `tool_choice`: not supported, 400 (send `tool_choice`).
+    #[serde(default)]
+    pub function_call: Option<Value>,
 }
 
 impl ChatCompletionRequest {
@@ -177,22 +432,33 @@ impl ChatCompletionRequest {
         if let Some(n) = self.n.filter(|n| *n != 1) {
             return Some(("n".into(), format!("n = {n}: only one choice (n = 1) is supported")));
         }
-        for (i, m) in self.messages.iter().enumerate() {
-            if let Some(CompletionContent::Parts(parts)) = &m.content {
-                for (j, p) in parts.iter().enumerate() {
-                    if p.kind != "text" {
-                        return Some((
-                            format!("messages[{i}].content[{j}].type"),
-                            format!(
-                                "content parts of type {:?} are not supported: only \"text\" parts are",
-                                p.kind
-                            ),
-                        ));
-                    }
-                }
-            }
+        if self.store == Some(true) {
+            return Some(("store".into(), "chat completions are not stored here: omit `store`".into()));
         }
-        None
+        if let Some(m) = self.modalities.as_ref().filter(|m| m.iter().any(|m| m != "text")) {
+            return Some((
+                "modalities".into(),
+                format!("modalities {m:?}: only text answers are supported (\"text\")"),
+            ));
+        }
+        let not_supported = [
+            ("audio", self.audio.is_some(), "audio output is not supported"),
+            ("prediction", self.prediction.is_some(), "predicted outputs are not supported"),
+            ("web_search_options", self.web_search_options.is_some(), "web search is not supported"),
+            ("functions", self.functions.is_some(), "`functions` is not supported: send `tools`"),
+            (
+                "function_call",
+                self.function_call.is_some(),
+                "`function_call` is not supported: send `tool_choice`",
+            ),
+        ];
+        if let Some((param, _, message)) = not_supported.into_iter().find(|(_, given, _)| *given) {
+            return Some((param.into(), message.into()));
+        }
+        self.messages.iter().enumerate().find_map(|(i, m)| {
+            let user = m.role == CompletionRole::User;
+            unsupported_parts(&format!("messages[{i}].content"), m.content.as_ref(), PartsOf::Chat, user)
+        })
     }
 }
 
@@ -210,20 +476,7 @@ impl Check for ChatCompletionRequest {
                     "Field required: a tool message names the tool call it answers",
                 );
             }
-            if let Some(CompletionContent::Parts(parts)) = &m.content {
-                for (j, p) in parts.iter().enumerate() {
-                    if p.kind == "text" && p.text.is_none() {
-                        let loc = [
-                            LocPart::Key("messages".into()),
-                            LocPart::Index(i),
-                            LocPart::Key("content".into()),
-                            LocPart::Index(j),
-                            LocPart::Key("text".into()),
-                        ];
-                        issues.push(&loc, "missing", "Field required: a text part has `text`");
-                    }
-                }
-            }
+            check_parts(&at("content"), m.content.as_ref(), issues);
         }
     }
 }
@@ -235,11 +488,13 @@ pub struct CompletionAnswerMessage {
     pub role: String,
     /// The text; null when the answer only calls tools.
     pub content: Option<String>,
-    /// Always null: refusals come as text.
+    /// The model's refusal, when it refused (the provider's); else null.
     pub refusal: Option<String>,
     /// The tools the model calls; send their results back as `tool` messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<ToolCall>>,
+    /// Annotations of the text (`url_citation`s), as the provider gave them; `[]` when none.
+    pub annotations: Vec<Value>,
 }
 
 /// One answer of a [`ChatCompletion`].
@@ -247,10 +502,38 @@ pub struct CompletionAnswerMessage {
 pub struct CompletionChoice {
     pub index: i64,
     pub message: CompletionAnswerMessage,
-    /// `stop`, `length`, `tool_calls`, ... as the model said.
+    /// `stop`, `length`, `tool_calls`, `content_filter`, ... as the provider
+    /// said; `stop` (`tool_calls` for an answer that calls tools) when it said none.
     pub finish_reason: Option<String>,
-    /// Always null.
+    /// The provider's log probabilities of the answer's tokens (`{"content",
+    /// "refusal"}`), when the request asked for them (`logprobs`); else null.
     pub logprobs: Option<Value>,
+}
+
+/// Tokens of a chat completion, as the provider counted them (or we did, when it did not).
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct CompletionUsage {
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    pub total_tokens: i64,
+    /// The provider's details of `prompt_tokens`; 0 where it gave none.
+    pub prompt_tokens_details: PromptTokensDetails,
+    /// The provider's details of `completion_tokens`; 0 where it gave none.
+    pub completion_tokens_details: CompletionTokensDetails,
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct PromptTokensDetails {
+    pub cached_tokens: i64,
+    pub audio_tokens: i64,
+}
+
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct CompletionTokensDetails {
+    pub reasoning_tokens: i64,
+    pub audio_tokens: i64,
+    pub accepted_prediction_tokens: i64,
+    pub rejected_prediction_tokens: i64,
 }
 
 /// The answer of `POST /v1/chat/completions` (OpenAI's `chat.completion`).
@@ -264,7 +547,11 @@ pub struct ChatCompletion {
     /// The model that answered.
     pub model: String,
     pub choices: Vec<CompletionChoice>,
-    pub usage: ChatUsage,
+    pub usage: CompletionUsage,
+    /// The provider's, else null.
+    pub system_fingerprint: Option<String>,
+    /// The provider's (`default`, `flex`, ...), else null.
+    pub service_tier: Option<String>,
 }
 
 /// One event of a streamed chat completion (`data: <chunk>`, OpenAI's
@@ -277,10 +564,25 @@ pub struct ChatCompletionChunk {
     /// Unix seconds.
     pub created: i64,
     pub model: String,
-    pub choices: Vec<ChatChunkChoice>,
+    pub choices: Vec<CompletionChunkChoice>,
     /// On the last chunk (no choices) when `stream_options.include_usage`; else absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<ChatUsage>,
+    pub usage: Option<CompletionUsage>,
+    /// The provider's, else null.
+    pub system_fingerprint: Option<String>,
+    /// The provider's, else null.
+    pub service_tier: Option<String>,
+}
+
+/// One choice of a [`ChatCompletionChunk`]: what it adds to the answer.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+pub struct CompletionChunkChoice {
+    pub index: u32,
+    pub delta: ChatDelta,
+    /// Why the answer ended, on its last delta (as the provider said); else null.
+    pub finish_reason: Option<String>,
+    /// The provider's log probabilities of this delta's tokens, when asked for; else null.
+    pub logprobs: Option<Value>,
 }
 
 // ---------------------------------------------------------------- ids
@@ -417,8 +719,9 @@ pub enum InputRole {
 /// An item sent to a conversation (or as a response's input): a `message`
 /// (the default `type`: `role` and `content`), a `function_call` the model made
 /// (`call_id`, `name`, `arguments`), or a `function_call_output` (`call_id`,
-/// `output`). Other item types answer 400 naming the item's `type`; content
-/// parts other than text (`input_text`, `output_text`, `text`) too.
+/// `output`). Other item types answer 400 naming the item's `type`. A
+/// message's content parts: see [`ContentPart`] (`input_image` and
+/// `input_file` only in user messages); a function call's output is text.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct InputItem {
     /// `message` (default), `function_call` or `function_call_output`.
@@ -467,18 +770,20 @@ impl InputItem {
                 ),
             ));
         }
-        for (field, content) in [("content", &self.content), ("output", &self.output)] {
-            if let Some(CompletionContent::Parts(parts)) = content {
-                for (j, p) in parts.iter().enumerate() {
-                    if !["input_text", "output_text", "text"].contains(&p.kind.as_str()) {
-                        return Some((
-                            format!("{field}[{j}].type"),
-                            format!(
-                                "content parts of type {:?} are not supported: only text parts are",
-                                p.kind
-                            ),
-                        ));
-                    }
+        let user = self.role == Some(InputRole::User);
+        if let Some(found) = unsupported_parts("content", self.content.as_ref(), PartsOf::Item, user) {
+            return Some(found);
+        }
+        if let Some(CompletionContent::Parts(parts)) = &self.output {
+            for (j, p) in parts.iter().enumerate() {
+                if !p.is_text() {
+                    return Some((
+                        format!("output[{j}].type"),
+                        format!(
+                            "a function call's output is text: parts of type {:?} are not supported",
+                            p.kind
+                        ),
+                    ));
                 }
             }
         }
@@ -487,6 +792,11 @@ impl InputItem {
 
     /// Pushes what the item misses for its type, its fields under `at`.
     pub fn check_at(&self, at: &[LocPart], issues: &mut Issues) {
+        for (field, content) in [("content", &self.content), ("output", &self.output)] {
+            let mut loc = at.to_vec();
+            loc.push(LocPart::Key(field.into()));
+            check_parts(&loc, content.as_ref(), issues);
+        }
         let missing = |issues: &mut Issues, field: &str, what: &str| {
             let mut loc = at.to_vec();
             loc.push(LocPart::Key(field.into()));
@@ -614,6 +924,14 @@ pub enum ItemContent {
     InputText { text: String },
     /// Text of an assistant message.
     OutputText { text: String, annotations: Vec<Value> },
+    /// An image of a user message: its URL (an http(s) URL or a data URL).
+    InputImage { image_url: Option<String>, detail: ImageDetail },
+    /// A file of a user message, its data inline.
+    InputFile {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        filename: Option<String>,
+        file_data: String,
+    },
 }
 
 /// An item of a conversation: a view of one of its session's messages (an

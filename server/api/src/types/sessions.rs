@@ -244,7 +244,15 @@ pub struct Message {
     pub tool_calls: Option<Vec<ToolCall>>,
     /// The tool call a `tool` message answers.
     pub tool_call_id: Option<String>,
-    /// The tokens of `content` and `tool_calls` (`o200k_base` encoding).
+    /// The message's content in parts, in order, when it has more than text:
+    /// a user message given through `/v1` with images or files (an
+    /// `input_image` or `input_file` part of a response's or a conversation's
+    /// input). `content` is then its text parts, joined by newlines. Absent
+    /// for a message of text alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parts: Option<Vec<MessagePart>>,
+    /// The tokens of `content`, `parts` and `tool_calls` (`o200k_base` encoding;
+    /// an image counts 765 tokens, 85 at `detail: low`, a file 1,024).
     pub token_count: i64,
     pub metadata: Option<Metadata>,
     pub created_at: DateTime<Utc>,
@@ -268,6 +276,53 @@ pub struct CreateMessageRequest {
     pub tool_call_id: Option<String>,
     #[serde(default)]
     pub metadata: Option<Metadata>,
+    /// Not part of the request: the parts of a message given through `/v1`
+    /// (see [`Message::parts`]), set by the server only.
+    #[serde(default, skip_deserializing)]
+    #[schemars(skip)]
+    pub parts: Option<Vec<MessagePart>>,
+}
+
+/// A part of a message's content, in the shape of OpenAI's chat completions
+/// content parts (the provider is sent it so).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum MessagePart {
+    /// Text.
+    Text { text: String },
+    /// An image, by an http(s) URL or a data URL.
+    ImageUrl { image_url: ImageUrl },
+    /// A file, its data inline.
+    File { file: MessageFile },
+}
+
+/// An image: where it is, and how closely the model looks at it.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct ImageUrl {
+    /// An http(s) URL, or a data URL (`data:image/png;base64,...`).
+    pub url: String,
+    /// `auto` (the default), `low` or `high`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<ImageDetail>,
+}
+
+/// How closely a model looks at an image.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ImageDetail {
+    #[default]
+    Auto,
+    Low,
+    High,
+}
+
+/// A file given inline.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct MessageFile {
+    /// The file's data: a data URL (`data:application/pdf;base64,...`) or its base64.
+    pub file_data: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
 }
 
 impl Check for CreateMessageRequest {

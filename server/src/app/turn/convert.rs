@@ -5,10 +5,13 @@ use uuid::Uuid;
 
 use super::super::Error;
 use super::super::history::HistoryItem;
+use super::super::parts::wire_part;
 use crate::api::types::{
     ChatChunk, ChatChunkChoice, ChatDelta, ChatFunctionCallDelta, ChatToolCallDelta, ChatUsage,
 };
-use crate::api::types::{CreateMessageRequest, FunctionCall, Message, Role, ToolCall, ToolCallType};
+use crate::api::types::{
+    CreateMessageRequest, FunctionCall, Message, MessagePart, Role, ToolCall, ToolCallType,
+};
 use crate::models::{self, NoProvider, UpstreamError, count_chat_tokens, wire};
 
 impl From<NoProvider> for Error {
@@ -81,24 +84,37 @@ pub fn from_wire_call(c: &wire::ToolCall) -> ToolCall {
 fn to_wire_message(
     role: Role,
     content: &str,
+    parts: Option<&[MessagePart]>,
     name: Option<&String>,
     calls: Option<&Vec<ToolCall>>,
     call_id: Option<&String>,
 ) -> wire::ChatMessage {
+    let content = match parts {
+        Some(parts) => Some(wire::Content::Parts(parts.iter().map(wire_part).collect())),
+        // An assistant message that only calls tools has no text.
+        None if content.is_empty() && calls.is_some() => None,
+        None => Some(wire::Content::Text(content.to_owned())),
+    };
     wire::ChatMessage {
         role: to_wire_role(role),
-        // An assistant message that only calls tools has no text.
-        content: if content.is_empty() && calls.is_some() { None } else { Some(content.to_owned()) },
+        content,
         name: name.cloned(),
         tool_calls: calls.map(|cs| cs.iter().map(to_wire_call).collect()),
         tool_call_id: call_id.cloned(),
-        reasoning_content: None,
+        ..wire::ChatMessage::default()
     }
 }
 
 /// A stored message as the provider is sent it.
 pub fn history_message(m: &Message) -> wire::ChatMessage {
-    to_wire_message(m.role, &m.content, m.name.as_ref(), m.tool_calls.as_ref(), m.tool_call_id.as_ref())
+    to_wire_message(
+        m.role,
+        &m.content,
+        m.parts.as_deref(),
+        m.name.as_ref(),
+        m.tool_calls.as_ref(),
+        m.tool_call_id.as_ref(),
+    )
 }
 
 /// A stored message as the history cache keeps it.
@@ -108,7 +124,14 @@ pub fn history_item(m: &Message) -> HistoryItem {
 
 /// A new message as the provider is sent it.
 pub fn new_message(m: &CreateMessageRequest) -> wire::ChatMessage {
-    to_wire_message(m.role, &m.content, m.name.as_ref(), m.tool_calls.as_ref(), m.tool_call_id.as_ref())
+    to_wire_message(
+        m.role,
+        &m.content,
+        m.parts.as_deref(),
+        m.name.as_ref(),
+        m.tool_calls.as_ref(),
+        m.tool_call_id.as_ref(),
+    )
 }
 
 /// The provider's reply as the assistant message a turn saves.
@@ -116,11 +139,12 @@ pub fn reply_message(reply: &wire::ChatMessage) -> CreateMessageRequest {
     let calls = reply.tool_calls.as_ref().filter(|c| !c.is_empty());
     CreateMessageRequest {
         role: Role::Assistant,
-        content: reply.content.clone().unwrap_or_default(),
+        content: reply.content_text().map(|t| t.into_owned()).unwrap_or_default(),
         name: None,
         tool_calls: calls.map(|cs| cs.iter().map(from_wire_call).collect()),
         tool_call_id: None,
         metadata: None,
+        parts: None,
     }
 }
 
@@ -132,29 +156,35 @@ pub fn contract_chunk(chunk: wire::CompletionChunk) -> ChatChunk {
         .map(|c| ChatChunkChoice {
             index: c.index,
             finish_reason: c.finish_reason,
-            delta: ChatDelta {
-                role: c.delta.role.map(contract_role),
-                content: c.delta.content,
-                reasoning_content: c.delta.reasoning_content,
-                tool_calls: c.delta.tool_calls.map(|calls| {
-                    calls
-                        .into_iter()
-                        .map(|call| ChatToolCallDelta {
-                            index: call.index,
-                            id: call.id,
-                            kind: call.kind,
-                            function: call
-                                .function
-                                .map(|f| ChatFunctionCallDelta { name: f.name, arguments: f.arguments }),
-                        })
-                        .collect()
-                }),
-            },
+            delta: contract_delta(c.delta),
         })
         .collect();
     // A provider may report usage on a chunk with choices too: passed on as sent.
     let usage = chunk.usage.map(contract_usage);
     ChatChunk { id: chunk.id, object: None, model: chunk.model, choices, usage, docs: None }
+}
+
+/// The contract's delta from the provider's.
+pub fn contract_delta(delta: wire::Delta) -> ChatDelta {
+    ChatDelta {
+        role: delta.role.map(contract_role),
+        content: delta.content,
+        refusal: delta.refusal,
+        reasoning_content: delta.reasoning_content,
+        tool_calls: delta.tool_calls.map(|calls| {
+            calls
+                .into_iter()
+                .map(|call| ChatToolCallDelta {
+                    index: call.index,
+                    id: call.id,
+                    kind: call.kind,
+                    function: call
+                        .function
+                        .map(|f| ChatFunctionCallDelta { name: f.name, arguments: f.arguments }),
+                })
+                .collect()
+        }),
+    }
 }
 
 /// The provider's token counts, in the contract's shape.

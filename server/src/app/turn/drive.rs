@@ -95,7 +95,7 @@ impl Driver {
         match &mut self.source {
             Source::Whole(answer) => {
                 let answer = answer.take().unwrap_or_default();
-                let usage = usage_or_count(request, answer.usage, answer.text());
+                let usage = usage_or_count(request, answer.usage, &answer.text());
                 let (id, model) = (answer.id.clone(), answer.model.clone());
                 Answered { answer, usage, id, model }
             }

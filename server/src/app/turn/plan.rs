@@ -78,11 +78,13 @@ pub enum New {
 
 impl New {
     /// The text of the last user message, when it has some.
-    fn last_user_text(&self) -> Option<&str> {
+    fn last_user_text(&self) -> Option<std::borrow::Cow<'_, str>> {
         match self {
-            New::Saved(ms) => ms.iter().rev().find(|m| m.role == Role::User).map(|m| m.content.as_str()),
+            New::Saved(ms) => {
+                ms.iter().rev().find(|m| m.role == Role::User).map(|m| m.content.as_str().into())
+            }
             New::Sent(ms) => {
-                ms.iter().rev().find(|m| m.role == wire::Role::User).and_then(|m| m.content.as_deref())
+                ms.iter().rev().find(|m| m.role == wire::Role::User).and_then(|m| m.content_text())
             }
         }
         .filter(|text| !text.trim().is_empty())
@@ -144,7 +146,7 @@ impl App {
             None => ask.settings,
         };
         let docs = match (ask.agent, ask.recall, ask.new.last_user_text()) {
-            (Some(agent), Some(users), Some(text)) => self.recall(t, agent.id, users, text).await?,
+            (Some(agent), Some(users), Some(text)) => self.recall(t, agent.id, users, &text).await?,
             _ => Vec::new(),
         };
         let mut system = Vec::new();
@@ -337,7 +339,7 @@ impl App {
         }
         let transcript: String = dropped
             .iter()
-            .map(|m| format!("{}: {}\n", m.role.as_str(), m.content.as_deref().unwrap_or("")))
+            .map(|m| format!("{}: {}\n", m.role.as_str(), m.content_text().unwrap_or_default()))
             .collect();
         let mut req = wire::CompletionRequest::new(
             model,

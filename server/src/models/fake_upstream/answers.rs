@@ -17,9 +17,11 @@ use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
 use sse_stream::{Sse, SseBody};
 
-use super::{Behaviour, Body, BoxError, PIECE, Shared, embedding_for, fail, full, json_response, lock};
+use super::{
+    Behaviour, Body, BoxError, EMBEDDING_DIM, PIECE, Shared, embedding_for, fail, full, json_response, lock,
+};
 use crate::models::tokens::{count_chat_tokens, count_tokens};
-use crate::models::wire::{ChatMessage, Role};
+use crate::models::wire::{ChatMessage, Content, ContentPart, Role};
 
 /// What a chat answer consists of, streamed or not.
 enum Answer {
@@ -36,13 +38,45 @@ fn words(text: &str) -> Vec<String> {
     if chunks.is_empty() { vec![String::new()] } else { chunks }
 }
 
+/// A message's content as the fake reads it: its text, each image or file
+/// part described in its place (`[image_url: https://…]`, `[image_url:
+/// data:image/png;base64, 812 bytes, detail low]`, `[file: a.pdf, 120 bytes]`),
+/// so that an answer shows what reached the model.
+pub(super) fn content_of(m: &ChatMessage) -> String {
+    match &m.content {
+        None => String::new(),
+        Some(Content::Text(text)) => text.clone(),
+        Some(Content::Parts(parts)) => parts
+            .iter()
+            .map(|p| match p {
+                ContentPart::Text { text } => text.clone(),
+                ContentPart::ImageUrl { image_url } => {
+                    let url = &image_url.url;
+                    let mut described = match url.split_once(',') {
+                        Some((head, _)) if url.starts_with("data:") => {
+                            format!("[image_url: {head}, {} bytes", url.len())
+                        }
+                        _ => format!("[image_url: {url}"),
+                    };
+                    if let Some(detail) = &image_url.detail {
+                        described.push_str(&format!(", detail {detail}"));
+                    }
+                    described + "]"
+                }
+                ContentPart::File { file } => format!(
+                    "[file: {}, {} bytes]",
+                    file.filename.as_deref().unwrap_or("unnamed"),
+                    file.file_data.as_ref().map_or(0, String::len)
+                ),
+                ContentPart::Other => "[other part]".to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join(" "),
+    }
+}
+
 fn echo_text(body: &Value) -> String {
-    messages_of(body)
-        .iter()
-        .rev()
-        .find(|m| m.role == Role::User)
-        .and_then(|m| m.content.clone())
-        .unwrap_or_default()
+    messages_of(body).iter().rev().find(|m| m.role == Role::User).map(content_of).unwrap_or_default()
 }
 
 /// [`Behaviour::Echo`]'s answer: the last user message's text; but a last
@@ -52,7 +86,7 @@ fn echo_text(body: &Value) -> String {
 fn echo(body: &Value) -> Answer {
     let messages = messages_of(body);
     let last = messages.last();
-    let content = last.and_then(|m| m.content.clone()).unwrap_or_default();
+    let content = last.map(content_of).unwrap_or_default();
     match last.map(|m| m.role) {
         Some(Role::Tool) => {
             return Answer::Text(words(&format!("the tool answered: {content}")), Duration::ZERO);
@@ -97,7 +131,7 @@ fn within_max_tokens(answer: Answer, body: &Value) -> (Answer, bool) {
 fn mentioned_tool(body: &Value) -> Option<Answer> {
     let messages = messages_of(body);
     let last = messages.last().filter(|m| m.role == Role::User)?;
-    let text = last.content.clone().unwrap_or_default();
+    let text = content_of(last);
     let lower = text.to_lowercase();
     let tools = body["tools"].as_array()?;
     let function = tools.iter().map(|t| &t["function"]).find(|f| {
@@ -152,6 +186,32 @@ pub(super) async fn chat(shared: &Arc<Shared>, body: &Value) -> Response<Body> {
         }
         Behaviour::Huge { bytes } => return huge(shared, stream, bytes),
         Behaviour::Endless => return endless(shared, stream),
+        Behaviour::Json(answer) if stream => {
+            let mut chunk = answer;
+            if let Some(choices) = chunk.get_mut("choices").and_then(Value::as_array_mut) {
+                for choice in choices {
+                    if let Some(message) = choice.as_object_mut().and_then(|c| c.remove("message")) {
+                        choice["delta"] = message;
+                    }
+                }
+            }
+            chunk["object"] = json!("chat.completion.chunk");
+            let events = vec![
+                (Duration::ZERO, Event::Data(chunk.to_string())),
+                (Duration::ZERO, Event::Data("[DONE]".to_owned())),
+            ];
+            return sse_response(shared, events);
+        }
+        Behaviour::Json(answer) => return json_response(StatusCode::OK, &answer),
+        Behaviour::Chunks(chunks) if stream => {
+            let mut events: Vec<(Duration, Event)> =
+                chunks.iter().map(|c| (Duration::ZERO, Event::Data(c.to_string()))).collect();
+            events.push((Duration::ZERO, Event::Data("[DONE]".to_owned())));
+            return sse_response(shared, events);
+        }
+        Behaviour::Chunks(_) => {
+            return fail(500, json!({"error": {"message": "scripted chunks need stream: true"}}).to_string());
+        }
         Behaviour::RateLimited { retry_after } => {
             let mut response = fail(
                 429,
@@ -442,10 +502,24 @@ pub(super) async fn embeddings(shared: &Shared, body: &Value) -> Response<Body> 
         }
     };
     let tokens: usize = inputs.iter().map(|i| count_tokens(i)).sum();
+    // Shortened (and normalised again) to `dimensions`, as OpenAI's text-embedding-3
+    // models do; more dimensions than it has are ignored, as other models do.
+    let dimensions =
+        body.get("dimensions").and_then(Value::as_u64).filter(|d| (1..=EMBEDDING_DIM as u64).contains(d));
     let data: Vec<Value> = inputs
         .iter()
         .enumerate()
-        .map(|(i, text)| json!({"object": "embedding", "index": i, "embedding": embedding_for(text)}))
+        .map(|(i, text)| {
+            let mut v = embedding_for(text);
+            if let Some(d) = dimensions {
+                v.truncate(d as usize);
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+                if norm > 0.0 {
+                    v.iter_mut().for_each(|x| *x /= norm);
+                }
+            }
+            json!({"object": "embedding", "index": i, "embedding": v})
+        })
         .collect();
     json_response(
         StatusCode::OK,
@@ -456,4 +530,20 @@ pub(super) async fn embeddings(shared: &Shared, body: &Value) -> Response<Body> 
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }),
     )
+}
+
+/// `GET /v1/models`: the names set, unless a scripted failure comes first.
+pub(super) async fn models(shared: &Shared) -> Response<Body> {
+    let behaviour = lock(&shared.models_queue).pop_front();
+    match behaviour {
+        Some(Behaviour::Fail { status, body }) => return fail(status, body),
+        Some(Behaviour::Garbage) => return full(StatusCode::OK, "application/json", "this is not json {"),
+        Some(Behaviour::Hang(duration)) => tokio::time::sleep(duration).await,
+        _ => {}
+    }
+    let data: Vec<Value> = lock(&shared.models)
+        .iter()
+        .map(|id| json!({"id": id, "object": "model", "created": 1700000000, "owned_by": "fake"}))
+        .collect();
+    json_response(StatusCode::OK, &json!({"object": "list", "data": data}))
 }
