@@ -6,6 +6,7 @@
 
 use uuid::Uuid;
 
+use super::compaction;
 use super::messages::message_records;
 use super::sessions::{plain_session, session_record};
 use super::{App, Error, NotFound, Result, Tenant};
@@ -25,7 +26,8 @@ impl App {
     ) -> Result<Conversation> {
         let (rec, mut ops) = session_record(plain_session(None, req.metadata))?;
         let session = rec.id;
-        let (_, puts) = message_records(session, messages_of_items(req.items.unwrap_or_default())).await?;
+        let messages = messages_of_items("items", req.items.unwrap_or_default())?;
+        let (_, puts) = message_records(session, messages).await?;
         ops.extend(puts);
         self.insert_resource_as(t, rec, ops, |created: Session| conversation(&created)).await
     }
@@ -57,7 +59,7 @@ impl App {
         id: Uuid,
         req: CreateItemsRequest,
     ) -> Result<ItemList> {
-        let messages = messages_of_items(req.items);
+        let messages = messages_of_items("items", req.items)?;
         let created = self.append_messages(t, id, messages, |created| Some(items_made(created))).await?;
         Ok(items_made(&created))
     }
@@ -260,12 +262,14 @@ pub fn text_of(content: Option<&CompletionContent>) -> String {
 
 /// Items as the session's messages: each `message` a message (`developer`
 /// as `system`), consecutive `function_call`s one assistant message calling
-/// them, each `function_call_output` a `tool` message. Validation saw to the
-/// fields each type needs, and to the types.
-pub fn messages_of_items(items: Vec<InputItem>) -> Vec<CreateMessageRequest> {
+/// them, each `function_call_output` a `tool` message, each `compaction` a
+/// system message with its summary. Validation saw to the fields each type
+/// needs, and to the types; a compaction that does not unseal is a 400
+/// naming it (under `field`, the items' field).
+pub fn messages_of_items(field: &str, items: Vec<InputItem>) -> Result<Vec<CreateMessageRequest>> {
     let mut out: Vec<CreateMessageRequest> = Vec::with_capacity(items.len());
     let mut calling = false; // whether the last message is one made of function_call items
-    for item in items {
+    for (i, item) in items.into_iter().enumerate() {
         let message = |role: Role, content: String| CreateMessageRequest {
             role,
             content,
@@ -298,6 +302,16 @@ pub fn messages_of_items(items: Vec<InputItem>) -> Vec<CreateMessageRequest> {
                 tool_call_id: item.call_id.clone(),
                 ..message(Role::Tool, text_of(item.output.as_ref()))
             }),
+            "compaction" => {
+                let content = item.encrypted_content.as_deref().unwrap_or_default();
+                let Some(sealed) = compaction::unseal(content) else {
+                    return Err(Error::BadRequest(format!(
+                        "{field}[{i}].encrypted_content: not a compaction of this service: pass back \
+                         the item POST /v1/responses/compact answered, as it was"
+                    )));
+                };
+                out.push(message(Role::System, compaction::summary_message(&sealed.summary)));
+            }
             _ => {
                 let role = match item.role {
                     Some(InputRole::Assistant) => Role::Assistant,
@@ -309,5 +323,5 @@ pub fn messages_of_items(items: Vec<InputItem>) -> Vec<CreateMessageRequest> {
         }
         calling = false;
     }
-    out
+    Ok(out)
 }
