@@ -1307,6 +1307,242 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Default::default()
         }
     }
+    ///Body of `POST /v1/responses/compact` (OpenAI's request; unknown fields are ignored).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    pub struct CompactResponseRequest {
+        ///The conversation to compact, after `previous_response_id`'s, if any: text (a user message) or items (at most 256).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub input: ::std::option::Option<ResponseInput>,
+        ///What the summary should keep, for the model that writes it.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub instructions: ::std::option::Option<CompactResponseRequestInstructions>,
+        ///The model that writes the summary: an agent's id (its model) or a model name its provider serves. Required (OpenAI's schema has it nullable): absent or null, a 400 naming `model`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub model: ::std::option::Option<CompactResponseRequestModel>,
+        ///Compact the stored conversation up to and including this response (its session's messages until its answer), then `input`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub previous_response_id: ::std::option::Option<
+            CompactResponseRequestPreviousResponseId,
+        >,
+    }
+    impl CompactResponseRequest {
+        pub fn builder() -> builder::CompactResponseRequest {
+            Default::default()
+        }
+    }
+    ///What the summary should keep, for the model that writes it.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CompactResponseRequestInstructions(::std::string::String);
+    impl ::std::ops::Deref for CompactResponseRequestInstructions {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CompactResponseRequestInstructions>
+    for ::std::string::String {
+        fn from(value: CompactResponseRequestInstructions) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CompactResponseRequestInstructions {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 1000000usize {
+                return Err("longer than 1000000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CompactResponseRequestInstructions {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for CompactResponseRequestInstructions {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CompactResponseRequestInstructions {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The model that writes the summary: an agent's id (its model) or a model name its provider serves. Required (OpenAI's schema has it nullable): absent or null, a 400 naming `model`.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CompactResponseRequestModel(::std::string::String);
+    impl ::std::ops::Deref for CompactResponseRequestModel {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CompactResponseRequestModel> for ::std::string::String {
+        fn from(value: CompactResponseRequestModel) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CompactResponseRequestModel {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CompactResponseRequestModel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CompactResponseRequestModel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CompactResponseRequestModel {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Compact the stored conversation up to and including this response (its session's messages until its answer), then `input`.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CompactResponseRequestPreviousResponseId(::std::string::String);
+    impl ::std::ops::Deref for CompactResponseRequestPreviousResponseId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CompactResponseRequestPreviousResponseId>
+    for ::std::string::String {
+        fn from(value: CompactResponseRequestPreviousResponseId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CompactResponseRequestPreviousResponseId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CompactResponseRequestPreviousResponseId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for CompactResponseRequestPreviousResponseId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CompactResponseRequestPreviousResponseId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///An item of a compacted window: a user message kept as it was, or the compaction that stands for the rest.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(tag = "type")]
+    pub enum CompactedItem {
+        #[serde(rename = "message")]
+        Message {
+            content: ::std::vec::Vec<ItemContent>,
+            ///A fresh id (the message is not stored).
+            id: ::std::string::String,
+            ///Always `user`.
+            role: ::std::string::String,
+            ///Always `completed`.
+            status: ::std::string::String,
+        },
+        #[serde(rename = "compaction")]
+        Compaction {
+            ///Not encrypted, only sealed: `apc1.`, then the summary and the model that wrote it as base64url JSON, then a SHA-256 checksum of that JSON. Pass it back as it is: an altered one is a 400.
+            encrypted_content: ::std::string::String,
+            ///`cmp_` and 32 hex digits.
+            id: ::std::string::String,
+        },
+    }
+    ///The answer of `POST /v1/responses/compact` (OpenAI's `response.compaction`).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct CompactedResponse {
+        ///Unix seconds.
+        pub created_at: i64,
+        ///`resp_` and 32 hex digits; nothing is stored under it.
+        pub id: ::std::string::String,
+        ///Always `response.compaction`.
+        pub object: ::std::string::String,
+        ///The compacted window, to send as the start of a new chain's `input` (with no `previous_response_id`): the window's user messages as they were, then one `compaction` item holding the model's summary of the whole window (assistant answers, tool calls and their outputs included).
+        pub output: ::std::vec::Vec<CompactedItem>,
+        ///The tokens of the summary's call.
+        pub usage: ResponseUsage,
+    }
+    impl CompactedResponse {
+        pub fn builder() -> builder::CompactedResponse {
+            Default::default()
+        }
+    }
     ///The assistant's message in a [`ChatCompletion`].
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct CompletionAnswerMessage {
@@ -4447,7 +4683,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Default::default()
         }
     }
-    ///An item sent to a conversation (or as a response's input): a `message` (the default `type`: `role` and `content`), a `function_call` the model made (`call_id`, `name`, `arguments`), or a `function_call_output` (`call_id`, `output`). Other item types answer 400 naming the item's `type`. A message's content parts: see [`ContentPart`] (`input_image` and `input_file` only in user messages); a function call's output is text.
+    ///An item sent to a conversation (or as a response's input): a `message` (the default `type`: `role` and `content`), a `function_call` the model made (`call_id`, `name`, `arguments`), a `function_call_output` (`call_id`, `output`), or a `compaction` (`encrypted_content`, as `POST /v1/responses/compact` answered it: the summary it holds becomes a system message). Other item types answer 400 naming the item's `type`. A message's content parts: see [`ContentPart`] (`input_image` and `input_file` only in user messages); a function call's output is text.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
     pub struct InputItem {
         ///A function call's arguments, as JSON text.
@@ -4459,6 +4695,9 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///A message's text, or its parts.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub content: ::std::option::Option<CompletionContent>,
+        ///A compaction's content, as `POST /v1/responses/compact` gave it (a 400 naming it when it is not one of its).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub encrypted_content: ::std::option::Option<InputItemEncryptedContent>,
         ///A function call's function.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub name: ::std::option::Option<InputItemName>,
@@ -4468,7 +4707,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///A message's author.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub role: ::std::option::Option<InputRole>,
-        ///`message` (default), `function_call` or `function_call_output`.
+        ///`message` (default), `function_call`, `function_call_output` or `compaction`.
         #[serde(rename = "type", skip_serializing_if = "::std::option::Option::is_none")]
         pub type_: ::std::option::Option<InputItemType>,
     }
@@ -4523,6 +4762,63 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     impl<'de> ::serde::Deserialize<'de> for InputItemCallId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///A compaction's content, as `POST /v1/responses/compact` gave it (a 400 naming it when it is not one of its).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct InputItemEncryptedContent(::std::string::String);
+    impl ::std::ops::Deref for InputItemEncryptedContent {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<InputItemEncryptedContent> for ::std::string::String {
+        fn from(value: InputItemEncryptedContent) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for InputItemEncryptedContent {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 10485760usize {
+                return Err("longer than 10485760 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InputItemEncryptedContent {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InputItemEncryptedContent {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for InputItemEncryptedContent {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -4591,7 +4887,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
                 })
         }
     }
-    ///`message` (default), `function_call` or `function_call_output`.
+    ///`message` (default), `function_call`, `function_call_output` or `compaction`.
     #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
     #[serde(transparent)]
     pub struct InputItemType(::std::string::String);
@@ -5787,6 +6083,129 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     impl<'de> ::serde::Deserialize<'de> for OpenaiModelGetModel {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`OpenaiResponseCompactIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct OpenaiResponseCompactIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for OpenaiResponseCompactIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OpenaiResponseCompactIdempotencyKey>
+    for ::std::string::String {
+        fn from(value: OpenaiResponseCompactIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OpenaiResponseCompactIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OpenaiResponseCompactIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for OpenaiResponseCompactIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OpenaiResponseCompactIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`OpenaiResponseCompactResponseId`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct OpenaiResponseCompactResponseId(::std::string::String);
+    impl ::std::ops::Deref for OpenaiResponseCompactResponseId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OpenaiResponseCompactResponseId>
+    for ::std::string::String {
+        fn from(value: OpenaiResponseCompactResponseId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OpenaiResponseCompactResponseId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OpenaiResponseCompactResponseId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for OpenaiResponseCompactResponseId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OpenaiResponseCompactResponseId {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -7137,6 +7556,22 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     }
     impl ResponseReasoning {
         pub fn builder() -> builder::ResponseReasoning {
+            Default::default()
+        }
+    }
+    ///A failure on a WebSocket of `GET /v1/responses` (a message that is not a `response.create`, or a response that cannot start): one text message; the connection stays open.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ResponseSocketError {
+        ///As on every `/v1` error; `code` is always set: the same failure's code on `POST /v1/responses` (`previous_response_not_found` for a `previous_response_id` found nowhere), or one of the socket's own: `invalid_json`, `invalid_message`, `unknown_message_type`, `too_many_waiting`, `websocket_connection_limit_reached`.
+        pub error: OpenAiError,
+        ///The status the same failure has on `POST /v1/responses`.
+        pub status: u16,
+        ///Always `error`.
+        #[serde(rename = "type")]
+        pub type_: ::std::string::String,
+    }
+    impl ResponseSocketError {
+        pub fn builder() -> builder::ResponseSocketError {
             Default::default()
         }
     }
@@ -12665,6 +13100,227 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct CompactResponseRequest {
+            input: ::std::result::Result<
+                ::std::option::Option<super::ResponseInput>,
+                ::std::string::String,
+            >,
+            instructions: ::std::result::Result<
+                ::std::option::Option<super::CompactResponseRequestInstructions>,
+                ::std::string::String,
+            >,
+            model: ::std::result::Result<
+                ::std::option::Option<super::CompactResponseRequestModel>,
+                ::std::string::String,
+            >,
+            previous_response_id: ::std::result::Result<
+                ::std::option::Option<super::CompactResponseRequestPreviousResponseId>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for CompactResponseRequest {
+            fn default() -> Self {
+                Self {
+                    input: Ok(Default::default()),
+                    instructions: Ok(Default::default()),
+                    model: Ok(Default::default()),
+                    previous_response_id: Ok(Default::default()),
+                }
+            }
+        }
+        impl CompactResponseRequest {
+            pub fn input<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ResponseInput>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for input: {e}")
+                    });
+                self
+            }
+            pub fn instructions<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::CompactResponseRequestInstructions>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.instructions = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for instructions: {e}")
+                    });
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::CompactResponseRequestModel>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for model: {e}")
+                    });
+                self
+            }
+            pub fn previous_response_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        super::CompactResponseRequestPreviousResponseId,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.previous_response_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for previous_response_id: {e}"
+                        )
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CompactResponseRequest>
+        for super::CompactResponseRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CompactResponseRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    input: value.input?,
+                    instructions: value.instructions?,
+                    model: value.model?,
+                    previous_response_id: value.previous_response_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CompactResponseRequest>
+        for CompactResponseRequest {
+            fn from(value: super::CompactResponseRequest) -> Self {
+                Self {
+                    input: Ok(value.input),
+                    instructions: Ok(value.instructions),
+                    model: Ok(value.model),
+                    previous_response_id: Ok(value.previous_response_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct CompactedResponse {
+            created_at: ::std::result::Result<i64, ::std::string::String>,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            object: ::std::result::Result<::std::string::String, ::std::string::String>,
+            output: ::std::result::Result<
+                ::std::vec::Vec<super::CompactedItem>,
+                ::std::string::String,
+            >,
+            usage: ::std::result::Result<super::ResponseUsage, ::std::string::String>,
+        }
+        impl ::std::default::Default for CompactedResponse {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    object: Err("no value supplied for object".to_string()),
+                    output: Err("no value supplied for output".to_string()),
+                    usage: Err("no value supplied for usage".to_string()),
+                }
+            }
+        }
+        impl CompactedResponse {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created_at: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn object<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.object = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for object: {e}")
+                    });
+                self
+            }
+            pub fn output<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::CompactedItem>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for output: {e}")
+                    });
+                self
+            }
+            pub fn usage<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ResponseUsage>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.usage = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for usage: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CompactedResponse> for super::CompactedResponse {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CompactedResponse,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    object: value.object?,
+                    output: value.output?,
+                    usage: value.usage?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CompactedResponse> for CompactedResponse {
+            fn from(value: super::CompactedResponse) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    object: Ok(value.object),
+                    output: Ok(value.output),
+                    usage: Ok(value.usage),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct CompletionAnswerMessage {
             annotations: ::std::result::Result<
                 ::std::vec::Vec<::serde_json::Value>,
@@ -16907,6 +17563,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<super::CompletionContent>,
                 ::std::string::String,
             >,
+            encrypted_content: ::std::result::Result<
+                ::std::option::Option<super::InputItemEncryptedContent>,
+                ::std::string::String,
+            >,
             name: ::std::result::Result<
                 ::std::option::Option<super::InputItemName>,
                 ::std::string::String,
@@ -16930,6 +17590,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     arguments: Ok(Default::default()),
                     call_id: Ok(Default::default()),
                     content: Ok(Default::default()),
+                    encrypted_content: Ok(Default::default()),
                     name: Ok(Default::default()),
                     output: Ok(Default::default()),
                     role: Ok(Default::default()),
@@ -16975,6 +17636,22 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     .try_into()
                     .map_err(|e| {
                         format!("error converting supplied value for content: {e}")
+                    });
+                self
+            }
+            pub fn encrypted_content<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::InputItemEncryptedContent>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.encrypted_content = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for encrypted_content: {e}"
+                        )
                     });
                 self
             }
@@ -17038,6 +17715,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     arguments: value.arguments?,
                     call_id: value.call_id?,
                     content: value.content?,
+                    encrypted_content: value.encrypted_content?,
                     name: value.name?,
                     output: value.output?,
                     role: value.role?,
@@ -17051,6 +17729,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     arguments: Ok(value.arguments),
                     call_id: Ok(value.call_id),
                     content: Ok(value.content),
+                    encrypted_content: Ok(value.encrypted_content),
                     name: Ok(value.name),
                     output: Ok(value.output),
                     role: Ok(value.role),
@@ -19988,6 +20667,81 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 Self {
                     effort: Ok(value.effort),
                     summary: Ok(value.summary),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ResponseSocketError {
+            error: ::std::result::Result<super::OpenAiError, ::std::string::String>,
+            status: ::std::result::Result<u16, ::std::string::String>,
+            type_: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for ResponseSocketError {
+            fn default() -> Self {
+                Self {
+                    error: Err("no value supplied for error".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ResponseSocketError {
+            pub fn error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::OpenAiError>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for error: {e}")
+                    });
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<u16>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for status: {e}")
+                    });
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ResponseSocketError>
+        for super::ResponseSocketError {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ResponseSocketError,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    error: value.error?,
+                    status: value.status?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ResponseSocketError> for ResponseSocketError {
+            fn from(value: super::ResponseSocketError) -> Self {
+                Self {
+                    error: Ok(value.error),
+                    status: Ok(value.status),
+                    type_: Ok(value.type_),
                 }
             }
         }
@@ -24185,11 +24939,29 @@ let response = client.openai_model_get()
     pub fn openai_model_get(&self) -> builder::OpenaiModelGet<'_> {
         builder::OpenaiModelGet::new(self)
     }
+    /**Responses over a WebSocket (the Open Responses WebSocket mode)
+
+`GET /v1/responses` with the WebSocket upgrade headers and the API key (a missing or unknown key is a 401 before the upgrade). Then each text message the client sends is `{"type": "response.create", ...}` with the body of `POST /v1/responses` (without `stream` and `background`), and the server answers with the events `stream: true` sends, each `ResponseStreamEvent` one text message, its `sequence_number` counting from 0 in each response, ending with exactly one `response.completed`, `response.incomplete` or `response.failed` (no `[DONE]`). Responses run one at a time, in the order their messages came (at most 16 wait; more are refused with an error message).
+
+`previous_response_id` continues a stored response as on HTTP; a response made on this connection with `store: false` can be continued on this connection only (with `store: false`): the connection keeps the conversation of its latest 16 such responses in memory, never in the store. An id found neither there nor in the store is an error `previous_response_not_found` (param `previous_response_id`); a continuation that fails takes its `previous_response_id` out of the connection's memory.
+
+A message that cannot start a response (not JSON, not a `response.create`, a field that fails validation, an unsupported feature, a missing previous response, a `function_call_output` whose `call_id` names no call of the conversation) is answered by one `ResponseSocketError` message (`{"type": "error", "status", "error": {type, code, message, param}}`), with the status the same failure has on `POST /v1/responses`; the connection stays open. A message larger than the server's `request_body_max_bytes` closes the connection (close code 1009), as does a connection with no message for the server's `websocket_idle_timeout_s` while no response runs (1000), and one open for 60 minutes (an error `websocket_connection_limit_reached` first). A client that closes while a response runs stops it: nothing is saved.
+
+Sends a `GET` request to `/v1/responses`
+
+```ignore
+let response = client.openai_response_socket()
+    .send()
+    .await;
+```*/
+    pub fn openai_response_socket(&self) -> builder::OpenaiResponseSocket<'_> {
+        builder::OpenaiResponseSocket::new(self)
+    }
     /**Create a response (OpenAI's `POST /v1/responses`): one turn of a session
 
 `model` = one of the tenant's agents' ids: that agent answers (its system message, tools, recall over its and the session's users' documents, default settings), else the provider serving the model name. The turn continues `previous_response_id`'s session, or is appended to `conversation` (a session), or starts a new session (the agent's, or one with no agent); its history within the session's token budget comes before the new `input`, `instructions` after the system message. With `store` (the default) the input items and the answer are saved as the session's messages, with the response, in one write after the model answered (a new session too); nothing is saved when the call fails, or with `store: false` (then the id cannot be read or continued).
 
-The model's tool calls come back as `function_call` output items; answer them with `function_call_output` items in the next response's `input`.
+The model's tool calls come back as `function_call` output items; answer them with `function_call_output` items in the next response's `input` (one whose `call_id` names no call of the conversation, nor of a `function_call` item before it, is a 400 naming it). A `compaction` item (from `POST /v1/responses/compact`) becomes a system message carrying its summary.
 
 `stream: true` answers `text/event-stream`: `event: <type>` and `data: <ResponseStreamEvent>` per event, `response.created` first and `response.completed` last (or `response.failed`, whose response carries the `error`), `sequence_number` counting from 0.
 
@@ -24197,7 +24969,7 @@ The model's tool calls come back as `function_call` output items; answer them wi
 
 A user message's content parts may be images (`input_image`: an http(s) URL or a data URL) and files (`input_file`, by `file_data`), each at most `models.max_input_part_bytes` bytes (8 MiB unless configured); they are saved with the message (`GET /api/sessions/{id}/messages` shows them in `parts`; the input items show them as they were given) and sent to the provider again when the chain or conversation goes on.
 
-Unsupported (400, naming the `param`): `background: true`, tools other than `function`, input items other than messages, function calls and their outputs, content parts other than text, images and files, files by `file_id` or `file_url`, images or files outside user messages; `previous_response_id` with `conversation`; no `input` and nothing to continue. A request that fails validation is a 400 `invalid_request_error` whose `param` names the field (`input[0].content`). Errors as for chat completions.
+Unsupported (400, naming the `param`): `background: true`, tools other than `function`, input items other than messages, function calls and their outputs and compactions, content parts other than text, images and files, files by `file_id` or `file_url`, images or files outside user messages; `previous_response_id` with `conversation`; no `input` and nothing to continue. A request that fails validation is a 400 `invalid_request_error` whose `param` names the field (`input[0].content`). Errors as for chat completions. The same responses run over a WebSocket: see `openai_response_socket`.
 
 Sends a `POST` request to `/v1/responses`
 
@@ -24228,6 +25000,29 @@ let response = client.openai_response_get()
 ```*/
     pub fn openai_response_get(&self) -> builder::OpenaiResponseGet<'_> {
         builder::OpenaiResponseGet::new(self)
+    }
+    /**Compact a conversation (OpenAI's `POST /v1/responses/compact`)
+
+Dropshot's router takes no literal segment beside `{response_id}`, so the route is `POST /v1/responses/{response_id}` and its one id is `compact` (any other is a 404). The window compacted is `previous_response_id`'s stored conversation (its session's messages up to its answer), then `input`. The model (`model`: an agent's id or a model name) summarises the whole window, following `instructions` when given; nothing is stored. The answer's `output` is the window's user messages as they were, then one `compaction` item whose `encrypted_content` holds that summary (sealed, not encrypted: see `CompactedItem`). Send `output` as the start of a new chain's `input` (no `previous_response_id`), the next user message after it: the compaction item becomes a system message carrying the summary.
+
+A missing `model` is a 400 naming it; neither `input` nor `previous_response_id`, a 400 naming `input`. Errors as for responses.
+
+Sends a `POST` request to `/v1/responses/{response_id}`
+
+Arguments:
+- `response_id`: `compact` (the route is `POST /v1/responses/compact`); any other id is a 404.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `body`
+```ignore
+let response = client.openai_response_compact()
+    .response_id(response_id)
+    .idempotency_key(idempotency_key)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn openai_response_compact(&self) -> builder::OpenaiResponseCompact<'_> {
+        builder::OpenaiResponseCompact::new(self)
     }
     /**Delete a stored response, and its turn's messages from its session
 
@@ -34035,6 +34830,105 @@ pub mod builder {
             }
         }
     }
+    /**Builder for [`Client::openai_response_socket`]
+
+[`Client::openai_response_socket`]: super::Client::openai_response_socket*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiResponseSocket<'a> {
+        client: &'a super::Client,
+    }
+    impl<'a> OpenaiResponseSocket<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self { client: client }
+        }
+        ///Sends a `GET` request to `/v1/responses`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<reqwest::Upgraded>,
+            Error<types::OpenAiErrorResponse>,
+        > {
+            let Self { client } = self;
+            let url = format!("{}/v1/responses", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .headers(header_map)
+                .header(::reqwest::header::CONNECTION, "Upgrade")
+                .header(::reqwest::header::UPGRADE, "websocket")
+                .header(::reqwest::header::SEC_WEBSOCKET_VERSION, "13")
+                .header(
+                    ::reqwest::header::SEC_WEBSOCKET_KEY,
+                    ::base64::Engine::encode(
+                        &::base64::engine::general_purpose::STANDARD,
+                        ::rand::random::<[u8; 16]>(),
+                    ),
+                )
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_response_socket",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                101u16 => ResponseValue::upgrade(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
     /**Builder for [`Client::openai_response_create`]
 
 [`Client::openai_response_create`]: super::Client::openai_response_create*/
@@ -34282,6 +35176,182 @@ pub mod builder {
                     )
                 }
                 422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::openai_response_compact`]
+
+[`Client::openai_response_compact`]: super::Client::openai_response_compact*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiResponseCompact<'a> {
+        client: &'a super::Client,
+        response_id: Result<types::OpenaiResponseCompactResponseId, String>,
+        idempotency_key: Result<
+            Option<types::OpenaiResponseCompactIdempotencyKey>,
+            String,
+        >,
+        body: Result<types::builder::CompactResponseRequest, String>,
+    }
+    impl<'a> OpenaiResponseCompact<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                response_id: Err("response_id was not initialized".to_string()),
+                idempotency_key: Ok(None),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn response_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OpenaiResponseCompactResponseId>,
+        {
+            self.response_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `OpenaiResponseCompactResponseId` for response_id failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OpenaiResponseCompactIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `OpenaiResponseCompactIdempotencyKey` for idempotency_key failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CompactResponseRequest>,
+            <V as std::convert::TryInto<
+                types::CompactResponseRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!(
+                        "conversion to `CompactResponseRequest` for body failed: {}", s
+                    )
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::CompactResponseRequest,
+            ) -> types::builder::CompactResponseRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/v1/responses/{response_id}`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<types::CompactedResponse>,
+            Error<types::OpenAiErrorResponse>,
+        > {
+            let Self { client, response_id, idempotency_key, body } = self;
+            let response_id = response_id.map_err(Error::InvalidRequest)?;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::CompactResponseRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/responses/{}", client.baseurl, encode_path(& response_id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_response_compact",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                429u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,

@@ -8,6 +8,7 @@
 //! request_body_max_bytes = 2097152
 //! request_body_timeout_s = 30 # a body not fully arrived by then answers 408
 //! idle_timeout_s = 30         # a connection with no complete request head by then is closed
+//! websocket_idle_timeout_s = 900  # a WebSocket of /v1/responses with no message by then is closed
 //! durability = "fsync"        # or "flush"
 //! store_timeout_s = 10        # a write waits at most this for the disk, then 503
 //! store_min_free_mb = 16      # writes answer 507 while the disk has less free
@@ -242,6 +243,9 @@ pub struct ServerConfig {
     /// nothing, one that sends its headers slowly (slowloris) and one idle between
     /// requests, so none holds a descriptor for longer.
     pub idle_timeout_s: u64,
+    /// Seconds a WebSocket of `GET /v1/responses` may go without a message
+    /// from its client while no response runs; then the server closes it.
+    pub websocket_idle_timeout_s: u64,
     /// `fsync` (default): a 2xx write survives power loss; `flush`: it survives the process being killed.
     pub durability: Durability,
     /// Open a store that lost data or is damaged, taking what it holds as the new
@@ -279,6 +283,8 @@ impl Default for ServerConfig {
             request_body_timeout_s: 30,
             // hyper's own default for the header read timeout.
             idle_timeout_s: 30,
+            // A person reads and types between two responses.
+            websocket_idle_timeout_s: 900,
             durability: Durability::Fsync,
             accept_data_loss: false,
             store_timeout_s: crate::store::sled_store::DEFAULT_WRITE_TIMEOUT.as_secs_f64(),
@@ -454,6 +460,9 @@ impl Config {
         }
         if let Some(v) = env("AGENT_PLATFORM_IDLE_TIMEOUT_S") {
             self.server.idle_timeout_s = parse("AGENT_PLATFORM_IDLE_TIMEOUT_S", v)?;
+        }
+        if let Some(v) = env("AGENT_PLATFORM_WEBSOCKET_IDLE_TIMEOUT_S") {
+            self.server.websocket_idle_timeout_s = parse("AGENT_PLATFORM_WEBSOCKET_IDLE_TIMEOUT_S", v)?;
         }
         if let Some(v) = env("AGENT_PLATFORM_DURABILITY") {
             self.server.durability = match v.as_str() {
@@ -633,6 +642,15 @@ mod tests {
         assert_eq!(cfg.server.idle_timeout_s, 5);
         cfg.apply_env(|k| (k == "AGENT_PLATFORM_IDLE_TIMEOUT_S").then(|| "9".into())).unwrap();
         assert_eq!(cfg.server.idle_timeout_s, 9);
+    }
+
+    #[test]
+    fn websocket_idle_timeout_from_the_file_then_the_environment() {
+        assert_eq!(Config::default().server.websocket_idle_timeout_s, 900);
+        let mut cfg: Config = toml::from_str("[server]\nwebsocket_idle_timeout_s = 5\n").unwrap();
+        assert_eq!(cfg.server.websocket_idle_timeout_s, 5);
+        cfg.apply_env(|k| (k == "AGENT_PLATFORM_WEBSOCKET_IDLE_TIMEOUT_S").then(|| "9".into())).unwrap();
+        assert_eq!(cfg.server.websocket_idle_timeout_s, 9);
     }
 
     #[test]

@@ -48,6 +48,8 @@ impl Running {
     /// that does not answer cannot hold the process (an error says the store
     /// was not closed cleanly; the next start recovers from its log).
     pub async fn shutdown(self) -> anyhow::Result<()> {
+        // WebSockets close now (a response under way stops, saving nothing).
+        self.server.app_private().closing.send_replace(true);
         let drained = tokio::time::timeout(SHUTDOWN_GRACE, self.server.close()).await;
         // Executions under way stop here and go on from their last transition at the next start.
         self.engine.stop().await;
@@ -104,6 +106,10 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
         "request_body_timeout_s is 0: set it to the seconds a request body may take to arrive (default 30)"
     );
     anyhow::ensure!(
+        cfg.server.websocket_idle_timeout_s > 0,
+        "websocket_idle_timeout_s is 0: set it to the seconds a WebSocket may wait for a message (default 900)"
+    );
+    anyhow::ensure!(
         cfg.server.idle_timeout_s > 0,
         "idle_timeout_s is 0: set it to the seconds a connection may wait for a request (default 30)"
     );
@@ -140,7 +146,14 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
     // Before the first request: executions can be started (and those under way at
     // the last stop go on) as soon as the server answers.
     let engine = crate::exec::engine::Engine::start(&app, &cfg.executions, &cfg.tools, log.clone()).await?;
-    let server = ServerBuilder::new(api, Ctx { app: app.clone(), spec, body_read_timeout }, log.clone())
+    let sockets = crate::http::socket::Limits {
+        max_message_bytes: cfg.server.request_body_max_bytes,
+        idle_timeout: std::time::Duration::from_secs(cfg.server.websocket_idle_timeout_s),
+        lifetime: crate::http::socket::LIFETIME,
+    };
+    let (closing, _) = tokio::sync::watch::channel(false);
+    let ctx = Ctx { app: app.clone(), spec, body_read_timeout, sockets, closing };
+    let server = ServerBuilder::new(api, ctx, log.clone())
         .config(config)
         .connections(connections)
         .router_error_response(crate::api::error::router_error_response)

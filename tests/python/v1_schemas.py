@@ -120,6 +120,13 @@ def response_event(data, where):
     return check(RESPONSE_EVENTS[data["type"]], data, where)
 
 
+def socket_message(data, where):
+    """A message of the WebSocket mode: a response's event, or an error message."""
+    if isinstance(data, dict) and data.get("type") == "error":
+        return check(ort.WebSocketErrorEvent, data, where)
+    return response_event(data, where)
+
+
 def chat_chunk(data, where):
     if data == "[DONE]":
         return []
@@ -203,6 +210,7 @@ ROUTES = [
 # Path pattern -> the check of one event of a stream read event by event.
 STREAMS = [
     (r"/v1/responses", response_event),
+    (r"/v1/responses#socket", socket_message),
     (rf"/v1/responses/{ID}", response_event),
     (r"/v1/chat/completions", chat_chunk),
 ]

@@ -6,7 +6,8 @@
 //! then appended to it as one JSON line, `{"method", "path", "status",
 //! "body"}` for a whole answer (the body as JSON, or as text when it is not:
 //! a stream read whole) and `{"method", "path", "status", "event", "data"}`
-//! for each event of a stream read event by event.
+//! for each event of a stream read event by event (its method unknown: null;
+//! the messages of `/v1/responses`' WebSocket mode as `/v1/responses#socket`).
 
 use std::io::Write;
 use std::sync::{Mutex, OnceLock};

@@ -36,13 +36,13 @@ pub mod reply;
 pub mod types;
 pub mod validate;
 
-use dropshot::{HttpResponseCreated, HttpResponseDeleted, HttpResponseOk, RequestContext};
+use dropshot::{HttpResponseCreated, HttpResponseDeleted, HttpResponseOk, RequestContext, WebsocketUpgrade};
 use serde_json::Value;
 
 pub use error::{ApiError, OpenAiError};
 pub use extract::{BodyReadTimeout, IdempotencyKey, JsonBody, LastEventId, PathParams, QueryParams};
 pub use openapi::{EXAMPLE_NAME, LINKS, PUBLIC_PATHS, openapi};
-pub use reply::{ChatAnswer, EventStream, Reply};
+pub use reply::{ChatAnswer, EventStream, Reply, SwitchingToWebsocket};
 use types::*;
 
 /// The interface version we implement: the spec's `info.version`.
@@ -878,7 +878,11 @@ pub trait AgentPlatformApi {
     /// with `store: false` (then the id cannot be read or continued).
     ///
     /// The model's tool calls come back as `function_call` output items; answer
-    /// them with `function_call_output` items in the next response's `input`.
+    /// them with `function_call_output` items in the next response's `input`
+    /// (one whose `call_id` names no call of the conversation, nor of a
+    /// `function_call` item before it, is a 400 naming it). A `compaction`
+    /// item (from `POST /v1/responses/compact`) becomes a system message
+    /// carrying its summary.
     ///
     /// `stream: true` answers `text/event-stream`: `event: <type>` and `data:
     /// <ResponseStreamEvent>` per event, `response.created` first and
@@ -898,18 +902,84 @@ pub trait AgentPlatformApi {
     ///
     /// Unsupported (400, naming the `param`): `background: true`, tools other
     /// than `function`, input items other than messages, function calls and
-    /// their outputs, content parts other than text, images and files, files
-    /// by `file_id` or `file_url`, images or files outside user messages;
-    /// `previous_response_id` with `conversation`; no `input` and nothing to
-    /// continue. A request that fails validation is a 400
+    /// their outputs and compactions, content parts other than text, images
+    /// and files, files by `file_id` or `file_url`, images or files outside
+    /// user messages; `previous_response_id` with `conversation`; no `input`
+    /// and nothing to continue. A request that fails validation is a 400
     /// `invalid_request_error` whose `param` names the field
-    /// (`input[0].content`). Errors as for chat completions.
+    /// (`input[0].content`). Errors as for chat completions. The same
+    /// responses run over a WebSocket: see `openai_response_socket`.
     #[endpoint { method = POST, path = "/v1/responses", tags = ["openai"] }]
     async fn openai_response_create(
         rqctx: RequestContext<Self::Context>,
         idempotency: IdempotencyKey,
         body: JsonBody<CreateResponseRequest>,
     ) -> V1<ChatAnswer<ModelResponse>>;
+
+    /// Responses over a WebSocket (the Open Responses WebSocket mode).
+    ///
+    /// `GET /v1/responses` with the WebSocket upgrade headers and the API key
+    /// (a missing or unknown key is a 401 before the upgrade). Then each text
+    /// message the client sends is `{"type": "response.create", ...}` with the
+    /// body of `POST /v1/responses` (without `stream` and `background`), and
+    /// the server answers with the events `stream: true` sends, each
+    /// `ResponseStreamEvent` one text message, its `sequence_number` counting
+    /// from 0 in each response, ending with exactly one `response.completed`,
+    /// `response.incomplete` or `response.failed` (no `[DONE]`). Responses run
+    /// one at a time, in the order their messages came (at most 16 wait; more
+    /// are refused with an error message).
+    ///
+    /// `previous_response_id` continues a stored response as on HTTP; a
+    /// response made on this connection with `store: false` can be continued
+    /// on this connection only (with `store: false`): the connection keeps the
+    /// conversation of its latest 16 such responses in memory, never in the
+    /// store. An id found neither there nor in the store is an error
+    /// `previous_response_not_found` (param `previous_response_id`); a
+    /// continuation that fails takes its `previous_response_id` out of the
+    /// connection's memory.
+    ///
+    /// A message that cannot start a response (not JSON, not a
+    /// `response.create`, a field that fails validation, an unsupported
+    /// feature, a missing previous response, a `function_call_output` whose
+    /// `call_id` names no call of the conversation) is answered by one
+    /// `ResponseSocketError` message (`{"type": "error", "status", "error":
+    /// {type, code, message, param}}`), with the status the same failure has
+    /// on `POST /v1/responses`; the connection stays open. A message larger
+    /// than the server's `request_body_max_bytes` closes the connection (close
+    /// code 1009), as does a connection with no message for the server's
+    /// `websocket_idle_timeout_s` while no response runs (1000), and one open
+    /// for 60 minutes (an error `websocket_connection_limit_reached` first).
+    /// A client that closes while a response runs stops it: nothing is saved.
+    #[endpoint { method = GET, path = "/v1/responses", tags = ["openai"] }]
+    async fn openai_response_socket(
+        rqctx: RequestContext<Self::Context>,
+        upgrade: WebsocketUpgrade,
+    ) -> V1<SwitchingToWebsocket>;
+
+    /// Compact a conversation (OpenAI's `POST /v1/responses/compact`).
+    ///
+    /// Dropshot's router takes no literal segment beside `{response_id}`, so
+    /// the route is `POST /v1/responses/{response_id}` and its one id is
+    /// `compact` (any other is a 404). The window compacted is
+    /// `previous_response_id`'s stored conversation (its session's messages up
+    /// to its answer), then `input`. The model (`model`: an agent's id or a
+    /// model name) summarises the whole window, following `instructions` when
+    /// given; nothing is stored. The answer's `output` is the window's user
+    /// messages as they were, then one `compaction` item whose
+    /// `encrypted_content` holds that summary (sealed, not encrypted: see
+    /// `CompactedItem`). Send `output` as the start of a new chain's `input`
+    /// (no `previous_response_id`), the next user message after it: the
+    /// compaction item becomes a system message carrying the summary.
+    ///
+    /// A missing `model` is a 400 naming it; neither `input` nor
+    /// `previous_response_id`, a 400 naming `input`. Errors as for responses.
+    #[endpoint { method = POST, path = "/v1/responses/{response_id}", tags = ["openai"] }]
+    async fn openai_response_compact(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<CompactPath>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<CompactResponseRequest>,
+    ) -> V1<HttpResponseOk<CompactedResponse>>;
 
     /// A stored response.
     #[endpoint { method = GET, path = "/v1/responses/{response_id}", tags = ["openai"] }]

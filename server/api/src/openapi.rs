@@ -158,6 +158,8 @@ pub fn openapi() -> Value {
     let completion_chunk = generator.subschema_for::<types::ChatCompletionChunk>();
     let response_event = generator.subschema_for::<types::ResponseStreamEvent>();
     let v1_error = generator.subschema_for::<crate::error::OpenAiErrorBody>();
+    // The WebSocket mode's messages are the SSE events above, and this.
+    generator.subschema_for::<types::ResponseSocketError>();
     let schemas = v["components"]["schemas"].as_object_mut().expect("the spec has schemas");
     for (name, mut schema) in generator.take_definitions() {
         // OpenAPI 3.0 ignores a `$ref`'s siblings (`nullable`, `description`):
@@ -200,6 +202,8 @@ pub fn openapi() -> Value {
             false,
         )
     });
+    let compact = operation_mut(&mut v, "openai_response_compact").expect("the compaction operation");
+    compact["responses"]["429"] = v1_err_ref.clone();
     // A transitions stream answers server-sent events only (see `EventStream`).
     let stream = operation_mut(&mut v, "transition_stream").expect("the transitions stream operation");
     stream["responses"]["200"]["content"] = json!({

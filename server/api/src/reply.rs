@@ -141,6 +141,20 @@ impl HttpResponse for EventStream {
     }
 }
 
+/// Dropshot's answer that switches a connection to WebSocket (a 101 with
+/// the handshake's headers), which it makes but does not name: the success
+/// type of [`dropshot::WebsocketEndpointResult`].
+pub type SwitchingToWebsocket = <dropshot::WebsocketEndpointResult as Success>::Ok;
+
+/// The success type of a `Result`.
+pub trait Success {
+    type Ok;
+}
+
+impl<T, E> Success for Result<T, E> {
+    type Ok = T;
+}
+
 impl<R> Reply<R> {
     /// This answer on a `/v1` route: its error in OpenAI's shape.
     pub fn openai(self) -> Reply<R, crate::error::OpenAiError> {

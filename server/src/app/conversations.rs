@@ -6,6 +6,7 @@
 
 use uuid::Uuid;
 
+use super::compaction;
 use super::messages::message_records;
 use super::parts::{item_content, of_content};
 use super::sessions::{plain_session, session_record};
@@ -272,9 +273,11 @@ pub fn items_of(m: &Message) -> Vec<ConversationItem> {
 /// Items as the session's messages: each `message` a message (`developer`
 /// as `system`; its images and files in its `parts`), consecutive
 /// `function_call`s one assistant message calling them, each
-/// `function_call_output` a `tool` message. Validation saw to the fields each
-/// type needs, and to the types; an image or file over `max_part` bytes is an
-/// error naming it (under `field`, as `input[2].content[1].image_url`).
+/// `function_call_output` a `tool` message, each `compaction` a system message
+/// with its summary. Validation saw to the fields each type needs, and to the
+/// types; an image or file over `max_part` bytes is an error naming it (under
+/// `field`, as `input[2].content[1].image_url`), and so is a compaction that
+/// does not unseal.
 pub fn messages_of_items(
     items: Vec<InputItem>,
     field: &str,
@@ -315,6 +318,16 @@ pub fn messages_of_items(
             "function_call_output" => {
                 let (output, _) = of_content(item.output, &format!("{field}[{i}].output"), max_part)?;
                 out.push(CreateMessageRequest { tool_call_id: item.call_id, ..message(Role::Tool, output) })
+            }
+            "compaction" => {
+                let content = item.encrypted_content.as_deref().unwrap_or_default();
+                let Some(sealed) = compaction::unseal(content) else {
+                    return Err(Error::BadRequest(format!(
+                        "{field}[{i}].encrypted_content: not a compaction of this service: pass back \
+                         the item POST /v1/responses/compact answered, as it was"
+                    )));
+                };
+                out.push(message(Role::System, compaction::summary_message(&sealed.summary)));
             }
             _ => {
                 let role = match item.role {

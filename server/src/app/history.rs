@@ -61,7 +61,7 @@ impl HistoryItem {
         HistoryItem { at, message, tokens }
     }
 
-    fn bytes(&self) -> usize {
+    pub(in crate::app) fn bytes(&self) -> usize {
         let m = &self.message;
         let calls: usize = m
             .tool_calls

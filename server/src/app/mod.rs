@@ -7,6 +7,7 @@ pub mod agents;
 mod changes;
 pub mod chat;
 pub mod chat_lock;
+pub mod compaction;
 pub mod completions;
 pub mod conversations;
 pub mod docs;

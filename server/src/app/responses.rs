@@ -11,7 +11,14 @@
 //! The prompt: the agent's system message, then `instructions`, the
 //! session's history within its token budget, then the new input. A streamed
 //! response's events are [`events::Events`]'s, a function of the provider's chunks.
+//!
+//! Over a WebSocket (the HTTP layer's `socket` module) the same streamed
+//! response runs with the connection's [`Chains`]: a response that is not
+//! stored is remembered there, and continued from there. Compaction
+//! (`POST /v1/responses/compact`) is [`compact`]'s.
 
+mod chains;
+mod compact;
 mod events;
 
 use futures::future::BoxFuture;
@@ -19,13 +26,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+pub use self::chains::{Chain, Chains};
 use self::events::Events;
 pub use self::events::StreamFailure;
 use super::conversations::{items_of, messages_of_items};
 use super::history::History;
 use super::records::{decode, encode};
 use super::sessions::{plain_session, session_record};
-use super::turn::convert::reply_message;
+use super::turn::convert::{history_item, reply_message};
 use super::turn::drive::{self, Items};
 use super::turn::plan::{New, tool_specs, wire_tool_choice};
 use super::turn::{Answered, Ask, Driver, Plan, Saving, Shape, SystemFor};
@@ -158,6 +166,9 @@ pub struct ResponseTurn {
     plan: Plan,
     head: Head,
     saving: Saving,
+    /// Where a response that is not stored is remembered (a WebSocket
+    /// connection's [`Chains`]), with the conversation it continued.
+    remember: Option<(Chains, Session, History)>,
 }
 
 impl ResponseTurn {
@@ -168,11 +179,31 @@ impl ResponseTurn {
 }
 
 impl App {
-    /// The session and plan of a response (see the module's docs).
-    async fn response_turn(&self, t: Tenant, req: CreateResponseRequest) -> Result<ResponseTurn> {
+    /// The session and plan of a response (see the module's docs). With
+    /// `chains` (a WebSocket connection's), `previous_response_id` may name a
+    /// response of that connection that was not stored, and a response that
+    /// is not stored is remembered there.
+    async fn response_turn(
+        &self,
+        t: Tenant,
+        req: CreateResponseRequest,
+        chains: Option<&Chains>,
+    ) -> Result<ResponseTurn> {
         let agent = self.completion_agent(t, &req.model).await?;
+        let store = req.store.unwrap_or(true);
+        let remembered = match (chains, &req.previous_response_id) {
+            (Some(chains), Some(previous)) => parse_response_id(previous).and_then(|id| chains.get(id)),
+            _ => None,
+        };
+        if remembered.is_some() && store {
+            return Err(Error::BadRequest(format!(
+                "previous_response_id: {} was not stored, so it is continued with `store: false` only",
+                req.previous_response_id.as_deref().unwrap_or_default()
+            )));
+        }
         // The session: continued, named, or new.
         let (session_id, conversation) = match (&req.previous_response_id, &req.conversation) {
+            _ if remembered.is_some() => (None, None),
             (Some(previous), _) => {
                 let rec = self.response_record(t, previous).await.map_err(|e| match e {
                     Error::NotFound(m) => Error::NotFound(m.in_field("previous_response_id")),
@@ -183,30 +214,26 @@ impl App {
             (None, Some(c)) => (Some(c.id()), Some(c.id())),
             (None, None) => (None, None),
         };
-        let (held, session, new_session) = match session_id {
-            Some(sid) => {
+        let (held, session, new_session) = match (session_id, &remembered) {
+            (_, Some(chain)) => {
+                agent_of_session(agent.as_ref(), &chain.session)?;
+                (None, chain.session.clone(), None)
+            }
+            (Some(sid), None) => {
                 let held = self.hold_session(t, sid).await?;
-                if let Some(a) = &agent
-                    && !held.session.agents.is_empty()
-                    && !held.session.agents.contains(&a.id)
-                {
-                    return Err(Error::BadRequest(format!(
-                        "model: agent {} is not an agent of session {sid}",
-                        a.id
-                    )));
-                }
+                agent_of_session(agent.as_ref(), &held.session)?;
                 let session = held.session.clone();
                 (Some(held), session, None)
             }
-            None => {
+            (None, None) => {
                 let (rec, ops) = session_record(plain_session(agent.as_ref().map(|a| a.id), None))?;
                 let session: Session = decode(&rec)?;
                 (None, session, Some((rec, ops)))
             }
         };
-        let users = match &held {
-            Some(_) => self.session_users(t, &session).await?,
-            None => Vec::new(),
+        let users = match (&held, &remembered) {
+            (None, None) => Vec::new(),
+            _ => self.session_users(t, &session).await?,
         };
         let new_messages = match req.input.clone() {
             None => Vec::new(),
@@ -246,10 +273,14 @@ impl App {
         let defaults = agent.as_ref().and_then(|a| a.default_settings.clone()).unwrap_or_default();
         let used = |asked: Option<f64>, agent: Option<f64>, default: f64| asked.or(agent).unwrap_or(default);
         let text = req.text.clone().unwrap_or_default();
-        let history: History = match &held {
-            None => History::default(),
-            Some(held) => self.history(t, session.id, held.version).await?,
+        let history: History = match (&held, remembered) {
+            (_, Some(chain)) => chain.history,
+            (None, None) => History::default(),
+            (Some(held), None) => self.history(t, session.id, held.version).await?,
         };
+        if let Some(ResponseInput::Items(items)) = &req.input {
+            calls_answered(&history, items)?;
+        }
         let tool_choice = req.tool_choice.clone().map(|c| match c {
             ResponseToolChoice::Mode(m) => ChatToolChoice::Mode(m),
             ResponseToolChoice::Function(f) => ChatToolChoice::Function(NamedToolChoice {
@@ -325,7 +356,7 @@ impl App {
                 .tool_choice
                 .map_or_else(|| json!("auto"), |c| serde_json::to_value(c).unwrap_or_default()),
             parallel_tool_calls: req.parallel_tool_calls.unwrap_or(true),
-            store: req.store.unwrap_or(true),
+            store,
             metadata: req.metadata.unwrap_or_default(),
         };
         let (lease, lock) = match held {
@@ -342,12 +373,16 @@ impl App {
             lease,
             lock,
         };
-        Ok(ResponseTurn { plan, head, saving })
+        let remember = match chains {
+            Some(chains) if !store => Some((chains.clone(), session, history)),
+            _ => None,
+        };
+        Ok(ResponseTurn { plan, head, saving, remember })
     }
 
     /// A response, whole.
     pub async fn response_create(&self, t: Tenant, req: CreateResponseRequest) -> Result<ModelResponse> {
-        let turn = self.response_turn(t, req).await?;
+        let turn = self.response_turn(t, req, None).await?;
         let answer = turn.plan.provider.chat(&turn.plan.request).await?;
         let answered = Driver::whole(answer).collect(&turn.plan.request).await?;
         self.response_save(&turn, answered).await
@@ -360,8 +395,12 @@ impl App {
         let usage = answered.usage;
         let status = Status::of_answer(answered.answer.finish_reason());
         let head = &turn.head;
+        let mut conversation = Vec::new();
         let answer = self
             .save_turn(&turn.saving, Some(reply), |made| {
+                if turn.remember.is_some() {
+                    conversation = made.iter().map(history_item).collect();
+                }
                 let (inputs, reply) = made.split_at(made.len() - 1);
                 let response = model_response(head, status, items_of(&reply[0]), Some(&usage));
                 let data = ResponseData {
@@ -403,6 +442,9 @@ impl App {
                 Ok((vec![Op::Put { record, expect: Expect::Absent }], Some(response)))
             })
             .await?;
+        if let Some((chains, session, history)) = &turn.remember {
+            chains.insert(head.id, Chain::then(session.clone(), history, conversation));
+        }
         Ok(answer.expect("the response is made"))
     }
 
@@ -521,6 +563,45 @@ impl App {
     }
 }
 
+/// Whether `agent` (the model, when it names one) may answer in `session`: a
+/// session of other agents is a 400 naming `model`.
+fn agent_of_session(agent: Option<&crate::api::types::Agent>, session: &Session) -> Result<()> {
+    match agent {
+        Some(a) if !session.agents.is_empty() && !session.agents.contains(&a.id) => {
+            Err(Error::BadRequest(format!("model: agent {} is not an agent of session {}", a.id, session.id)))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Each `function_call_output` of `items` answers a call of the conversation:
+/// one of `history`'s, or a `function_call` item before it. One that answers
+/// no call is a 400 naming its `call_id` (as OpenAI's API answers it).
+fn calls_answered(history: &History, items: &[crate::api::types::InputItem]) -> Result<()> {
+    if !items.iter().any(|i| i.kind() == "function_call_output") {
+        return Ok(());
+    }
+    let mut calls: std::collections::HashSet<&str> =
+        history.iter().flat_map(|h| h.message.tool_calls.iter().flatten()).map(|c| c.id.as_str()).collect();
+    for (i, item) in items.iter().enumerate() {
+        let Some(id) = item.call_id.as_deref() else { continue };
+        match item.kind() {
+            "function_call" => {
+                calls.insert(id);
+            }
+            "function_call_output" if !calls.contains(id) => {
+                return Err(Error::BadRequest(format!(
+                    "input[{i}].call_id: no function call with call_id {id:?} in this conversation: a \
+                     function_call_output answers a function_call of the previous response, or of \
+                     this input before it"
+                )));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// A request's function tool as a chat's.
 fn chat_tool(t: &ResponseTool) -> ChatTool {
     ChatTool {
@@ -615,12 +696,34 @@ pub type ResponseEvents = Items<std::result::Result<ResponseStreamEvent, StreamF
 impl App {
     /// A response answered event by event. The provider's stream is opened
     /// first, so that a provider failing at once is an ordinary error.
-    pub async fn response_stream(&self, t: Tenant, req: CreateResponseRequest) -> Result<ResponseEvents> {
-        let turn = self.response_turn(t, req).await?;
-        let upstream = turn.plan.provider.chat_stream(&turn.plan.request).await?;
+    ///
+    /// With `chains` (a WebSocket connection's; see [`Chains`]): the response
+    /// may continue one of the connection's that was not stored, is
+    /// remembered there when it is not stored either, and when it fails (an
+    /// error, or a failure after it started) its `previous_response_id` is
+    /// forgotten there.
+    pub async fn response_stream(
+        &self,
+        t: Tenant,
+        req: CreateResponseRequest,
+        chains: Option<Chains>,
+    ) -> Result<ResponseEvents> {
+        let continued = match (&chains, &req.previous_response_id) {
+            (Some(chains), Some(previous)) => parse_response_id(previous).map(|id| (chains.clone(), id)),
+            _ => None,
+        };
+        let forget = |e: Error| {
+            if let Some((chains, id)) = &continued {
+                chains.forget(*id);
+            }
+            e
+        };
+        let turn = self.response_turn(t, req, chains.as_ref()).await.map_err(forget)?;
+        let upstream =
+            turn.plan.provider.chat_stream(&turn.plan.request).await.map_err(|e| forget(e.into()))?;
         let mut events = Events::new(turn.answer_id());
         let head = events.start(&model_response(&turn.head, Status::InProgress, Vec::new(), None));
-        let shape = ResponseShape { app: self.clone(), turn, events };
+        let shape = ResponseShape { app: self.clone(), turn, events, continued };
         Ok(drive::stream(upstream, shape, head.into_iter().map(Ok).collect()))
     }
 }
@@ -630,6 +733,8 @@ struct ResponseShape {
     app: App,
     turn: ResponseTurn,
     events: Events,
+    /// The connection's memory and the response this one continues, forgotten there if it fails.
+    continued: Option<(Chains, Uuid)>,
 }
 
 impl Shape for ResponseShape {
@@ -658,6 +763,9 @@ impl Shape for ResponseShape {
     }
 
     fn failure(&mut self, error: Error) -> Self::Item {
+        if let Some((chains, id)) = &self.continued {
+            chains.forget(*id);
+        }
         let response = model_response(&self.turn.head, Status::Failed, Vec::new(), None);
         Err(self.events.failed(error, response))
     }

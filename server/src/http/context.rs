@@ -14,6 +14,11 @@ pub struct Ctx {
     pub spec: serde_json::Map<String, Value>,
     /// How long a request body may take to arrive (read by [`crate::api::JsonBody`]).
     pub body_read_timeout: Duration,
+    /// The bounds of the WebSockets of `/v1/responses`.
+    pub sockets: super::socket::Limits,
+    /// Set when the server shuts down: WebSockets (which the HTTP server no
+    /// longer tracks once upgraded) close then.
+    pub closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl BodyReadTimeout for Ctx {

@@ -21,6 +21,7 @@ pub mod paging;
 pub mod run;
 pub mod service;
 pub mod sessions;
+pub mod socket;
 pub mod stream;
 pub mod tasks;
 pub mod tools;
@@ -34,7 +35,7 @@ pub use context::Ctx;
 use crate::api::types::*;
 use crate::api::{
     AgentPlatformApi, ApiError, ChatAnswer, Created, Deleted, EventStream, IdempotencyKey, JsonBody,
-    LastEventId, Ok200, PathParams, QueryParams, Reply, V1,
+    LastEventId, Ok200, PathParams, QueryParams, Reply, SwitchingToWebsocket, V1,
 };
 
 /// The implementation of the contract.
@@ -520,6 +521,22 @@ impl AgentPlatformApi for Impl {
         body: JsonBody<CreateResponseRequest>,
     ) -> V1<ChatAnswer<ModelResponse>> {
         openai::openai_response_create(rqctx, key, body).await
+    }
+
+    async fn openai_response_socket(
+        rqctx: RequestContext<Ctx>,
+        upgrade: dropshot::WebsocketUpgrade,
+    ) -> V1<SwitchingToWebsocket> {
+        openai::openai_response_socket(rqctx, upgrade).await
+    }
+
+    async fn openai_response_compact(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<CompactPath>,
+        key: IdempotencyKey,
+        body: JsonBody<CompactResponseRequest>,
+    ) -> V1<dropshot::HttpResponseOk<CompactedResponse>> {
+        openai::openai_response_compact(rqctx, path, key, body).await
     }
 
     async fn openai_response_get(

@@ -1,12 +1,15 @@
 //! Handlers of the OpenAI-compatible routes (`/v1`): the same authentication
 //! and domain as `/api`, their errors in OpenAI's shape ([`Reply::openai`]).
 
-use dropshot::{HttpResponseOk, RequestContext};
+use dropshot::{HttpResponseOk, RequestContext, WebsocketUpgrade};
 
 use super::context::Ctx;
 use super::run::{run, run_once, run_once_stream};
 use crate::api::types::*;
-use crate::api::{ChatAnswer, IdempotencyKey, JsonBody, OpenAiError, PathParams, QueryParams, Reply, V1};
+use crate::api::{
+    ApiError, ChatAnswer, IdempotencyKey, JsonBody, OpenAiError, PathParams, QueryParams, Reply,
+    SwitchingToWebsocket, V1,
+};
 
 pub async fn openai_model_list(rqctx: RequestContext<Ctx>) -> V1<HttpResponseOk<ModelList>> {
     let reply = run(&rqctx, |app, t| async move { app.model_list(t).await.map(HttpResponseOk) }).await;
@@ -156,6 +159,49 @@ pub async fn openai_response_create(
         .await
     };
     Ok(reply?.openai())
+}
+
+/// Upgrades the request to a WebSocket of the key's tenant (a 401 before any
+/// upgrade when the key is missing or unknown); [`super::socket::serve`]
+/// serves it.
+pub async fn openai_response_socket(
+    rqctx: RequestContext<Ctx>,
+    upgrade: WebsocketUpgrade,
+) -> V1<SwitchingToWebsocket> {
+    let ctx = rqctx.context();
+    let (limits, closing, log) = (ctx.sockets, ctx.closing.subscribe(), rqctx.log.clone());
+    let reply = run(&rqctx, |app, t| async move {
+        upgrade.handle(move |conn| super::socket::serve(app, t, conn, limits, closing, log)).map_err(|e| {
+            crate::app::Error::Internal(format!("the WebSocket upgrade: {}", e.internal_message))
+        })
+    });
+    Ok(reply.await?.openai())
+}
+
+/// `POST /v1/responses/compact`, the one id this route takes (see the operation).
+pub async fn openai_response_compact(
+    rqctx: RequestContext<Ctx>,
+    path: PathParams<CompactPath>,
+    key: IdempotencyKey,
+    body: JsonBody<CompactResponseRequest>,
+) -> V1<HttpResponseOk<CompactedResponse>> {
+    let id = path.into_inner().response_id;
+    if id != "compact" {
+        let message = format!(
+            "no route POST /v1/responses/{id}: the only POST under /v1/responses/ is /v1/responses/compact"
+        );
+        let error =
+            ApiError::new(dropshot::ErrorStatusCode::NOT_FOUND, "not_found", message, &rqctx.request_id);
+        return Ok(Reply::Err(error.into()));
+    }
+    let (body, digest) = body.into_parts();
+    if let Some((param, message)) = body.unsupported() {
+        return Ok(Reply::Err(OpenAiError::unsupported(param, message, &rqctx.request_id)));
+    }
+    let reply = run_once(&rqctx, key, digest, None, |app, t| async move {
+        app.response_compact(t, body).await.map(HttpResponseOk)
+    });
+    Ok(reply.await?.openai())
 }
 
 pub async fn openai_response_get(

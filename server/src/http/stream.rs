@@ -234,23 +234,11 @@ pub async fn response_stream(
     req: CreateResponseRequest,
     keyed: Option<StreamClaim>,
 ) -> app::Result<ChatAnswer<ModelResponse>> {
-    let events = app.response_stream(t, req).await?;
+    let events = app.response_stream(t, req, None).await?;
     let frame = |item: Result<ResponseStreamEvent, StreamFailure>| match item {
         Ok(e) => (typed_event(&e.kind, &e), false),
         Err(failure) => {
-            let (error, mut response) = (failure.error, failure.response);
-            let message = error.to_string();
-            let code = match api_error(error, "") {
-                ApiError::Other { body, .. } => body.code,
-                ApiError::Validation(_) => "bad_request".to_owned(),
-            };
-            response.error = Some(ResponseError { code, message });
-            let e = ResponseStreamEvent {
-                kind: "response.failed".into(),
-                sequence_number: failure.sequence_number,
-                response: Some(Box::new(response)),
-                ..Default::default()
-            };
+            let e = failed_event(failure);
             (typed_event(&e.kind, &e), true)
         }
     };
@@ -258,6 +246,25 @@ pub async fn response_stream(
     let first = in_claim(&keyed, events.next()).await;
     let framing = Framing { frame, end: None, first_wait: None, keep_alive: None };
     Ok(ChatAnswer::Stream(sse(events, Some(first), framing, app, keyed).await))
+}
+
+/// The `response.failed` event that ends a response that failed after it
+/// started: its response carries the error, with the code the same failure
+/// has as an ordinary answer.
+pub fn failed_event(failure: StreamFailure) -> ResponseStreamEvent {
+    let (error, mut response) = (failure.error, failure.response);
+    let message = error.to_string();
+    let code = match api_error(error, "") {
+        ApiError::Other { body, .. } => body.code,
+        ApiError::Validation(_) => "bad_request".to_owned(),
+    };
+    response.error = Some(ResponseError { code, message });
+    ResponseStreamEvent {
+        kind: "response.failed".into(),
+        sequence_number: failure.sequence_number,
+        response: Some(Box::new(response)),
+        ..Default::default()
+    }
 }
 
 /// What `next` gives, or `None` as soon as the body reading `tx`'s channel is

@@ -1238,3 +1238,163 @@ async fn async_openai_drives_models_chat_completions_conversations_and_responses
     assert!(deleted.deleted);
     t.s.stop().await;
 }
+
+// ---------------------------------------------------------------- compaction
+
+#[tokio::test]
+async fn a_function_call_output_that_answers_no_call_of_the_conversation_is_400_naming_it() {
+    let t = setup().await;
+    let first = t.respond(json!({"model": "fake-model", "input": "hello"})).await;
+    let id = first.body["id"].as_str().unwrap();
+    let stray = json!([{"type": "function_call_output", "call_id": "call_missing", "output": "?"}]);
+    let r = t.respond(json!({"model": "fake-model", "input": stray, "previous_response_id": id})).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body["error"]["message"].as_str().unwrap().starts_with("input[0].call_id: "), "{}", r.body);
+    // A call and its output in one input answer each other.
+    let both = json!([
+        {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "found"},
+    ]);
+    let r = t.respond(json!({"model": "fake-model", "input": both, "previous_response_id": id})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    t.s.stop().await;
+}
+
+#[tokio::test]
+async fn compact_answers_the_user_messages_then_a_compaction_that_continues_a_new_chain() {
+    let t = setup().await;
+    let window = json!([
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "The code word is slate."}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "OK."}]},
+        {"type": "function_call", "call_id": "call_1", "name": "lookup", "arguments": "{\"q\":\"slate\"}"},
+        {"type": "function_call_output", "call_id": "call_1", "output": "a grey rock"},
+        {"role": "user", "content": "Compress this."},
+    ]);
+    t.fake.push(Behaviour::Text("The code word is slate, a grey rock.".into()));
+    let r =
+        t.s.raw(
+            "POST",
+            "/v1/responses/compact",
+            Some(
+                &json!({"model": "fake-model", "input": window, "instructions": "Keep the code word."})
+                    .to_string(),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["object"], "response.compaction");
+    assert!(r.body["id"].as_str().unwrap().starts_with("resp_"), "{}", r.body);
+    assert!(r.body["usage"]["total_tokens"].as_i64().unwrap() > 0, "{}", r.body);
+    let output = r.body["output"].as_array().unwrap().clone();
+    let kinds: Vec<&str> = output.iter().map(|i| i["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["message", "message", "compaction"], "the user messages, then the compaction");
+    assert_eq!(output[0]["content"][0], json!({"type": "input_text", "text": "The code word is slate."}));
+    assert_eq!(output[1]["role"], "user");
+    assert!(output[2]["id"].as_str().unwrap().starts_with("cmp_"), "{}", output[2]);
+    assert!(output[2]["encrypted_content"].as_str().unwrap().starts_with("apc1."), "{}", output[2]);
+    // The model was asked for the summary of the whole window, tool calls included.
+    let sent = t.upstream_messages();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(
+        sent[0].1.contains("context checkpoint compaction") && sent[0].1.ends_with("Keep the code word.")
+    );
+    for part in ["The code word is slate.", "OK.", "calls lookup with {\"q\":\"slate\"}", "a grey rock"] {
+        assert!(sent[1].1.contains(part), "{part:?} missing from the transcript {:?}", sent[1].1);
+    }
+    // A new chain from the compacted window: the summary is a system message, nothing else of it is sent.
+    let mut input = output.clone();
+    input.push(json!({"type": "message", "role": "user", "content": "What is the code word?"}));
+    let r = t.respond(json!({"model": "fake-model", "input": input, "tools": []})).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(
+        t.upstream_messages(),
+        [
+            ("user", "The code word is slate."),
+            ("user", "Compress this."),
+            (
+                "system",
+                "Summary of the earlier conversation (compacted): The code word is slate, a grey rock."
+            ),
+            ("user", "What is the code word?"),
+        ]
+        .map(|(r, c)| (r.to_owned(), c.to_owned()))
+    );
+    // Stored, the compaction is the session's system message.
+    let id = r.body["id"].as_str().unwrap();
+    let items = t.s.raw("GET", &format!("/v1/responses/{id}/input_items?order=asc"), None).await;
+    assert_eq!(items.body["data"][2]["role"], "system", "{}", items.body);
+    t.s.stop().await;
+}
+
+#[tokio::test]
+async fn compact_takes_a_stored_responses_conversation_through_its_answer() {
+    let t = setup().await;
+    let first = t.respond(json!({"model": "fake-model", "input": "One."})).await;
+    let id1 = first.body["id"].as_str().unwrap().to_owned();
+    let second =
+        t.respond(json!({"model": "fake-model", "input": "Two.", "previous_response_id": id1})).await;
+    assert_eq!(second.status, 200, "{}", second.body);
+    // Through the generated client; from the first response: its turn, not the second's.
+    let body = types::CompactResponseRequest::builder()
+        .model(Some(types::CompactResponseRequestModel::try_from(t.agent.to_string()).unwrap()))
+        .previous_response_id(Some(id1.parse().unwrap()))
+        .input(Some(types::ResponseInput::String("Three.".into())));
+    t.fake.push(Behaviour::Text("summary".into()));
+    let compacted = t.s.client.openai_response_compact().response_id("compact").body(body).send().await;
+    let compacted = compacted.unwrap().into_inner();
+    let texts: Vec<String> = compacted
+        .output
+        .iter()
+        .filter_map(|i| match i {
+            types::CompactedItem::Message { content, .. } => match &content[0] {
+                types::ItemContent::InputText { text } => Some(text.clone()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert_eq!(texts, ["One.", "Three."]);
+    let transcript = &t.upstream_messages()[1].1;
+    assert!(transcript.contains("assistant: One.") && !transcript.contains("Two."), "{transcript:?}");
+    t.s.stop().await;
+}
+
+#[tokio::test]
+async fn compact_refuses_what_it_cannot_compact_in_openais_error_shape() {
+    let t = setup().await;
+    let s = &t.s;
+    let compact =
+        |body: Value| async move { s.raw("POST", "/v1/responses/compact", Some(&body.to_string())).await };
+    let r = compact(json!({"input": "x"})).await;
+    assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!("model")), "{}", r.body);
+    assert_eq!(r.body["error"]["type"], "invalid_request_error");
+    let r = compact(json!({"model": "fake-model"})).await;
+    assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!("input")), "{}", r.body);
+    let missing = format!("resp_{}", Uuid::now_v7().simple());
+    let r = compact(json!({"model": "fake-model", "previous_response_id": missing})).await;
+    assert_eq!((r.status, r.body["error"]["code"].clone()), (404, json!("not_found")), "{}", r.body);
+    let r = compact(json!({"model": "fake-model", "input": [{"type": "reasoning"}]})).await;
+    assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!("input[0].type")), "{}", r.body);
+    // The route's one id is `compact`.
+    let r =
+        t.s.raw("POST", "/v1/responses/resp_1", Some(&json!({"model": "m", "input": "x"}).to_string())).await;
+    assert_eq!((r.status, r.body["error"]["code"].clone()), (404, json!("not_found")), "{}", r.body);
+    // A compaction item that was altered is refused, naming it.
+    let forged = json!([{"type": "compaction", "encrypted_content": "apc1.eyJ9.00"}, {"role": "user", "content": "x"}]);
+    let r = t.respond(json!({"model": "fake-model", "input": forged})).await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(
+        r.body["error"]["message"].as_str().unwrap().starts_with("input[0].encrypted_content: "),
+        "{}",
+        r.body
+    );
+    let r = t.respond(json!({"model": "fake-model", "input": [{"type": "compaction"}]})).await;
+    assert_eq!(
+        (r.status, r.body["error"]["param"].clone()),
+        (400, json!("input[0].encrypted_content")),
+        "{}",
+        r.body
+    );
+    assert_eq!(t.session_count().await, 0, "nothing was saved");
+    t.s.stop().await;
+}

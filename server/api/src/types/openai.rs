@@ -718,13 +718,15 @@ pub enum InputRole {
 
 /// An item sent to a conversation (or as a response's input): a `message`
 /// (the default `type`: `role` and `content`), a `function_call` the model made
-/// (`call_id`, `name`, `arguments`), or a `function_call_output` (`call_id`,
-/// `output`). Other item types answer 400 naming the item's `type`. A
+/// (`call_id`, `name`, `arguments`), a `function_call_output` (`call_id`,
+/// `output`), or a `compaction` (`encrypted_content`, as
+/// `POST /v1/responses/compact` answered it: the summary it holds becomes a
+/// system message). Other item types answer 400 naming the item's `type`. A
 /// message's content parts: see [`ContentPart`] (`input_image` and
 /// `input_file` only in user messages); a function call's output is text.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct InputItem {
-    /// `message` (default), `function_call` or `function_call_output`.
+    /// `message` (default), `function_call`, `function_call_output` or `compaction`.
     #[serde(rename = "type", default)]
     #[schemars(length(min = 1, max = 64))]
     pub kind: Option<String>,
@@ -748,10 +750,15 @@ pub struct InputItem {
     /// A function call's result: text, or text parts.
     #[serde(default)]
     pub output: Option<CompletionContent>,
+    /// A compaction's content, as `POST /v1/responses/compact` gave it (a 400
+    /// naming it when it is not one of its).
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 10485760))]
+    pub encrypted_content: Option<String>,
 }
 
 /// The item types [`InputItem`] takes.
-pub const INPUT_ITEM_TYPES: [&str; 3] = ["message", "function_call", "function_call_output"];
+pub const INPUT_ITEM_TYPES: [&str; 4] = ["message", "function_call", "function_call_output", "compaction"];
 
 impl InputItem {
     pub fn kind(&self) -> &str {
@@ -827,6 +834,9 @@ impl InputItem {
                 if self.output.is_none() {
                     missing(issues, "output", "a function_call_output item has an output");
                 }
+            }
+            "compaction" if self.encrypted_content.is_none() => {
+                missing(issues, "encrypted_content", "a compaction item has encrypted_content");
             }
             _ => {}
         }

@@ -555,3 +555,131 @@ pub struct ResponseStreamEvent {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logprobs: Option<Vec<JsonObject>>,
 }
+
+// ---------------------------------------------------------------- compaction
+
+/// `POST /v1/responses/{response_id}`, whose one id is `compact`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+pub struct CompactPath {
+    /// `compact` (the route is `POST /v1/responses/compact`); any other id is a 404.
+    #[schemars(length(min = 1, max = 100))]
+    pub response_id: String,
+}
+
+impl Check for CompactPath {}
+
+/// Body of `POST /v1/responses/compact` (OpenAI's request; unknown fields are ignored).
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+pub struct CompactResponseRequest {
+    /// The model that writes the summary: an agent's id (its model) or a model
+    /// name its provider serves. Required (OpenAI's schema has it nullable):
+    /// absent or null, a 400 naming `model`.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 255))]
+    pub model: Option<String>,
+    /// The conversation to compact, after `previous_response_id`'s, if any:
+    /// text (a user message) or items (at most 256).
+    #[serde(default)]
+    pub input: Option<ResponseInput>,
+    /// Compact the stored conversation up to and including this response
+    /// (its session's messages until its answer), then `input`.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 100))]
+    pub previous_response_id: Option<String>,
+    /// What the summary should keep, for the model that writes it.
+    #[serde(default)]
+    #[schemars(length(max = 1000000))]
+    pub instructions: Option<String>,
+}
+
+impl CompactResponseRequest {
+    /// The first feature of the request this service does not support (or
+    /// that is missing), as `(param, message)`: a 400 naming it.
+    pub fn unsupported(&self) -> Option<(String, String)> {
+        if self.model.is_none() {
+            return Some(("model".into(), "Missing required parameter: 'model'.".into()));
+        }
+        if self.input.is_none() && self.previous_response_id.is_none() {
+            return Some((
+                "input".into(),
+                "nothing to compact: send `input`, `previous_response_id`, or both".into(),
+            ));
+        }
+        match &self.input {
+            Some(ResponseInput::Items(items)) => unsupported_item("input", items),
+            _ => None,
+        }
+    }
+}
+
+impl Check for CompactResponseRequest {
+    fn check(&self, issues: &mut Issues) {
+        if let Some(ResponseInput::Items(items)) = &self.input {
+            for (i, item) in items.iter().enumerate() {
+                item.check_at(&[LocPart::Key("input".into()), LocPart::Index(i)], issues);
+            }
+        }
+    }
+}
+
+/// An item of a compacted window: a user message kept as it was, or the
+/// compaction that stands for the rest.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum CompactedItem {
+    Message {
+        /// A fresh id (the message is not stored).
+        id: String,
+        /// Always `completed`.
+        status: String,
+        /// Always `user`.
+        role: String,
+        content: Vec<super::openai::ItemContent>,
+    },
+    Compaction {
+        /// `cmp_` and 32 hex digits.
+        id: String,
+        /// Not encrypted, only sealed: `apc1.`, then the summary and the model
+        /// that wrote it as base64url JSON, then a SHA-256 checksum of that
+        /// JSON. Pass it back as it is: an altered one is a 400.
+        encrypted_content: String,
+    },
+}
+
+/// The answer of `POST /v1/responses/compact` (OpenAI's `response.compaction`).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct CompactedResponse {
+    /// `resp_` and 32 hex digits; nothing is stored under it.
+    pub id: String,
+    /// Always `response.compaction`.
+    pub object: String,
+    /// Unix seconds.
+    pub created_at: i64,
+    /// The compacted window, to send as the start of a new chain's `input`
+    /// (with no `previous_response_id`): the window's user messages as they
+    /// were, then one `compaction` item holding the model's summary of the
+    /// whole window (assistant answers, tool calls and their outputs included).
+    pub output: Vec<CompactedItem>,
+    /// The tokens of the summary's call.
+    pub usage: ResponseUsage,
+}
+
+// ---------------------------------------------------------------- WebSocket mode
+
+/// A failure on a WebSocket of `GET /v1/responses` (a message that is not a
+/// `response.create`, or a response that cannot start): one text message;
+/// the connection stays open.
+#[derive(Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ResponseSocketError {
+    /// Always `error`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The status the same failure has on `POST /v1/responses`.
+    pub status: u16,
+    /// As on every `/v1` error; `code` is always set: the same failure's code
+    /// on `POST /v1/responses` (`previous_response_not_found` for a
+    /// `previous_response_id` found nowhere), or one of the socket's own:
+    /// `invalid_json`, `invalid_message`, `unknown_message_type`,
+    /// `too_many_waiting`, `websocket_connection_limit_reached`.
+    pub error: crate::error::OpenAiErrorDetail,
+}

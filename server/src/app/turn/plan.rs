@@ -17,11 +17,11 @@ use super::super::history::{History, HistoryItem, Lookup};
 use super::super::locks::KeyedGuard;
 use super::super::records::decode;
 use super::super::{App, Error, Result, Tenant};
-use super::convert::{history_item, new_message, template_error};
+use super::convert::{history_item, new_message, template_error, usage_or_count};
 use crate::api::types::{
     Agent, ChatSettings, DocOwner, DocReference, OwnerRole, SearchMode, SearchRequest, User,
 };
-use crate::api::types::{ChatTool, ChatToolChoice, ToolChoiceMode};
+use crate::api::types::{ChatTool, ChatToolChoice, ChatUsage, ToolChoiceMode};
 use crate::api::types::{ContextOverflow, CreateMessageRequest, Message, Role, Session};
 use crate::api::types::{Tool, ToolType};
 use crate::models::tokens::{REPLY_PRIMING_TOKENS, message_tokens};
@@ -304,7 +304,8 @@ impl App {
                         let target = budget.saturating_sub(room).max(fixed);
                         start = drop_oldest(history, 0, fixed, target);
                         let dropped: Vec<_> = history[..start].iter().map(|h| h.message.clone()).collect();
-                        let text = self.summarise(provider, model, &dropped, room).await?;
+                        let (text, _) =
+                            self.summarise(provider, model, SUMMARY_PROMPT, &dropped, room).await?;
                         let message =
                             wire::ChatMessage::system(format!("Summary of the earlier conversation: {text}"));
                         let cost = message_tokens(&message);
@@ -326,35 +327,56 @@ impl App {
         Ok(messages)
     }
 
-    /// A summary of `dropped` written by the model, in at most `max_tokens` tokens.
-    async fn summarise(
+    /// A summary of `messages` written by the model as `how` (a system
+    /// message) asks, in at most `max_tokens` tokens, and the call's usage.
+    /// The model reads them as one transcript: a line per message, with the
+    /// tools called and their results.
+    pub(in crate::app) async fn summarise(
         &self,
         provider: &Provider,
         model: &str,
-        dropped: &[wire::ChatMessage],
+        how: &str,
+        messages: &[wire::ChatMessage],
         max_tokens: usize,
-    ) -> Result<String> {
-        if dropped.is_empty() {
-            return Ok(String::new());
+    ) -> Result<(String, ChatUsage)> {
+        if messages.is_empty() {
+            return Ok((String::new(), ChatUsage::default()));
         }
-        let transcript: String = dropped
-            .iter()
-            .map(|m| format!("{}: {}\n", m.role.as_str(), m.content_text().unwrap_or_default()))
-            .collect();
         let mut req = wire::CompletionRequest::new(
             model,
-            vec![
-                wire::ChatMessage::system(
-                    "Summarise the following conversation in a few sentences, keeping the facts, \
-                     names and decisions a reader would need to continue it.",
-                ),
-                wire::ChatMessage::user(transcript),
-            ],
+            vec![wire::ChatMessage::system(how), wire::ChatMessage::user(transcript(messages))],
         );
         req.max_tokens = Some(max_tokens.max(16) as u32);
         let answer = provider.chat(&req).await?;
-        Ok(answer.text().trim().to_owned())
+        let usage = usage_or_count(&req, answer.usage, &answer.text());
+        Ok((answer.text().trim().to_owned(), usage))
     }
+}
+
+/// How the model is asked to summarise the history a session's token budget drops.
+const SUMMARY_PROMPT: &str = "Summarise the following conversation in a few sentences, keeping the facts, \
+     names and decisions a reader would need to continue it.";
+
+/// Messages as one text for a model to read: `role: text` a line each, an
+/// assistant's tool calls after its text, a tool's result after its call's id.
+fn transcript(messages: &[wire::ChatMessage]) -> String {
+    let mut out = String::new();
+    for m in messages {
+        out.push_str(m.role.as_str());
+        if let Some(id) = &m.tool_call_id {
+            out.push_str(&format!(" (result of call {id})"));
+        }
+        out.push_str(": ");
+        out.push_str(&m.content_text().unwrap_or_default());
+        for call in m.tool_calls.iter().flatten() {
+            out.push_str(&format!(
+                " [calls {} with {} as call {}]",
+                call.function.name, call.function.arguments, call.id
+            ));
+        }
+        out.push('\n');
+    }
+    out
 }
 
 /// The agent's default settings, each overridden by the request's.

@@ -315,6 +315,13 @@ impl<C: ServerContext> HttpServerStarter<C> {
             // to start a graceful shutdown.
             let graceful =
                 hyper_util::server::graceful::GracefulShutdown::new();
+            // HTTP/1-only connections are served with upgrades (a WebSocket
+            // endpoint takes its connection over); hyper-util's watcher does
+            // not take an upgradeable HTTP/1 connection, so these are shut
+            // down gracefully here: a signal, and a wait group to wait for.
+            let (h1_closing_tx, h1_closing) =
+                tokio::sync::watch::channel(false);
+            let h1_connections = WaitGroup::new();
 
             // The following code looks superficially similar between the HTTP
             // and HTTPS paths.  However, the concrete types of various objects
@@ -360,9 +367,23 @@ impl<C: ServerContext> HttpServerStarter<C> {
                             let handler = make_service
                                 .make_http_request_handler(remote_addr);
                             if connections.http1_only {
-                                let fut = http1_builder
-                                    .serve_connection(TokioIo::new(sock), handler);
-                                tokio::spawn(graceful.watch(fut));
+                                let conn = http1_builder
+                                    .serve_connection(TokioIo::new(sock), handler)
+                                    .with_upgrades();
+                                let mut closing = h1_closing.clone();
+                                let worker = h1_connections.worker();
+                                tokio::spawn(async move {
+                                    let mut conn = std::pin::pin!(conn);
+                                    let served = tokio::select! {
+                                        served = conn.as_mut() => served,
+                                        _ = closing.changed() => {
+                                            conn.as_mut().graceful_shutdown();
+                                            conn.await
+                                        }
+                                    };
+                                    drop(worker);
+                                    served
+                                });
                                 continue;
                             }
                             let fut = builder
@@ -383,6 +404,8 @@ impl<C: ServerContext> HttpServerStarter<C> {
             };
 
             // optional: could use another select on a timeout
+            let _ = h1_closing_tx.send(true);
+            h1_connections.wait().await;
             graceful.shutdown().await
         });
 

@@ -134,6 +134,11 @@ fn sweep_table() -> BTreeMap<&'static str, Vec<Call>> {
         ("openai_response_get", vec![plain()]),
         ("openai_response_input_items", vec![plain(), query("order=asc&limit=5")]),
         ("openai_response_delete", vec![plain()]),
+        // Its one id is `compact` (`POST /v1/responses/compact`): a response id is a 404, the owner's too.
+        (
+            "openai_response_compact",
+            vec![Call { own: Some(404), ..body(json!({"model": "m", "input": "x"})) }],
+        ),
     ])
 }
 
@@ -229,6 +234,12 @@ async fn every_id_route_answers_another_tenants_ids_as_unknown_ones() {
             }
         }
     }
+    // A compaction of another tenant's response: as one no one has.
+    let compact =
+        |previous: Uuid| json!({"model": "m", "previous_response_id": format!("resp_{}", previous.simple())});
+    let theirs = call(&s, &b.key, "POST", "/v1/responses/compact", Some(&compact(a.response.unwrap()))).await;
+    let unknown = call(&s, &b.key, "POST", "/v1/responses/compact", Some(&compact(Uuid::now_v7()))).await;
+    assert_same_404("POST /v1/responses/compact with previous_response_id", &theirs, &unknown);
     assert_eq!(snapshot(&s, &a).await, a_before, "another tenant's requests changed nothing of A's");
     assert_eq!(snapshot(&s, &b).await, b_before, "and nothing of B's");
 
