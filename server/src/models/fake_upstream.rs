@@ -60,7 +60,9 @@ pub enum Behaviour {
     CutStream { chunks_before_cut: usize },
     /// Answer the last user message's text; a last message `call <tool>
     /// <arguments>` naming one of the request's tools calls it; a last `tool`
-    /// message is answered `the tool answered: <result>`.
+    /// message is answered `the tool answered: <result>`. With a
+    /// `json_schema` response format, the answer is the JSON object of the
+    /// schema's properties (strings the text, numbers its length).
     Echo,
     /// As [`Behaviour::Echo`], and a last user message that names an offered
     /// tool's subject (a word of four letters or more of its name, as

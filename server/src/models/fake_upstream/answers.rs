@@ -103,7 +103,35 @@ fn echo(body: &Value) -> Answer {
         }
         _ => {}
     }
+    if let Some(object) = following_schema(body, &echo_text(body)) {
+        return Answer::Text(words(&object), Duration::ZERO);
+    }
     Answer::Text(words(&echo_text(body)), Duration::ZERO)
+}
+
+/// With `response_format: {"type": "json_schema", ...}`, the JSON object its
+/// schema's properties make of `text` (a string property is the text, a number
+/// its length in characters, a boolean `true`, anything else `null`), so that
+/// a client can see the schema reached the model.
+fn following_schema(body: &Value, text: &str) -> Option<String> {
+    let format = body.get("response_format")?;
+    if format["type"] != "json_schema" {
+        return None;
+    }
+    let properties = format["json_schema"]["schema"]["properties"].as_object()?;
+    let object: serde_json::Map<String, Value> = properties
+        .iter()
+        .map(|(name, schema)| {
+            let value = match schema["type"].as_str() {
+                Some("string") => Value::String(text.to_owned()),
+                Some("integer" | "number") => Value::from(text.chars().count()),
+                Some("boolean") => Value::Bool(true),
+                _ => Value::Null,
+            };
+            (name.clone(), value)
+        })
+        .collect();
+    Some(Value::Object(object).to_string())
 }
 
 /// A text answer cut to the request's `max_tokens` (whole chunks, as many as
