@@ -2910,9 +2910,11 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             value: &str,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
             static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-            { crate::unicode_regex("^resp_[0-9a-f]{32}$").unwrap() });
+            { crate::unicode_regex("^resp_[A-Za-z0-9_-]{1,100}$").unwrap() });
             if PATTERN.find(value).is_none() {
-                return Err("doesn't match pattern \"^resp_[0-9a-f]{32}$\"".into());
+                return Err(
+                    "doesn't match pattern \"^resp_[A-Za-z0-9_-]{1,100}$\"".into(),
+                );
             }
             Ok(Self(value.to_string()))
         }
@@ -6302,9 +6304,11 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             value: &str,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
             static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-            { crate::unicode_regex("^resp_[0-9a-f]{32}$").unwrap() });
+            { crate::unicode_regex("^resp_[A-Za-z0-9_-]{1,100}$").unwrap() });
             if PATTERN.find(value).is_none() {
-                return Err("doesn't match pattern \"^resp_[0-9a-f]{32}$\"".into());
+                return Err(
+                    "doesn't match pattern \"^resp_[A-Za-z0-9_-]{1,100}$\"".into(),
+                );
             }
             Ok(Self(value.to_string()))
         }
@@ -6359,9 +6363,11 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             value: &str,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
             static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-            { crate::unicode_regex("^resp_[0-9a-f]{32}$").unwrap() });
+            { crate::unicode_regex("^resp_[A-Za-z0-9_-]{1,100}$").unwrap() });
             if PATTERN.find(value).is_none() {
-                return Err("doesn't match pattern \"^resp_[0-9a-f]{32}$\"".into());
+                return Err(
+                    "doesn't match pattern \"^resp_[A-Za-z0-9_-]{1,100}$\"".into(),
+                );
             }
             Ok(Self(value.to_string()))
         }
@@ -6481,9 +6487,11 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             value: &str,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
             static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
-            { crate::unicode_regex("^resp_[0-9a-f]{32}$").unwrap() });
+            { crate::unicode_regex("^resp_[A-Za-z0-9_-]{1,100}$").unwrap() });
             if PATTERN.find(value).is_none() {
-                return Err("doesn't match pattern \"^resp_[0-9a-f]{32}$\"".into());
+                return Err(
+                    "doesn't match pattern \"^resp_[A-Za-z0-9_-]{1,100}$\"".into(),
+                );
             }
             Ok(Self(value.to_string()))
         }
@@ -24991,7 +24999,7 @@ let response = client.openai_response_create()
 Sends a `GET` request to `/v1/responses/{response_id}`
 
 Arguments:
-- `response_id`: `resp_` and 32 hex digits, as a response's `id` says.
+- `response_id`: A response's `id`: `resp_` and (here) 32 hex digits; any other `resp_` id names no response (404).
 ```ignore
 let response = client.openai_response_get()
     .response_id(response_id)
@@ -25029,7 +25037,7 @@ let response = client.openai_response_compact()
 Sends a `DELETE` request to `/v1/responses/{response_id}`
 
 Arguments:
-- `response_id`: `resp_` and 32 hex digits, as a response's `id` says.
+- `response_id`: A response's `id`: `resp_` and (here) 32 hex digits; any other `resp_` id names no response (404).
 ```ignore
 let response = client.openai_response_delete()
     .response_id(response_id)
@@ -25046,7 +25054,7 @@ as a conversation's items are.
 Sends a `GET` request to `/v1/responses/{response_id}/input_items`
 
 Arguments:
-- `response_id`: `resp_` and 32 hex digits, as a response's `id` says.
+- `response_id`: A response's `id`: `resp_` and (here) 32 hex digits; any other `resp_` id names no response (404).
 - `after`: Answer the items after this one (an item id of an earlier page's `last_id`).
 - `limit`: How many items at most, 1 to 100 (default 20).
 - `order`: `desc` (newest first, the default) or `asc`.

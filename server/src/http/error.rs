@@ -8,6 +8,7 @@ use slog::error;
 use super::context::Ctx;
 use crate::api::ApiError;
 use crate::app::Error as DomainError;
+use crate::app::NotFound;
 use crate::store::StoreError;
 
 /// The API error of a domain error, for the request `request_id`.
@@ -30,6 +31,16 @@ pub fn api_error(err: DomainError, request_id: &str) -> ApiError {
             let param = param.clone();
             return ApiError::new(ErrorStatusCode::BAD_REQUEST, "bad_request", err.to_string(), request_id)
                 .with_param(param);
+        }
+        E::NotFound(NotFound::Field { field, .. }) => {
+            // OpenAI's code for a response to continue that is not there.
+            let code = match *field {
+                "previous_response_id" => "previous_response_not_found",
+                _ => "not_found",
+            };
+            let field = field.to_string();
+            return ApiError::new(ErrorStatusCode::NOT_FOUND, code, err.to_string(), request_id)
+                .with_param(field);
         }
         E::NotFound(_) => (ErrorStatusCode::NOT_FOUND, "not_found"),
         E::Conflict(_) => (ErrorStatusCode::CONFLICT, "conflict"),

@@ -42,7 +42,7 @@ use crate::api::types::{CreateResponseRequest, ResponseSocketError};
 use crate::api::validate::{Source, validate_value};
 use crate::api::{ApiError, OpenAiError};
 use crate::app::responses::Chains;
-use crate::app::{self, App, NotFound, Tenant};
+use crate::app::{self, App, Tenant};
 
 /// How long a connection may stay open (the Open Responses specification's 60 minutes).
 pub const LIFETIME: Duration = Duration::from_secs(60 * 60);
@@ -289,13 +289,7 @@ impl Connection {
         if let app::Error::Internal(m) = &e {
             error!(self.log, "internal error"; "error" => m.as_str());
         }
-        let param = match &e {
-            app::Error::NotFound(NotFound::Field { field, .. }) => Some(field.to_string()),
-            _ => None,
-        };
-        let code =
-            (param.as_deref() == Some("previous_response_id")).then_some("previous_response_not_found");
-        envelope(OpenAiError { error: api_error(e, ""), param }, code)
+        envelope(OpenAiError::from(api_error(e, "")), None)
     }
 }
 

@@ -664,7 +664,12 @@ async fn responses_chain_by_previous_response_id_as_turns_of_one_session() {
     let messages = t.s.raw("GET", &format!("/api/sessions/{sid}/messages"), None).await;
     assert_eq!(messages.body["items"].as_array().unwrap().len(), 4);
     let r = t.respond(json!({"model": t.agent, "input": "x", "previous_response_id": id2})).await;
-    assert_eq!((r.status, r.body["error"]["code"].clone()), (404, json!("not_found")), "{}", r.body);
+    assert_eq!(
+        (r.status, r.body["error"]["code"].clone()),
+        (404, json!("previous_response_not_found")),
+        "{}",
+        r.body
+    );
     // Deleting the session takes its stored responses along.
     assert_eq!(t.s.raw("DELETE", &format!("/api/sessions/{sid}"), None).await.status, 204);
     assert_eq!(t.s.raw("GET", &format!("/v1/responses/{id1}"), None).await.status, 404);
@@ -766,11 +771,18 @@ async fn store_false_and_failed_calls_save_nothing_and_unsupported_features_are_
     }
     let r = t.respond(json!({"model": "m", "input": "x", "tools": [{"type": "function"}]})).await;
     assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!("tools[0].name")), "{}", r.body);
-    // An id in a response's form that names none is a 404; one in no form of an id is a 400.
-    let unknown = format!("resp_{}", Uuid::now_v7().simple());
-    let r = t.respond(json!({"model": "m", "input": "x", "previous_response_id": unknown})).await;
-    assert_eq!((r.status, r.body["error"]["code"].clone()), (404, json!("not_found")), "{}", r.body);
-    let r = t.respond(json!({"model": "m", "input": "x", "previous_response_id": "resp_nope"})).await;
+    // An id in a response's form (`resp_…`) that names none is a 404 with
+    // OpenAI's code; one in no form of an id is a 400.
+    for unknown in [format!("resp_{}", Uuid::now_v7().simple()), "resp_from_elsewhere".into()] {
+        let r = t.respond(json!({"model": "m", "input": "x", "previous_response_id": unknown})).await;
+        assert_eq!(
+            (r.status, r.body["error"]["code"].clone(), r.body["error"]["param"].clone()),
+            (404, json!("previous_response_not_found"), json!("previous_response_id")),
+            "{}",
+            r.body
+        );
+    }
+    let r = t.respond(json!({"model": "m", "input": "x", "previous_response_id": "nope"})).await;
     assert_eq!(
         (r.status, r.body["error"]["param"].clone()),
         (400, json!("previous_response_id")),
@@ -1372,7 +1384,12 @@ async fn compact_refuses_what_it_cannot_compact_in_openais_error_shape() {
     assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!("input")), "{}", r.body);
     let missing = format!("resp_{}", Uuid::now_v7().simple());
     let r = compact(json!({"model": "fake-model", "previous_response_id": missing})).await;
-    assert_eq!((r.status, r.body["error"]["code"].clone()), (404, json!("not_found")), "{}", r.body);
+    assert_eq!(
+        (r.status, r.body["error"]["code"].clone()),
+        (404, json!("previous_response_not_found")),
+        "{}",
+        r.body
+    );
     let r = compact(json!({"model": "fake-model", "input": [{"type": "reasoning"}]})).await;
     assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!("input[0].type")), "{}", r.body);
     // The route's one id is `compact`.

@@ -14,8 +14,9 @@ use crate::validate::{Check, Issues};
 /// `/v1/responses/{response_id}`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 pub struct ResponsePath {
-    /// `resp_` and 32 hex digits, as a response's `id` says.
-    #[schemars(regex(pattern = "^resp_[0-9a-f]{32}$"))]
+    /// A response's `id`: `resp_` and (here) 32 hex digits; any other `resp_`
+    /// id names no response (404).
+    #[schemars(regex(pattern = "^resp_[A-Za-z0-9_-]{1,100}$"))]
     pub response_id: String,
 }
 
@@ -232,7 +233,7 @@ pub struct CreateResponseRequest {
     pub instructions: Option<String>,
     /// Continue after this stored response: the same session, its history before this turn.
     #[serde(default)]
-    #[schemars(regex(pattern = "^resp_[0-9a-f]{32}$"))]
+    #[schemars(regex(pattern = "^resp_[A-Za-z0-9_-]{1,100}$"))]
     pub previous_response_id: Option<String>,
     /// The conversation (session) this turn is appended to.
     #[serde(default)]
