@@ -1464,11 +1464,12 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         fn from_str(
             value: &str,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
-            if value.chars().count() > 100usize {
-                return Err("longer than 100 characters".into());
-            }
-            if value.chars().count() < 1usize {
-                return Err("shorter than 1 characters".into());
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^resp_[A-Za-z0-9_-]{1,100}$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^resp_[A-Za-z0-9_-]{1,100}$\"".into(),
+                );
             }
             Ok(Self(value.to_string()))
         }
@@ -2758,7 +2759,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///Function tools the model may call (besides the agent's).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub tools: ::std::option::Option<::std::vec::Vec<ResponseTool>>,
-        ///0 to 20; log probabilities are not returned, so only echoed.
+        ///0 to 20; log probabilities are not returned on `/v1/responses`, so any value but 0 is a 400 naming it.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub top_logprobs: ::std::option::Option<i64>,
         ///Nucleus sampling, 0 to 1.

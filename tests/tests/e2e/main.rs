@@ -25,6 +25,7 @@ mod isolation;
 mod keys;
 mod lists;
 mod openai;
+mod openai_compat;
 mod openai_socket;
 mod openai_wire;
 mod scale_out;

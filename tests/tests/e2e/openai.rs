@@ -893,7 +893,7 @@ async fn responses_echo_every_setting_and_send_the_provider_those_it_takes() {
             "text": {"format": {"type": "json_schema", "name": "place", "schema": schema, "strict": true}, "verbosity": "low"},
             "presence_penalty": 0.5,
             "frequency_penalty": -0.5,
-            "top_logprobs": 3,
+            "top_logprobs": 0,
             "include": ["reasoning.encrypted_content"],
             "reasoning": {"effort": "low"},
             "max_tool_calls": 4,
@@ -936,7 +936,7 @@ async fn responses_echo_every_setting_and_send_the_provider_those_it_takes() {
     // The agent's default temperature (0.3); top_p as the provider's default.
     assert_eq!((b["temperature"].clone(), b["top_p"].clone()), (json!(0.3), json!(1.0)));
     assert_eq!((b["presence_penalty"].clone(), b["frequency_penalty"].clone()), (json!(0.5), json!(-0.5)));
-    assert_eq!(b["top_logprobs"], 3);
+    assert_eq!(b["top_logprobs"], 0);
     assert_eq!(b["reasoning"], json!({"effort": "low", "summary": null}));
     assert_eq!(b["max_tool_calls"], 4);
     assert_eq!(b["service_tier"], "flex");
@@ -986,6 +986,7 @@ async fn responses_echo_every_setting_and_send_the_provider_those_it_takes() {
             "include[0]",
         ),
         (json!({"model": "fake-model", "input": "x", "reasoning": {"summary": "auto"}}), "reasoning.summary"),
+        (json!({"model": "fake-model", "input": "x", "top_logprobs": 3}), "top_logprobs"),
     ] {
         let r = t.respond(body).await;
         assert_eq!((r.status, r.body["error"]["param"].clone()), (400, json!(param)), "{}", r.body);

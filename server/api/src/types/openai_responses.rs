@@ -284,7 +284,8 @@ pub struct CreateResponseRequest {
     #[serde(default)]
     #[schemars(range(min = -2, max = 2))]
     pub frequency_penalty: Option<f64>,
-    /// 0 to 20; log probabilities are not returned, so only echoed.
+    /// 0 to 20; log probabilities are not returned on `/v1/responses`, so
+    /// any value but 0 is a 400 naming it.
     #[serde(default)]
     #[schemars(range(min = 0, max = 20))]
     pub top_logprobs: Option<i64>,
@@ -345,6 +346,14 @@ impl CreateResponseRequest {
                     ),
                 ));
             }
+        }
+        if self.top_logprobs.is_some_and(|n| n > 0) {
+            return Some((
+                "top_logprobs".into(),
+                "log probabilities are not returned on /v1/responses: omit `top_logprobs` or send 0 \
+                 (POST /v1/chat/completions returns them)"
+                    .into(),
+            ));
         }
         if self.reasoning.as_ref().is_some_and(|r| r.summary.is_some()) {
             return Some((
@@ -585,7 +594,7 @@ pub struct CompactResponseRequest {
     /// Compact the stored conversation up to and including this response
     /// (its session's messages until its answer), then `input`.
     #[serde(default)]
-    #[schemars(length(min = 1, max = 100))]
+    #[schemars(regex(pattern = "^resp_[A-Za-z0-9_-]{1,100}$"))]
     pub previous_response_id: Option<String>,
     /// What the summary should keep, for the model that writes it.
     #[serde(default)]
