@@ -179,6 +179,26 @@ impl ResponseTurn {
 }
 
 impl App {
+    /// A request's `input` as the messages it adds: text is one user message;
+    /// items as [`messages_of_items`] makes them; none, no message.
+    pub(super) fn input_messages(&self, input: Option<ResponseInput>) -> Result<Vec<CreateMessageRequest>> {
+        Ok(match input {
+            None => Vec::new(),
+            Some(ResponseInput::Text(text)) => vec![CreateMessageRequest {
+                role: Role::User,
+                content: text,
+                name: None,
+                tool_calls: None,
+                tool_call_id: None,
+                metadata: None,
+                parts: None,
+            }],
+            Some(ResponseInput::Items(items)) => {
+                messages_of_items(items, "input", self.models.max_input_part_bytes())?
+            }
+        })
+    }
+
     /// The session and plan of a response (see the module's docs). With
     /// `chains` (a WebSocket connection's), `previous_response_id` may name a
     /// response of that connection that was not stored, and a response that
@@ -235,21 +255,7 @@ impl App {
             (None, None) => Vec::new(),
             _ => self.session_users(t, &session).await?,
         };
-        let new_messages = match req.input.clone() {
-            None => Vec::new(),
-            Some(ResponseInput::Text(text)) => vec![CreateMessageRequest {
-                role: Role::User,
-                content: text,
-                name: None,
-                tool_calls: None,
-                tool_call_id: None,
-                metadata: None,
-                parts: None,
-            }],
-            Some(ResponseInput::Items(items)) => {
-                messages_of_items(items, "input", self.models.max_input_part_bytes())?
-            }
-        };
+        let new_messages = self.input_messages(req.input.clone())?;
         let request_tools: Vec<ChatTool> = req.tools.iter().flatten().map(chat_tool).collect();
         let stored_tools = match &agent {
             Some(a) => self.agent_tools(t, a.id).await?,

@@ -7,12 +7,10 @@
 use uuid::Uuid;
 
 use super::super::compaction::{COMPACTION_PROMPT, Sealed, seal};
-use super::super::conversations::messages_of_items;
 use super::super::turn::convert::new_message;
 use super::{App, Error, ResponseData, Result, Tenant, response_id};
 use crate::api::types::{
-    CompactResponseRequest, CompactedItem, CompactedResponse, CreateMessageRequest, ItemContent,
-    ResponseInput, ResponseUsage, Role,
+    CompactResponseRequest, CompactedItem, CompactedResponse, ItemContent, ResponseUsage,
 };
 use crate::models::wire;
 use crate::store::Kind;
@@ -37,21 +35,7 @@ impl App {
         if let Some(previous) = &req.previous_response_id {
             window.extend(self.stored_conversation(t, previous).await?);
         }
-        let new = match req.input {
-            None => Vec::new(),
-            Some(ResponseInput::Text(text)) => vec![CreateMessageRequest {
-                role: Role::User,
-                content: text,
-                name: None,
-                tool_calls: None,
-                tool_call_id: None,
-                metadata: None,
-                parts: None,
-            }],
-            Some(ResponseInput::Items(items)) => {
-                messages_of_items(items, "input", self.models.max_input_part_bytes())?
-            }
-        };
+        let new = self.input_messages(req.input)?;
         window.extend(new.iter().map(new_message));
         let how = match &req.instructions {
             Some(instructions) => format!("{COMPACTION_PROMPT}\n\n{instructions}"),
