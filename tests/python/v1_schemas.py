@@ -20,9 +20,11 @@ an error: a new route must say which type it answers.
     python tests/python/v1_schemas.py RECORD.jsonl [RECORD.jsonl ...]
 """
 
+import base64
 import enum
 import json
 import re
+import struct
 import sys
 from collections import Counter
 from typing import Any
@@ -172,6 +174,22 @@ def response_deleted(body, where):
     return []
 
 
+def embeddings(body, where):
+    """An embedding list; a base64 vector (`encoding_format: base64`) is decoded
+    first, as the openai package does before it builds its model."""
+    if isinstance(body, dict) and isinstance(body.get("data"), list):
+        data = []
+        for item in body["data"]:
+            if isinstance(item, dict) and isinstance(item.get("embedding"), str):
+                raw = base64.b64decode(item["embedding"])
+                if len(raw) % 4:
+                    return [f"{where}: a base64 embedding is little-endian float32s, got {len(raw)} bytes"]
+                item = {**item, "embedding": list(struct.unpack(f"<{len(raw) // 4}f", raw))}
+            data.append(item)
+        body = {**body, "data": data}
+    return check(CreateEmbeddingResponse, body, where)
+
+
 def response_or_stream(body, where):
     if isinstance(body, str):
         return [p for i, e in enumerate(sse_events(body)) for p in response_event(e, f"{where} event {i}")]
@@ -204,7 +222,7 @@ ROUTES = [
     ("DELETE", rf"/v1/conversations/{ID}/items/{ID}", lambda b, w: check(Conversation, b, w)),
     ("GET", r"/v1/models", models_list),
     ("GET", rf"/v1/models/{ID}", lambda b, w: check(Model, b, w)),
-    ("POST", r"/v1/embeddings", lambda b, w: check(CreateEmbeddingResponse, b, w)),
+    ("POST", r"/v1/embeddings", embeddings),
 ]
 
 # Path pattern -> the check of one event of a stream read event by event.
