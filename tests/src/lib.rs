@@ -577,3 +577,25 @@ pub fn session_of(conversation: &str) -> uuid::Uuid {
     assert_eq!(hex.len(), 32, "{conversation}");
     uuid::Uuid::try_parse(hex).unwrap()
 }
+
+/// The text of a `/v1/responses` answer's message items, joined.
+pub fn output_text(response: &Value) -> String {
+    response["output"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{response}"))
+        .iter()
+        .filter(|i| i["type"] == "message")
+        .flat_map(|i| i["content"].as_array().unwrap().iter())
+        .filter_map(|c| c["text"].as_str())
+        .collect()
+}
+
+/// The messages of a chat completion request, as (role, text content).
+pub fn sent_messages(request: &Value) -> Vec<(String, String)> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["role"].as_str().unwrap().to_owned(), m["content"].as_str().unwrap_or("").to_owned()))
+        .collect()
+}

@@ -581,12 +581,7 @@ impl Setup {
 
     /// The messages the fake received last, as (role, content).
     fn upstream_messages(&self) -> Vec<(String, String)> {
-        self.upstream_body()["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| (m["role"].as_str().unwrap().to_owned(), m["content"].as_str().unwrap_or("").to_owned()))
-            .collect()
+        agent_platform_tests::sent_messages(&self.upstream_body())
     }
 
     async fn session_count(&self) -> usize {
@@ -595,14 +590,7 @@ impl Setup {
 }
 
 fn text_of_output(r: &Raw) -> String {
-    r.body["output"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{}", r.body))
-        .iter()
-        .filter(|i| i["type"] == "message")
-        .flat_map(|i| i["content"].as_array().unwrap().iter())
-        .filter_map(|c| c["text"].as_str())
-        .collect()
+    agent_platform_tests::output_text(&r.body)
 }
 
 #[tokio::test]

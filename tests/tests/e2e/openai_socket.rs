@@ -8,6 +8,7 @@
 use std::time::Duration;
 
 use agent_platform::models::fake_upstream::{Behaviour, FakeUpstream};
+use agent_platform_tests::output_text;
 use agent_platform_tests::sse::{CHAT_STREAM_WITHIN, read_events};
 use agent_platform_tests::{Client, TestServer, fake_models, types};
 use futures::{SinkExt, StreamExt};
@@ -103,18 +104,6 @@ fn response(messages: &[Value]) -> &Value {
     &messages.last().expect("a message")["response"]
 }
 
-/// The text of a response's output.
-fn output_text(response: &Value) -> String {
-    response["output"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{response}"))
-        .iter()
-        .filter(|i| i["type"] == "message")
-        .flat_map(|i| i["content"].as_array().unwrap().iter())
-        .filter_map(|c| c["text"].as_str())
-        .collect()
-}
-
 fn kinds(messages: &[Value]) -> Vec<String> {
     messages.iter().map(|m| m["type"].as_str().unwrap().to_owned()).collect()
 }
@@ -142,13 +131,7 @@ async fn setup_with(tweak: impl FnOnce(&mut agent_platform::config::Config)) -> 
 impl Setup {
     /// The messages the fake received last, as (role, content).
     fn upstream_messages(&self) -> Vec<(String, String)> {
-        let body = self.fake.last_request().expect("a request upstream").body;
-        body["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|m| (m["role"].as_str().unwrap().to_owned(), m["content"].as_str().unwrap_or("").to_owned()))
-            .collect()
+        agent_platform_tests::sent_messages(&self.fake.last_request().expect("a request upstream").body)
     }
 
     async fn session_count(&self) -> usize {

@@ -29,14 +29,7 @@ async fn post(s: &TestServer, path: &str, body: Value) -> Raw {
 
 /// The text of a response's message items.
 fn output_text(r: &Raw) -> String {
-    r.body["output"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{}", r.body))
-        .iter()
-        .filter(|i| i["type"] == "message")
-        .flat_map(|i| i["content"].as_array().unwrap().iter())
-        .filter_map(|c| c["text"].as_str())
-        .collect()
+    agent_platform_tests::output_text(&r.body)
 }
 
 /// Asserts a 400 in OpenAI's shape naming `param`.
