@@ -531,7 +531,8 @@ impl App {
         let start = match params.after.as_deref() {
             None => 0,
             Some(after) => {
-                match items.iter().position(|i| i.id() == super::conversations::canonical_item_id(after)) {
+                let wanted = super::conversations::canonical_item_id(after);
+                match items.iter().position(|i| i.id() == wanted) {
                     Some(at) => at + 1,
                     None => {
                         let item =
