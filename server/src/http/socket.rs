@@ -289,7 +289,7 @@ impl Connection {
         if let app::Error::Internal(m) = &e {
             error!(self.log, "internal error"; "error" => m.as_str());
         }
-        envelope(OpenAiError::from(api_error(e, "")), None)
+        envelope(OpenAiError::from(api_error(e, "")))
     }
 }
 
@@ -327,9 +327,9 @@ fn request_of(text: &str) -> Result<CreateResponseRequest, Box<ResponseSocketErr
     // Every response on a socket streams.
     fields.remove("stream");
     let mut req = validate_value::<CreateResponseRequest>(Source::Body, &value)
-        .map_err(|issues| Box::new(envelope(OpenAiError::from(ApiError::Validation(issues)), None)))?;
+        .map_err(|issues| Box::new(envelope(OpenAiError::from(ApiError::Validation(issues)))))?;
     if let Some((param, message)) = req.unsupported() {
-        return Err(Box::new(envelope(OpenAiError::unsupported(param, message, ""), None)));
+        return Err(Box::new(envelope(OpenAiError::unsupported(param, message, ""))));
     }
     req.stream = true;
     Ok(req)
@@ -341,16 +341,12 @@ fn error_message(
     message: String,
     param: Option<String>,
 ) -> ResponseSocketError {
-    envelope(OpenAiError { error: ApiError::new(status, code, message, ""), param }, None)
+    envelope(OpenAiError { error: ApiError::new(status, code, message, ""), param })
 }
 
-/// `e` as an error message, its code replaced by `code` when given.
-fn envelope(e: OpenAiError, code: Option<&str>) -> ResponseSocketError {
-    let mut error = e.body().error;
-    if let Some(code) = code {
-        error.code = Some(code.to_owned());
-    }
-    ResponseSocketError { kind: "error".into(), status: e.status().as_u16(), error }
+/// `e` as an error message: its status and OpenAI's error body.
+fn envelope(e: OpenAiError) -> ResponseSocketError {
+    ResponseSocketError { kind: "error".into(), status: e.status().as_u16(), error: e.body().error }
 }
 
 #[cfg(test)]
