@@ -384,6 +384,75 @@ pub mod types {
             Default::default()
         }
     }
+    ///Tools that always need approval, and tools that never do.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    pub struct ApprovalFilter {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub always: ::std::option::Option<ToolNames>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub never: ::std::option::Option<ToolNames>,
+    }
+    impl ApprovalFilter {
+        pub fn builder() -> builder::ApprovalFilter {
+            Default::default()
+        }
+    }
+    ///`ApprovalMode`
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum ApprovalMode {
+        #[serde(rename = "always")]
+        Always,
+        #[serde(rename = "never")]
+        Never,
+    }
+    impl ::std::fmt::Display for ApprovalMode {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Always => f.write_str("always"),
+                Self::Never => f.write_str("never"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ApprovalMode {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "always" => Ok(Self::Always),
+                "never" => Ok(Self::Never),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ApprovalMode {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ApprovalMode {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     ///The assistant's answer.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ChatAnswerMessage {
@@ -428,6 +497,9 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///`"chat.completion.chunk"`, on the last chunk.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub object: ::std::option::Option<::std::string::String>,
+        ///A call of a server-run tool, once it ended, on a chunk of its own (no choices) between the model's rounds. The model's deltas of such calls are not sent: only the calls the client runs are.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tool_run: ::std::option::Option<ToolRun>,
         ///Tokens of the call, on the last chunk.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub usage: ::std::option::Option<ChatUsage>,
@@ -441,7 +513,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ChatChunkChoice {
         pub delta: ChatDelta,
-        ///Why the answer ended (`stop`, `length`, `tool_calls`), on its last delta.
+        ///Why the answer ended (`stop`, `length`, `tool_calls`, `max_tool_rounds`, `max_tool_calls`), on its last delta.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub finish_reason: ::std::option::Option<::std::string::String>,
         pub index: u32,
@@ -1211,6 +1283,9 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         pub id: ::std::string::String,
         ///The model that answered.
         pub model: ::std::string::String,
+        ///The calls of server-run tools the turn made, in the order they started (each round's calls run at once). Each one's result is also saved as a `tool` message, with this record (without `output`, which is the message's content) in the message's metadata under `tool_run`.
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub tool_runs: ::std::vec::Vec<ToolRun>,
         pub usage: ChatUsage,
     }
     impl ChatResponse {
@@ -3249,6 +3324,9 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///Required for `function` tools, and only for them.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub function: ::std::option::Option<FunctionDef>,
+        ///Required for `mcp` tools, and only for them.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub mcp: ::std::option::Option<McpDef>,
         ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
@@ -5319,6 +5397,90 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Self::Uint(value)
         }
     }
+    ///The server of an `mcp` tool.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct McpDef {
+        ///Only these of the server's tools are offered (at most 256 names); default all.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub allowed_tools: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+        ///Headers sent to the server (an `Authorization`, say). A value may name secrets of the tenant, `{{ secrets.NAME }}`, replaced when the server is called; the answers of the API show the values as written.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub headers: ::std::option::Option<
+            ::std::collections::HashMap<::std::string::String, ::std::string::String>,
+        >,
+        ///Which calls wait for a person's approval; default `"never"`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub require_approval: ::std::option::Option<RequireApproval>,
+        ///The server's Streamable HTTP endpoint: an `http://` or `https://` URL (at most 2,048 characters), reachable under the server's outbound policy (`tools.allowed_hosts`).
+        pub server_url: McpDefServerUrl,
+    }
+    impl McpDef {
+        pub fn builder() -> builder::McpDef {
+            Default::default()
+        }
+    }
+    ///The server's Streamable HTTP endpoint: an `http://` or `https://` URL (at most 2,048 characters), reachable under the server's outbound policy (`tools.allowed_hosts`).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct McpDefServerUrl(::std::string::String);
+    impl ::std::ops::Deref for McpDefServerUrl {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<McpDefServerUrl> for ::std::string::String {
+        fn from(value: McpDefServerUrl) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for McpDefServerUrl {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2048usize {
+                return Err("longer than 2048 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^https?://[^\\s]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^https?://[^\\s]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for McpDefServerUrl {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for McpDefServerUrl {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for McpDefServerUrl {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///One message of a session.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct Message {
@@ -6801,6 +6963,8 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         pub description: ::std::option::Option<PatchToolRequestDescription>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub function: ::std::option::Option<FunctionDef>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub mcp: ::std::option::Option<McpDef>,
         ///Merged into the stored metadata, top-level key by key; `null` clears it. The merged metadata keeps the bounds (at most 64 keys and 16384 bytes as JSON): a PATCH that would pass them is a 422 naming `metadata`, and changes nothing.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
@@ -7435,6 +7599,23 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             value: ::std::string::String,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
             value.parse()
+        }
+    }
+    ///Which of an MCP server's tools need a person's approval before they run. `"always"` or `"never"` for all of them, or lists by name (a tool in neither list needs approval).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(untagged)]
+    pub enum RequireApproval {
+        Mode(ApprovalMode),
+        Filter(ApprovalFilter),
+    }
+    impl ::std::convert::From<ApprovalMode> for RequireApproval {
+        fn from(value: ApprovalMode) -> Self {
+            Self::Mode(value)
+        }
+    }
+    impl ::std::convert::From<ApprovalFilter> for RequireApproval {
+        fn from(value: ApprovalFilter) -> Self {
+            Self::Filter(value)
         }
     }
     ///The answer of `DELETE /v1/responses/{response_id}`.
@@ -8715,6 +8896,9 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub function: ::std::option::Option<FunctionDef>,
         pub id: ::uuid::Uuid,
+        ///For `mcp` tools.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub mcp: ::std::option::Option<McpDef>,
         ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
@@ -8984,6 +9168,9 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         ///Required for `function` tools, and only for them.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub function: ::std::option::Option<FunctionDef>,
+        ///Required for `mcp` tools, and only for them.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub mcp: ::std::option::Option<McpDef>,
         ///The tool's name, unique within the task (1 to 40 characters: a letter or `_`, then letters, digits or `_`).
         pub name: ToolDefName,
         #[serde(rename = "type")]
@@ -9115,6 +9302,104 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 })
         }
     }
+    ///Names of tools.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ToolNames {
+        pub tool_names: ::std::vec::Vec<::std::string::String>,
+    }
+    impl ToolNames {
+        pub fn builder() -> builder::ToolNames {
+            Default::default()
+        }
+    }
+    ///A call of a server-run tool (`api_call`, `mcp`, `file_search`) that the server made during a turn: the model's call, and what came of it.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ToolRun {
+        ///The arguments, as the model wrote them (JSON text).
+        pub arguments: ::std::string::String,
+        ///Why the call failed or did not run (the model was told `error: ` and this).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub error: ::std::option::Option<::std::string::String>,
+        ///The model's id for the call (the `tool_call_id` of the `tool` message that carries its result).
+        pub id: ::std::string::String,
+        ///How long the call took, in milliseconds.
+        pub ms: i64,
+        ///The tool's name, as the model called it.
+        pub name: ::std::string::String,
+        ///What the tool answered, as the model was given it (absent when it failed).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub output: ::std::option::Option<::std::string::String>,
+        ///For `mcp` tools: the tool's server (the agent tool's name, or the request's `server_label`).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub server: ::std::option::Option<::std::string::String>,
+        pub started_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        #[serde(rename = "type")]
+        pub type_: ToolRunType,
+    }
+    impl ToolRun {
+        pub fn builder() -> builder::ToolRun {
+            Default::default()
+        }
+    }
+    ///What kind of tool the server ran.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum ToolRunType {
+        #[serde(rename = "api_call")]
+        ApiCall,
+        #[serde(rename = "mcp")]
+        Mcp,
+        #[serde(rename = "file_search")]
+        FileSearch,
+    }
+    impl ::std::fmt::Display for ToolRunType {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::ApiCall => f.write_str("api_call"),
+                Self::Mcp => f.write_str("mcp"),
+                Self::FileSearch => f.write_str("file_search"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for ToolRunType {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "api_call" => Ok(Self::ApiCall),
+                "mcp" => Ok(Self::Mcp),
+                "file_search" => Ok(Self::FileSearch),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ToolRunType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ToolRunType {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
     ///What a tool does when called.
     #[derive(
         ::serde::Deserialize,
@@ -9132,15 +9417,19 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         ///A function the client runs: the model's call is returned to the client.
         #[serde(rename = "function")]
         Function,
-        ///An HTTP request.
+        ///An HTTP request, run by the server.
         #[serde(rename = "api_call")]
         ApiCall,
+        ///The tools of a Model Context Protocol server (Streamable HTTP), run by the server: each tool the server lists (those in `allowed_tools`) is offered to the model under its own name.
+        #[serde(rename = "mcp")]
+        Mcp,
     }
     impl ::std::fmt::Display for ToolType {
         fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
             match *self {
                 Self::Function => f.write_str("function"),
                 Self::ApiCall => f.write_str("api_call"),
+                Self::Mcp => f.write_str("mcp"),
             }
         }
     }
@@ -9152,6 +9441,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             match value {
                 "function" => Ok(Self::Function),
                 "api_call" => Ok(Self::ApiCall),
+                "mcp" => Ok(Self::Mcp),
                 _ => Err("invalid value".into()),
             }
         }
@@ -10432,6 +10722,70 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ApprovalFilter {
+            always: ::std::result::Result<
+                ::std::option::Option<super::ToolNames>,
+                ::std::string::String,
+            >,
+            never: ::std::result::Result<
+                ::std::option::Option<super::ToolNames>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ApprovalFilter {
+            fn default() -> Self {
+                Self {
+                    always: Ok(Default::default()),
+                    never: Ok(Default::default()),
+                }
+            }
+        }
+        impl ApprovalFilter {
+            pub fn always<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ToolNames>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.always = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for always: {e}")
+                    });
+                self
+            }
+            pub fn never<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ToolNames>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.never = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for never: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ApprovalFilter> for super::ApprovalFilter {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ApprovalFilter,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    always: value.always?,
+                    never: value.never?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ApprovalFilter> for ApprovalFilter {
+            fn from(value: super::ApprovalFilter) -> Self {
+                Self {
+                    always: Ok(value.always),
+                    never: Ok(value.never),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ChatAnswerMessage {
             content: ::std::result::Result<
                 ::std::option::Option<::std::string::String>,
@@ -10609,6 +10963,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<::std::string::String>,
                 ::std::string::String,
             >,
+            tool_run: ::std::result::Result<
+                ::std::option::Option<super::ToolRun>,
+                ::std::string::String,
+            >,
             usage: ::std::result::Result<
                 ::std::option::Option<super::ChatUsage>,
                 ::std::string::String,
@@ -10622,6 +10980,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     id: Err("no value supplied for id".to_string()),
                     model: Err("no value supplied for model".to_string()),
                     object: Ok(Default::default()),
+                    tool_run: Ok(Default::default()),
                     usage: Ok(Default::default()),
                 }
             }
@@ -10687,6 +11046,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn tool_run<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ToolRun>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_run = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tool_run: {e}")
+                    });
+                self
+            }
             pub fn usage<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::option::Option<super::ChatUsage>>,
@@ -10711,6 +11082,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     id: value.id?,
                     model: value.model?,
                     object: value.object?,
+                    tool_run: value.tool_run?,
                     usage: value.usage?,
                 })
             }
@@ -10723,6 +11095,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     id: Ok(value.id),
                     model: Ok(value.model),
                     object: Ok(value.object),
+                    tool_run: Ok(value.tool_run),
                     usage: Ok(value.usage),
                 }
             }
@@ -12588,6 +12961,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             >,
             id: ::std::result::Result<::std::string::String, ::std::string::String>,
             model: ::std::result::Result<::std::string::String, ::std::string::String>,
+            tool_runs: ::std::result::Result<
+                ::std::vec::Vec<super::ToolRun>,
+                ::std::string::String,
+            >,
             usage: ::std::result::Result<super::ChatUsage, ::std::string::String>,
         }
         impl ::std::default::Default for ChatResponse {
@@ -12598,6 +12975,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     docs: Err("no value supplied for docs".to_string()),
                     id: Err("no value supplied for id".to_string()),
                     model: Err("no value supplied for model".to_string()),
+                    tool_runs: Ok(Default::default()),
                     usage: Err("no value supplied for usage".to_string()),
                 }
             }
@@ -12661,6 +13039,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn tool_runs<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ToolRun>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_runs = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tool_runs: {e}")
+                    });
+                self
+            }
             pub fn usage<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<super::ChatUsage>,
@@ -12685,6 +13075,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     docs: value.docs?,
                     id: value.id?,
                     model: value.model?,
+                    tool_runs: value.tool_runs?,
                     usage: value.usage?,
                 })
             }
@@ -12697,6 +13088,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     docs: Ok(value.docs),
                     id: Ok(value.id),
                     model: Ok(value.model),
+                    tool_runs: Ok(value.tool_runs),
                     usage: Ok(value.usage),
                 }
             }
@@ -15875,6 +16267,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<super::FunctionDef>,
                 ::std::string::String,
             >,
+            mcp: ::std::result::Result<
+                ::std::option::Option<super::McpDef>,
+                ::std::string::String,
+            >,
             metadata: ::std::result::Result<
                 ::std::option::Option<
                     ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -15893,6 +16289,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     api_call: Ok(Default::default()),
                     description: Ok(super::defaults::create_tool_request_description()),
                     function: Ok(Default::default()),
+                    mcp: Ok(Default::default()),
                     metadata: Ok(Default::default()),
                     name: Err("no value supplied for name".to_string()),
                     type_: Err("no value supplied for type_".to_string()),
@@ -15933,6 +16330,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     .try_into()
                     .map_err(|e| {
                         format!("error converting supplied value for function: {e}")
+                    });
+                self
+            }
+            pub fn mcp<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::McpDef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.mcp = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for mcp: {e}")
                     });
                 self
             }
@@ -15986,6 +16395,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     api_call: value.api_call?,
                     description: value.description?,
                     function: value.function?,
+                    mcp: value.mcp?,
                     metadata: value.metadata?,
                     name: value.name?,
                     type_: value.type_?,
@@ -15998,6 +16408,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     api_call: Ok(value.api_call),
                     description: Ok(value.description),
                     function: Ok(value.function),
+                    mcp: Ok(value.mcp),
                     metadata: Ok(value.metadata),
                     name: Ok(value.name),
                     type_: Ok(value.type_),
@@ -18328,6 +18739,126 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct McpDef {
+            allowed_tools: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                ::std::string::String,
+            >,
+            headers: ::std::result::Result<
+                ::std::option::Option<
+                    ::std::collections::HashMap<
+                        ::std::string::String,
+                        ::std::string::String,
+                    >,
+                >,
+                ::std::string::String,
+            >,
+            require_approval: ::std::result::Result<
+                ::std::option::Option<super::RequireApproval>,
+                ::std::string::String,
+            >,
+            server_url: ::std::result::Result<
+                super::McpDefServerUrl,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for McpDef {
+            fn default() -> Self {
+                Self {
+                    allowed_tools: Ok(Default::default()),
+                    headers: Ok(Default::default()),
+                    require_approval: Ok(Default::default()),
+                    server_url: Err("no value supplied for server_url".to_string()),
+                }
+            }
+        }
+        impl McpDef {
+            pub fn allowed_tools<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.allowed_tools = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for allowed_tools: {e}")
+                    });
+                self
+            }
+            pub fn headers<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::std::collections::HashMap<
+                            ::std::string::String,
+                            ::std::string::String,
+                        >,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.headers = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for headers: {e}")
+                    });
+                self
+            }
+            pub fn require_approval<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::RequireApproval>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.require_approval = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for require_approval: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn server_url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::McpDefServerUrl>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.server_url = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for server_url: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<McpDef> for super::McpDef {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: McpDef,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    allowed_tools: value.allowed_tools?,
+                    headers: value.headers?,
+                    require_approval: value.require_approval?,
+                    server_url: value.server_url?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::McpDef> for McpDef {
+            fn from(value: super::McpDef) -> Self {
+                Self {
+                    allowed_tools: Ok(value.allowed_tools),
+                    headers: Ok(value.headers),
+                    require_approval: Ok(value.require_approval),
+                    server_url: Ok(value.server_url),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct Message {
             content: ::std::result::Result<::std::string::String, ::std::string::String>,
             created_at: ::std::result::Result<
@@ -19853,6 +20384,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<super::FunctionDef>,
                 ::std::string::String,
             >,
+            mcp: ::std::result::Result<
+                ::std::option::Option<super::McpDef>,
+                ::std::string::String,
+            >,
             metadata: ::std::result::Result<
                 ::std::option::Option<
                     ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -19874,6 +20409,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     api_call: Ok(Default::default()),
                     description: Ok(Default::default()),
                     function: Ok(Default::default()),
+                    mcp: Ok(Default::default()),
                     metadata: Ok(Default::default()),
                     name: Ok(Default::default()),
                     type_: Ok(Default::default()),
@@ -19916,6 +20452,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     .try_into()
                     .map_err(|e| {
                         format!("error converting supplied value for function: {e}")
+                    });
+                self
+            }
+            pub fn mcp<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::McpDef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.mcp = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for mcp: {e}")
                     });
                 self
             }
@@ -19971,6 +20519,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     api_call: value.api_call?,
                     description: value.description?,
                     function: value.function?,
+                    mcp: value.mcp?,
                     metadata: value.metadata?,
                     name: value.name?,
                     type_: value.type_?,
@@ -19983,6 +20532,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     api_call: Ok(value.api_call),
                     description: Ok(value.description),
                     function: Ok(value.function),
+                    mcp: Ok(value.mcp),
                     metadata: Ok(value.metadata),
                     name: Ok(value.name),
                     type_: Ok(value.type_),
@@ -22198,6 +22748,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::string::String,
             >,
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            mcp: ::std::result::Result<
+                ::std::option::Option<super::McpDef>,
+                ::std::string::String,
+            >,
             metadata: ::std::result::Result<
                 ::std::option::Option<
                     ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -22220,6 +22774,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     description: Err("no value supplied for description".to_string()),
                     function: Ok(Default::default()),
                     id: Err("no value supplied for id".to_string()),
+                    mcp: Ok(Default::default()),
                     metadata: Ok(Default::default()),
                     name: Err("no value supplied for name".to_string()),
                     type_: Err("no value supplied for type_".to_string()),
@@ -22298,6 +22853,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     .map_err(|e| format!("error converting supplied value for id: {e}"));
                 self
             }
+            pub fn mcp<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::McpDef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.mcp = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for mcp: {e}")
+                    });
+                self
+            }
             pub fn metadata<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<
@@ -22363,6 +22930,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     description: value.description?,
                     function: value.function?,
                     id: value.id?,
+                    mcp: value.mcp?,
                     metadata: value.metadata?,
                     name: value.name?,
                     type_: value.type_?,
@@ -22379,6 +22947,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     description: Ok(value.description),
                     function: Ok(value.function),
                     id: Ok(value.id),
+                    mcp: Ok(value.mcp),
                     metadata: Ok(value.metadata),
                     name: Ok(value.name),
                     type_: Ok(value.type_),
@@ -22472,6 +23041,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<super::FunctionDef>,
                 ::std::string::String,
             >,
+            mcp: ::std::result::Result<
+                ::std::option::Option<super::McpDef>,
+                ::std::string::String,
+            >,
             name: ::std::result::Result<super::ToolDefName, ::std::string::String>,
             type_: ::std::result::Result<super::ToolType, ::std::string::String>,
         }
@@ -22481,6 +23054,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     api_call: Ok(Default::default()),
                     description: Ok(super::defaults::tool_def_description()),
                     function: Ok(Default::default()),
+                    mcp: Ok(Default::default()),
                     name: Err("no value supplied for name".to_string()),
                     type_: Err("no value supplied for type_".to_string()),
                 }
@@ -22523,6 +23097,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn mcp<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::McpDef>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.mcp = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for mcp: {e}")
+                    });
+                self
+            }
             pub fn name<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<super::ToolDefName>,
@@ -22557,6 +23143,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     api_call: value.api_call?,
                     description: value.description?,
                     function: value.function?,
+                    mcp: value.mcp?,
                     name: value.name?,
                     type_: value.type_?,
                 })
@@ -22568,7 +23155,234 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     api_call: Ok(value.api_call),
                     description: Ok(value.description),
                     function: Ok(value.function),
+                    mcp: Ok(value.mcp),
                     name: Ok(value.name),
+                    type_: Ok(value.type_),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ToolNames {
+            tool_names: ::std::result::Result<
+                ::std::vec::Vec<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ToolNames {
+            fn default() -> Self {
+                Self {
+                    tool_names: Err("no value supplied for tool_names".to_string()),
+                }
+            }
+        }
+        impl ToolNames {
+            pub fn tool_names<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_names = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tool_names: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ToolNames> for super::ToolNames {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ToolNames,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    tool_names: value.tool_names?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ToolNames> for ToolNames {
+            fn from(value: super::ToolNames) -> Self {
+                Self {
+                    tool_names: Ok(value.tool_names),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ToolRun {
+            arguments: ::std::result::Result<
+                ::std::string::String,
+                ::std::string::String,
+            >,
+            error: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            ms: ::std::result::Result<i64, ::std::string::String>,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            output: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            server: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            started_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            type_: ::std::result::Result<super::ToolRunType, ::std::string::String>,
+        }
+        impl ::std::default::Default for ToolRun {
+            fn default() -> Self {
+                Self {
+                    arguments: Err("no value supplied for arguments".to_string()),
+                    error: Ok(Default::default()),
+                    id: Err("no value supplied for id".to_string()),
+                    ms: Err("no value supplied for ms".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    output: Ok(Default::default()),
+                    server: Ok(Default::default()),
+                    started_at: Err("no value supplied for started_at".to_string()),
+                    type_: Err("no value supplied for type_".to_string()),
+                }
+            }
+        }
+        impl ToolRun {
+            pub fn arguments<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.arguments = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for arguments: {e}")
+                    });
+                self
+            }
+            pub fn error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for error: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn ms<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.ms = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for ms: {e}"));
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+            pub fn output<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.output = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for output: {e}")
+                    });
+                self
+            }
+            pub fn server<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.server = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for server: {e}")
+                    });
+                self
+            }
+            pub fn started_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.started_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for started_at: {e}")
+                    });
+                self
+            }
+            pub fn type_<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ToolRunType>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.type_ = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for type_: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ToolRun> for super::ToolRun {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ToolRun,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    arguments: value.arguments?,
+                    error: value.error?,
+                    id: value.id?,
+                    ms: value.ms?,
+                    name: value.name?,
+                    output: value.output?,
+                    server: value.server?,
+                    started_at: value.started_at?,
+                    type_: value.type_?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ToolRun> for ToolRun {
+            fn from(value: super::ToolRun) -> Self {
+                Self {
+                    arguments: Ok(value.arguments),
+                    error: Ok(value.error),
+                    id: Ok(value.id),
+                    ms: Ok(value.ms),
+                    name: Ok(value.name),
+                    output: Ok(value.output),
+                    server: Ok(value.server),
+                    started_at: Ok(value.started_at),
                     type_: Ok(value.type_),
                 }
             }

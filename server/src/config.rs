@@ -46,6 +46,8 @@
 //! [tools]
 //! api_call_allowed_hosts = []     # hosts api_call tools may reach: "api.example.com" or
 //!                                 # "localhost:8081" (with a port: only that port); empty = none
+//! max_rounds = 10                 # rounds of server-run tool calls one chat turn may make
+//! max_calls_per_turn = 64         # server-run tool calls one chat turn may make in all
 //!
 //! [executions]
 //! max_steps = 10000               # transitions per execution
@@ -91,13 +93,30 @@ pub struct Config {
     pub executions: ExecutionsConfig,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ToolsConfig {
     /// Hosts `api_call` tools may send requests to, by exact name (`api.example.com`,
     /// any port) or name and port (`127.0.0.1:8081`, that port only). Empty (the
     /// default): none, so tasks cannot reach the network until an operator says where.
     pub api_call_allowed_hosts: Vec<String>,
+    /// Rounds of server-run tool calls (model, then its calls) one turn of
+    /// session chat or `/v1/responses` may make; then the turn ends with
+    /// `finish_reason` `max_tool_rounds` (status `incomplete`).
+    pub max_rounds: u32,
+    /// Server-run tool calls one turn may make in all; then it ends with
+    /// `finish_reason` `max_tool_calls`.
+    pub max_calls_per_turn: usize,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        ToolsConfig {
+            api_call_allowed_hosts: Vec::new(),
+            max_rounds: crate::app::turn::tools::DEFAULT_MAX_ROUNDS,
+            max_calls_per_turn: crate::app::turn::tools::DEFAULT_MAX_CALLS,
+        }
+    }
 }
 
 /// Limits of task executions. Over one, an execution fails with an error naming it.
@@ -516,6 +535,12 @@ impl Config {
         if let Some(v) = env("AGENT_PLATFORM_TOOLS_API_CALL_ALLOWED_HOSTS") {
             self.tools.api_call_allowed_hosts =
                 v.split(',').map(str::trim).filter(|h| !h.is_empty()).map(String::from).collect();
+        }
+        if let Some(v) = env("AGENT_PLATFORM_TOOLS_MAX_ROUNDS") {
+            self.tools.max_rounds = parse("AGENT_PLATFORM_TOOLS_MAX_ROUNDS", v)?;
+        }
+        if let Some(v) = env("AGENT_PLATFORM_TOOLS_MAX_CALLS_PER_TURN") {
+            self.tools.max_calls_per_turn = parse("AGENT_PLATFORM_TOOLS_MAX_CALLS_PER_TURN", v)?;
         }
         self.executions.apply_env(&env)?;
         self.store.apply_env(&env)?;

@@ -20,14 +20,18 @@ use chrono::Utc;
 use futures::future::BoxFuture;
 use uuid::Uuid;
 
-use super::turn::convert::{answer_id, contract_chunk, from_wire_call, reply_message};
-use super::turn::drive::{self, Items};
+use super::turn::convert::{answer_id, contract_chunk, from_wire_call};
+use super::turn::drive::{self, End, Items};
 use super::turn::plan::{New, tool_specs, wire_tool_choice};
+use super::turn::rounds::{After, Ending, Rounds};
+use super::turn::tools::Toolbox;
 use super::turn::{Answered, Ask, Driver, Plan, Saving, Shape, SystemFor};
 use super::{App, Error, Result, Tenant};
 use crate::api::types::Agent;
 use crate::api::types::Role;
-use crate::api::types::{ChatAnswerMessage, ChatChoice, ChatChunk, ChatRequest, ChatResponse};
+use crate::api::types::{
+    ChatAnswerMessage, ChatChoice, ChatChunk, ChatChunkChoice, ChatRequest, ChatResponse,
+};
 use crate::models::wire;
 
 /// The chunks of a streamed chat; it ends after the last chunk, or with one `Err`.
@@ -37,6 +41,8 @@ pub type ChatChunks = Items<Result<ChatChunk>>;
 pub struct ChatTurn {
     plan: Plan,
     saving: Saving,
+    /// The agent loop over the server-run tools (see [`super::turn::rounds`]).
+    rounds: Rounds,
 }
 
 impl App {
@@ -58,7 +64,10 @@ impl App {
         };
         let agent: Agent = self.agent_get(t, agent_id).await?;
         let users = self.session_users(t, session).await?;
-        let tools = tool_specs(&self.session_tools(t, session_id).await?, req.tools.as_deref());
+        let stored = self.session_tools(t, session_id).await?;
+        let mut tools = tool_specs(&stored, req.tools.as_deref());
+        let toolbox = Toolbox::of_stored(&stored);
+        tools.extend(toolbox.specs().cloned());
         let history = self.history(t, session_id, held.version).await?;
         let mut plan = self
             .plan(
@@ -92,18 +101,25 @@ impl App {
             lease: held.lease,
             lock: Some(held.lock),
         };
-        Ok(ChatTurn { plan, saving })
+        Ok(ChatTurn { plan, saving, rounds: Rounds::new(toolbox) })
     }
 
-    /// A chat answered whole: the model's answer, saved when `save`.
+    /// A chat answered whole: the model's answer (after the rounds of the
+    /// server-run tools it calls), saved when `save`.
     pub async fn chat(&self, t: Tenant, session: Uuid, req: ChatRequest) -> Result<ChatResponse> {
-        let turn = self.chat_turn(t, session, req).await?;
-        let answer = turn.plan.provider.chat(&turn.plan.request).await?;
-        let answered = Driver::whole(answer).collect(&turn.plan.request).await?;
-        let reply = answered.answer.message().map(reply_message);
-        let response = chat_response(&turn.plan, answered);
-        self.save_turn(&turn.saving, reply, |_| Ok((Vec::new(), Some(&response)))).await?;
-        Ok(response)
+        let mut turn = self.chat_turn(t, session, req).await?;
+        loop {
+            let answer = turn.plan.provider.chat(&turn.plan.request).await?;
+            let answered = Driver::whole(answer).collect(&turn.plan.request).await?;
+            let ending = match turn.rounds.after(self, t, &answered, &mut turn.plan.request).await {
+                After::Again => continue,
+                After::End(ending) => ending,
+            };
+            let replies = turn.rounds.to_save(&answered, &ending);
+            let response = chat_response(&turn.plan, &mut turn.rounds, answered, ending);
+            self.save_turn(&turn.saving, replies, |_| Ok((Vec::new(), Some(&response)))).await?;
+            return Ok(response);
+        }
     }
 
     /// A chat answered chunk by chunk (see the module's docs). The provider's
@@ -111,7 +127,8 @@ impl App {
     pub async fn chat_stream(&self, t: Tenant, session: Uuid, req: ChatRequest) -> Result<ChatChunks> {
         let turn = self.chat_turn(t, session, req).await?;
         let upstream = turn.plan.provider.chat_stream(&turn.plan.request).await?;
-        Ok(drive::stream(upstream, ChatShape { app: self.clone(), turn }, Vec::new()))
+        let shape = ChatShape { app: self.clone(), turn, round: RoundCalls::default(), runs_sent: 0 };
+        Ok(drive::stream(upstream, shape, Vec::new()))
     }
 }
 
@@ -119,6 +136,65 @@ impl App {
 struct ChatShape {
     app: App,
     turn: ChatTurn,
+    /// The calls of the model's answer under way.
+    round: RoundCalls,
+    /// How many of the rounds' runs have been sent.
+    runs_sent: usize,
+}
+
+/// The calls of one streamed answer: which of its calls (by index) the
+/// server runs, and whether it calls a client tool.
+#[derive(Default)]
+struct RoundCalls {
+    server: std::collections::HashMap<u32, bool>,
+    client: bool,
+}
+
+impl ChatShape {
+    /// A chunk of each run not sent yet.
+    fn new_runs(&mut self) -> Vec<Result<ChatChunk>> {
+        let runs = &self.turn.rounds.runs[self.runs_sent..];
+        self.runs_sent = self.turn.rounds.runs.len();
+        runs.iter().map(|run| Ok(ChatChunk { tool_run: Some(run.clone()), ..ChatChunk::default() })).collect()
+    }
+
+    /// `chunk` without the deltas of the server's calls, and without the
+    /// finish reason `tool_calls` when the model called only the server's
+    /// tools (the turn goes on).
+    fn without_server_calls(&mut self, mut chunk: wire::CompletionChunk) -> wire::CompletionChunk {
+        if self.turn.rounds.toolbox.is_empty() {
+            return chunk;
+        }
+        for choice in &mut chunk.choices {
+            if let Some(calls) = &mut choice.delta.tool_calls {
+                for call in calls.iter() {
+                    if let Some(name) = call.function.as_ref().and_then(|f| f.name.as_deref()) {
+                        let server = self.turn.rounds.toolbox.get(name).is_some();
+                        self.round.server.insert(call.index.unwrap_or_default(), server);
+                        self.round.client |= !server;
+                    }
+                }
+                calls.retain(|c| {
+                    !self.round.server.get(&c.index.unwrap_or_default()).copied().unwrap_or(false)
+                });
+                if calls.is_empty() {
+                    choice.delta.tool_calls = None;
+                }
+            }
+            let only_server = !self.round.client && self.round.server.values().any(|s| *s);
+            if only_server && choice.finish_reason.as_deref() == Some("tool_calls") {
+                choice.finish_reason = None;
+            }
+        }
+        chunk.choices.retain(|c| {
+            c.finish_reason.is_some()
+                || c.delta.tool_calls.is_some()
+                || c.delta.content.as_deref().is_some_and(|t| !t.is_empty())
+                || c.delta.refusal.is_some()
+                || c.delta.role.is_some()
+        });
+        chunk
+    }
 }
 
 impl Shape for ChatShape {
@@ -129,25 +205,50 @@ impl Shape for ChatShape {
     }
 
     fn chunk(&mut self, chunk: wire::CompletionChunk, _first: (&str, &str), out: &mut VecDeque<Self::Item>) {
+        let chunk = self.without_server_calls(chunk);
         // The usage-only chunk is replaced by the last one, which adds the docs.
         if !chunk.choices.is_empty() {
             out.push_back(Ok(contract_chunk(chunk)));
         }
     }
 
-    fn end(&mut self, answered: Answered) -> BoxFuture<'_, Result<Vec<Self::Item>>> {
+    fn end(&mut self, answered: Answered) -> BoxFuture<'_, Result<End<Self::Item>>> {
         Box::pin(async move {
-            let reply = answered.answer.message().map(reply_message);
-            self.app.save_turn(&self.turn.saving, reply, |_| Ok((Vec::new(), None::<()>))).await?;
+            let t = self.turn.saving.tenant;
+            let ending =
+                match self.turn.rounds.after(&self.app, t, &answered, &mut self.turn.plan.request).await {
+                    After::Again => {
+                        let upstream = self.turn.plan.provider.chat_stream(&self.turn.plan.request).await?;
+                        self.round = RoundCalls::default();
+                        return Ok(End::Again(upstream, self.new_runs()));
+                    }
+                    After::End(ending) => ending,
+                };
+            let replies = self.turn.rounds.to_save(&answered, &ending);
+            self.app.save_turn(&self.turn.saving, replies, |_| Ok((Vec::new(), None::<()>))).await?;
             let model = answered.model_or(&self.turn.plan.request);
-            Ok(vec![Ok(ChatChunk {
-                id: answered.id,
+            let mut last = self.new_runs();
+            if let Some(reason) = ending.finish_reason {
+                last.push(Ok(ChatChunk {
+                    id: answered.id.clone(),
+                    model: model.clone(),
+                    choices: vec![ChatChunkChoice {
+                        finish_reason: Some(reason),
+                        ..ChatChunkChoice::default()
+                    }],
+                    ..ChatChunk::default()
+                }));
+            }
+            last.push(Ok(ChatChunk {
+                id: answered.id.clone(),
                 object: Some("chat.completion.chunk".to_owned()),
                 model,
                 choices: Vec::new(),
-                usage: Some(answered.usage),
+                usage: Some(self.turn.rounds.total_usage(&answered.usage)),
                 docs: Some(self.turn.plan.docs.clone()),
-            })])
+                tool_run: None,
+            }));
+            Ok(End::Done(last))
         })
     }
 
@@ -156,9 +257,11 @@ impl Shape for ChatShape {
     }
 }
 
-/// The contract's answer from the provider's.
-fn chat_response(plan: &Plan, answered: Answered) -> ChatResponse {
+/// The contract's answer from the provider's last, and the rounds before it.
+fn chat_response(plan: &Plan, rounds: &mut Rounds, answered: Answered, ending: Ending) -> ChatResponse {
     let model = answered.model_or(&plan.request);
+    let usage = rounds.total_usage(&answered.usage);
+    let Ending { finish_reason, client_calls, .. } = ending;
     ChatResponse {
         id: answer_id(&answered.id),
         created_at: Utc::now(),
@@ -169,19 +272,25 @@ fn chat_response(plan: &Plan, answered: Answered) -> ChatResponse {
             .into_iter()
             .map(|c| ChatChoice {
                 index: c.index.into(),
-                finish_reason: c.finish_reason,
+                finish_reason: finish_reason.clone().or(c.finish_reason),
                 message: ChatAnswerMessage {
                     role: Role::Assistant,
                     content: c.message.content.map(|content| content.text().into_owned()),
-                    tool_calls: c
-                        .message
-                        .tool_calls
-                        .filter(|cs| !cs.is_empty())
-                        .map(|cs| cs.iter().map(from_wire_call).collect()),
+                    tool_calls: match (finish_reason.is_some(), &client_calls) {
+                        // A limit: the calls were answered "not run".
+                        (true, _) => None,
+                        (false, Some(client)) => Some(client.iter().map(from_wire_call).collect()),
+                        (false, None) => c
+                            .message
+                            .tool_calls
+                            .filter(|cs| !cs.is_empty())
+                            .map(|cs| cs.iter().map(from_wire_call).collect()),
+                    },
                 },
             })
             .collect(),
-        usage: answered.usage,
+        usage,
         docs: plan.docs.clone(),
+        tool_runs: std::mem::take(&mut rounds.runs),
     }
 }

@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::parts::{of_content, wire_part};
 use super::turn::convert::{answer_id, contract_delta, contract_usage, from_wire_call, to_wire_call};
-use super::turn::drive::{self, Items};
+use super::turn::drive::{self, End, Items};
 use super::turn::plan::{New, tool_specs};
 use super::turn::{Answered, Ask, Driver, Plan, Shape, SystemFor};
 use super::{App, Error, NotFound, Result, Tenant};
@@ -360,7 +360,7 @@ impl Shape for CompletionShape {
         out.push_back(Ok(self.chunk_of(choices, usage)));
     }
 
-    fn end(&mut self, answered: Answered) -> BoxFuture<'_, Result<Vec<Self::Item>>> {
+    fn end(&mut self, answered: Answered) -> BoxFuture<'_, Result<End<Self::Item>>> {
         let last = if self.turn.include_usage && !self.usage_sent {
             self.usage_sent = true;
             let usage = completion_usage(answered.usage, answered.answer.usage);
@@ -368,7 +368,7 @@ impl Shape for CompletionShape {
         } else {
             Vec::new()
         };
-        Box::pin(async move { Ok(last) })
+        Box::pin(async move { Ok(End::Done(last)) })
     }
 
     fn failure(&mut self, error: Error) -> Self::Item {

@@ -154,6 +154,8 @@ pub struct App {
     /// How many tasks follow an execution's transitions for a stream now
     /// (see [`App::transition_followers`]).
     followers: Arc<std::sync::atomic::AtomicUsize>,
+    /// What runs the server's tools in turns (see [`turn::tools`]).
+    pub tool_runner: Arc<turn::tools::ToolRunner>,
 }
 
 impl App {
@@ -209,6 +211,7 @@ impl App {
             runner: Default::default(),
             max_keys_per_tenant: keys::DEFAULT_MAX_KEYS_PER_TENANT,
             followers: Default::default(),
+            tool_runner: Default::default(),
         };
         changes::forget_on_changes(&app);
         docs::start_index(&app, start).await?;
@@ -231,6 +234,12 @@ impl App {
     /// Installs an embedding model (see [`embedding`]).
     pub fn with_embedder(mut self, embedder: Arc<dyn Embedder>) -> Self {
         self.embedder = Some(embedder);
+        self
+    }
+
+    /// Installs what runs the server's tools in turns, with its limits.
+    pub fn with_tool_runner(mut self, runner: turn::tools::ToolRunner) -> Self {
+        self.tool_runner = Arc::new(runner);
         self
     }
 

@@ -34,7 +34,7 @@ use super::history::History;
 use super::records::{decode, encode};
 use super::sessions::{plain_session, session_record};
 use super::turn::convert::{history_item, reply_message};
-use super::turn::drive::{self, Items};
+use super::turn::drive::{self, End, Items};
 use super::turn::plan::{New, tool_specs, wire_tool_choice};
 use super::turn::{Answered, Ask, Driver, Plan, Saving, Shape, SystemFor};
 use super::{App, Error, NotFound, Result, Tenant};
@@ -403,7 +403,7 @@ impl App {
         let head = &turn.head;
         let mut conversation = Vec::new();
         let answer = self
-            .save_turn(&turn.saving, Some(reply), |made| {
+            .save_turn(&turn.saving, vec![reply], |made| {
                 if turn.remember.is_some() {
                     conversation = made.iter().map(history_item).collect();
                 }
@@ -760,12 +760,12 @@ impl Shape for ResponseShape {
         out.extend(self.events.chunk(chunk).into_iter().map(Ok));
     }
 
-    fn end(&mut self, answered: Answered) -> BoxFuture<'_, Result<Vec<Self::Item>>> {
+    fn end(&mut self, answered: Answered) -> BoxFuture<'_, Result<End<Self::Item>>> {
         Box::pin(async move {
             let mut last = self.events.close(&answered.answer.text(), answered.answer.tool_calls());
             let response = self.app.response_save(&self.turn, answered).await?;
             last.push(self.events.completed(response));
-            Ok(last.into_iter().map(Ok).collect())
+            Ok(End::Done(last.into_iter().map(Ok).collect()))
         })
     }
 

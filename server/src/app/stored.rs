@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::api::types::{ApiCallDef, FunctionDef, HttpMethod, ToolDef, ToolType};
+use crate::api::types::{ApiCallDef, FunctionDef, HttpMethod, McpDef, ToolDef, ToolType};
 use crate::api::types::{ChatSettings, OwnerRole};
 use crate::api::types::{ContextOverflow, FunctionCall, Role, ToolCall, ToolCallType};
 use crate::api::types::{ImageDetail, ImageUrl, MessageFile, MessagePart};
@@ -239,6 +239,7 @@ impl From<StoredPart> for MessagePart {
 pub enum StoredToolType {
     Function,
     ApiCall,
+    Mcp,
 }
 
 impl From<ToolType> for StoredToolType {
@@ -246,6 +247,7 @@ impl From<ToolType> for StoredToolType {
         match t {
             ToolType::Function => StoredToolType::Function,
             ToolType::ApiCall => StoredToolType::ApiCall,
+            ToolType::Mcp => StoredToolType::Mcp,
         }
     }
 }
@@ -255,6 +257,7 @@ impl From<StoredToolType> for ToolType {
         match t {
             StoredToolType::Function => ToolType::Function,
             StoredToolType::ApiCall => ToolType::ApiCall,
+            StoredToolType::Mcp => ToolType::Mcp,
         }
     }
 }
@@ -344,11 +347,16 @@ pub struct StoredToolDef {
     pub function: Option<StoredFunctionDef>,
     #[serde(default)]
     pub api_call: Option<StoredApiCallDef>,
+    /// An `mcp` tool's server, stored in the contract's shape (its fields
+    /// are all optional but the URL, so that shape can grow); absent in
+    /// records written before `mcp` tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpDef>,
 }
 
 impl From<ToolDef> for StoredToolDef {
     fn from(d: ToolDef) -> Self {
-        let ToolDef { name, kind, description, function, api_call } = d;
+        let ToolDef { name, kind, description, function, api_call, mcp } = d;
         StoredToolDef {
             name,
             kind: kind.into(),
@@ -360,13 +368,14 @@ impl From<ToolDef> for StoredToolDef {
                 headers,
                 timeout_s,
             }),
+            mcp,
         }
     }
 }
 
 impl From<StoredToolDef> for ToolDef {
     fn from(d: StoredToolDef) -> Self {
-        let StoredToolDef { name, kind, description, function, api_call } = d;
+        let StoredToolDef { name, kind, description, function, api_call, mcp } = d;
         ToolDef {
             name,
             kind: kind.into(),
@@ -378,6 +387,7 @@ impl From<StoredToolDef> for ToolDef {
                 headers,
                 timeout_s,
             }),
+            mcp,
         }
     }
 }

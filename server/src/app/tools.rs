@@ -20,7 +20,7 @@ impl Resource for Tool {
     /// those of a tool given inline in a task.
     type Data = StoredToolDef;
     fn from_parts(rec: &Record, d: StoredToolDef) -> Self {
-        let ToolDef { name, kind, description, function, api_call } = d.into();
+        let ToolDef { name, kind, description, function, api_call, mcp } = d.into();
         Tool {
             id: rec.id,
             agent_id: rec.scope,
@@ -29,6 +29,7 @@ impl Resource for Tool {
             description,
             function,
             api_call,
+            mcp,
             metadata: rec.metadata.clone().map(Metadata),
             created_at: rec.created_at,
             updated_at: rec.updated_at,
@@ -43,6 +44,7 @@ fn tool_data(req: &CreateToolRequest) -> StoredToolDef {
         description: req.description.clone(),
         function: req.function.clone(),
         api_call: req.api_call.clone(),
+        mcp: req.mcp.clone(),
     })
 }
 
@@ -95,6 +97,7 @@ impl App {
                 d.kind = kind;
                 d.function = None;
                 d.api_call = None;
+                d.mcp = None;
             }
             if let Some(v) = &req.function {
                 d.function = v.clone();
@@ -102,8 +105,18 @@ impl App {
             if let Some(v) = &req.api_call {
                 d.api_call = v.clone();
             }
+            if let Some(v) = &req.mcp {
+                d.mcp = v.clone();
+            }
             let mut issues = Issues::new(Source::Body);
-            check_tool_def(d.kind, d.function.as_ref(), d.api_call.as_ref(), &[], &mut issues);
+            check_tool_def(
+                d.kind,
+                d.function.as_ref(),
+                d.api_call.as_ref(),
+                d.mcp.as_ref(),
+                &[],
+                &mut issues,
+            );
             if !issues.is_empty() {
                 return Err(Error::Validation(issues.into_vec()));
             }

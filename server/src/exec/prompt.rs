@@ -128,6 +128,9 @@ pub async fn tool_call_step(env: &StepEnv<'_>, tool: &str, arguments: Value) -> 
             let call = def.api_call.as_ref().ok_or_else(|| format!("tool {tool:?} has no api_call"))?;
             Ok(Outcome::Done(run_api_call(env.http, call, &arguments, env.policy).await?))
         }
+        ToolType::Mcp => {
+            Err(format!("tool {tool:?} is an mcp tool: MCP servers are not called from task steps"))
+        }
         ToolType::Function => Ok(Outcome::Pause {
             call: json!({"id": format!("call_{}", Uuid::now_v7().simple()), "name": tool, "arguments": arguments}),
             state: Value::Null,
@@ -149,6 +152,7 @@ pub async fn task_tools(app: &App, tenant: Tenant, task: &Task) -> crate::app::R
                     description: tool.description,
                     function: tool.function,
                     api_call: tool.api_call,
+                    mcp: tool.mcp,
                 });
             }
         }
@@ -180,7 +184,7 @@ fn tool_spec(tool: &ToolDef) -> ToolSpec {
     let parameters = match (&tool.function, tool.kind) {
         (Some(f), _) => Value::Object(f.parameters.clone()),
         // An api_call tool says nothing of its arguments: any object.
-        (None, ToolType::ApiCall) => json!({"type": "object"}),
+        (None, ToolType::ApiCall | ToolType::Mcp) => json!({"type": "object"}),
         (None, ToolType::Function) => json!({"type": "object", "properties": {}}),
     };
     let description = (!tool.description.is_empty()).then(|| tool.description.clone());
@@ -315,6 +319,10 @@ async fn run_calls(
                 };
                 messages.push(ChatMessage::tool_result(&call.id, answer));
             }
+            (ToolType::Mcp, Ok(_)) => messages.push(ChatMessage::tool_result(
+                &call.id,
+                format!("error: {name:?} is an mcp tool: MCP servers are not called from task steps"),
+            )),
             (ToolType::Function, Ok(arguments)) => {
                 let paused = PausedPrompt {
                     messages: std::mem::take(messages),

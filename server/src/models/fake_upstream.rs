@@ -46,6 +46,9 @@ pub enum Behaviour {
     /// Call tool `name` with `arguments` (JSON text); finish reason
     /// `tool_calls`. Streamed: id and name first, arguments in two pieces.
     ToolCall { name: String, arguments: String },
+    /// Call each of these tools `(name, arguments)` in one answer (streamed:
+    /// each call's id and name, then its arguments in two pieces).
+    ToolCalls(Vec<(String, String)>),
     /// Streamed: one chunk per entry, `delay` between chunks. Not streamed:
     /// the joined text, after the same total delay.
     StreamWithDelays { chunks: Vec<String>, delay: Duration },

@@ -158,6 +158,43 @@ pub struct ChatUsage {
     pub total_tokens: i64,
 }
 
+/// What kind of tool the server ran.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolRunType {
+    ApiCall,
+    Mcp,
+    FileSearch,
+}
+
+/// A call of a server-run tool (`api_call`, `mcp`, `file_search`) that the
+/// server made during a turn: the model's call, and what came of it.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct ToolRun {
+    /// The model's id for the call (the `tool_call_id` of the `tool` message
+    /// that carries its result).
+    pub id: String,
+    #[serde(rename = "type")]
+    pub kind: ToolRunType,
+    /// The tool's name, as the model called it.
+    pub name: String,
+    /// For `mcp` tools: the tool's server (the agent tool's name, or the
+    /// request's `server_label`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+    /// The arguments, as the model wrote them (JSON text).
+    pub arguments: String,
+    /// What the tool answered, as the model was given it (absent when it failed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+    /// Why the call failed or did not run (the model was told `error: ` and this).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub started_at: DateTime<Utc>,
+    /// How long the call took, in milliseconds.
+    pub ms: i64,
+}
+
 /// The answer of a chat (OpenAI's chat completion, plus the recalled `docs`).
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ChatResponse {
@@ -169,6 +206,12 @@ pub struct ChatResponse {
     pub usage: ChatUsage,
     /// The document snippets recalled and put in the system message.
     pub docs: Vec<DocReference>,
+    /// The calls of server-run tools the turn made, in the order they
+    /// started (each round's calls run at once). Each one's result is also
+    /// saved as a `tool` message, with this record (without `output`, which
+    /// is the message's content) in the message's metadata under `tool_run`.
+    #[serde(default)]
+    pub tool_runs: Vec<ToolRun>,
 }
 
 // ---------------------------------------------------------------- the stream
@@ -191,6 +234,11 @@ pub struct ChatChunk {
     /// The document snippets recalled and put in the system message, on the last chunk.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub docs: Option<Vec<DocReference>>,
+    /// A call of a server-run tool, once it ended, on a chunk of its own
+    /// (no choices) between the model's rounds. The model's deltas of such
+    /// calls are not sent: only the calls the client runs are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_run: Option<ToolRun>,
 }
 
 /// One choice of a [`ChatChunk`]: what it adds to the answer.
@@ -198,7 +246,8 @@ pub struct ChatChunk {
 pub struct ChatChunkChoice {
     pub index: u32,
     pub delta: ChatDelta,
-    /// Why the answer ended (`stop`, `length`, `tool_calls`), on its last delta.
+    /// Why the answer ended (`stop`, `length`, `tool_calls`, `max_tool_rounds`,
+    /// `max_tool_calls`), on its last delta.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
 }

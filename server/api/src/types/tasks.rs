@@ -184,7 +184,14 @@ impl Check for PutTaskRequest {
         let mut names = HashSet::new();
         for (i, tool) in self.tools.iter().enumerate() {
             let at = [LocPart::Key("tools".into()), LocPart::Index(i)];
-            check_tool_def(tool.kind, tool.function.as_ref(), tool.api_call.as_ref(), &at, issues);
+            check_tool_def(
+                tool.kind,
+                tool.function.as_ref(),
+                tool.api_call.as_ref(),
+                tool.mcp.as_ref(),
+                &at,
+                issues,
+            );
             if !names.insert(tool.name.as_str()) {
                 let mut at = at.to_vec();
                 at.push(LocPart::Key("name".into()));

@@ -33,8 +33,12 @@ impl Check for AgentToolPath {}
 pub enum ToolType {
     /// A function the client runs: the model's call is returned to the client.
     Function,
-    /// An HTTP request.
+    /// An HTTP request, run by the server.
     ApiCall,
+    /// The tools of a Model Context Protocol server (Streamable HTTP), run by
+    /// the server: each tool the server lists (those in `allowed_tools`) is
+    /// offered to the model under its own name.
+    Mcp,
 }
 
 fn empty_object_schema() -> JsonObject {
@@ -90,6 +94,79 @@ pub struct ApiCallDef {
     pub timeout_s: Option<i64>,
 }
 
+/// Which of an MCP server's tools need a person's approval before they run.
+/// `"always"` or `"never"` for all of them, or lists by name (a tool in
+/// neither list needs approval).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(untagged)]
+pub enum RequireApproval {
+    Mode(ApprovalMode),
+    Filter(ApprovalFilter),
+}
+
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalMode {
+    Always,
+    Never,
+}
+
+/// Tools that always need approval, and tools that never do.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalFilter {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub always: Option<ToolNames>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub never: Option<ToolNames>,
+}
+
+/// Names of tools.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct ToolNames {
+    #[schemars(length(max = 256))]
+    pub tool_names: Vec<String>,
+}
+
+impl RequireApproval {
+    /// Whether calling `tool` needs approval (`None`, the default: never).
+    pub fn needs(this: Option<&RequireApproval>, tool: &str) -> bool {
+        match this {
+            None | Some(RequireApproval::Mode(ApprovalMode::Never)) => false,
+            Some(RequireApproval::Mode(ApprovalMode::Always)) => true,
+            Some(RequireApproval::Filter(f)) => {
+                let listed = |names: &Option<ToolNames>| {
+                    names.as_ref().is_some_and(|n| n.tool_names.iter().any(|t| t == tool))
+                };
+                // Listed in `always`, or in neither list: approval.
+                !listed(&f.never) || listed(&f.always)
+            }
+        }
+    }
+}
+
+/// The server of an `mcp` tool.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct McpDef {
+    /// The server's Streamable HTTP endpoint: an `http://` or `https://` URL
+    /// (at most 2,048 characters), reachable under the server's outbound
+    /// policy (`tools.allowed_hosts`).
+    #[schemars(length(min = 1, max = 2048), regex(path = "URL_PATTERN"))]
+    pub server_url: String,
+    /// Only these of the server's tools are offered (at most 256 names); default all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    pub allowed_tools: Option<Vec<String>>,
+    /// Which calls wait for a person's approval; default `"never"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_approval: Option<RequireApproval>,
+    /// Headers sent to the server (an `Authorization`, say). A value may name
+    /// secrets of the tenant, `{{ secrets.NAME }}`, replaced when the server is
+    /// called; the answers of the API show the values as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<BTreeMap<String, String>>,
+}
+
 /// A tool of an agent.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct Tool {
@@ -104,6 +181,9 @@ pub struct Tool {
     pub function: Option<FunctionDef>,
     /// For `api_call` tools.
     pub api_call: Option<ApiCallDef>,
+    /// For `mcp` tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpDef>,
     pub metadata: Option<Metadata>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -129,6 +209,9 @@ pub struct CreateToolRequest {
     /// Required for `api_call` tools, and only for them.
     #[serde(default)]
     pub api_call: Option<ApiCallDef>,
+    /// Required for `mcp` tools, and only for them.
+    #[serde(default)]
+    pub mcp: Option<McpDef>,
     #[serde(default)]
     pub metadata: Option<Metadata>,
 }
@@ -150,6 +233,8 @@ pub struct PatchToolRequest {
     pub function: Option<Option<FunctionDef>>,
     #[serde(default, deserialize_with = "double_option")]
     pub api_call: Option<Option<ApiCallDef>>,
+    #[serde(default, deserialize_with = "double_option")]
+    pub mcp: Option<Option<McpDef>>,
     /// Merged into the stored metadata, top-level key by key; `null` clears it.
     /// The merged metadata keeps the bounds (at most 64 keys and 16384 bytes as
     /// JSON): a PATCH that would pass them is a 422 naming `metadata`, and changes nothing.
@@ -175,6 +260,9 @@ pub struct ToolDef {
     /// Required for `api_call` tools, and only for them.
     #[serde(default)]
     pub api_call: Option<ApiCallDef>,
+    /// Required for `mcp` tools, and only for them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpDef>,
 }
 
 /// Headers an `api_call` tool may not set: the HTTP client sets them itself,
@@ -195,7 +283,7 @@ pub const RESERVED_API_CALL_HEADERS: &[&str] = &[
 pub fn api_call_header_refusal(name: &str, value: &str) -> Option<String> {
     if RESERVED_API_CALL_HEADERS.iter().any(|r| r.eq_ignore_ascii_case(name)) {
         return Some(format!(
-            "an api_call tool may not set the header {name:?}: the HTTP client sets it itself \
+            "a tool may not set the header {name:?}: the HTTP client sets it itself \
              (reserved: Host, Connection, Transfer-Encoding, Content-Length, Keep-Alive, Upgrade, \
              TE, Trailer, Proxy-Connection)"
         ));
@@ -215,6 +303,7 @@ pub fn check_tool_def(
     kind: ToolType,
     function: Option<&FunctionDef>,
     api_call: Option<&ApiCallDef>,
+    mcp: Option<&McpDef>,
     at: &[LocPart],
     issues: &mut Issues,
 ) {
@@ -223,37 +312,53 @@ pub fn check_tool_def(
         l.push(LocPart::Key(k.into()));
         l
     };
-    let (needed, other) = match kind {
-        ToolType::Function => (("function", function.is_some()), ("api_call", api_call.is_some())),
-        ToolType::ApiCall => (("api_call", api_call.is_some()), ("function", function.is_some())),
-    };
-    if !needed.1 {
-        issues.push(
-            &loc(needed.0),
-            "missing",
-            format!("Field required: a tool of type {0} needs `{0}`", needed.0),
-        );
-    }
-    if other.1 {
-        issues.push(&loc(other.0), "value_error", format!("only tools of type {0} have `{0}`", other.0));
+    let defs = [
+        (ToolType::Function, "function", function.is_some()),
+        (ToolType::ApiCall, "api_call", api_call.is_some()),
+        (ToolType::Mcp, "mcp", mcp.is_some()),
+    ];
+    for (t, name, given) in defs {
+        if t == kind && !given {
+            issues.push(
+                &loc(name),
+                "missing",
+                format!("Field required: a tool of type {name} needs `{name}`"),
+            );
+        }
+        if t != kind && given {
+            issues.push(&loc(name), "value_error", format!("only tools of type {name} have `{name}`"));
+        }
     }
     if let Some(f) = function {
         let mut at = loc("function");
         at.push(LocPart::Key("parameters".into()));
         check_json_schema(&Value::Object(f.parameters.clone()), &at, issues);
     }
-    for (name, value) in api_call.and_then(|a| a.headers.as_ref()).into_iter().flatten() {
-        if let Some(why) = api_call_header_refusal(name, value) {
-            let mut at = loc("api_call");
-            at.extend([LocPart::Key("headers".into()), LocPart::Key(name.clone())]);
-            issues.push(&at, "value_error", why);
+    let headers = [
+        ("api_call", api_call.and_then(|a| a.headers.as_ref())),
+        ("mcp", mcp.and_then(|m| m.headers.as_ref())),
+    ];
+    for (def, headers) in headers {
+        for (name, value) in headers.into_iter().flatten() {
+            if let Some(why) = api_call_header_refusal(name, value) {
+                let mut at = loc(def);
+                at.extend([LocPart::Key("headers".into()), LocPart::Key(name.clone())]);
+                issues.push(&at, "value_error", why);
+            }
         }
     }
 }
 
 impl Check for CreateToolRequest {
     fn check(&self, issues: &mut Issues) {
-        check_tool_def(self.kind, self.function.as_ref(), self.api_call.as_ref(), &[], issues);
+        check_tool_def(
+            self.kind,
+            self.function.as_ref(),
+            self.api_call.as_ref(),
+            self.mcp.as_ref(),
+            &[],
+            issues,
+        );
     }
 }
 

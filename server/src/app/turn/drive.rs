@@ -130,10 +130,20 @@ pub trait Shape: Send + 'static {
     /// The items to send for one of the provider's chunks (none to pass it over).
     /// `first`: the provider's id and model for the answer ([`Driver::first`]).
     fn chunk(&mut self, chunk: wire::CompletionChunk, first: (&str, &str), out: &mut VecDeque<Self::Item>);
-    /// Once the provider is done: saves the turn, and gives the last items.
-    fn end(&mut self, answered: Answered) -> BoxFuture<'_, Result<Vec<Self::Item>>>;
+    /// Once the provider is done: saves the turn and gives the last items;
+    /// or, when the model is to be asked again (the agent loop: see
+    /// [`super::rounds`]), gives the items to send before its next stream.
+    fn end(&mut self, answered: Answered) -> BoxFuture<'_, Result<End<Self::Item>>>;
     /// The item that ends a stream that failed.
     fn failure(&mut self, error: Error) -> Self::Item;
+}
+
+/// What [`Shape::end`] leads to.
+pub enum End<T> {
+    /// The stream ends after these items.
+    Done(Vec<T>),
+    /// These items, then the provider's next stream.
+    Again(UpstreamStream, Vec<T>),
 }
 
 /// The items of a streamed turn, in order; it ends after the shape's last
@@ -176,7 +186,12 @@ impl<S: Shape> Streaming<S> {
                     self.done = true;
                     let answered = self.driver.finish(self.shape.request());
                     match self.shape.end(answered).await {
-                        Ok(last) => self.queue.extend(last),
+                        Ok(End::Done(last)) => self.queue.extend(last),
+                        Ok(End::Again(upstream, items)) => {
+                            self.queue.extend(items);
+                            self.driver = Driver::streamed(upstream);
+                            self.done = false;
+                        }
                         Err(e) => return Some(self.shape.failure(e)),
                     }
                 }

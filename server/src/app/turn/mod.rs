@@ -30,7 +30,9 @@
 pub mod convert;
 pub mod drive;
 pub mod plan;
+pub mod rounds;
 pub mod save;
+pub mod tools;
 
 pub use self::drive::{Answered, Driver, Shape};
 pub use self::plan::{Ask, Plan, SystemFor};

@@ -31,7 +31,8 @@ pub struct Saving {
 }
 
 impl App {
-    /// Saves a turn: the new messages and `reply` (when there is one) as
+    /// Saves a turn: the new messages and `replies` (the agent loop's
+    /// messages and the answer: see [`super::rounds`]) as
     /// records, in one commit with the session's change (or its creation), the
     /// release of its lease, `then(made)`'s ops after the messages' and
     /// `then`'s answer, remembered for the request's `Idempotency-Key` (see
@@ -41,11 +42,11 @@ impl App {
     pub(in crate::app) async fn save_turn<A: Serialize>(
         &self,
         s: &Saving,
-        reply: Option<CreateMessageRequest>,
+        replies: Vec<CreateMessageRequest>,
         then: impl FnOnce(&[Message]) -> Result<(Vec<Op>, Option<A>)>,
     ) -> Result<Option<A>> {
         let mut messages = s.new_messages.clone();
-        messages.extend(reply);
+        messages.extend(replies);
         let (mut made, puts) = message_records(s.session, messages).await?;
         let puts = match &s.ids {
             Some(ids) => with_ids(puts, &mut made, ids),

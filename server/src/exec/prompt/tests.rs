@@ -57,6 +57,7 @@ impl Fixture {
                 description: "Look a thing up".into(),
                 function: Some(serde_json::from_value(json!({"parameters": {"type": "object"}})).unwrap()),
                 api_call: None,
+                mcp: None,
             },
             ToolDef {
                 name: "fetch".into(),
@@ -69,6 +70,7 @@ impl Fixture {
                     headers: None,
                     timeout_s: None,
                 }),
+                mcp: None,
             },
         ];
         let task = task(agent.id, tools.clone(), false);

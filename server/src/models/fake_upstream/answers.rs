@@ -26,7 +26,8 @@ use crate::models::wire::{ChatMessage, Content, ContentPart, Role};
 /// What a chat answer consists of, streamed or not.
 enum Answer {
     Text(Vec<String>, Duration),
-    ToolCall { name: String, arguments: String },
+    /// Calls of these tools (name, arguments), in one answer.
+    ToolCalls(Vec<(String, String)>),
 }
 
 fn messages_of(body: &Value) -> Vec<ChatMessage> {
@@ -97,7 +98,7 @@ fn echo(body: &Value) -> Answer {
                     .as_array()
                     .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == name));
                 if offered {
-                    return Answer::ToolCall { name: name.to_owned(), arguments: arguments.to_owned() };
+                    return Answer::ToolCalls(vec![(name.to_owned(), arguments.to_owned())]);
                 }
             }
         }
@@ -176,10 +177,10 @@ fn mentioned_tool(body: &Value) -> Option<Answer> {
         .filter_map(Value::as_str)
         .map(|p| (p.to_owned(), Value::String(text.clone())))
         .collect();
-    Some(Answer::ToolCall {
-        name: function["name"].as_str()?.to_owned(),
-        arguments: Value::Object(arguments).to_string(),
-    })
+    Some(Answer::ToolCalls(vec![(
+        function["name"].as_str()?.to_owned(),
+        Value::Object(arguments).to_string(),
+    )]))
 }
 
 pub(super) async fn chat(shared: &Arc<Shared>, body: &Value) -> Response<Body> {
@@ -192,7 +193,8 @@ pub(super) async fn chat(shared: &Arc<Shared>, body: &Value) -> Response<Body> {
         Behaviour::Summary => {
             Answer::Text(words(&format!("summary of {} messages", messages_of(body).len())), Duration::ZERO)
         }
-        Behaviour::ToolCall { name, arguments } => Answer::ToolCall { name, arguments },
+        Behaviour::ToolCall { name, arguments } => Answer::ToolCalls(vec![(name, arguments)]),
+        Behaviour::ToolCalls(calls) => Answer::ToolCalls(calls),
         Behaviour::StreamWithDelays { chunks, delay } => Answer::Text(chunks, delay),
         Behaviour::Fail { status, body } => return fail(status, body),
         Behaviour::Hang(duration) => {
@@ -271,13 +273,17 @@ pub(super) async fn chat(shared: &Arc<Shared>, body: &Value) -> Response<Body> {
             let finish_reason = if cut { "length" } else { "stop" };
             (json!({"role": "assistant", "content": text}), finish_reason, n, total_delay)
         }
-        Answer::ToolCall { name, arguments } => {
-            let n = count_tokens(&name) + count_tokens(&arguments);
-            let call_id = format!("call_fake_{}", shared.ids.fetch_add(1, Ordering::SeqCst));
+        Answer::ToolCalls(calls) => {
+            let n = calls.iter().map(|(name, arguments)| count_tokens(name) + count_tokens(arguments)).sum();
+            let calls: Vec<Value> = calls
+                .into_iter()
+                .map(|(name, arguments)| {
+                    let call_id = format!("call_fake_{}", shared.ids.fetch_add(1, Ordering::SeqCst));
+                    json!({"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}})
+                })
+                .collect();
             (
-                json!({"role": "assistant", "content": null, "tool_calls": [
-                    {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
-                ]}),
+                json!({"role": "assistant", "content": null, "tool_calls": calls}),
                 "tool_calls",
                 n,
                 Duration::ZERO,
@@ -345,35 +351,36 @@ fn stream_events(
             }
             (if cut { "length" } else { "stop" }, n)
         }
-        Answer::ToolCall { name, arguments } => {
-            let call_id = format!("call_fake_{}", shared.ids.fetch_add(1, Ordering::SeqCst));
-            push(
-                Duration::ZERO,
-                chunk_json(
-                    id,
-                    model,
-                    json!({"role": "assistant", "content": null, "tool_calls": [
-                        {"index": 0, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
-                    ]}),
-                    None,
-                ),
-            );
-            let mid = arguments
-                .char_indices()
-                .nth(arguments.chars().count() / 2)
-                .map_or(arguments.len(), |(i, _)| i);
-            for piece in [&arguments[..mid], &arguments[mid..]] {
-                push(
-                    Duration::ZERO,
-                    chunk_json(
-                        id,
-                        model,
-                        json!({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}),
-                        None,
-                    ),
-                );
+        Answer::ToolCalls(calls) => {
+            let mut n = 0;
+            for (index, (name, arguments)) in calls.iter().enumerate() {
+                let call_id = format!("call_fake_{}", shared.ids.fetch_add(1, Ordering::SeqCst));
+                let mut delta = json!({"tool_calls": [
+                    {"index": index, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}
+                ]});
+                if index == 0 {
+                    delta["role"] = json!("assistant");
+                    delta["content"] = Value::Null;
+                }
+                push(Duration::ZERO, chunk_json(id, model, delta, None));
+                let mid = arguments
+                    .char_indices()
+                    .nth(arguments.chars().count() / 2)
+                    .map_or(arguments.len(), |(i, _)| i);
+                for piece in [&arguments[..mid], &arguments[mid..]] {
+                    push(
+                        Duration::ZERO,
+                        chunk_json(
+                            id,
+                            model,
+                            json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
+                            None,
+                        ),
+                    );
+                }
+                n += count_tokens(name) + count_tokens(arguments);
             }
-            ("tool_calls", count_tokens(&name) + count_tokens(&arguments))
+            ("tool_calls", n)
         }
     };
     push(Duration::ZERO, chunk_json(id, model, json!({}), Some(finish_reason)));

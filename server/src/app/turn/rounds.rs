@@ -1,0 +1,172 @@
+//! The agent loop: rounds of the model and the server-run tools it calls.
+//!
+//! After each answer of the model, [`Rounds::after`] decides: an answer
+//! that calls none of the server's tools ends the turn as it is (text, or
+//! calls of the client's `function` tools, returned to the client). Calls of
+//! the server's tools run (all of a round at once: [`App::run_tools`]); the
+//! assistant message and the tools' results join the conversation, and the
+//! model is asked again — unless the answer also called client tools (the
+//! turn ends, returning those), or a limit is reached (`tools.max_rounds`,
+//! `tools.max_calls_per_turn`: the calls are answered "not run" and the turn
+//! ends with `finish_reason` `max_tool_rounds` or `max_tool_calls`).
+//!
+//! Everything the rounds made (each assistant message that called the
+//! server's tools, each result as a `tool` message carrying its [`ToolRun`] in
+//! its metadata under `tool_run`) is saved with the turn, before the answer.
+
+use serde_json::Map;
+
+use super::super::{App, Tenant};
+use super::Answered;
+use super::convert::reply_message;
+use super::tools::{Toolbox, recorded, told};
+use crate::api::types::{ChatUsage, CreateMessageRequest, Metadata, Role, ToolRun};
+use crate::models::wire;
+
+/// The loop's state over a turn.
+#[derive(Default)]
+pub struct Rounds {
+    pub toolbox: Toolbox,
+    /// Rounds of server-run calls so far.
+    pub rounds: u32,
+    /// Server-run calls so far.
+    pub calls: usize,
+    /// Every server-run call, in order.
+    pub runs: Vec<ToolRun>,
+    /// The messages the rounds made, to save after the turn's new messages.
+    pub made: Vec<CreateMessageRequest>,
+    /// The tokens of the rounds before the last answer.
+    pub usage: ChatUsage,
+}
+
+/// What comes after an answer.
+pub enum After {
+    /// The model is asked again (the request has the calls and their results).
+    Again,
+    /// The turn ends with this answer.
+    End(Ending),
+}
+
+/// How a turn ends.
+pub struct Ending {
+    /// The answer's finish reason, when the loop decides it (a limit).
+    pub finish_reason: Option<String>,
+    /// The answer's message was saved among [`Rounds::made`] already.
+    pub saved: bool,
+    /// The calls the client is to run, when the answer also called the
+    /// server's tools (those ran: the client sees only its own).
+    pub client_calls: Option<Vec<wire::ToolCall>>,
+}
+
+impl Ending {
+    fn plain() -> Ending {
+        Ending { finish_reason: None, saved: false, client_calls: None }
+    }
+}
+
+impl Rounds {
+    pub fn new(toolbox: Toolbox) -> Rounds {
+        Rounds { toolbox, ..Rounds::default() }
+    }
+
+    /// The usage of every round, the last answer's included.
+    pub fn total_usage(&self, last: &ChatUsage) -> ChatUsage {
+        ChatUsage {
+            prompt_tokens: self.usage.prompt_tokens + last.prompt_tokens,
+            completion_tokens: self.usage.completion_tokens + last.completion_tokens,
+            total_tokens: self.usage.total_tokens + last.total_tokens,
+        }
+    }
+
+    /// The messages to save after the turn's new ones: the rounds', then
+    /// the answer's (unless it is among them).
+    pub fn to_save(&self, answered: &Answered, ending: &Ending) -> Vec<CreateMessageRequest> {
+        let mut messages = self.made.clone();
+        if !ending.saved {
+            messages.extend(answered.answer.message().map(reply_message));
+        }
+        messages
+    }
+
+    /// After an answer: runs the server's calls it makes, if any (see the
+    /// module's docs). `request` gets the answer and the results when the
+    /// model is to be asked again.
+    pub async fn after(
+        &mut self,
+        app: &App,
+        t: Tenant,
+        answered: &Answered,
+        request: &mut wire::CompletionRequest,
+    ) -> After {
+        let Some(message) = answered.answer.message() else { return After::End(Ending::plain()) };
+        let calls = message.tool_calls.as_deref().unwrap_or_default();
+        let (server, client): (Vec<_>, Vec<_>) =
+            calls.iter().cloned().partition(|c| self.toolbox.get(&c.function.name).is_some());
+        if server.is_empty() {
+            return After::End(Ending::plain());
+        }
+        let limit = if self.rounds >= app.tool_runner.max_rounds {
+            Some(("max_tool_rounds", format!("tools.max_rounds ({})", app.tool_runner.max_rounds)))
+        } else if self.calls + server.len() > app.tool_runner.max_calls {
+            Some(("max_tool_calls", format!("tools.max_calls_per_turn ({})", app.tool_runner.max_calls)))
+        } else {
+            None
+        };
+        let runs = match &limit {
+            Some((_, which)) => server.iter().map(|c| not_run(&self.toolbox, c, which)).collect(),
+            None => app.run_tools(t, &self.toolbox, &server).await,
+        };
+        self.usage = self.total_usage(&answered.usage);
+        self.made.extend(answered.answer.message().map(reply_message));
+        request.messages.push(message.clone());
+        for run in &runs {
+            let result = told(run);
+            request.messages.push(wire::ChatMessage::tool_result(&run.id, result.clone()));
+            self.made.push(tool_message(run, result));
+        }
+        self.runs.extend(runs);
+        if let Some((reason, _)) = limit {
+            return After::End(Ending {
+                finish_reason: Some(reason.into()),
+                saved: true,
+                client_calls: None,
+            });
+        }
+        self.rounds += 1;
+        self.calls += server.len();
+        if !client.is_empty() {
+            return After::End(Ending { finish_reason: None, saved: true, client_calls: Some(client) });
+        }
+        After::Again
+    }
+}
+
+/// A call a limit stopped.
+fn not_run(toolbox: &Toolbox, call: &wire::ToolCall, which: &str) -> ToolRun {
+    ToolRun {
+        id: call.id.clone(),
+        kind: toolbox.kind_of(&call.function.name),
+        name: call.function.name.clone(),
+        server: None,
+        arguments: call.function.arguments.clone(),
+        output: None,
+        error: Some(format!("not run: the turn reached its limit, {which}")),
+        started_at: chrono::Utc::now(),
+        ms: 0,
+    }
+}
+
+/// The `tool` message of a run: what the model was told, and the run in its metadata.
+fn tool_message(run: &ToolRun, content: String) -> CreateMessageRequest {
+    let mut metadata = Map::new();
+    metadata.insert("tool_run".into(), recorded(run));
+    CreateMessageRequest {
+        role: Role::Tool,
+        content,
+        name: None,
+        tool_calls: None,
+        tool_call_id: Some(run.id.clone()),
+        metadata: Some(Metadata(metadata)),
+        parts: None,
+    }
+}

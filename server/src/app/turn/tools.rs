@@ -1,0 +1,288 @@
+//! The tools a turn's server runs: which are on offer ([`Toolbox`]), and
+//! running a round of their calls ([`App::run_tools`]).
+//!
+//! A turn offers the model its client's `function` tools and the server's
+//! own: an agent's `api_call` tools (one HTTP request each, under the
+//! outbound policy of [`crate::exec::api_call`]), the tools of an agent's
+//! `mcp` servers, and `file_search` over documents where the route offers
+//! it. The model's calls of the server's tools run here, all the calls of one
+//! round at once, each within the runner's time limit; every call ends as a
+//! [`ToolRun`]: its output, or why there is none (a refused host, a failed
+//! request, a timeout, arguments that are not JSON), which the model reads
+//! as `error: …` and may work around.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use serde_json::{Map, Value, json};
+
+use super::super::{App, Tenant};
+use crate::api::types::{
+    ApiCallDef, DocOwner, SearchMode, SearchRequest, Tool, ToolRun, ToolRunType, ToolType,
+};
+use crate::config::{ExecutionsConfig, ToolsConfig};
+use crate::exec::api_call::{ApiCallPolicy, http_client, run_api_call};
+use crate::models::wire;
+
+/// Defaults of [`ToolRunner`]'s limits (`[tools]` in the config).
+pub const DEFAULT_MAX_ROUNDS: u32 = 10;
+pub const DEFAULT_MAX_CALLS: usize = 64;
+/// The most snippets one `file_search` call gives the model.
+pub const FILE_SEARCH_RESULTS: usize = 5;
+/// The most bytes of a tool's output the model is given (and a [`ToolRun`] keeps).
+pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
+
+/// What runs server-side tools, and its limits.
+#[derive(Clone)]
+pub struct ToolRunner {
+    pub policy: ApiCallPolicy,
+    /// The client of `api_call` tools (no redirects: see [`http_client`]).
+    pub http: reqwest::Client,
+    /// Rounds of server-run tool calls one turn may make (`tools.max_rounds`).
+    pub max_rounds: u32,
+    /// Server-run tool calls one turn may make in all (`tools.max_calls_per_turn`).
+    pub max_calls: usize,
+}
+
+impl ToolRunner {
+    pub fn from_config(tools: &ToolsConfig, executions: &ExecutionsConfig) -> Self {
+        ToolRunner {
+            policy: ApiCallPolicy::from_config(tools, executions),
+            http: http_client().unwrap_or_default(),
+            max_rounds: tools.max_rounds,
+            max_calls: tools.max_calls_per_turn,
+        }
+    }
+}
+
+impl Default for ToolRunner {
+    /// No host allowed, the default limits.
+    fn default() -> Self {
+        ToolRunner::from_config(&ToolsConfig::default(), &ExecutionsConfig::default())
+    }
+}
+
+/// What a server-run tool does when called.
+#[derive(Clone, Debug)]
+pub enum Runs {
+    ApiCall(ApiCallDef),
+    /// Searches these owners' documents.
+    FileSearch(Vec<DocOwner>),
+}
+
+/// A tool the server runs, as offered to the model.
+#[derive(Clone, Debug)]
+pub struct ServerTool {
+    pub runs: Runs,
+    pub spec: wire::ToolSpec,
+}
+
+/// The server-run tools a turn offers, by name.
+#[derive(Clone, Debug, Default)]
+pub struct Toolbox {
+    tools: BTreeMap<String, ServerTool>,
+}
+
+impl Toolbox {
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// The tool the model calls by this name, if the server runs it.
+    pub fn get(&self, name: &str) -> Option<&ServerTool> {
+        self.tools.get(name)
+    }
+
+    /// What kind of tool the model calls by this name (an unknown name: `api_call`).
+    pub fn kind_of(&self, name: &str) -> ToolRunType {
+        match self.get(name).map(|t| &t.runs) {
+            Some(Runs::FileSearch(_)) => ToolRunType::FileSearch,
+            Some(Runs::ApiCall(_)) | None => ToolRunType::ApiCall,
+        }
+    }
+
+    /// The specs to offer, in name order.
+    pub fn specs(&self) -> impl Iterator<Item = &wire::ToolSpec> {
+        self.tools.values().map(|t| &t.spec)
+    }
+
+    /// Adds a tool, unless one of that name is on offer (the first stays).
+    pub fn add(&mut self, tool: ServerTool) {
+        self.tools.entry(tool.spec.function.name.clone()).or_insert(tool);
+    }
+
+    /// The server-run tools among an agent's (or a session's agents') stored
+    /// tools: `api_call` tools (any object as arguments).
+    pub fn of_stored(stored: &[Tool]) -> Toolbox {
+        let mut toolbox = Toolbox::default();
+        for tool in stored {
+            if let (ToolType::ApiCall, Some(def)) = (tool.kind, &tool.api_call) {
+                let description = (!tool.description.is_empty()).then(|| tool.description.clone());
+                toolbox.add(ServerTool {
+                    runs: Runs::ApiCall(def.clone()),
+                    spec: wire::ToolSpec::function(&tool.name, description, json!({"type": "object"})),
+                });
+            }
+        }
+        toolbox
+    }
+
+    /// Offers `file_search` over `owners`' documents.
+    pub fn with_file_search(mut self, owners: Vec<DocOwner>) -> Toolbox {
+        let spec = wire::ToolSpec::function(
+            "file_search",
+            Some("Searches the documents for the passages that best match a query.".into()),
+            json!({
+                "type": "object",
+                "properties": {"query": {"type": "string", "description": "What to look for."}},
+                "required": ["query"],
+            }),
+        );
+        self.add(ServerTool { runs: Runs::FileSearch(owners), spec });
+        self
+    }
+}
+
+impl App {
+    /// Runs a round of calls of server-run tools at once; each ends as a
+    /// [`ToolRun`], in the order of `calls`.
+    pub async fn run_tools(&self, t: Tenant, toolbox: &Toolbox, calls: &[wire::ToolCall]) -> Vec<ToolRun> {
+        let runs = calls.iter().map(|call| self.run_tool(t, toolbox, call));
+        futures::future::join_all(runs).await
+    }
+
+    async fn run_tool(&self, t: Tenant, toolbox: &Toolbox, call: &wire::ToolCall) -> ToolRun {
+        let started_at = Utc::now();
+        let clock = Instant::now();
+        let name = &call.function.name;
+        let (kind, outcome) = match toolbox.get(name) {
+            None => (ToolRunType::ApiCall, Err(format!("there is no tool named {name:?}"))),
+            Some(tool) => {
+                let kind = toolbox.kind_of(name);
+                let outcome = match arguments(&call.function.arguments) {
+                    Err(e) => Err(e),
+                    Ok(arguments) => self.run_one(t, &tool.runs, arguments).await,
+                };
+                (kind, outcome)
+            }
+        };
+        let (output, error) = match outcome {
+            Ok(output) => (Some(capped(output)), None),
+            Err(error) => (None, Some(error)),
+        };
+        ToolRun {
+            id: call.id.clone(),
+            kind,
+            name: name.clone(),
+            server: None,
+            arguments: call.function.arguments.clone(),
+            output,
+            error,
+            started_at,
+            ms: clock.elapsed().as_millis() as i64,
+        }
+    }
+
+    async fn run_one(&self, t: Tenant, runs: &Runs, arguments: Map<String, Value>) -> Result<String, String> {
+        match runs {
+            // api_call bounds its own time (the tool's timeout_s, at most executions.api_call_timeout_s).
+            Runs::ApiCall(def) => {
+                let runner = &self.tool_runner;
+                run_api_call(&runner.http, def, &Value::Object(arguments), &runner.policy)
+                    .await
+                    .map(|answer| answer.to_string())
+            }
+            Runs::FileSearch(owners) => {
+                let Some(query) =
+                    arguments.get("query").and_then(Value::as_str).filter(|q| !q.trim().is_empty())
+                else {
+                    return Err("file_search needs a `query`: the text to look for".into());
+                };
+                let search = self.file_search(t, owners, query);
+                match tokio::time::timeout(Duration::from_secs(30), search).await {
+                    Ok(found) => found,
+                    Err(_) => Err("file_search took longer than 30 s".into()),
+                }
+            }
+        }
+    }
+
+    /// The best snippets of `owners`' documents for `query`, as JSON text.
+    async fn file_search(&self, t: Tenant, owners: &[DocOwner], query: &str) -> Result<String, String> {
+        let query: String = query.chars().take(10_000).collect();
+        let mut docs = Vec::new();
+        for owner in owners {
+            let req = SearchRequest {
+                text: Some(query.clone()),
+                vector: None,
+                mode: Some(if self.embedder.is_some() { SearchMode::Hybrid } else { SearchMode::Text }),
+                limit: FILE_SEARCH_RESULTS as i64,
+                alpha: 0.5,
+                metadata_filter: None,
+            };
+            let found =
+                self.doc_search(t, *owner, req).await.map_err(|e| format!("file_search failed: {e}"))?;
+            docs.extend(found.docs);
+        }
+        docs.sort_by(|a, b| b.score.total_cmp(&a.score));
+        docs.truncate(FILE_SEARCH_RESULTS);
+        let results: Vec<Value> = docs
+            .iter()
+            .map(|d| {
+                json!({
+                    "doc_id": d.id, "title": d.title, "owner": d.owner,
+                    "text": d.snippet.content, "score": d.score,
+                })
+            })
+            .collect();
+        Ok(Value::Array(results).to_string())
+    }
+}
+
+/// A call's arguments: a JSON object (empty text: none).
+fn arguments(text: &str) -> Result<Map<String, Value>, String> {
+    if text.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(other) => Err(format!("the arguments must be a JSON object, not {other}")),
+        Err(e) => Err(format!("the arguments are not valid JSON: {e}")),
+    }
+}
+
+/// `output`, cut to [`MAX_OUTPUT_BYTES`] (at a character boundary) with a note.
+fn capped(mut output: String) -> String {
+    if output.len() > MAX_OUTPUT_BYTES {
+        let mut end = MAX_OUTPUT_BYTES;
+        while !output.is_char_boundary(end) {
+            end -= 1;
+        }
+        output.truncate(end);
+        output.push_str("\n[the output was cut at 1 MiB]");
+    }
+    output
+}
+
+/// What the model is told of a run: its output, or `error: ` and why.
+pub fn told(run: &ToolRun) -> String {
+    match (&run.output, &run.error) {
+        (_, Some(error)) => format!("error: {error}"),
+        (Some(output), None) => output.clone(),
+        (None, None) => String::new(),
+    }
+}
+
+/// A run as recorded in its `tool` message's metadata: without its output
+/// (the message's content), its error cut to 1,000 characters.
+pub fn recorded(run: &ToolRun) -> Value {
+    let mut run = run.clone();
+    run.output = None;
+    if let Some(error) = &mut run.error
+        && error.chars().count() > 1000
+    {
+        *error = error.chars().take(1000).collect::<String>() + "…";
+    }
+    serde_json::to_value(run).unwrap_or(Value::Null)
+}

@@ -1,0 +1,272 @@
+//! The agent loop in session chat: the model calls tools the server runs
+//! (`api_call` tools of the agent, against a local HTTP target), the server
+//! runs them and asks the model again; `function` tools stay the client's.
+//! Driven through the generated client (and raw SSE for the stream), against
+//! the fake model provider.
+
+use agent_platform::models::fake_upstream::{Behaviour, FakeUpstream};
+use agent_platform_tests::http_target::HttpTarget;
+use agent_platform_tests::sse::{CHAT_STREAM_WITHIN, read_events};
+use agent_platform_tests::{TestServer, fake_models, types};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+struct Setup {
+    s: TestServer,
+    fake: FakeUpstream,
+    target: HttpTarget,
+    session: Uuid,
+}
+
+/// A server whose agent has an `api_call` tool `get_weather` (GET on the
+/// target, its host allowed) and a `function` tool `lookup`, in a session.
+async fn setup(max_rounds: u32) -> Setup {
+    let fake = FakeUpstream::start().await;
+    let target = HttpTarget::start().await;
+    let host = target.host();
+    let s = TestServer::with_config(|c| {
+        c.models = fake_models(&fake, 10.0);
+        c.tools.api_call_allowed_hosts = vec![host];
+        c.tools.max_rounds = max_rounds;
+    })
+    .await;
+    let agent = s.create_agent("Ada").await;
+    let api_call = json!({"name": "get_weather", "type": "api_call", "description": "The weather in a city",
+        "api_call": {"method": "GET", "url": format!("{}/weather", target.url())}});
+    let function = json!({"name": "lookup", "type": "function",
+        "function": {"parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}});
+    for tool in [api_call, function] {
+        let r = s.raw("POST", &format!("/api/agents/{}/tools", agent.id), Some(&tool.to_string())).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let user = s.create_user("Bob").await;
+    let session = s.create_session(&[agent.id], &[user.id]).await.id;
+    Setup { s, fake, target, session }
+}
+
+impl Setup {
+    async fn chat(&self, messages: Value) -> types::ChatResponse {
+        let body: types::ChatRequest = serde_json::from_value(json!({"messages": messages})).unwrap();
+        self.s.client.session_chat().id(self.session).body(body).send().await.unwrap().into_inner()
+    }
+
+    async fn messages(&self) -> Vec<types::Message> {
+        self.s.client.message_list().id(self.session).send().await.unwrap().into_inner().items
+    }
+}
+
+fn user(text: &str) -> Value {
+    json!([{"role": "user", "content": text}])
+}
+
+/// The messages of the provider's `n`th request.
+fn sent(fake: &FakeUpstream, n: usize) -> Vec<Value> {
+    fake.requests()[n].body["messages"].as_array().unwrap().clone()
+}
+
+#[tokio::test]
+async fn the_server_runs_an_api_call_tool_and_asks_the_model_again() {
+    let t = setup(10).await;
+    t.fake.push(Behaviour::ToolCall { name: "get_weather".into(), arguments: r#"{"city": "Paris"}"#.into() });
+    let answer = t.chat(user("Weather in Paris?")).await;
+
+    // One request reached the tool's host, with the model's arguments.
+    let received = t.target.received();
+    assert_eq!(received.len(), 1, "{received:?}");
+    assert_eq!((received[0].method.as_str(), received[0].path.as_str()), ("GET", "/weather"));
+    assert_eq!(received[0].query, "city=Paris");
+
+    // The model was asked twice; the second time with the call and its result.
+    assert_eq!(t.fake.requests().len(), 2);
+    let offered: Vec<_> = t.fake.requests()[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(offered, ["lookup", "get_weather"], "function tools, then the server's");
+    let second = sent(&t.fake, 1);
+    let call = &second[second.len() - 2];
+    assert_eq!(call["role"], "assistant");
+    assert_eq!(call["tool_calls"][0]["function"]["name"], "get_weather");
+    let result = second.last().unwrap();
+    assert_eq!(result["role"], "tool");
+    assert_eq!(result["tool_call_id"], call["tool_calls"][0]["id"]);
+    let output: Value = serde_json::from_str(result["content"].as_str().unwrap()).unwrap();
+    assert_eq!(output["status"], 200, "{output}");
+    assert_eq!(output["json"]["path"], "/weather", "{output}");
+
+    // The answer is the model's last, with the run recorded.
+    let choice = &answer.choices[0];
+    assert_eq!(choice.finish_reason.as_deref(), Some("stop"));
+    assert!(choice.message.tool_calls.is_none());
+    assert!(choice.message.content.as_deref().unwrap().starts_with("the tool answered:"), "{choice:?}");
+    assert_eq!(answer.tool_runs.len(), 1);
+    let run = &answer.tool_runs[0];
+    assert_eq!((run.type_, run.name.as_str()), (types::ToolRunType::ApiCall, "get_weather"));
+    assert_eq!(run.id, call["tool_calls"][0]["id"].as_str().unwrap());
+    assert_eq!(run.arguments, r#"{"city": "Paris"}"#);
+    assert!(run.error.is_none(), "{run:?}");
+    assert_eq!(run.output.as_deref(), result["content"].as_str());
+    assert!(answer.usage.total_tokens > 0);
+
+    // Saved: the question, the call, its result (with the run), the answer.
+    let saved = t.messages().await;
+    let roles: Vec<_> = saved.iter().map(|m| m.role.to_string()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
+    assert_eq!(saved[1].tool_calls.as_ref().unwrap()[0].function.name.as_str(), "get_weather");
+    assert_eq!(saved[2].tool_call_id.as_deref(), Some(run.id.as_str()));
+    let recorded = &saved[2].metadata.as_ref().expect("the run in the metadata")["tool_run"];
+    assert_eq!(recorded["name"], "get_weather");
+    assert_eq!(recorded["type"], "api_call");
+    assert!(recorded.get("output").is_none(), "the output is the content: {recorded}");
+    assert_eq!(saved[3].content, choice.message.content.clone().unwrap());
+
+    // The next turn sends the whole exchange, as saved.
+    t.chat(user("thanks")).await;
+    let third = sent(&t.fake, 2);
+    let roles: Vec<_> = third.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "assistant", "user"]);
+    t.s.stop().await;
+}
+
+#[tokio::test]
+async fn a_round_with_server_and_client_calls_runs_the_servers_and_returns_the_clients() {
+    let t = setup(10).await;
+    t.fake.push(Behaviour::ToolCalls(vec![
+        ("get_weather".into(), r#"{"city": "Oslo"}"#.into()),
+        ("lookup".into(), r#"{"q": "Oslo"}"#.into()),
+        // Not a tool of the agent: told so, as a failed run.
+        ("no_such_tool".into(), "{}".into()),
+    ]));
+    let answer = t.chat(user("Oslo?")).await;
+    let choice = &answer.choices[0];
+    assert_eq!(choice.finish_reason.as_deref(), Some("tool_calls"));
+    let calls = choice.message.tool_calls.as_ref().expect("the client's call");
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0].function.name.as_str(), "lookup");
+    assert_eq!(answer.tool_runs.len(), 1, "{:?}", answer.tool_runs);
+    assert_eq!(answer.tool_runs[0].name, "get_weather");
+    assert_eq!(t.target.received().len(), 1);
+    assert_eq!(t.fake.requests().len(), 1, "the turn ended: the client has calls to run");
+
+    // The client answers its call; the model sees every call answered.
+    let lookup_id = calls[0].id.clone();
+    let unknown_id = calls[1].id.clone();
+    assert_eq!(calls[1].function.name.as_str(), "no_such_tool");
+    let answer = t
+        .chat(json!([
+            {"role": "tool", "tool_call_id": lookup_id, "content": "Oslo is in Norway"},
+            {"role": "tool", "tool_call_id": unknown_id, "content": "no such tool"},
+        ]))
+        .await;
+    assert_eq!(answer.choices[0].finish_reason.as_deref(), Some("stop"));
+    let second = sent(&t.fake, 1);
+    let roles: Vec<_> = second.iter().map(|m| m["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "tool", "tool", "tool"]);
+    assert_eq!(second[2]["tool_calls"].as_array().unwrap().len(), 3, "the call message as the model sent it");
+    t.s.stop().await;
+}
+
+#[tokio::test]
+async fn past_the_rounds_limit_calls_are_answered_not_run_and_the_turn_says_why() {
+    let t = setup(1).await;
+    let call = || Behaviour::ToolCall { name: "get_weather".into(), arguments: r#"{"city": "Rome"}"#.into() };
+    t.fake.push(call());
+    t.fake.push(call());
+    let answer = t.chat(user("Rome?")).await;
+    assert_eq!(answer.choices[0].finish_reason.as_deref(), Some("max_tool_rounds"));
+    assert!(answer.choices[0].message.tool_calls.is_none());
+    assert_eq!(answer.tool_runs.len(), 2);
+    assert!(answer.tool_runs[0].error.is_none());
+    let why = answer.tool_runs[1].error.as_deref().unwrap();
+    assert!(why.contains("tools.max_rounds (1)"), "{why}");
+    assert_eq!(t.target.received().len(), 1, "the second call did not run");
+    // Saved so that the next turn is well formed: each call has its result.
+    let roles: Vec<_> = t.messages().await.iter().map(|m| m.role.to_string()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant", "tool"]);
+    let answer = t.chat(user("and now?")).await;
+    assert_eq!(answer.choices[0].finish_reason.as_deref(), Some("stop"));
+    t.s.stop().await;
+}
+
+#[tokio::test]
+async fn a_refused_or_failing_call_is_told_to_the_model() {
+    let t = setup(10).await;
+    let r =
+        t.s.raw(
+            "POST",
+            &format!(
+                "/api/agents/{}/tools",
+                t.s.client.session_get().id(t.session).send().await.unwrap().agents[0]
+            ),
+            Some(
+                &json!({"name": "elsewhere", "type": "api_call",
+                        "api_call": {"method": "GET", "url": "http://not-allowed.invalid/x"}})
+                .to_string(),
+            ),
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    t.fake.push(Behaviour::ToolCalls(vec![
+        ("elsewhere".into(), "{}".into()),
+        ("get_weather".into(), "not json".into()),
+    ]));
+    let answer = t.chat(user("go")).await;
+    assert_eq!(answer.tool_runs.len(), 2);
+    let refused = answer.tool_runs[0].error.as_deref().unwrap();
+    assert!(refused.contains("not allowed"), "{refused}");
+    let bad = answer.tool_runs[1].error.as_deref().unwrap();
+    assert!(bad.contains("not valid JSON"), "{bad}");
+    assert!(t.target.received().is_empty());
+    let second = sent(&t.fake, 1);
+    let told: Vec<_> =
+        second.iter().filter(|m| m["role"] == "tool").map(|m| m["content"].as_str().unwrap()).collect();
+    assert_eq!(told.len(), 2);
+    assert!(told.iter().all(|t| t.starts_with("error: ")), "{told:?}");
+    t.s.stop().await;
+}
+
+#[tokio::test]
+async fn a_streamed_turn_sends_the_runs_and_only_the_clients_deltas() {
+    let t = setup(10).await;
+    t.fake.push(Behaviour::ToolCall { name: "get_weather".into(), arguments: r#"{"city": "Lima"}"#.into() });
+    let resp = reqwest::Client::new()
+        .post(format!("{}/api/sessions/{}/chat", t.s.base, t.session))
+        .bearer_auth(&t.s.key)
+        .json(&json!({"messages": user("Lima?"), "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let events = read_events(resp, CHAT_STREAM_WITHIN, |_| {}).await;
+    assert_eq!(events.last().unwrap().data, "[DONE]");
+    let chunks: Vec<Value> = events[..events.len() - 1].iter().map(|e| e.json()).collect();
+    assert!(
+        chunks.iter().all(|c| c["choices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|ch| ch["delta"].get("tool_calls").is_none())),
+        "no deltas of the server's calls: {chunks:?}"
+    );
+    let finishes: Vec<_> = chunks
+        .iter()
+        .flat_map(|c| c["choices"].as_array().unwrap().iter())
+        .filter_map(|ch| ch["finish_reason"].as_str())
+        .collect();
+    assert_eq!(finishes, ["stop"], "one finish, the last answer's");
+    let runs: Vec<_> = chunks.iter().filter_map(|c| c.get("tool_run")).collect();
+    assert_eq!(runs.len(), 1, "{chunks:?}");
+    assert_eq!(runs[0]["name"], "get_weather");
+    assert!(runs[0]["output"].as_str().unwrap().contains("/weather"));
+    let text: String = chunks.iter().filter_map(|c| c["choices"][0]["delta"]["content"].as_str()).collect();
+    assert!(text.starts_with("the tool answered:"), "{text}");
+    let last = chunks.last().unwrap();
+    let first_usage = t.fake.requests().len();
+    assert_eq!(first_usage, 2);
+    assert!(last["usage"]["total_tokens"].as_i64().unwrap() > 0, "{last}");
+    let roles: Vec<_> = t.messages().await.iter().map(|m| m.role.to_string()).collect();
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
+    t.s.stop().await;
+}
