@@ -2272,6 +2272,47 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             ///Always `completed`.
             status: ::std::string::String,
         },
+        ///The tools an MCP server listed for a response (in its output only).
+        #[serde(rename = "mcp_list_tools")]
+        McpListTools {
+            ///Why the server's tools could not be listed (none are offered then).
+            #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+            error: ::std::option::Option<::std::string::String>,
+            ///`mcpl_` and hex digits.
+            id: ::std::string::String,
+            server_label: ::std::string::String,
+            tools: ::std::vec::Vec<McpListedTool>,
+        },
+        ///A call of an MCP server's tool, run by the server.
+        #[serde(rename = "mcp_call")]
+        McpCall {
+            arguments: ::std::string::String,
+            ///Why it failed.
+            #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+            error: ::std::option::Option<McpCallError>,
+            ///`mcp_` and the hex digits of the `tool` message with its result.
+            id: ::std::string::String,
+            name: ::std::string::String,
+            ///What the tool answered (null when it failed).
+            #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+            output: ::std::option::Option<::std::string::String>,
+            server_label: ::std::string::String,
+            ///`completed` or `failed`.
+            status: ::std::string::String,
+        },
+        ///A `file_search` the server ran.
+        #[serde(rename = "file_search_call")]
+        FileSearchCall {
+            ///`fs_` and the hex digits of the `tool` message with its result.
+            id: ::std::string::String,
+            ///The query the model searched for.
+            queries: ::std::vec::Vec<::std::string::String>,
+            ///Not given (null): the model read the snippets found.
+            #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+            results: ::std::option::Option<::std::vec::Vec<::serde_json::Value>>,
+            ///`completed` or `failed`.
+            status: ::std::string::String,
+        },
     }
     ///The conversation a response is a turn of: its id, or `{"id": ...}`.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -5397,6 +5438,15 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Self::Uint(value)
         }
     }
+    ///Why an MCP call failed: the server could not be reached or broke the protocol (`mcp_protocol_error`, `code` and `message`), or the tool said it failed (`mcp_tool_execution_error`, its `content`).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[serde(tag = "type")]
+    pub enum McpCallError {
+        #[serde(rename = "mcp_protocol_error")]
+        McpProtocolError { code: i64, message: ::std::string::String },
+        #[serde(rename = "mcp_tool_execution_error")]
+        McpToolExecutionError { content: ::serde_json::Value },
+    }
     ///The server of an `mcp` tool.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct McpDef {
@@ -5479,6 +5529,23 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
                 .map_err(|e: self::error::ConversionError| {
                     <D::Error as ::serde::de::Error>::custom(e.to_string())
                 })
+        }
+    }
+    ///A tool an MCP server lists.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct McpListedTool {
+        ///The server's hints (`readOnlyHint`, `idempotentHint`, ...), if any.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub annotations: ::std::option::Option<::serde_json::Value>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<::std::string::String>,
+        ///The JSON Schema of the tool's arguments.
+        pub input_schema: ::serde_json::Value,
+        pub name: ::std::string::String,
+    }
+    impl McpListedTool {
+        pub fn builder() -> builder::McpListedTool {
+            Default::default()
         }
     }
     ///One message of a session.
@@ -7823,12 +7890,27 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Default::default()
         }
     }
-    ///A tool the model may call: only `function` tools are supported (other types answer 400 naming the tool's `type`).
+    /**A tool the model may call, by `type`:
+
+- `function` (`name`, `description`, `parameters`, `strict`): the client's; the model's calls are `function_call` items for the client to answer. - `mcp` (`server_label`, `server_url`, `allowed_tools`, `require_approval`, `headers`, `server_description`): a Model Context Protocol server (Streamable HTTP) the server calls; its tools are listed (an `mcp_list_tools` item) and the model's calls run in the server (`mcp_call` items). `headers` may name the tenant's secrets (`{{ secrets.NAME }}`) and are never echoed. - `file_search` (`vector_store_ids`, `max_num_results`): searches the documents of these owners — this service's agent and user ids stand for vector stores — with the service's hybrid search (text alone without an embedding model); calls are `file_search_call` items.
+
+Other types answer 400 naming the tool's `type`.*/
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ResponseTool {
+        ///`mcp`: only these of the server's tools (default all).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub allowed_tools: ::std::option::Option<::std::vec::Vec<::std::string::String>>,
         ///Echoed as sent (`null` when not sent).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub description: ::std::option::Option<ResponseToolDescription>,
+        ///`mcp`: headers sent to the server (never echoed).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub headers: ::std::option::Option<
+            ::std::collections::HashMap<::std::string::String, ::std::string::String>,
+        >,
+        ///`file_search`: the most results one search gives the model (1 to 50; default 10).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub max_num_results: ::std::option::Option<::std::num::NonZeroU64>,
         ///The function's name (1 to 64 letters, digits and underscores).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub name: ::std::option::Option<ResponseToolName>,
@@ -7837,12 +7919,29 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         pub parameters: ::std::option::Option<
             ::serde_json::Map<::std::string::String, ::serde_json::Value>,
         >,
+        ///`mcp`: which calls wait for approval (default `"always"`, as OpenAI's).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub require_approval: ::std::option::Option<RequireApproval>,
+        ///`mcp`: what the server is for, echoed.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub server_description: ::std::option::Option<ResponseToolServerDescription>,
+        ///`mcp`: the server's label (1 to 64 letters, digits, `_` and `-`), naming it in `mcp_call` items.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub server_label: ::std::option::Option<ResponseToolServerLabel>,
+        ///`mcp`: the server's Streamable HTTP endpoint (http or https, at most 2,048 characters), under the outbound policy (`tools.allowed_hosts`).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub server_url: ::std::option::Option<ResponseToolServerUrl>,
         ///Strict schema adherence: sent to the provider as the function's `strict`; echoed as sent (`null` when not sent).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub strict: ::std::option::Option<bool>,
-        ///`function`.
+        ///`function`, `mcp` or `file_search`.
         #[serde(rename = "type")]
         pub type_: ResponseToolType,
+        ///`file_search`: the owners (agent or user ids) whose documents are searched (1 to 16).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub vector_store_ids: ::std::option::Option<
+            ::std::vec::Vec<::std::string::String>,
+        >,
     }
     impl ResponseTool {
         pub fn builder() -> builder::ResponseTool {
@@ -7982,7 +8081,186 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
                 })
         }
     }
-    ///`function`.
+    ///`mcp`: what the server is for, echoed.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ResponseToolServerDescription(::std::string::String);
+    impl ::std::ops::Deref for ResponseToolServerDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ResponseToolServerDescription> for ::std::string::String {
+        fn from(value: ResponseToolServerDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ResponseToolServerDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 16000usize {
+                return Err("longer than 16000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ResponseToolServerDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for ResponseToolServerDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ResponseToolServerDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`mcp`: the server's label (1 to 64 letters, digits, `_` and `-`), naming it in `mcp_call` items.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ResponseToolServerLabel(::std::string::String);
+    impl ::std::ops::Deref for ResponseToolServerLabel {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ResponseToolServerLabel> for ::std::string::String {
+        fn from(value: ResponseToolServerLabel) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ResponseToolServerLabel {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[A-Za-z0-9_-]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z0-9_-]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ResponseToolServerLabel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ResponseToolServerLabel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ResponseToolServerLabel {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`mcp`: the server's Streamable HTTP endpoint (http or https, at most 2,048 characters), under the outbound policy (`tools.allowed_hosts`).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ResponseToolServerUrl(::std::string::String);
+    impl ::std::ops::Deref for ResponseToolServerUrl {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ResponseToolServerUrl> for ::std::string::String {
+        fn from(value: ResponseToolServerUrl) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ResponseToolServerUrl {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2048usize {
+                return Err("longer than 2048 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^https?://[^\\s]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^https?://[^\\s]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ResponseToolServerUrl {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ResponseToolServerUrl {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ResponseToolServerUrl {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`function`, `mcp` or `file_search`.
     #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
     #[serde(transparent)]
     pub struct ResponseToolType(::std::string::String);
@@ -18859,6 +19137,105 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct McpListedTool {
+            annotations: ::std::result::Result<
+                ::std::option::Option<::serde_json::Value>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            input_schema: ::std::result::Result<
+                ::serde_json::Value,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for McpListedTool {
+            fn default() -> Self {
+                Self {
+                    annotations: Ok(Default::default()),
+                    description: Ok(Default::default()),
+                    input_schema: Err("no value supplied for input_schema".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl McpListedTool {
+            pub fn annotations<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::serde_json::Value>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.annotations = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for annotations: {e}")
+                    });
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for description: {e}")
+                    });
+                self
+            }
+            pub fn input_schema<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::serde_json::Value>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.input_schema = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for input_schema: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<McpListedTool> for super::McpListedTool {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: McpListedTool,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    annotations: value.annotations?,
+                    description: value.description?,
+                    input_schema: value.input_schema?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::McpListedTool> for McpListedTool {
+            fn from(value: super::McpListedTool) -> Self {
+                Self {
+                    annotations: Ok(value.annotations),
+                    description: Ok(value.description),
+                    input_schema: Ok(value.input_schema),
+                    name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct Message {
             content: ::std::result::Result<::std::string::String, ::std::string::String>,
             created_at: ::std::result::Result<
@@ -21635,8 +22012,25 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
         #[derive(Clone, Debug)]
         pub struct ResponseTool {
+            allowed_tools: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                ::std::string::String,
+            >,
             description: ::std::result::Result<
                 ::std::option::Option<super::ResponseToolDescription>,
+                ::std::string::String,
+            >,
+            headers: ::std::result::Result<
+                ::std::option::Option<
+                    ::std::collections::HashMap<
+                        ::std::string::String,
+                        ::std::string::String,
+                    >,
+                >,
+                ::std::string::String,
+            >,
+            max_num_results: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU64>,
                 ::std::string::String,
             >,
             name: ::std::result::Result<
@@ -21649,24 +22043,66 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 >,
                 ::std::string::String,
             >,
+            require_approval: ::std::result::Result<
+                ::std::option::Option<super::RequireApproval>,
+                ::std::string::String,
+            >,
+            server_description: ::std::result::Result<
+                ::std::option::Option<super::ResponseToolServerDescription>,
+                ::std::string::String,
+            >,
+            server_label: ::std::result::Result<
+                ::std::option::Option<super::ResponseToolServerLabel>,
+                ::std::string::String,
+            >,
+            server_url: ::std::result::Result<
+                ::std::option::Option<super::ResponseToolServerUrl>,
+                ::std::string::String,
+            >,
             strict: ::std::result::Result<
                 ::std::option::Option<bool>,
                 ::std::string::String,
             >,
             type_: ::std::result::Result<super::ResponseToolType, ::std::string::String>,
+            vector_store_ids: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                ::std::string::String,
+            >,
         }
         impl ::std::default::Default for ResponseTool {
             fn default() -> Self {
                 Self {
+                    allowed_tools: Ok(Default::default()),
                     description: Ok(Default::default()),
+                    headers: Ok(Default::default()),
+                    max_num_results: Ok(Default::default()),
                     name: Ok(Default::default()),
                     parameters: Ok(Default::default()),
+                    require_approval: Ok(Default::default()),
+                    server_description: Ok(Default::default()),
+                    server_label: Ok(Default::default()),
+                    server_url: Ok(Default::default()),
                     strict: Ok(Default::default()),
                     type_: Err("no value supplied for type_".to_string()),
+                    vector_store_ids: Ok(Default::default()),
                 }
             }
         }
         impl ResponseTool {
+            pub fn allowed_tools<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.allowed_tools = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for allowed_tools: {e}")
+                    });
+                self
+            }
             pub fn description<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<
@@ -21678,6 +22114,41 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     .try_into()
                     .map_err(|e| {
                         format!("error converting supplied value for description: {e}")
+                    });
+                self
+            }
+            pub fn headers<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::std::collections::HashMap<
+                            ::std::string::String,
+                            ::std::string::String,
+                        >,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.headers = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for headers: {e}")
+                    });
+                self
+            }
+            pub fn max_num_results<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::num::NonZeroU64>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.max_num_results = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for max_num_results: {e}"
+                        )
                     });
                 self
             }
@@ -21711,6 +22182,66 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn require_approval<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::RequireApproval>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.require_approval = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for require_approval: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn server_description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ResponseToolServerDescription>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.server_description = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for server_description: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn server_label<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ResponseToolServerLabel>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.server_label = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for server_label: {e}")
+                    });
+                self
+            }
+            pub fn server_url<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ResponseToolServerUrl>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.server_url = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for server_url: {e}")
+                    });
+                self
+            }
             pub fn strict<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::option::Option<bool>>,
@@ -21735,6 +22266,22 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn vector_store_ids<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<::std::string::String>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.vector_store_ids = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for vector_store_ids: {e}"
+                        )
+                    });
+                self
+            }
         }
         impl ::std::convert::TryFrom<ResponseTool> for super::ResponseTool {
             type Error = super::error::ConversionError;
@@ -21742,22 +22289,38 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 value: ResponseTool,
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
                 Ok(Self {
+                    allowed_tools: value.allowed_tools?,
                     description: value.description?,
+                    headers: value.headers?,
+                    max_num_results: value.max_num_results?,
                     name: value.name?,
                     parameters: value.parameters?,
+                    require_approval: value.require_approval?,
+                    server_description: value.server_description?,
+                    server_label: value.server_label?,
+                    server_url: value.server_url?,
                     strict: value.strict?,
                     type_: value.type_?,
+                    vector_store_ids: value.vector_store_ids?,
                 })
             }
         }
         impl ::std::convert::From<super::ResponseTool> for ResponseTool {
             fn from(value: super::ResponseTool) -> Self {
                 Self {
+                    allowed_tools: Ok(value.allowed_tools),
                     description: Ok(value.description),
+                    headers: Ok(value.headers),
+                    max_num_results: Ok(value.max_num_results),
                     name: Ok(value.name),
                     parameters: Ok(value.parameters),
+                    require_approval: Ok(value.require_approval),
+                    server_description: Ok(value.server_description),
+                    server_label: Ok(value.server_label),
+                    server_url: Ok(value.server_url),
                     strict: Ok(value.strict),
                     type_: Ok(value.type_),
+                    vector_store_ids: Ok(value.vector_store_ids),
                 }
             }
         }

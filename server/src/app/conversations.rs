@@ -4,6 +4,7 @@
 //! conversation too, and a conversation made here is a session (with no
 //! agent and no user).
 
+use serde_json::Value;
 use uuid::Uuid;
 
 use super::compaction;
@@ -16,7 +17,7 @@ use crate::api::types::{
 };
 use crate::api::types::{
     Conversation, ConversationDeleted, ConversationItem, CreateConversationRequest, CreateItemsRequest,
-    InputItem, InputRole, ItemContent, ItemList, ItemListParams, ItemOrder, Metadata,
+    InputItem, InputRole, ItemContent, ItemList, ItemListParams, ItemOrder, McpCallError, Metadata,
 };
 use crate::store::{Direction, Kind, ListQuery, SortBy};
 
@@ -196,8 +197,50 @@ pub(super) fn message_item_id(id: Uuid) -> String {
     format!("msg_{}", id.simple())
 }
 
-/// The message an item id names: `msg_<id>`, `fc_<id>_<i>`, or the message's UUID.
+/// The item of a `tool` message with the result of an MCP call or a file
+/// search the server ran (its run is in the message's metadata: see
+/// [`super::turn::rounds`]); `None` for other `tool` messages.
+fn server_run(m: &Message) -> Option<ConversationItem> {
+    let run = m.metadata.as_ref()?.0.get("tool_run")?;
+    let text = |k: &str| run.get(k).and_then(Value::as_str).map(str::to_owned);
+    let error = text("error");
+    let status = if error.is_some() { "failed" } else { "completed" }.to_owned();
+    match run.get("type").and_then(Value::as_str)? {
+        "mcp" => Some(ConversationItem::McpCall {
+            id: format!("mcp_{}", m.id.simple()),
+            server_label: text("server").unwrap_or_default(),
+            name: text("name").unwrap_or_default(),
+            arguments: text("arguments").unwrap_or_default(),
+            output: error.is_none().then(|| m.content.clone()),
+            error: error.map(|message| match run.get("error_kind").and_then(Value::as_str) {
+                Some("tool") => McpCallError::McpToolExecutionError {
+                    content: serde_json::json!([{"type": "text", "text": message}]),
+                },
+                _ => McpCallError::McpProtocolError { code: -32000, message },
+            }),
+            status,
+        }),
+        "file_search" => {
+            let query = text("arguments")
+                .and_then(|a| serde_json::from_str::<Value>(&a).ok())
+                .and_then(|a| a.get("query").and_then(Value::as_str).map(str::to_owned));
+            Some(ConversationItem::FileSearchCall {
+                id: format!("fs_{}", m.id.simple()),
+                queries: query.into_iter().collect(),
+                status,
+                results: None,
+            })
+        }
+        _ => None,
+    }
+}
+
+/// The message an item id names: `msg_<id>`, `fc_<id>_<i>`, `mcp_<id>`,
+/// `fs_<id>`, or the message's UUID.
 fn message_id_of(item_id: &str) -> Option<Uuid> {
+    if let Some(rest) = item_id.strip_prefix("mcp_").or_else(|| item_id.strip_prefix("fs_")) {
+        return Uuid::try_parse(rest).ok();
+    }
     if let Some(rest) = item_id.strip_prefix("fc_") {
         let (id, i) = rest.split_once('_')?;
         i.parse::<usize>().ok()?;
@@ -229,12 +272,15 @@ fn items_in_order(m: &Message, direction: Direction) -> Vec<ConversationItem> {
 pub fn items_of(m: &Message) -> Vec<ConversationItem> {
     let completed = || "completed".to_owned();
     match m.role {
-        Role::Tool => vec![ConversationItem::FunctionCallOutput {
-            id: message_item_id(m.id),
-            call_id: m.tool_call_id.clone().unwrap_or_default(),
-            output: m.content.clone(),
-            status: completed(),
-        }],
+        Role::Tool => match server_run(m) {
+            Some(item) => vec![item],
+            None => vec![ConversationItem::FunctionCallOutput {
+                id: message_item_id(m.id),
+                call_id: m.tool_call_id.clone().unwrap_or_default(),
+                output: m.content.clone(),
+                status: completed(),
+            }],
+        },
         Role::User | Role::System => vec![ConversationItem::Message {
             id: message_item_id(m.id),
             status: completed(),
@@ -246,6 +292,12 @@ pub fn items_of(m: &Message) -> Vec<ConversationItem> {
         }],
         Role::Assistant => {
             let calls = m.tool_calls.as_deref().unwrap_or_default();
+            // Calls of MCP servers and file searches are items of their results.
+            let own_item = |id: &str| {
+                let kind =
+                    m.metadata.as_ref().and_then(|md| md.0.get("server_calls")).and_then(|c| c.get(id));
+                matches!(kind.and_then(Value::as_str), Some("mcp" | "file_search"))
+            };
             let mut items = Vec::with_capacity(1 + calls.len());
             if !m.content.is_empty() || calls.is_empty() {
                 items.push(ConversationItem::Message {
@@ -258,12 +310,14 @@ pub fn items_of(m: &Message) -> Vec<ConversationItem> {
                     }],
                 });
             }
-            items.extend(calls.iter().enumerate().map(|(i, c)| ConversationItem::FunctionCall {
-                id: call_item_id(m.id, i),
-                call_id: c.id.clone(),
-                name: c.function.name.clone(),
-                arguments: c.function.arguments.clone(),
-                status: completed(),
+            items.extend(calls.iter().enumerate().filter(|(_, c)| !own_item(&c.id)).map(|(i, c)| {
+                ConversationItem::FunctionCall {
+                    id: call_item_id(m.id, i),
+                    call_id: c.id.clone(),
+                    name: c.function.name.clone(),
+                    arguments: c.function.arguments.clone(),
+                    status: completed(),
+                }
             }));
             items
         }

@@ -33,9 +33,11 @@ use super::conversations::{items_of, messages_of_items};
 use super::history::History;
 use super::records::{decode, encode};
 use super::sessions::{plain_session, session_record};
-use super::turn::convert::{history_item, reply_message};
+use super::turn::convert::history_item;
 use super::turn::drive::{self, End, Items};
 use super::turn::plan::{New, tool_specs, wire_tool_choice};
+use super::turn::rounds::{After, Ending, Rounds};
+use super::turn::tools::Toolbox;
 use super::turn::{Answered, Ask, Driver, Plan, Saving, Shape, SystemFor};
 use super::{App, Error, NotFound, Result, Tenant};
 use crate::api::types::{
@@ -45,7 +47,7 @@ use crate::api::types::{
     ResponseReasoning, ResponseStreamEvent, ResponseText, ResponseTool, ResponseToolChoice, ResponseUsage,
     TextFormat, TextFormatType, ToolCallType, Truncation,
 };
-use crate::api::types::{CreateMessageRequest, Message, Role, Session};
+use crate::api::types::{CreateMessageRequest, DocOwner, Message, OwnerRole, Role, Session};
 use crate::models::wire;
 use crate::store::{Expect, Kind, Op, Record};
 
@@ -67,9 +69,21 @@ pub struct ResponseData {
     pub tools: Value,
     pub tool_choice: Value,
     pub parallel_tool_calls: bool,
-    /// `incomplete` when the provider stopped at the token limit; absent: `completed`.
+    /// `incomplete` when the provider stopped at the token limit, or the
+    /// agent loop at one of its limits; absent: `completed`.
     #[serde(default)]
     pub status: Option<String>,
+    /// Why it is incomplete, when not the token limit (`max_tool_rounds`, `max_tool_calls`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incomplete_reason: Option<String>,
+    /// Every message the turn made after its input, in order (the agent
+    /// loop's calls and results, then the answer); absent in records written
+    /// before the agent loop: `output_message` alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub output_messages: Vec<Uuid>,
+    /// The `mcp_list_tools` items of the response, first in its output.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub listed_tools: Vec<ConversationItem>,
     /// Absent in records of release 0.1.0: their `created_at`.
     #[serde(default)]
     pub completed_at: Option<i64>,
@@ -134,18 +148,31 @@ enum Status {
     InProgress,
     /// At these Unix seconds.
     Completed(i64),
-    /// The provider stopped at `max_output_tokens`.
-    Incomplete,
+    /// The provider stopped at `max_output_tokens`, or the agent loop at a
+    /// limit (`incomplete_details.reason`).
+    Incomplete(&'static str),
     /// Its `error` is the HTTP layer's to fill in.
     Failed,
 }
 
 impl Status {
-    /// The end of an answer the provider finished with `finish_reason`.
-    fn of_answer(finish_reason: Option<&str>) -> Status {
-        match finish_reason {
-            Some("length") => Status::Incomplete,
+    /// The end of an answer the provider finished with `finish_reason`, or
+    /// that the agent loop ended (`ending`'s reason).
+    fn of_answer(finish_reason: Option<&str>, ending: Option<&str>) -> Status {
+        match (ending, finish_reason) {
+            (Some("max_tool_rounds"), _) => Status::Incomplete("max_tool_rounds"),
+            (Some("max_tool_calls"), _) => Status::Incomplete("max_tool_calls"),
+            (_, Some("length")) => Status::Incomplete("max_output_tokens"),
             _ => Status::Completed(chrono::Utc::now().timestamp()),
+        }
+    }
+
+    fn of_record(status: Option<&str>, reason: Option<&str>, completed_at: i64) -> Status {
+        match (status, reason) {
+            (Some("incomplete"), Some("max_tool_rounds")) => Status::Incomplete("max_tool_rounds"),
+            (Some("incomplete"), Some("max_tool_calls")) => Status::Incomplete("max_tool_calls"),
+            (Some("incomplete"), _) => Status::Incomplete("max_output_tokens"),
+            _ => Status::Completed(completed_at),
         }
     }
 }
@@ -166,15 +193,19 @@ pub struct ResponseTurn {
     plan: Plan,
     head: Head,
     saving: Saving,
+    /// The agent loop over the server-run tools (see [`super::turn::rounds`]).
+    rounds: Rounds,
+    /// The `mcp_list_tools` items, first in the output.
+    listed_tools: Vec<ConversationItem>,
     /// Where a response that is not stored is remembered (a WebSocket
     /// connection's [`Chains`]), with the conversation it continued.
     remember: Option<(Chains, Session, History)>,
 }
 
 impl ResponseTurn {
-    /// The id of the answer's message, chosen in advance.
+    /// The id of the message of the answer under way, chosen in advance.
     fn answer_id(&self) -> Uuid {
-        *self.saving.ids.as_ref().and_then(|ids| ids.last()).expect("the answer has an id")
+        self.rounds.answer_id.expect("a response's answers have ids chosen in advance")
     }
 }
 
@@ -256,7 +287,9 @@ impl App {
             _ => self.session_users(t, &session).await?,
         };
         let new_messages = self.input_messages(req.input.clone())?;
-        let request_tools: Vec<ChatTool> = req.tools.iter().flatten().map(chat_tool).collect();
+        let functions: Vec<&ResponseTool> =
+            req.tools.iter().flatten().filter(|t| t.kind == "function").collect();
+        let request_tools: Vec<ChatTool> = functions.iter().map(|t| chat_tool(t)).collect();
         let stored_tools = match &agent {
             Some(a) => self.agent_tools(t, a.id).await?,
             None => Vec::new(),
@@ -264,9 +297,11 @@ impl App {
         let mut tools = tool_specs(&stored_tools, Some(&request_tools));
         // The request's tools come last: each keeps its `strict`.
         let first = tools.len() - request_tools.len();
-        for (spec, tool) in tools[first..].iter_mut().zip(req.tools.iter().flatten()) {
+        for (spec, tool) in tools[first..].iter_mut().zip(&functions) {
             spec.function.strict = tool.strict;
         }
+        let (toolbox, listed_tools) = self.response_toolbox(t, &stored_tools, req.tools.as_deref()).await?;
+        tools.extend(toolbox.specs().cloned());
         let settings = ChatSettings {
             temperature: req.temperature,
             top_p: req.top_p,
@@ -332,7 +367,8 @@ impl App {
                 extra.insert(name.into(), value);
             }
         }
-        let ids = (0..=plan.new_messages.len()).map(|_| Uuid::now_v7()).collect();
+        // The answer's ids follow, once known (see `Rounds::answer_id`).
+        let ids = (0..plan.new_messages.len()).map(|_| Uuid::now_v7()).collect();
         let head = Head {
             id: Uuid::now_v7(),
             created_at: crate::store::now(),
@@ -383,39 +419,106 @@ impl App {
             Some(chains) if !store => Some((chains.clone(), session, history)),
             _ => None,
         };
-        Ok(ResponseTurn { plan, head, saving, remember })
+        let mut rounds = Rounds::new(toolbox);
+        rounds.answer_id = Some(Uuid::now_v7());
+        Ok(ResponseTurn { plan, head, saving, remember, rounds, listed_tools })
     }
 
-    /// A response, whole.
+    /// The server-run tools of a response: the agent's (its `api_call`
+    /// tools), and the request's `file_search` tools. A `file_search` over
+    /// an id that is no agent or user of the tenant is a 400 naming it.
+    async fn response_toolbox(
+        &self,
+        t: Tenant,
+        stored: &[crate::api::types::Tool],
+        tools: Option<&[ResponseTool]>,
+    ) -> Result<(Toolbox, Vec<ConversationItem>)> {
+        let mut toolbox = Toolbox::of_stored(stored);
+        let mut owners = Vec::new();
+        for (i, tool) in tools.into_iter().flatten().enumerate() {
+            if tool.kind != "file_search" {
+                continue;
+            }
+            for (j, id) in tool.vector_store_ids.iter().flatten().enumerate() {
+                let field = format!("tools[{i}].vector_store_ids[{j}]");
+                let owner = self.doc_owner_of(t, id).await?.ok_or_else(|| {
+                    Error::BadRequest(format!(
+                        "{field}: {id:?} is no agent or user id: a file_search searches the documents of                          agents and users, whose ids stand for vector stores"
+                    ))
+                })?;
+                if !owners.contains(&owner) {
+                    owners.push(owner);
+                }
+            }
+        }
+        if !owners.is_empty() {
+            toolbox = toolbox.with_file_search(owners);
+        }
+        Ok((toolbox, Vec::new()))
+    }
+
+    /// The agent or user an id names, as a document owner (`None`: neither).
+    async fn doc_owner_of(&self, t: Tenant, id: &str) -> Result<Option<DocOwner>> {
+        let Ok(id) = Uuid::try_parse(id) else { return Ok(None) };
+        for (kind, role) in [(Kind::Agent, OwnerRole::Agent), (Kind::User, OwnerRole::User)] {
+            if self.store.get(t.0, kind, id).await?.is_some() {
+                return Ok(Some(DocOwner { id, role }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// A response, whole (after the rounds of the server-run tools it calls).
     pub async fn response_create(&self, t: Tenant, req: CreateResponseRequest) -> Result<ModelResponse> {
-        let turn = self.response_turn(t, req, None).await?;
-        let answer = turn.plan.provider.chat(&turn.plan.request).await?;
-        let answered = Driver::whole(answer).collect(&turn.plan.request).await?;
-        self.response_save(&turn, answered).await
+        let mut turn = self.response_turn(t, req, None).await?;
+        loop {
+            let answer = turn.plan.provider.chat(&turn.plan.request).await?;
+            let answered = Driver::whole(answer).collect(&turn.plan.request).await?;
+            match turn.rounds.after(self, t, &answered, &mut turn.plan.request).await {
+                After::Again => continue,
+                After::End(ending) => return self.response_save(&mut turn, answered, ending).await,
+            }
+        }
     }
 
     /// Saves the turn and its `response` record (when `store`), and answers
     /// the completed response.
-    async fn response_save(&self, turn: &ResponseTurn, answered: Answered) -> Result<ModelResponse> {
-        let reply = reply_message(&answered.answer.message().cloned().unwrap_or_default());
-        let usage = answered.usage;
-        let status = Status::of_answer(answered.answer.finish_reason());
+    async fn response_save(
+        &self,
+        turn: &mut ResponseTurn,
+        answered: Answered,
+        ending: Ending,
+    ) -> Result<ModelResponse> {
+        let replies = turn.rounds.to_save(&answered, &ending);
+        if let Some(ids) = &mut turn.saving.ids {
+            ids.truncate(turn.saving.new_messages.len());
+            ids.extend(turn.rounds.ids_to_save(&ending));
+        }
+        let turn = &*turn;
+        let usage = turn.rounds.total_usage(&answered.usage);
+        let status = Status::of_answer(answered.answer.finish_reason(), ending.finish_reason.as_deref());
         let head = &turn.head;
+        let made_count = replies.len();
         let mut conversation = Vec::new();
         let answer = self
-            .save_turn(&turn.saving, vec![reply], |made| {
+            .save_turn(&turn.saving, replies, |made| {
                 if turn.remember.is_some() {
                     conversation = made.iter().map(history_item).collect();
                 }
-                let (inputs, reply) = made.split_at(made.len() - 1);
-                let response = model_response(head, status, items_of(&reply[0]), Some(&usage));
+                let (inputs, outputs) = made.split_at(made.len() - made_count);
+                let mut output = turn.listed_tools.clone();
+                output.extend(outputs.iter().flat_map(items_of));
+                let response = model_response(head, status, output, Some(&usage));
+                let reply = outputs.last().expect("the turn made its answer");
                 let data = ResponseData {
                     model: head.model.clone(),
                     instructions: head.instructions.clone(),
                     previous_response_id: head.previous_response_id.clone(),
                     conversation: head.conversation,
                     input_messages: inputs.iter().map(|m| m.id).collect(),
-                    output_message: reply[0].id,
+                    output_message: reply.id,
+                    output_messages: outputs.iter().map(|m| m.id).collect(),
+                    listed_tools: turn.listed_tools.clone(),
                     usage: (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens),
                     temperature: Some(head.temperature),
                     top_p: Some(head.top_p),
@@ -423,7 +526,11 @@ impl App {
                     tools: serde_json::to_value(&head.tools).unwrap_or_default(),
                     tool_choice: head.tool_choice.clone(),
                     parallel_tool_calls: head.parallel_tool_calls,
-                    status: (status == Status::Incomplete).then(|| "incomplete".into()),
+                    status: matches!(status, Status::Incomplete(_)).then(|| "incomplete".into()),
+                    incomplete_reason: match status {
+                        Status::Incomplete(reason) if reason != "max_output_tokens" => Some(reason.into()),
+                        _ => None,
+                    },
                     completed_at: match status {
                         Status::Completed(at) => Some(at),
                         _ => None,
@@ -469,10 +576,17 @@ impl App {
         let rec = self.response_record(t, id).await?;
         let data: ResponseData = serde_json::from_value(rec.data.clone())
             .map_err(|e| Error::Internal(format!("response {id} does not decode: {e}")))?;
-        let output = match self.store.get(t.0, Kind::Message, data.output_message).await? {
-            Some(m) => items_of(&decode::<Message>(&m)?),
-            None => Vec::new(),
+        let mut output = data.listed_tools.clone();
+        let outputs = if data.output_messages.is_empty() {
+            vec![data.output_message]
+        } else {
+            data.output_messages.clone()
         };
+        for id in outputs {
+            if let Some(m) = self.store.get(t.0, Kind::Message, id).await? {
+                output.extend(items_of(&decode::<Message>(&m)?));
+            }
+        }
         let head = Head {
             id: rec.id,
             created_at: rec.created_at,
@@ -502,10 +616,9 @@ impl App {
         };
         let (input, output_tokens, total) = data.usage;
         let usage = ChatUsage { prompt_tokens: input, completion_tokens: output_tokens, total_tokens: total };
-        let status = match data.status.as_deref() {
-            Some("incomplete") => Status::Incomplete,
-            _ => Status::Completed(data.completed_at.unwrap_or(rec.created_at.timestamp())),
-        };
+        let completed_at = data.completed_at.unwrap_or(rec.created_at.timestamp());
+        let status =
+            Status::of_record(data.status.as_deref(), data.incomplete_reason.as_deref(), completed_at);
         Ok(model_response(&head, status, output, Some(&usage)))
     }
 
@@ -558,7 +671,11 @@ impl App {
             Op::Delete { kind: Kind::Response, id: rec.id, version: Some(rec.version) },
             self.session_changes(session),
         ];
-        for mid in data.input_messages.iter().chain([&data.output_message]) {
+        let mut outputs = data.output_messages.clone();
+        if !outputs.contains(&data.output_message) {
+            outputs.push(data.output_message);
+        }
+        for mid in data.input_messages.iter().chain(&outputs) {
             if self.store.get(t.0, Kind::Message, *mid).await?.is_some() {
                 ops.push(Op::Delete { kind: Kind::Message, id: *mid, version: None });
             }
@@ -648,7 +765,7 @@ fn model_response(
     let (status_name, completed_at) = match status {
         Status::InProgress => ("in_progress", None),
         Status::Completed(at) => ("completed", Some(at)),
-        Status::Incomplete => ("incomplete", None),
+        Status::Incomplete(_) => ("incomplete", None),
         Status::Failed => ("failed", None),
     };
     ModelResponse {
@@ -658,8 +775,10 @@ fn model_response(
         completed_at,
         status: status_name.into(),
         error: None,
-        incomplete_details: (status == Status::Incomplete)
-            .then(|| IncompleteDetails { reason: "max_output_tokens".into() }),
+        incomplete_details: match status {
+            Status::Incomplete(reason) => Some(IncompleteDetails { reason: reason.into() }),
+            _ => None,
+        },
         instructions: head.instructions.clone(),
         max_output_tokens: head.max_output_tokens,
         max_tool_calls: head.max_tool_calls,
@@ -729,7 +848,9 @@ impl App {
         let upstream =
             turn.plan.provider.chat_stream(&turn.plan.request).await.map_err(|e| forget(e.into()))?;
         let mut events = Events::new(turn.answer_id());
-        let head = events.start(&model_response(&turn.head, Status::InProgress, Vec::new(), None));
+        events.hide(turn.rounds.toolbox.specs().map(|s| s.function.name.clone()));
+        let mut head = events.start(&model_response(&turn.head, Status::InProgress, Vec::new(), None));
+        head.extend(events.listed(&turn.listed_tools));
         let shape = ResponseShape { app: self.clone(), turn, events, continued };
         Ok(drive::stream(upstream, shape, head.into_iter().map(Ok).collect()))
     }
@@ -742,6 +863,55 @@ struct ResponseShape {
     events: Events,
     /// The connection's memory and the response this one continues, forgotten there if it fails.
     continued: Option<(Chains, Uuid)>,
+}
+
+impl ResponseShape {
+    /// The items of the server's runs of the last round (from `made`, the
+    /// round's messages): its calls of `api_call` tools as `function_call`
+    /// items, then an item per result — as the saved messages show them.
+    fn round_items(&self, from: usize) -> Vec<ConversationItem> {
+        let rounds = &self.turn.rounds;
+        let ids = &rounds.made_ids;
+        let made = &rounds.made;
+        let mut items = Vec::new();
+        for (i, m) in made.iter().enumerate().skip(from) {
+            let message = preview(ids.get(i).copied().unwrap_or_else(Uuid::now_v7), m);
+            let of = items_of(&message);
+            if m.role == Role::Assistant {
+                // The text and the client's calls were streamed already.
+                let server: std::collections::HashSet<&str> = m
+                    .tool_calls
+                    .iter()
+                    .flatten()
+                    .filter(|c| rounds.toolbox.get(&c.function.name).is_some())
+                    .map(|c| c.id.as_str())
+                    .collect();
+                items.extend(of.into_iter().filter(
+                    |item| matches!(item, ConversationItem::FunctionCall { call_id, .. } if server.contains(call_id.as_str())),
+                ));
+            } else {
+                items.extend(of);
+            }
+        }
+        items
+    }
+}
+
+/// A message about to be saved under `id`, as it will read.
+fn preview(id: Uuid, m: &CreateMessageRequest) -> Message {
+    Message {
+        id,
+        session_id: Uuid::nil(),
+        role: m.role,
+        content: m.content.clone(),
+        name: m.name.clone(),
+        tool_calls: m.tool_calls.clone(),
+        tool_call_id: m.tool_call_id.clone(),
+        parts: m.parts.clone(),
+        token_count: 0,
+        metadata: m.metadata.clone(),
+        created_at: chrono::Utc::now(),
+    }
 }
 
 impl Shape for ResponseShape {
@@ -762,10 +932,39 @@ impl Shape for ResponseShape {
 
     fn end(&mut self, answered: Answered) -> BoxFuture<'_, Result<End<Self::Item>>> {
         Box::pin(async move {
-            let mut last = self.events.close(&answered.answer.text(), answered.answer.tool_calls());
-            let response = self.app.response_save(&self.turn, answered).await?;
-            last.push(self.events.completed(response));
-            Ok(End::Done(last.into_iter().map(Ok).collect()))
+            let t = self.turn.saving.tenant;
+            let made_before = self.turn.rounds.made.len();
+            let after = self.turn.rounds.after(&self.app, t, &answered, &mut self.turn.plan.request).await;
+            let text = answered.answer.text();
+            let toolbox = &self.turn.rounds.toolbox;
+            let client_calls: Vec<wire::ToolCall> = answered
+                .answer
+                .tool_calls()
+                .iter()
+                .filter(|c| toolbox.get(&c.function.name).is_none())
+                .cloned()
+                .collect();
+            let ran = self.turn.rounds.made.len() > made_before;
+            let mut items = if ran {
+                self.events.close_round(&text, &client_calls)
+            } else {
+                self.events.close(&text, &client_calls)
+            };
+            if ran {
+                items.extend(self.events.ran(self.round_items(made_before)));
+            }
+            match after {
+                After::Again => {
+                    self.events.next_round(self.turn.answer_id());
+                    let upstream = self.turn.plan.provider.chat_stream(&self.turn.plan.request).await?;
+                    Ok(End::Again(upstream, items.into_iter().map(Ok).collect()))
+                }
+                After::End(ending) => {
+                    let response = self.app.response_save(&mut self.turn, answered, ending).await?;
+                    items.push(self.events.completed(response));
+                    Ok(End::Done(items.into_iter().map(Ok).collect()))
+                }
+            }
         })
     }
 

@@ -270,3 +270,149 @@ async fn a_streamed_turn_sends_the_runs_and_only_the_clients_deltas() {
     assert_eq!(roles, ["user", "assistant", "tool", "assistant"]);
     t.s.stop().await;
 }
+
+/// A `/v1/responses` turn on the agent (its `api_call` tool) with a
+/// `file_search` over its documents: both run in one round.
+struct Responses {
+    t: Setup,
+    agent: Uuid,
+}
+
+async fn responses_setup() -> Responses {
+    let t = setup(10).await;
+    let session = t.s.client.session_get().id(t.session).send().await.unwrap().into_inner();
+    let agent = session.agents[0];
+    let doc = json!({"title": "Tides", "content": "The harbour of Brest has the highest tides in France."});
+    let r = t.s.raw("POST", &format!("/api/agents/{agent}/docs"), Some(&doc.to_string())).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    Responses { t, agent }
+}
+
+impl Responses {
+    fn script(&self) {
+        self.t.fake.push(Behaviour::ToolCalls(vec![
+            ("file_search".into(), r#"{"query": "highest tides"}"#.into()),
+            ("get_weather".into(), r#"{"city": "Brest"}"#.into()),
+        ]));
+    }
+
+    fn body(&self, stream: bool) -> Value {
+        json!({"model": self.agent, "input": "Where are the tides highest?", "stream": stream,
+               "tools": [{"type": "file_search", "vector_store_ids": [self.agent.to_string()]}]})
+    }
+}
+
+fn item_types(output: &[Value]) -> Vec<&str> {
+    output.iter().map(|i| i["type"].as_str().unwrap()).collect()
+}
+
+#[tokio::test]
+async fn a_response_runs_file_search_and_an_api_call_in_one_round() {
+    let r = responses_setup().await;
+    r.script();
+    let body: types::CreateResponseRequest = serde_json::from_value(r.body(false)).unwrap();
+    let response = r.t.s.client.openai_response_create().body(body).send().await.unwrap().into_inner();
+    let response = serde_json::to_value(&response).unwrap();
+    assert_eq!(response["status"], "completed", "{response}");
+    let output = response["output"].as_array().unwrap();
+    assert_eq!(
+        item_types(output),
+        ["function_call", "file_search_call", "function_call_output", "message"],
+        "{response}"
+    );
+    assert_eq!(output[0]["name"], "get_weather");
+    assert_eq!(output[1]["queries"], json!(["highest tides"]));
+    assert_eq!(output[1]["status"], "completed");
+    assert_eq!(output[2]["call_id"], output[0]["call_id"]);
+    // The model read the snippet the search found, and the weather.
+    let second = sent(&r.t.fake, 1);
+    let results: Vec<&str> =
+        second.iter().filter(|m| m["role"] == "tool").map(|m| m["content"].as_str().unwrap()).collect();
+    assert!(results[0].contains("highest tides in France"), "{results:?}");
+    assert!(results[1].contains("/weather"), "{results:?}");
+    assert_eq!(r.t.target.received().len(), 1);
+    // The offered tools: file_search described for the model, after the agent's.
+    let offered: Vec<_> = r.t.fake.requests()[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(offered, ["lookup", "file_search", "get_weather"]);
+    // The response reads back the same.
+    let id = response["id"].as_str().unwrap();
+    let got = r.t.s.raw("GET", &format!("/v1/responses/{id}"), None).await;
+    let ids =
+        |output: &[Value]| output.iter().map(|i| i["id"].as_str().unwrap().to_owned()).collect::<Vec<_>>();
+    assert_eq!(ids(got.body["output"].as_array().unwrap()), ids(output));
+    assert_eq!(got.body["output"][1]["results"], Value::Null, "file_search results are not given");
+    // The echoed tool is OpenAI's shape.
+    assert_eq!(
+        response["tools"],
+        json!([{"type": "file_search", "vector_store_ids": [r.agent.to_string()]}])
+    );
+    r.t.s.stop().await;
+}
+
+#[tokio::test]
+async fn a_streamed_response_sends_each_runs_item_and_no_deltas_of_the_servers_calls() {
+    let r = responses_setup().await;
+    r.script();
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/responses", r.t.s.base))
+        .bearer_auth(&r.t.s.key)
+        .json(&r.body(true))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let events: Vec<Value> =
+        read_events(resp, CHAT_STREAM_WITHIN, |_| {}).await.iter().map(|e| e.json()).collect();
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    let seqs: Vec<u64> = events.iter().map(|e| e["sequence_number"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (0..events.len() as u64).collect::<Vec<_>>());
+    assert!(!kinds.contains(&"response.function_call_arguments.delta"), "{kinds:?}");
+    for k in [
+        "response.file_search_call.in_progress",
+        "response.file_search_call.searching",
+        "response.file_search_call.completed",
+        "response.output_text.delta",
+        "response.completed",
+    ] {
+        assert!(kinds.contains(&k), "{k} in {kinds:?}");
+    }
+    let done: Vec<&Value> =
+        events.iter().filter(|e| e["type"] == "response.output_item.done").map(|e| &e["item"]).collect();
+    let completed = &events.last().unwrap()["response"];
+    assert_eq!(
+        Value::Array(done.into_iter().cloned().collect()),
+        completed["output"],
+        "the items as streamed are the output"
+    );
+    let indexes: Vec<u64> = events
+        .iter()
+        .filter(|e| e["type"] == "response.output_item.added")
+        .map(|e| e["output_index"].as_u64().unwrap())
+        .collect();
+    assert_eq!(indexes, [0, 1, 2, 3]);
+    let id = completed["id"].as_str().unwrap();
+    let got = r.t.s.raw("GET", &format!("/v1/responses/{id}"), None).await;
+    assert_eq!(got.body["output"], completed["output"], "saved as streamed");
+    r.t.s.stop().await;
+}
+
+#[tokio::test]
+async fn a_file_search_over_an_unknown_owner_is_a_400_naming_it() {
+    let r = responses_setup().await;
+    let body = json!({"model": r.agent, "input": "x",
+        "tools": [{"type": "file_search", "vector_store_ids": [Uuid::now_v7().to_string()]}]});
+    let got = r.t.s.raw("POST", "/v1/responses", Some(&body.to_string())).await;
+    assert_eq!(got.status, 400, "{}", got.body);
+    let message = got.body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("tools[0].vector_store_ids[0]"), "{message}");
+    let body = json!({"model": r.agent, "input": "x", "tools": [{"type": "file_search"}]});
+    let got = r.t.s.raw("POST", "/v1/responses", Some(&body.to_string())).await;
+    assert_eq!(got.status, 400, "{}", got.body);
+    assert_eq!(got.body["error"]["param"], "tools[0].vector_store_ids", "{}", got.body);
+    r.t.s.stop().await;
+}

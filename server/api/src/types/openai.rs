@@ -976,6 +976,62 @@ pub enum ConversationItem {
         /// Always `completed`.
         status: String,
     },
+    /// The tools an MCP server listed for a response (in its output only).
+    McpListTools {
+        /// `mcpl_` and hex digits.
+        id: String,
+        server_label: String,
+        tools: Vec<McpListedTool>,
+        /// Why the server's tools could not be listed (none are offered then).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<String>,
+    },
+    /// A call of an MCP server's tool, run by the server.
+    McpCall {
+        /// `mcp_` and the hex digits of the `tool` message with its result.
+        id: String,
+        server_label: String,
+        name: String,
+        arguments: String,
+        /// What the tool answered (null when it failed).
+        output: Option<String>,
+        /// Why it failed.
+        error: Option<McpCallError>,
+        /// `completed` or `failed`.
+        status: String,
+    },
+    /// A `file_search` the server ran.
+    FileSearchCall {
+        /// `fs_` and the hex digits of the `tool` message with its result.
+        id: String,
+        /// The query the model searched for.
+        queries: Vec<String>,
+        /// `completed` or `failed`.
+        status: String,
+        /// Not given (null): the model read the snippets found.
+        results: Option<Vec<Value>>,
+    },
+}
+
+/// A tool an MCP server lists.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct McpListedTool {
+    pub name: String,
+    pub description: Option<String>,
+    /// The JSON Schema of the tool's arguments.
+    pub input_schema: Value,
+    /// The server's hints (`readOnlyHint`, `idempotentHint`, ...), if any.
+    pub annotations: Option<Value>,
+}
+
+/// Why an MCP call failed: the server could not be reached or broke the
+/// protocol (`mcp_protocol_error`, `code` and `message`), or the tool said
+/// it failed (`mcp_tool_execution_error`, its `content`).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum McpCallError {
+    McpProtocolError { code: i64, message: String },
+    McpToolExecutionError { content: Value },
 }
 
 impl ConversationItem {
@@ -983,7 +1039,10 @@ impl ConversationItem {
         match self {
             ConversationItem::Message { id, .. }
             | ConversationItem::FunctionCall { id, .. }
-            | ConversationItem::FunctionCallOutput { id, .. } => id,
+            | ConversationItem::FunctionCallOutput { id, .. }
+            | ConversationItem::McpListTools { id, .. }
+            | ConversationItem::McpCall { id, .. }
+            | ConversationItem::FileSearchCall { id, .. } => id,
         }
     }
 }

@@ -46,11 +46,25 @@ impl ConversationRef {
     }
 }
 
-/// A tool the model may call: only `function` tools are supported (other
-/// types answer 400 naming the tool's `type`).
-#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+/// A tool the model may call, by `type`:
+///
+/// - `function` (`name`, `description`, `parameters`, `strict`): the client's;
+///   the model's calls are `function_call` items for the client to answer.
+/// - `mcp` (`server_label`, `server_url`, `allowed_tools`, `require_approval`,
+///   `headers`, `server_description`): a Model Context Protocol server
+///   (Streamable HTTP) the server calls; its tools are listed (an
+///   `mcp_list_tools` item) and the model's calls run in the server
+///   (`mcp_call` items). `headers` may name the tenant's secrets
+///   (`{{ secrets.NAME }}`) and are never echoed.
+/// - `file_search` (`vector_store_ids`, `max_num_results`): searches the
+///   documents of these owners — this service's agent and user ids stand
+///   for vector stores — with the service's hybrid search (text alone
+///   without an embedding model); calls are `file_search_call` items.
+///
+/// Other types answer 400 naming the tool's `type`.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 pub struct ResponseTool {
-    /// `function`.
+    /// `function`, `mcp` or `file_search`.
     #[serde(rename = "type")]
     #[schemars(length(min = 1, max = 64))]
     pub kind: String,
@@ -69,6 +83,82 @@ pub struct ResponseTool {
     /// `strict`; echoed as sent (`null` when not sent).
     #[serde(default)]
     pub strict: Option<bool>,
+    /// `mcp`: the server's label (1 to 64 letters, digits, `_` and `-`),
+    /// naming it in `mcp_call` items.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 64), regex(pattern = r"^[A-Za-z0-9_-]+$"))]
+    pub server_label: Option<String>,
+    /// `mcp`: the server's Streamable HTTP endpoint (http or https, at most
+    /// 2,048 characters), under the outbound policy (`tools.allowed_hosts`).
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 2048), regex(pattern = r"^https?://[^\s]+$"))]
+    pub server_url: Option<String>,
+    /// `mcp`: only these of the server's tools (default all).
+    #[serde(default)]
+    #[schemars(length(max = 256))]
+    pub allowed_tools: Option<Vec<String>>,
+    /// `mcp`: which calls wait for approval (default `"always"`, as OpenAI's).
+    #[serde(default)]
+    pub require_approval: Option<super::tools::RequireApproval>,
+    /// `mcp`: headers sent to the server (never echoed).
+    #[serde(default)]
+    pub headers: Option<std::collections::BTreeMap<String, String>>,
+    /// `mcp`: what the server is for, echoed.
+    #[serde(default)]
+    #[schemars(length(max = 16000))]
+    pub server_description: Option<String>,
+    /// `file_search`: the owners (agent or user ids) whose documents are
+    /// searched (1 to 16).
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 16))]
+    pub vector_store_ids: Option<Vec<String>>,
+    /// `file_search`: the most results one search gives the model (1 to 50; default 10).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 50))]
+    pub max_num_results: Option<i64>,
+}
+
+impl Serialize for ResponseTool {
+    /// Each type with its own fields (an `mcp` tool without its `headers`).
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("type", &self.kind)?;
+        match self.kind.as_str() {
+            "mcp" => {
+                map.serialize_entry("server_label", &self.server_label)?;
+                map.serialize_entry("server_url", &self.server_url)?;
+                if let Some(tools) = &self.allowed_tools {
+                    map.serialize_entry("allowed_tools", tools)?;
+                }
+                map.serialize_entry(
+                    "require_approval",
+                    &self
+                        .require_approval
+                        .clone()
+                        .unwrap_or(super::tools::RequireApproval::Mode(super::tools::ApprovalMode::Always)),
+                )?;
+                if let Some(d) = &self.server_description {
+                    map.serialize_entry("server_description", d)?;
+                }
+            }
+            "file_search" => {
+                map.serialize_entry("vector_store_ids", &self.vector_store_ids.clone().unwrap_or_default())?;
+                if let Some(n) = self.max_num_results {
+                    map.serialize_entry("max_num_results", &n)?;
+                }
+            }
+            _ => {
+                if let Some(name) = &self.name {
+                    map.serialize_entry("name", name)?;
+                }
+                map.serialize_entry("description", &self.description)?;
+                map.serialize_entry("parameters", &self.parameters)?;
+                map.serialize_entry("strict", &self.strict)?;
+            }
+        }
+        map.end()
+    }
 }
 
 /// A named function the model must call.
@@ -362,10 +452,13 @@ impl CreateResponseRequest {
             ));
         }
         for (i, tool) in self.tools.iter().flatten().enumerate() {
-            if tool.kind != "function" {
+            if !matches!(tool.kind.as_str(), "function" | "mcp" | "file_search") {
                 return Some((
                     format!("tools[{i}].type"),
-                    format!("tools of type {:?} are not supported: only \"function\" tools are", tool.kind),
+                    format!(
+                        "tools of type {:?} are not supported: \"function\", \"mcp\" and \"file_search\" tools are",
+                        tool.kind
+                    ),
                 ));
             }
         }
@@ -409,9 +502,35 @@ impl Check for CreateResponseRequest {
             }
         }
         for (i, tool) in self.tools.iter().flatten().enumerate() {
-            if tool.kind == "function" && tool.name.is_none() {
-                let loc = [LocPart::Key("tools".into()), LocPart::Index(i), LocPart::Key("name".into())];
-                issues.push(&loc, "missing", "Field required: a function tool has a name");
+            let missing = match tool.kind.as_str() {
+                "function" => vec![("name", tool.name.is_none())],
+                "mcp" => vec![
+                    ("server_label", tool.server_label.is_none()),
+                    ("server_url", tool.server_url.is_none()),
+                ],
+                "file_search" => vec![("vector_store_ids", tool.vector_store_ids.is_none())],
+                _ => Vec::new(),
+            };
+            for (field, missing) in missing {
+                if missing {
+                    let loc = [LocPart::Key("tools".into()), LocPart::Index(i), LocPart::Key(field.into())];
+                    issues.push(
+                        &loc,
+                        "missing",
+                        format!("Field required: a {} tool has `{field}`", tool.kind),
+                    );
+                }
+            }
+            for (name, value) in tool.headers.iter().flatten() {
+                if let Some(why) = super::tools::api_call_header_refusal(name, value) {
+                    let loc = [
+                        LocPart::Key("tools".into()),
+                        LocPart::Index(i),
+                        LocPart::Key("headers".into()),
+                        LocPart::Key(name.clone()),
+                    ];
+                    issues.push(&loc, "value_error", why);
+                }
             }
         }
     }

@@ -6,6 +6,16 @@
 //! close the items once the provider is done; [`Events::completed`] the last
 //! event, with the saved response; [`Events::failed`] what a failure ends the
 //! stream with. Every event has the next `sequence_number`.
+//!
+//! With the agent loop (see [`crate::app::turn::rounds`]) a response is
+//! several answers of the model: the calls of the server's tools are not
+//! streamed as `function_call` items ([`Events::hide`] names them); once an
+//! answer's calls ran, [`Events::close_round`] closes its items,
+//! [`Events::ran`] adds an item per run (`mcp_call`, `file_search_call`, or
+//! a `function_call` and its output for an `api_call` tool), and
+//! [`Events::next_round`] starts the next answer's items.
+
+use std::collections::{HashMap, HashSet};
 
 use crate::api::types::{ConversationItem, ItemContent, ModelResponse, ResponseStreamEvent};
 use crate::app::Error;
@@ -35,6 +45,11 @@ pub struct Events {
     text: Option<u32>,
     calls: Vec<OpenCall>,
     next_index: u32,
+    /// The provider's index of each call of the answer: its place in
+    /// `calls`, or `None` for a call of the server's tools (not streamed).
+    by_index: HashMap<u32, Option<usize>>,
+    /// The names of the server's tools.
+    hidden: HashSet<String>,
 }
 
 fn event(kind: &str, e: ResponseStreamEvent) -> ResponseStreamEvent {
@@ -43,7 +58,108 @@ fn event(kind: &str, e: ResponseStreamEvent) -> ResponseStreamEvent {
 
 impl Events {
     pub fn new(answer: uuid::Uuid) -> Events {
-        Events { answer, seq: 0, text: None, calls: Vec::new(), next_index: 0 }
+        Events {
+            answer,
+            seq: 0,
+            text: None,
+            calls: Vec::new(),
+            next_index: 0,
+            by_index: HashMap::new(),
+            hidden: HashSet::new(),
+        }
+    }
+
+    /// Calls of these tools (the server's) are not streamed as `function_call` items.
+    pub fn hide(&mut self, names: impl IntoIterator<Item = String>) {
+        self.hidden.extend(names);
+    }
+
+    /// The next answer's items, its message saved as `answer`.
+    pub fn next_round(&mut self, answer: uuid::Uuid) {
+        self.answer = answer;
+        self.text = None;
+        self.calls.clear();
+        self.by_index.clear();
+    }
+
+    /// An item added and done at once, with the events of its progress between.
+    fn whole_item(&mut self, item: ConversationItem, progress: &[&str], out: &mut Vec<ResponseStreamEvent>) {
+        let output_index = self.next_index;
+        self.next_index += 1;
+        let id = item.id().to_owned();
+        let mut opening = item.clone();
+        match &mut opening {
+            ConversationItem::McpCall { status, output, error, .. } => {
+                *status = "in_progress".into();
+                *output = None;
+                *error = None;
+            }
+            ConversationItem::FileSearchCall { status, .. } => *status = "in_progress".into(),
+            _ => {}
+        }
+        let added = event(
+            "response.output_item.added",
+            ResponseStreamEvent {
+                output_index: Some(output_index),
+                item: Some(opening),
+                ..Default::default()
+            },
+        );
+        out.push(self.numbered(added));
+        for kind in progress {
+            let e = event(
+                kind,
+                ResponseStreamEvent {
+                    output_index: Some(output_index),
+                    item_id: Some(id.clone()),
+                    ..Default::default()
+                },
+            );
+            out.push(self.numbered(e));
+        }
+        let done = event(
+            "response.output_item.done",
+            ResponseStreamEvent { output_index: Some(output_index), item: Some(item), ..Default::default() },
+        );
+        out.push(self.numbered(done));
+    }
+
+    /// The items of `mcp_list_tools`, each added and done.
+    pub fn listed(&mut self, items: &[ConversationItem]) -> Vec<ResponseStreamEvent> {
+        let mut out = Vec::new();
+        for item in items {
+            let end = match item {
+                ConversationItem::McpListTools { error: Some(_), .. } => "response.mcp_list_tools.failed",
+                _ => "response.mcp_list_tools.completed",
+            };
+            self.whole_item(item.clone(), &["response.mcp_list_tools.in_progress", end], &mut out);
+        }
+        out
+    }
+
+    /// The items of the server's runs of a round (the items their saved
+    /// messages are: see `conversations::items_of`), each added and done
+    /// with its progress events between.
+    pub fn ran(&mut self, items: Vec<ConversationItem>) -> Vec<ResponseStreamEvent> {
+        let mut out = Vec::new();
+        for item in items {
+            let progress: &[&str] = match &item {
+                ConversationItem::McpCall { error: Some(_), .. } => {
+                    &["response.mcp_call.in_progress", "response.mcp_call.failed"]
+                }
+                ConversationItem::McpCall { .. } => {
+                    &["response.mcp_call.in_progress", "response.mcp_call.completed"]
+                }
+                ConversationItem::FileSearchCall { .. } => &[
+                    "response.file_search_call.in_progress",
+                    "response.file_search_call.searching",
+                    "response.file_search_call.completed",
+                ],
+                _ => &[],
+            };
+            self.whole_item(item, progress, &mut out);
+        }
+        out
     }
 
     fn numbered(&mut self, mut e: ResponseStreamEvent) -> ResponseStreamEvent {
@@ -124,7 +240,17 @@ impl Events {
             out.push(self.numbered(delta));
         }
         for call in choice.delta.tool_calls.into_iter().flatten() {
-            let n = call.index.unwrap_or(0) as usize;
+            let index = call.index.unwrap_or(0);
+            let place = match self.by_index.get(&index) {
+                Some(place) => *place,
+                None => {
+                    let name = call.function.as_ref().and_then(|f| f.name.as_deref()).unwrap_or_default();
+                    let place = (!self.hidden.contains(name)).then_some(self.calls.len());
+                    self.by_index.insert(index, place);
+                    place
+                }
+            };
+            let Some(n) = place else { continue };
             if n >= self.calls.len() {
                 let output_index = self.next_index;
                 self.next_index += 1;
@@ -170,12 +296,21 @@ impl Events {
     }
 
     /// Once the provider is done: the events that close the items, given the
-    /// whole text and calls (a text item is opened, empty, when there was neither).
+    /// whole text and the calls streamed (a text item is opened, empty, when
+    /// there was neither).
     pub fn close(&mut self, text: &str, calls: &[wire::ToolCall]) -> Vec<ResponseStreamEvent> {
         let mut out = Vec::new();
         if self.text.is_none() && self.calls.is_empty() {
             self.open_text(&mut out);
         }
+        out.extend(self.close_round(text, calls));
+        out
+    }
+
+    /// Closes the items an answer opened (none when it only called the
+    /// server's tools), given its text and its calls that were streamed.
+    pub fn close_round(&mut self, text: &str, calls: &[wire::ToolCall]) -> Vec<ResponseStreamEvent> {
+        let mut out = Vec::new();
         if let Some(i) = self.text {
             let item_id = self.answer_item_id();
             let part = ItemContent::OutputText { text: text.to_owned(), annotations: Vec::new() };

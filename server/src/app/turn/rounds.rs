@@ -10,11 +10,12 @@
 //! `tools.max_calls_per_turn`: the calls are answered "not run" and the turn
 //! ends with `finish_reason` `max_tool_rounds` or `max_tool_calls`).
 //!
-//! Everything the rounds made (each assistant message that called the
-//! server's tools, each result as a `tool` message carrying its [`ToolRun`] in
-//! its metadata under `tool_run`) is saved with the turn, before the answer.
+//! Everything the rounds made is saved with the turn, before the answer:
+//! each assistant message that called the server's tools (the kind of each
+//! such call in its metadata under `server_calls`, by call id), each result as
+//! a `tool` message carrying its [`ToolRun`] in its metadata under `tool_run`.
 
-use serde_json::Map;
+use serde_json::{Map, Value};
 
 use super::super::{App, Tenant};
 use super::Answered;
@@ -37,6 +38,14 @@ pub struct Rounds {
     pub made: Vec<CreateMessageRequest>,
     /// The tokens of the rounds before the last answer.
     pub usage: ChatUsage,
+    /// When the turn's messages have ids chosen in advance (a response's,
+    /// whose items name them as they stream): the id the answer under way
+    /// is saved under. Each answer that calls the server's tools takes it
+    /// (and its results fresh ones) into [`Rounds::made_ids`], and the next
+    /// answer gets a fresh one.
+    pub answer_id: Option<uuid::Uuid>,
+    /// The ids of [`Rounds::made`], when chosen in advance.
+    pub made_ids: Vec<uuid::Uuid>,
 }
 
 /// What comes after an answer.
@@ -78,6 +87,15 @@ impl Rounds {
         }
     }
 
+    /// The ids chosen in advance for [`Rounds::to_save`]'s messages.
+    pub fn ids_to_save(&self, ending: &Ending) -> Vec<uuid::Uuid> {
+        let mut ids = self.made_ids.clone();
+        if !ending.saved {
+            ids.extend(self.answer_id);
+        }
+        ids
+    }
+
     /// The messages to save after the turn's new ones: the rounds', then
     /// the answer's (unless it is among them).
     pub fn to_save(&self, answered: &Answered, ending: &Ending) -> Vec<CreateMessageRequest> {
@@ -117,12 +135,29 @@ impl Rounds {
             None => app.run_tools(t, &self.toolbox, &server).await,
         };
         self.usage = self.total_usage(&answered.usage);
-        self.made.extend(answered.answer.message().map(reply_message));
+        let mut calling = reply_message(message);
+        let kinds: Map<String, Value> = server
+            .iter()
+            .map(|c| {
+                (
+                    c.id.clone(),
+                    serde_json::to_value(self.toolbox.kind_of(&c.function.name)).unwrap_or_default(),
+                )
+            })
+            .collect();
+        calling.metadata =
+            Some(Metadata(Map::from_iter([("server_calls".to_owned(), Value::Object(kinds))])));
+        self.made.push(calling);
         request.messages.push(message.clone());
         for run in &runs {
             let result = told(run);
             request.messages.push(wire::ChatMessage::tool_result(&run.id, result.clone()));
             self.made.push(tool_message(run, result));
+        }
+        if let Some(id) = self.answer_id {
+            self.made_ids.push(id);
+            self.made_ids.extend(runs.iter().map(|_| uuid::Uuid::now_v7()));
+            self.answer_id = Some(uuid::Uuid::now_v7());
         }
         self.runs.extend(runs);
         if let Some((reason, _)) = limit {
