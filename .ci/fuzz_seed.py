@@ -5,7 +5,7 @@ Usage: python fuzz_seed.py BASE_URL API_KEY > seeded.toml
 Creates, through the API, one of each record with an id in a path (a user, an
 agent, a session of both with a message, a document of each, a tool and a
 task of the agent, an execution of another task, run to its end, and its first
-transition), then prints TOML `[dictionaries]` of their ids and
+transition, a secret), then prints TOML `[dictionaries]` of their ids and
 `[[operations]]` that draw ids from them half of the time (path ids, and the
 participants of sessions and chats), so that the fuzzer's valid cases reach
 real records (chat on a real session, a document that exists, ...) instead
@@ -65,6 +65,8 @@ def main() -> None:
         time.sleep(0.05)
     transition = call(base, key, "GET", f"/api/executions/{execution}/transitions", None)["items"][0]["id"]
 
+    secret = call(base, key, "POST", "/api/secrets", {"name": "SEEDED_TOKEN", "value": "seeded by .ci/fuzz"})["name"]
+
     ids = {
         "users": user,
         "agents": agent,
@@ -75,6 +77,7 @@ def main() -> None:
         "tasks": [task, counting["id"]],
         "executions": execution,
         "transitions": transition,
+        "secrets": secret,
     }
     out = ["", "# Seeded by .ci/fuzz_seed.py."]
     for name, value in ids.items():
@@ -86,6 +89,7 @@ def main() -> None:
         ("/api/agents/", {"id": "agents", "doc_id": "agent_docs", "tool_id": "tools", "task_id": "tasks"}),
         ("/api/tasks/", {"task_id": "tasks"}),
         ("/api/executions/", {"id": "executions", "transition_id": "transitions"}),
+        ("/api/secrets/", {"name": "secrets"}),
         (
             "/api/sessions",
             {

@@ -3299,6 +3299,201 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
                 })
         }
     }
+    ///Body of `POST /api/secrets`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct CreateSecretRequest {
+        ///What the secret is for (at most 1,000 characters).
+        #[serde(default = "defaults::create_secret_request_description")]
+        pub description: CreateSecretRequestDescription,
+        ///The secret's name, unique within the tenant (1 to 64 characters: a letter or `_`, then letters, digits or `_`, as an environment variable's).
+        pub name: CreateSecretRequestName,
+        ///The value: 1 to 8192 bytes of text. Stored encrypted; never answered.
+        pub value: CreateSecretRequestValue,
+    }
+    impl CreateSecretRequest {
+        pub fn builder() -> builder::CreateSecretRequest {
+            Default::default()
+        }
+    }
+    ///What the secret is for (at most 1,000 characters).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CreateSecretRequestDescription(::std::string::String);
+    impl ::std::ops::Deref for CreateSecretRequestDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateSecretRequestDescription> for ::std::string::String {
+        fn from(value: CreateSecretRequestDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::default::Default for CreateSecretRequestDescription {
+        fn default() -> Self {
+            CreateSecretRequestDescription("".to_string())
+        }
+    }
+    impl ::std::str::FromStr for CreateSecretRequestDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 1000usize {
+                return Err("longer than 1000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateSecretRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for CreateSecretRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateSecretRequestDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The secret's name, unique within the tenant (1 to 64 characters: a letter or `_`, then letters, digits or `_`, as an environment variable's).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CreateSecretRequestName(::std::string::String);
+    impl ::std::ops::Deref for CreateSecretRequestName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateSecretRequestName> for ::std::string::String {
+        fn from(value: CreateSecretRequestName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreateSecretRequestName {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[A-Za-z_][A-Za-z0-9_]*$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z_][A-Za-z0-9_]*$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateSecretRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CreateSecretRequestName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateSecretRequestName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The value: 1 to 8192 bytes of text. Stored encrypted; never answered.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CreateSecretRequestValue(::std::string::String);
+    impl ::std::ops::Deref for CreateSecretRequestValue {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateSecretRequestValue> for ::std::string::String {
+        fn from(value: CreateSecretRequestValue) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreateSecretRequestValue {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 8192usize {
+                return Err("longer than 8192 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateSecretRequestValue {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CreateSecretRequestValue {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateSecretRequestValue {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///Body of `POST /api/sessions`: the participants (`agent` or `agents`, one of them; optionally `user` or `users`) and the session's settings.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct CreateSessionRequest {
@@ -5365,6 +5560,16 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     }
     impl ListResponseForMessage {
         pub fn builder() -> builder::ListResponseForMessage {
+            Default::default()
+        }
+    }
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ListResponseForSecret {
+        pub items: ::std::vec::Vec<Secret>,
+    }
+    impl ListResponseForSecret {
+        pub fn builder() -> builder::ListResponseForSecret {
             Default::default()
         }
     }
@@ -8617,6 +8822,207 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             value.parse()
         }
     }
+    ///A secret of the caller's tenant, as answered: never its value.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct Secret {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub description: ::std::string::String,
+        ///Unique within the tenant.
+        pub name: ::std::string::String,
+        ///When the value or the description was last set.
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+    }
+    impl Secret {
+        pub fn builder() -> builder::Secret {
+            Default::default()
+        }
+    }
+    ///`SecretCreateIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct SecretCreateIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for SecretCreateIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SecretCreateIdempotencyKey> for ::std::string::String {
+        fn from(value: SecretCreateIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SecretCreateIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SecretCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SecretCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SecretCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`SecretDeleteName`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct SecretDeleteName(::std::string::String);
+    impl ::std::ops::Deref for SecretDeleteName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SecretDeleteName> for ::std::string::String {
+        fn from(value: SecretDeleteName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SecretDeleteName {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[A-Za-z_][A-Za-z0-9_]*$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z_][A-Za-z0-9_]*$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SecretDeleteName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SecretDeleteName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SecretDeleteName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`SecretUpdateName`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct SecretUpdateName(::std::string::String);
+    impl ::std::ops::Deref for SecretUpdateName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SecretUpdateName> for ::std::string::String {
+        fn from(value: SecretUpdateName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SecretUpdateName {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[A-Za-z_][A-Za-z0-9_]*$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z_][A-Za-z0-9_]*$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SecretUpdateName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SecretUpdateName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SecretUpdateName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///A conversation between one or more agents and zero or more users.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct Session {
@@ -9942,6 +10348,137 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
     impl UpdateExecutionRequest {
         pub fn builder() -> builder::UpdateExecutionRequest {
             Default::default()
+        }
+    }
+    ///Body of `PUT /api/secrets/{name}`: a new value (and description) for a secret that exists. PUT overwrites: an omitted description becomes `""`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct UpdateSecretRequest {
+        ///What the secret is for (at most 1,000 characters).
+        #[serde(default = "defaults::update_secret_request_description")]
+        pub description: UpdateSecretRequestDescription,
+        ///The new value: 1 to 8192 bytes of text. Stored encrypted; never answered.
+        pub value: UpdateSecretRequestValue,
+    }
+    impl UpdateSecretRequest {
+        pub fn builder() -> builder::UpdateSecretRequest {
+            Default::default()
+        }
+    }
+    ///What the secret is for (at most 1,000 characters).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct UpdateSecretRequestDescription(::std::string::String);
+    impl ::std::ops::Deref for UpdateSecretRequestDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<UpdateSecretRequestDescription> for ::std::string::String {
+        fn from(value: UpdateSecretRequestDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::default::Default for UpdateSecretRequestDescription {
+        fn default() -> Self {
+            UpdateSecretRequestDescription("".to_string())
+        }
+    }
+    impl ::std::str::FromStr for UpdateSecretRequestDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 1000usize {
+                return Err("longer than 1000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UpdateSecretRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for UpdateSecretRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for UpdateSecretRequestDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The new value: 1 to 8192 bytes of text. Stored encrypted; never answered.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct UpdateSecretRequestValue(::std::string::String);
+    impl ::std::ops::Deref for UpdateSecretRequestValue {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<UpdateSecretRequestValue> for ::std::string::String {
+        fn from(value: UpdateSecretRequestValue) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for UpdateSecretRequestValue {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 8192usize {
+                return Err("longer than 8192 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UpdateSecretRequestValue {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for UpdateSecretRequestValue {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for UpdateSecretRequestValue {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///Body of `PUT` and `PATCH /api/sessions/{id}`: only the fields sent change; `metadata` is merged key by key. The participants are fixed at creation: `agent(s)` and `user(s)` are ignored here, as any unknown field is.
@@ -16298,6 +16835,92 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct CreateSecretRequest {
+            description: ::std::result::Result<
+                super::CreateSecretRequestDescription,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<
+                super::CreateSecretRequestName,
+                ::std::string::String,
+            >,
+            value: ::std::result::Result<
+                super::CreateSecretRequestValue,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for CreateSecretRequest {
+            fn default() -> Self {
+                Self {
+                    description: Ok(
+                        super::defaults::create_secret_request_description(),
+                    ),
+                    name: Err("no value supplied for name".to_string()),
+                    value: Err("no value supplied for value".to_string()),
+                }
+            }
+        }
+        impl CreateSecretRequest {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::CreateSecretRequestDescription>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for description: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::CreateSecretRequestName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+            pub fn value<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::CreateSecretRequestValue>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.value = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for value: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CreateSecretRequest>
+        for super::CreateSecretRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CreateSecretRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    name: value.name?,
+                    value: value.value?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CreateSecretRequest> for CreateSecretRequest {
+            fn from(value: super::CreateSecretRequest) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    name: Ok(value.name),
+                    value: Ok(value.value),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct CreateSessionRequest {
             agent: ::std::result::Result<
                 ::std::option::Option<::uuid::Uuid>,
@@ -18801,6 +19424,49 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         impl ::std::convert::From<super::ListResponseForMessage>
         for ListResponseForMessage {
             fn from(value: super::ListResponseForMessage) -> Self {
+                Self { items: Ok(value.items) }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ListResponseForSecret {
+            items: ::std::result::Result<
+                ::std::vec::Vec<super::Secret>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ListResponseForSecret {
+            fn default() -> Self {
+                Self {
+                    items: Err("no value supplied for items".to_string()),
+                }
+            }
+        }
+        impl ListResponseForSecret {
+            pub fn items<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Secret>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.items = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for items: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ListResponseForSecret>
+        for super::ListResponseForSecret {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ListResponseForSecret,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { items: value.items? })
+            }
+        }
+        impl ::std::convert::From<super::ListResponseForSecret>
+        for ListResponseForSecret {
+            fn from(value: super::ListResponseForSecret) -> Self {
                 Self { items: Ok(value.items) }
             }
         }
@@ -22593,6 +23259,105 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct Secret {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<
+                ::std::string::String,
+                ::std::string::String,
+            >,
+            name: ::std::result::Result<::std::string::String, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for Secret {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                }
+            }
+        }
+        impl Secret {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created_at: {e}")
+                    });
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for description: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for updated_at: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Secret> for super::Secret {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Secret,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    name: value.name?,
+                    updated_at: value.updated_at?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Secret> for Secret {
+            fn from(value: super::Secret) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    name: Ok(value.name),
+                    updated_at: Ok(value.updated_at),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct Session {
             agents: ::std::result::Result<
                 ::std::vec::Vec<::uuid::Uuid>,
@@ -24313,6 +25078,73 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct UpdateSecretRequest {
+            description: ::std::result::Result<
+                super::UpdateSecretRequestDescription,
+                ::std::string::String,
+            >,
+            value: ::std::result::Result<
+                super::UpdateSecretRequestValue,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for UpdateSecretRequest {
+            fn default() -> Self {
+                Self {
+                    description: Ok(
+                        super::defaults::update_secret_request_description(),
+                    ),
+                    value: Err("no value supplied for value".to_string()),
+                }
+            }
+        }
+        impl UpdateSecretRequest {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::UpdateSecretRequestDescription>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for description: {e}")
+                    });
+                self
+            }
+            pub fn value<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::UpdateSecretRequestValue>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.value = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for value: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<UpdateSecretRequest>
+        for super::UpdateSecretRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: UpdateSecretRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    value: value.value?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::UpdateSecretRequest> for UpdateSecretRequest {
+            fn from(value: super::UpdateSecretRequest) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    value: Ok(value.value),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct UpdateSessionRequest {
             context_overflow: ::std::result::Result<
                 ::std::option::Option<super::ContextOverflow>,
@@ -24843,6 +25675,9 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         pub(super) fn create_agent_request_model() -> super::CreateAgentRequestModel {
             super::CreateAgentRequestModel("".to_string())
         }
+        pub(super) fn create_secret_request_description() -> super::CreateSecretRequestDescription {
+            super::CreateSecretRequestDescription("".to_string())
+        }
         pub(super) fn create_tool_request_description() -> super::CreateToolRequestDescription {
             super::CreateToolRequestDescription("".to_string())
         }
@@ -24880,6 +25715,9 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
         pub(super) fn tool_def_description() -> super::ToolDefDescription {
             super::ToolDefDescription("".to_string())
+        }
+        pub(super) fn update_secret_request_description() -> super::UpdateSecretRequestDescription {
+            super::UpdateSecretRequestDescription("".to_string())
         }
         pub(super) fn update_user_request_about() -> super::UpdateUserRequestAbout {
             super::UpdateUserRequestAbout("".to_string())
@@ -25608,6 +26446,80 @@ let response = client.openapi_document()
 ```*/
     pub fn openapi_document(&self) -> builder::OpenapiDocument<'_> {
         builder::OpenapiDocument::new(self)
+    }
+    /**List the caller's tenant's secrets (names and descriptions, never values)
+
+Sends a `GET` request to `/api/secrets`
+
+Arguments:
+- `direction`: Newest first (`desc`, the default) or oldest first (`asc`).
+- `limit`: How many secrets to answer at most (1 to 1000): page on with `offset += len(items)` until a page comes back empty.
+- `offset`: How many secrets to skip first.
+- `sort_by`: The timestamp to order by.
+```ignore
+let response = client.secret_list()
+    .direction(direction)
+    .limit(limit)
+    .offset(offset)
+    .sort_by(sort_by)
+    .send()
+    .await;
+```*/
+    pub fn secret_list(&self) -> builder::SecretList<'_> {
+        builder::SecretList::new(self)
+    }
+    /**Create a secret of the caller's tenant
+
+Its value is stored encrypted (XChaCha20-Poly1305, with the key the server's `[secrets] key_env` names) and is never answered: server-side tools use it as `{{ secrets.NAME }}`. The name is unique within the tenant: an existing one is a 409 (replace its value with `PUT /api/secrets/{name}`). A server with no secrets key configured answers 409 saying how to configure one.
+
+Sends a `POST` request to `/api/secrets`
+
+Arguments:
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `body`
+```ignore
+let response = client.secret_create()
+    .idempotency_key(idempotency_key)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn secret_create(&self) -> builder::SecretCreate<'_> {
+        builder::SecretCreate::new(self)
+    }
+    /**Replace a secret's value and description (rotate it)
+
+The secret must exist (404 otherwise: create it with `POST /api/secrets`); an omitted description becomes `""`. Like creating, it needs a secrets key configured (409 otherwise).
+
+Sends a `PUT` request to `/api/secrets/{name}`
+
+Arguments:
+- `name`: The secret's name.
+- `body`
+```ignore
+let response = client.secret_update()
+    .name(name)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn secret_update(&self) -> builder::SecretUpdate<'_> {
+        builder::SecretUpdate::new(self)
+    }
+    /**Delete a secret of the caller's tenant
+
+Sends a `DELETE` request to `/api/secrets/{name}`
+
+Arguments:
+- `name`: The secret's name.
+```ignore
+let response = client.secret_delete()
+    .name(name)
+    .send()
+    .await;
+```*/
+    pub fn secret_delete(&self) -> builder::SecretDelete<'_> {
+        builder::SecretDelete::new(self)
     }
     /**List sessions
 
@@ -30912,6 +31824,562 @@ pub mod builder {
                     )
                 }
                 500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::secret_list`]
+
+[`Client::secret_list`]: super::Client::secret_list*/
+    #[derive(Debug, Clone)]
+    pub struct SecretList<'a> {
+        client: &'a super::Client,
+        direction: Result<Option<types::Direction>, String>,
+        limit: Result<Option<::std::num::NonZeroU64>, String>,
+        offset: Result<Option<i64>, String>,
+        sort_by: Result<Option<types::SortBy>, String>,
+    }
+    impl<'a> SecretList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                direction: Ok(None),
+                limit: Ok(None),
+                offset: Ok(None),
+                sort_by: Ok(None),
+            }
+        }
+        pub fn direction<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::Direction>,
+        {
+            self.direction = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `Direction` for direction failed".to_string()
+                });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: num :: NonZeroU64` for limit failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn offset<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<i64>,
+        {
+            self.offset = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `i64` for offset failed".to_string());
+            self
+        }
+        pub fn sort_by<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SortBy>,
+        {
+            self.sort_by = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `SortBy` for sort_by failed".to_string());
+            self
+        }
+        ///Sends a `GET` request to `/api/secrets`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ListResponseForSecret>, Error<types::Error>> {
+            let Self { client, direction, limit, offset, sort_by } = self;
+            let direction = direction.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let offset = offset.map_err(Error::InvalidRequest)?;
+            let sort_by = sort_by.map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/secrets", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("direction", &direction))
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .query(&progenitor_client::QueryParam::new("offset", &offset))
+                .query(&progenitor_client::QueryParam::new("sort_by", &sort_by))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "secret_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::secret_create`]
+
+[`Client::secret_create`]: super::Client::secret_create*/
+    #[derive(Debug, Clone)]
+    pub struct SecretCreate<'a> {
+        client: &'a super::Client,
+        idempotency_key: Result<Option<types::SecretCreateIdempotencyKey>, String>,
+        body: Result<types::builder::CreateSecretRequest, String>,
+    }
+    impl<'a> SecretCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                idempotency_key: Ok(None),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SecretCreateIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `SecretCreateIdempotencyKey` for idempotency_key failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CreateSecretRequest>,
+            <V as std::convert::TryInto<
+                types::CreateSecretRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `CreateSecretRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::CreateSecretRequest,
+            ) -> types::builder::CreateSecretRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/secrets`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Secret>, Error<types::Error>> {
+            let Self { client, idempotency_key, body } = self;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::CreateSecretRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!("{}/api/secrets", client.baseurl,);
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "secret_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::secret_update`]
+
+[`Client::secret_update`]: super::Client::secret_update*/
+    #[derive(Debug, Clone)]
+    pub struct SecretUpdate<'a> {
+        client: &'a super::Client,
+        name: Result<types::SecretUpdateName, String>,
+        body: Result<types::builder::UpdateSecretRequest, String>,
+    }
+    impl<'a> SecretUpdate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                name: Err("name was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn name<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SecretUpdateName>,
+        {
+            self.name = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `SecretUpdateName` for name failed".to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::UpdateSecretRequest>,
+            <V as std::convert::TryInto<
+                types::UpdateSecretRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `UpdateSecretRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::UpdateSecretRequest,
+            ) -> types::builder::UpdateSecretRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/secrets/{name}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Secret>, Error<types::Error>> {
+            let Self { client, name, body } = self;
+            let name = name.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::UpdateSecretRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/secrets/{}", client.baseurl, encode_path(& name.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "secret_update",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::secret_delete`]
+
+[`Client::secret_delete`]: super::Client::secret_delete*/
+    #[derive(Debug, Clone)]
+    pub struct SecretDelete<'a> {
+        client: &'a super::Client,
+        name: Result<types::SecretDeleteName, String>,
+    }
+    impl<'a> SecretDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                name: Err("name was not initialized".to_string()),
+            }
+        }
+        pub fn name<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SecretDeleteName>,
+        {
+            self.name = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `SecretDeleteName` for name failed".to_string()
+                });
+            self
+        }
+        ///Sends a `DELETE` request to `/api/secrets/{name}`
+        pub async fn send(self) -> Result<ResponseValue<()>, Error<types::Error>> {
+            let Self { client, name } = self;
+            let name = name.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/secrets/{}", client.baseurl, encode_path(& name.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "secret_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                204u16 => Ok(ResponseValue::empty(response)),
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,

@@ -49,6 +49,13 @@
 //! max_rounds = 10                 # rounds of server-run tool calls one chat turn may make
 //! max_calls_per_turn = 64         # server-run tool calls one chat turn may make in all
 //!
+//! [secrets]
+//! key_env = "AGENT_PLATFORM_SECRETS_KEY"  # the NAME of the environment variable holding
+//!                                 # the key that encrypts tenants' secrets: 32 bytes as 64 hex
+//!                                 # characters (`openssl rand -hex 32`) or as base64. Unset (the
+//!                                 # default): creating a secret is a 409. Named but missing or
+//!                                 # malformed: the server does not start.
+//!
 //! [executions]
 //! max_steps = 10000               # transitions per execution
 //! max_foreach_items = 1000        # items one foreach or map_reduce may run over
@@ -69,7 +76,8 @@
 //!
 //! Every `[executions]` setting has an `AGENT_PLATFORM_EXECUTIONS_<NAME>`
 //! variable (e.g. `AGENT_PLATFORM_EXECUTIONS_MAX_STEPS`); the allowed hosts
-//! come from `AGENT_PLATFORM_TOOLS_API_CALL_ALLOWED_HOSTS`, comma-separated.
+//! come from `AGENT_PLATFORM_TOOLS_API_CALL_ALLOWED_HOSTS`, comma-separated;
+//! `secrets.key_env` from `AGENT_PLATFORM_SECRETS_KEY_ENV` (empty: none).
 //!
 //! With no `[[models.providers]]`, `OPENAI_BASE_URL` and `OPENAI_API_KEY` define
 //! the one provider (see [`crate::models::Providers::from_config`]).
@@ -91,6 +99,17 @@ pub struct Config {
     pub models: ModelsConfig,
     pub tools: ToolsConfig,
     pub executions: ExecutionsConfig,
+    pub secrets: SecretsConfig,
+}
+
+/// Where the key that encrypts tenants' secrets comes from (see [`crate::app::secrets`]).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SecretsConfig {
+    /// The name of the environment variable that holds the key (never the key
+    /// itself: it does not belong in a file). `None`: no key, and secrets
+    /// cannot be created.
+    pub key_env: Option<String>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -542,6 +561,9 @@ impl Config {
         if let Some(v) = env("AGENT_PLATFORM_TOOLS_MAX_CALLS_PER_TURN") {
             self.tools.max_calls_per_turn = parse("AGENT_PLATFORM_TOOLS_MAX_CALLS_PER_TURN", v)?;
         }
+        if let Some(v) = env("AGENT_PLATFORM_SECRETS_KEY_ENV") {
+            self.secrets.key_env = Some(v.trim().to_string()).filter(|v| !v.is_empty());
+        }
         self.executions.apply_env(&env)?;
         self.store.apply_env(&env)?;
         if let Some(v) = env("AGENT_PLATFORM_LOG_LEVEL") {
@@ -645,6 +667,19 @@ mod tests {
             cfg.apply_env(|k| (k == "AGENT_PLATFORM_EXECUTIONS_WORKERS").then(|| "0".into())).unwrap_err();
         assert!(err.to_string().contains("executions.workers"), "{err}");
         assert!(toml::from_str::<Config>("[executions]\nmax_stepz = 1\n").is_err());
+    }
+
+    #[test]
+    fn secrets_key_env_from_the_file_then_the_environment() {
+        assert_eq!(Config::default().secrets.key_env, None);
+        let mut cfg: Config = toml::from_str("[secrets]\nkey_env = \"MY_KEY\"\n").unwrap();
+        assert_eq!(cfg.secrets.key_env.as_deref(), Some("MY_KEY"));
+        let env = |v: &'static str| move |k: &str| (k == "AGENT_PLATFORM_SECRETS_KEY_ENV").then(|| v.into());
+        cfg.apply_env(env("OTHER_KEY")).unwrap();
+        assert_eq!(cfg.secrets.key_env.as_deref(), Some("OTHER_KEY"));
+        cfg.apply_env(env("")).unwrap();
+        assert_eq!(cfg.secrets.key_env, None, "an empty name turns secrets off");
+        assert!(toml::from_str::<Config>("[secrets]\nkey = \"abc\"\n").is_err(), "never the key itself");
     }
 
     #[test]

@@ -11,6 +11,7 @@ use dropshot::{
 use crate::api::agent_platform_api_mod;
 use crate::api::extract::read_body_timeout_from;
 use crate::app::keys::DEFAULT_TENANT;
+use crate::app::secrets::SecretsKey;
 use crate::app::{App, SearchStart, SearchState};
 use crate::config::StoreBackend;
 use crate::config::{Config, LogFormat};
@@ -113,12 +114,15 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
         cfg.server.idle_timeout_s > 0,
         "idle_timeout_s is 0: set it to the seconds a connection may wait for a request (default 30)"
     );
+    let secrets_key =
+        SecretsKey::from_config(&cfg.secrets, &env).map_err(|e| anyhow::anyhow!("config: {e}"))?;
     let models = Providers::from_config(&cfg.models, env).map_err(|e| anyhow::anyhow!("config: {e}"))?;
     // The tokenizer takes seconds to build; not inside the first chat.
     tokio::task::spawn_blocking(crate::models::tokens::warm_up);
     let (store, app) = open_app(cfg, SearchStart::Background).await?;
     let mut app = app
         .with_models(models)
+        .with_secrets_key(secrets_key)
         .with_tool_runner(crate::app::turn::tools::ToolRunner::from_config(&cfg.tools, &cfg.executions));
     app.max_keys_per_tenant = cfg.server.max_keys_per_tenant;
     log_search_readiness(&app, &log, &cfg.server.data_dir);

@@ -36,6 +36,8 @@ pub struct TestServer {
     pub client: Client,
     /// The configuration it was started with (`bind` and `data_dir` aside).
     config: Config,
+    /// The environment variables the server reads (and only these).
+    env: Vec<(String, String)>,
     /// The HTTP client of [`TestServer::raw_with`]: one for the server's life,
     /// as building a `reqwest::Client` costs tens of milliseconds.
     http: reqwest::Client,
@@ -62,18 +64,34 @@ impl TestServer {
     /// A server with the default configuration changed by `tweak` (no model
     /// provider unless it adds one; the environment is not read).
     pub async fn with_config(tweak: impl FnOnce(&mut Config)) -> Self {
+        Self::with_config_env(tweak, &[]).await
+    }
+
+    /// [`TestServer::with_config`], the server reading these environment
+    /// variables (e.g. the one `secrets.key_env` names), here and after a restart.
+    pub async fn with_config_env(tweak: impl FnOnce(&mut Config), env: &[(&str, &str)]) -> Self {
         let mut config = Config::default();
         config.log.level = "warn".into();
         tweak(&mut config);
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let dir = tempfile::tempdir().expect("a temp dir");
-        let running = Self::serve(dir.path(), &config).await;
+        let running = Self::serve(dir.path(), &config, &env).await;
         let key = running.first_key.clone().expect("a fresh store prints a first key");
         let base = format!("http://{}", running.local_addr());
         let client = Client::with_key(&base, &key).unwrap();
-        TestServer { running: Some(running), dir, base, key, client, config, http: reqwest::Client::new() }
+        TestServer {
+            running: Some(running),
+            dir,
+            base,
+            key,
+            client,
+            config,
+            env,
+            http: reqwest::Client::new(),
+        }
     }
 
-    async fn serve(dir: &Path, config: &Config) -> Running {
+    async fn serve(dir: &Path, config: &Config, env: &[(String, String)]) -> Running {
         let mut cfg = config.clone();
         cfg.server.bind = "127.0.0.1:0".parse().unwrap();
         cfg.server.data_dir = dir.join("data");
@@ -81,7 +99,8 @@ impl TestServer {
             cfg.store.backend = agent_platform::config::StoreBackend::Postgres;
             cfg.store.url = Some(url);
         }
-        agent_platform::server::start_with_env(&cfg, |_| None).await.expect("the server starts")
+        let env = |name: &str| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone());
+        agent_platform::server::start_with_env(&cfg, env).await.expect("the server starts")
     }
 
     /// The server's address, e.g. `127.0.0.1:4711` (for raw TCP).
@@ -95,11 +114,18 @@ impl TestServer {
         if let Some(r) = self.running.take() {
             r.shutdown().await.unwrap();
         }
-        let running = Self::serve(self.dir.path(), &self.config).await;
+        let running = Self::serve(self.dir.path(), &self.config, &self.env).await;
         assert!(running.first_key.is_none(), "a store with keys creates no first key");
         self.base = format!("http://{}", running.local_addr());
         self.client = Client::with_key(&self.base, &self.key).unwrap();
         self.running = Some(running);
+    }
+
+    /// [`TestServer::restart`] with these environment variables in place of
+    /// those it read before (e.g. another secrets key).
+    pub async fn restart_with_env(&mut self, env: &[(&str, &str)]) {
+        self.env = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        self.restart().await;
     }
 
     /// The application the server runs (same store, same search index).

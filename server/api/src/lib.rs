@@ -108,6 +108,46 @@ pub trait AgentPlatformApi {
     #[endpoint { method = DELETE, path = "/api/keys/{key_id}", tags = ["keys"] }]
     async fn key_delete(rqctx: RequestContext<Self::Context>, path: PathParams<KeyPath>) -> Deleted;
 
+    // ------------------------------------------------------------ secrets
+
+    /// Create a secret of the caller's tenant.
+    ///
+    /// Its value is stored encrypted (XChaCha20-Poly1305, with the key the
+    /// server's `[secrets] key_env` names) and is never answered: server-side
+    /// tools use it as `{{ secrets.NAME }}`. The name is unique within the
+    /// tenant: an existing one is a 409 (replace its value with
+    /// `PUT /api/secrets/{name}`). A server with no secrets key configured
+    /// answers 409 saying how to configure one.
+    #[endpoint { method = POST, path = "/api/secrets", tags = ["secrets"] }]
+    async fn secret_create(
+        rqctx: RequestContext<Self::Context>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<CreateSecretRequest>,
+    ) -> Created<Secret>;
+
+    /// List the caller's tenant's secrets (names and descriptions, never values).
+    #[endpoint { method = GET, path = "/api/secrets", tags = ["secrets"] }]
+    async fn secret_list(
+        rqctx: RequestContext<Self::Context>,
+        query: QueryParams<SecretListParams>,
+    ) -> Ok200<ListResponse<Secret>>;
+
+    /// Replace a secret's value and description (rotate it).
+    ///
+    /// The secret must exist (404 otherwise: create it with `POST /api/secrets`);
+    /// an omitted description becomes `""`. Like creating, it needs a secrets
+    /// key configured (409 otherwise).
+    #[endpoint { method = PUT, path = "/api/secrets/{name}", tags = ["secrets"] }]
+    async fn secret_update(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<SecretPath>,
+        body: JsonBody<UpdateSecretRequest>,
+    ) -> Ok200<Secret>;
+
+    /// Delete a secret of the caller's tenant.
+    #[endpoint { method = DELETE, path = "/api/secrets/{name}", tags = ["secrets"] }]
+    async fn secret_delete(rqctx: RequestContext<Self::Context>, path: PathParams<SecretPath>) -> Deleted;
+
     // ------------------------------------------------------------ users
 
     /// Create a user.

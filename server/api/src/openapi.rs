@@ -267,6 +267,7 @@ pub const EXAMPLE_NAME: &str = "Ada Lovelace";
 pub const LINKS: &[(&str, &[&str], &str, &str)] = &[
     // Only to the key just created: no link leads to the key a client calls with.
     ("key_create", &["key_delete"], r#"{"key_id": "$response.body#/id"}"#, ""),
+    ("secret_create", &["secret_update", "secret_delete"], r#"{"name": "$response.body#/name"}"#, ""),
     (
         "user_create",
         &[

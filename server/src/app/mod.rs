@@ -22,6 +22,7 @@ pub mod not_found;
 pub mod parts;
 pub mod records;
 pub mod responses;
+pub mod secrets;
 pub mod sessions;
 #[cfg(test)]
 mod shared_tests;
@@ -151,6 +152,8 @@ pub struct App {
     runner: Arc<std::sync::OnceLock<std::sync::Weak<dyn executions::Runner>>>,
     /// How many API keys a tenant may hold through the API (`server.max_keys_per_tenant`).
     pub max_keys_per_tenant: usize,
+    /// The key that seals tenants' secrets (`secrets.key_env`), if one is configured.
+    secrets_key: Option<Arc<secrets::SecretsKey>>,
     /// How many tasks follow an execution's transitions for a stream now
     /// (see [`App::transition_followers`]).
     followers: Arc<std::sync::atomic::AtomicUsize>,
@@ -210,6 +213,7 @@ impl App {
             idempotency_locks: Default::default(),
             runner: Default::default(),
             max_keys_per_tenant: keys::DEFAULT_MAX_KEYS_PER_TENANT,
+            secrets_key: None,
             followers: Default::default(),
             tool_runner: Default::default(),
         };

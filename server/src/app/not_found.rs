@@ -26,6 +26,8 @@ pub enum NotFound {
     ModelAgent { model: String },
     /// A model, by its id: no agent of the tenant, and no provider lists it.
     Model { model: String },
+    /// A secret of the tenant, by its name.
+    Secret { name: String },
     /// What a request's field names: the field, then what is missing.
     Field { field: &'static str, missing: Box<NotFound> },
 }
@@ -62,6 +64,7 @@ impl fmt::Display for NotFound {
                 "model '{model}' not found: no agent of yours has this id and no provider lists it \
                  (GET /v1/models lists the models)"
             ),
+            NotFound::Secret { name } => write!(f, "secret '{name}' not found"),
             NotFound::Field { field, missing } => write!(f, "{field}: {missing}"),
         }
     }
@@ -102,6 +105,7 @@ mod tests {
                 NotFound::ModelAgent { model: "m".into() },
                 "model m: no agent of yours has this id (GET /v1/models lists the models)".to_string(),
             ),
+            (NotFound::Secret { name: "API_TOKEN".into() }, "secret 'API_TOKEN' not found".to_string()),
         ];
         for (missing, message) in cases {
             assert_eq!(missing.to_string(), message);

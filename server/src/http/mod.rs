@@ -19,6 +19,7 @@ pub mod openai;
 pub mod openai_models;
 pub mod paging;
 pub mod run;
+pub mod secrets;
 pub mod service;
 pub mod sessions;
 pub mod socket;
@@ -65,6 +66,33 @@ impl AgentPlatformApi for Impl {
 
     async fn key_delete(rqctx: RequestContext<Ctx>, path: PathParams<KeyPath>) -> Deleted {
         keys::key_delete(rqctx, path).await
+    }
+
+    async fn secret_create(
+        rqctx: RequestContext<Ctx>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<CreateSecretRequest>,
+    ) -> Created<Secret> {
+        secrets::secret_create(rqctx, idempotency, body).await
+    }
+
+    async fn secret_list(
+        rqctx: RequestContext<Ctx>,
+        query: QueryParams<SecretListParams>,
+    ) -> Ok200<ListResponse<Secret>> {
+        secrets::secret_list(rqctx, query).await
+    }
+
+    async fn secret_update(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<SecretPath>,
+        body: JsonBody<UpdateSecretRequest>,
+    ) -> Ok200<Secret> {
+        secrets::secret_update(rqctx, path, body).await
+    }
+
+    async fn secret_delete(rqctx: RequestContext<Ctx>, path: PathParams<SecretPath>) -> Deleted {
+        secrets::secret_delete(rqctx, path).await
     }
 
     async fn user_create(

@@ -71,6 +71,9 @@ pub enum Kind {
     /// A stored response of OpenAI's Responses API (scope: its session): the
     /// turn's settings and the messages it made.
     Response = 17,
+    /// A secret of a tenant (scope: the nil id; unique name: its name): its
+    /// value sealed with the server's secrets key (see `app::secrets`).
+    Secret = 18,
 }
 
 impl Kind {
@@ -93,6 +96,7 @@ impl Kind {
             Kind::ExecutionLease => "execution lease",
             Kind::SessionLock => "session lock",
             Kind::Response => "response",
+            Kind::Secret => "secret",
         }
     }
 }

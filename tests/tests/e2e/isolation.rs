@@ -57,6 +57,14 @@ struct Records {
     /// A stored response of OpenAI's Responses API (a turn of a new session of
     /// the agent), when the server has a model provider.
     response: Option<Uuid>,
+    /// A secret, named `s_` and this id's hex digits (see [`secret_name`]),
+    /// when the server has a secrets key.
+    secret: Option<Uuid>,
+}
+
+/// The name of the secret of [`Records::secret`] `id` (a secret's name is no uuid).
+fn secret_name(id: Uuid) -> String {
+    format!("s_{}", id.simple())
 }
 
 impl Records {
@@ -115,6 +123,10 @@ impl Records {
             let id = r.body["id"].as_str().unwrap();
             Uuid::try_parse(id.strip_prefix("resp_").unwrap()).unwrap()
         });
+        let secret = Uuid::now_v7();
+        let body = json!({"name": secret_name(secret), "value": format!("value of {tag}")});
+        let r = call(s, key, "POST", "/api/secrets", Some(&body)).await;
+        let secret = (r.status == 201).then_some(secret);
         Records {
             key: key.to_owned(),
             tag,
@@ -131,6 +143,7 @@ impl Records {
             user_doc,
             api_key,
             response,
+            secret,
         }
     }
 
@@ -169,6 +182,7 @@ impl Records {
             ("executions", "transitions") => self.transition,
             ("keys", "keys") => self.api_key,
             ("responses", "responses") => self.response.expect("a stored response needs a model provider"),
+            ("secrets", "secrets") => self.secret.expect("a secret needs a secrets key"),
             _ => panic!("no record for a {collection} id under /api/{root}: add one to `Records`"),
         }
     }
@@ -212,14 +226,16 @@ fn mask_ids(s: &str) -> String {
         if rest.len() >= 36 && rest.is_char_boundary(36) && Uuid::try_parse(&rest[..36]).is_ok() {
             out.push_str("<id>");
             rest = &rest[36..];
-        } else if rest.len() >= 37
-            && rest.starts_with("resp_")
-            && rest.is_char_boundary(37)
-            && Uuid::try_parse(&rest[5..37]).is_ok()
-        {
-            // A response's id: `resp_` and 32 hex digits.
+        } else if let Some(prefix) = ["resp_", "s_"].into_iter().find(|p| {
+            let end = p.len() + 32;
+            rest.starts_with(p)
+                && rest.len() >= end
+                && rest.is_char_boundary(end)
+                && Uuid::try_parse(&rest[p.len()..end]).is_ok()
+        }) {
+            // A response's id (`resp_`) or a secret's name (`s_`), and 32 hex digits.
             out.push_str("<id>");
-            rest = &rest[37..];
+            rest = &rest[prefix.len() + 32..];
         } else {
             out.push(c);
             rest = &rest[c.len_utf8()..];
@@ -232,6 +248,7 @@ async fn snapshot(s: &TestServer, r: &Records) -> Value {
     let (a, u, se) = (r.agent, r.user, r.session);
     let mut reads = vec![
         "/api/keys".to_owned(),
+        "/api/secrets".to_owned(),
         "/api/users".to_owned(),
         "/api/agents".to_owned(),
         "/api/sessions".to_owned(),

@@ -31,6 +31,7 @@ mod openai_socket;
 mod openai_wire;
 mod scale_out;
 mod search;
+mod secrets;
 mod sessions;
 mod store_open;
 mod tasks;

@@ -139,6 +139,7 @@ fn kind_of(code: u8) -> Option<Kind> {
         ExecutionLease,
         SessionLock,
         Response,
+        Secret,
     ]
     .into_iter()
     .find(|k| *k as u8 == code)

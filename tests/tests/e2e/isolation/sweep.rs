@@ -21,8 +21,12 @@ fn fill(path: &str, pick: impl Fn(usize, &str, &str) -> Uuid) -> String {
     for (i, seg) in segments.iter().enumerate() {
         if seg.starts_with('{') {
             let id = pick(n, root, segments[i - 1]);
-            // A response's id is `resp_` and the uuid's hex digits.
-            out.push(if root == "responses" { format!("resp_{}", id.simple()) } else { id.to_string() });
+            // A response's id is `resp_` and the uuid's hex digits; a secret's name `s_` and them.
+            out.push(match root {
+                "responses" => format!("resp_{}", id.simple()),
+                "secrets" => super::secret_name(id),
+                _ => id.to_string(),
+            });
             n += 1;
         } else {
             out.push((*seg).to_owned());
@@ -121,6 +125,8 @@ fn sweep_table() -> BTreeMap<&'static str, Vec<Call>> {
         ("user_search_text", text_search()),
         ("user_search", search()),
         ("key_delete", vec![plain()]),
+        ("secret_update", vec![body(json!({"value": "replaced", "description": "d"}))]),
+        ("secret_delete", vec![plain()]),
         // OpenAI's conversations: A's session, its items A's message.
         ("openai_conversation_get", vec![plain()]),
         ("openai_conversation_update", vec![body(json!({"metadata": {"x": "1"}}))]),
@@ -181,7 +187,16 @@ fn id_operations() -> Vec<Op> {
 #[tokio::test]
 async fn every_id_route_answers_another_tenants_ids_as_unknown_ones() {
     let fake = FakeUpstream::start().await;
-    let s = TestServer::with_models(models(&fake)).await;
+    let (key_env, key) =
+        ("E2E_SECRETS_KEY", "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff");
+    let s = TestServer::with_config_env(
+        |c| {
+            c.models = models(&fake);
+            c.secrets.key_env = Some(key_env.into());
+        },
+        &[(key_env, key)],
+    )
+    .await;
     let other_key = s.key_for("other-tenant").await;
     let a = Records::create(&s, &s.key, "alpha-corp", "shared words alpha", [1.0, 0.1, 0.0]).await;
     let b = Records::create(&s, &other_key, "beta-corp", "shared words beta", [0.1, 1.0, 0.0]).await;
