@@ -11,6 +11,12 @@ those files and validates every answer:
   (the `openai` package's types);
 - every error against OpenAI's error shape, `{"error": {message, type, param, code}}`.
 
+The Open Responses specification has no server-run tools: a response's
+`mcp_list_tools`, `mcp_call`, `mcp_approval_request` and `file_search_call`
+items, its `mcp` and `file_search` tools, and the `response.mcp_*` and
+`response.file_search_call.*` events are checked against OpenAI's types
+instead (the rest of the response against the specification's).
+
 A field the type does not have is an error too (the models ignore or keep
 extra fields; this walks each answer beside its validated model), except the
 few listed in ALLOWED_EXTRA, each an extension that OpenAI's API has and the
@@ -33,7 +39,7 @@ import openresponses_types as ort
 from openai.types import CreateEmbeddingResponse, Model
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from openai.types.conversations import Conversation, ConversationDeletedResource, ConversationItem, ConversationItemList
-from openai.types.responses import ResponseItemList
+from openai.types.responses import ResponseItemList, ResponseOutputItem, ResponseStreamEvent, Tool
 from pydantic import BaseModel, RootModel, TypeAdapter
 
 # (type name, field): fields a type may carry beyond its published ones.
@@ -116,7 +122,50 @@ for _name in dir(ort):
                 RESPONSE_EVENTS[member.value] = _cls
 
 
+# What the Open Responses specification lacks, checked with OpenAI's types.
+FOREIGN_ITEMS = {"mcp_list_tools", "mcp_call", "mcp_approval_request", "file_search_call"}
+FOREIGN_TOOLS = {"mcp", "file_search"}
+OPENAI_ITEM = TypeAdapter(ResponseOutputItem)
+OPENAI_TOOL = TypeAdapter(Tool)
+OPENAI_EVENT = TypeAdapter(ResponseStreamEvent)
+
+
+def response(body, where):
+    """A response: its foreign items and tools with OpenAI's types, the rest with the specification's."""
+    problems = []
+    if isinstance(body, dict):
+        output, tools = [], []
+        for i, item in enumerate(body.get("output") or []):
+            if isinstance(item, dict) and item.get("type") in FOREIGN_ITEMS:
+                problems += check(OPENAI_ITEM, item, f"{where}.output[{i}]")
+            else:
+                output.append(item)
+        for i, tool in enumerate(body.get("tools") or []):
+            if isinstance(tool, dict) and tool.get("type") in FOREIGN_TOOLS:
+                problems += check(OPENAI_TOOL, tool, f"{where}.tools[{i}]")
+            else:
+                tools.append(tool)
+        if "output" in body:
+            body = {**body, "output": output}
+        if "tools" in body:
+            body = {**body, "tools": tools}
+    return problems + check(ort.ResponseResource, body, where)
+
+
 def response_event(data, where):
+    if not isinstance(data, dict):
+        return [f"{where}: no Open Responses event: {data!r}"]
+    foreign_item = isinstance(data.get("item"), dict) and data["item"].get("type") in FOREIGN_ITEMS
+    if data.get("type", "").startswith(("response.mcp_", "response.file_search_call.")) or foreign_item:
+        return check(OPENAI_EVENT, data, where)
+    if isinstance(data.get("response"), dict):
+        problems = response(data["response"], f"{where}.response")
+        shell = {**data, "response": {**data["response"], "output": [], "tools": []}}
+        return problems + response_event_plain(shell, where)
+    return response_event_plain(data, where)
+
+
+def response_event_plain(data, where):
     if not isinstance(data, dict) or data.get("type") not in RESPONSE_EVENTS:
         return [f"{where}: no Open Responses event of type {data.get('type') if isinstance(data, dict) else data!r}"]
     return check(RESPONSE_EVENTS[data["type"]], data, where)
@@ -193,7 +242,7 @@ def embeddings(body, where):
 def response_or_stream(body, where):
     if isinstance(body, str):
         return [p for i, e in enumerate(sse_events(body)) for p in response_event(e, f"{where} event {i}")]
-    return check(ort.ResponseResource, body, where)
+    return response(body, where)
 
 
 def chat_or_stream(body, where):
