@@ -384,6 +384,132 @@ pub mod types {
             Default::default()
         }
     }
+    ///A person's decision on a call waiting for approval.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ApprovalDecision {
+        pub approve: bool,
+        ///The call's id (a `pending_approvals` entry's `id`).
+        pub id: ApprovalDecisionId,
+        ///Why (told to the model with a denial; at most 1,000 characters).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub reason: ::std::option::Option<ApprovalDecisionReason>,
+    }
+    impl ApprovalDecision {
+        pub fn builder() -> builder::ApprovalDecision {
+            Default::default()
+        }
+    }
+    ///The call's id (a `pending_approvals` entry's `id`).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ApprovalDecisionId(::std::string::String);
+    impl ::std::ops::Deref for ApprovalDecisionId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ApprovalDecisionId> for ::std::string::String {
+        fn from(value: ApprovalDecisionId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ApprovalDecisionId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ApprovalDecisionId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ApprovalDecisionId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ApprovalDecisionId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Why (told to the model with a denial; at most 1,000 characters).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct ApprovalDecisionReason(::std::string::String);
+    impl ::std::ops::Deref for ApprovalDecisionReason {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<ApprovalDecisionReason> for ::std::string::String {
+        fn from(value: ApprovalDecisionReason) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for ApprovalDecisionReason {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 1000usize {
+                return Err("longer than 1000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for ApprovalDecisionReason {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for ApprovalDecisionReason {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for ApprovalDecisionReason {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///Tools that always need approval, and tools that never do.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
     #[serde(deny_unknown_fields)]
@@ -472,7 +598,7 @@ pub mod types {
     ///`ChatChoice`
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ChatChoice {
-        ///`stop`, `length`, `tool_calls`, ... as the model said.
+        ///`stop`, `length`, `tool_calls`, ... as the model said; or as the agent loop ended the turn: `max_tool_rounds`, `max_tool_calls`, `approval_required`.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub finish_reason: ::std::option::Option<::std::string::String>,
         pub index: i64,
@@ -497,6 +623,9 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///`"chat.completion.chunk"`, on the last chunk.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub object: ::std::option::Option<::std::string::String>,
+        ///On the last chunk, when the answer ends `approval_required`: the calls that wait.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub pending_approvals: ::std::option::Option<::std::vec::Vec<PendingApproval>>,
         ///A call of a server-run tool, once it ended, on a chunk of its own (no choices) between the model's rounds. The model's deltas of such calls are not sent: only the calls the client runs are.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub tool_run: ::std::option::Option<ToolRun>,
@@ -513,7 +642,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ChatChunkChoice {
         pub delta: ChatDelta,
-        ///Why the answer ended (`stop`, `length`, `tool_calls`, `max_tool_rounds`, `max_tool_calls`), on its last delta.
+        ///Why the answer ended (`stop`, `length`, `tool_calls`, `max_tool_rounds`, `max_tool_calls`, `approval_required`), on its last delta.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub finish_reason: ::std::option::Option<::std::string::String>,
         pub index: u32,
@@ -1168,13 +1297,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///Which of the session's agents answers; default the first.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub agent: ::std::option::Option<::uuid::Uuid>,
+        ///Decisions on the calls the last answer left waiting for approval (its `pending_approvals`): every one of them, each once. Approved calls run, denied ones are told to the model as denied (with the reason), then the turn goes on. While calls wait, a chat without decisions on all of them is a 400 naming them.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub approvals: ::std::option::Option<::std::vec::Vec<ApprovalDecision>>,
         ///-2 to 2.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub frequency_penalty: ::std::option::Option<f64>,
         ///The most tokens the answer may have (at least 1).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub max_tokens: ::std::option::Option<::std::num::NonZeroU64>,
-        ///The new messages (1 to 256), usually one `user` message, or the `tool` messages answering the tool calls of the last answer. (They are saved in one atomic write: the bound keeps that write short. Append a longer history with `POST /api/sessions/{id}/messages`.)
+        ///The new messages (at most 256; at least one unless `approvals` are sent), usually one `user` message, or the `tool` messages answering the tool calls of the last answer. (They are saved in one atomic write: the bound keeps that write short. Append a longer history with `POST /api/sessions/{id}/messages`.)
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
         pub messages: ::std::vec::Vec<CreateMessageRequest>,
         ///The model; overrides the agent's (and the server's default).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -1210,6 +1343,29 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///Nucleus sampling, 0 to 1.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub top_p: ::std::option::Option<f64>,
+    }
+    impl ::std::default::Default for ChatRequest {
+        fn default() -> Self {
+            Self {
+                agent: Default::default(),
+                approvals: Default::default(),
+                frequency_penalty: Default::default(),
+                max_tokens: Default::default(),
+                messages: Default::default(),
+                model: Default::default(),
+                presence_penalty: Default::default(),
+                recall: defaults::default_bool::<true>(),
+                response_format: Default::default(),
+                save: defaults::default_bool::<true>(),
+                seed: Default::default(),
+                stop: Default::default(),
+                stream: Default::default(),
+                temperature: Default::default(),
+                tool_choice: Default::default(),
+                tools: Default::default(),
+                top_p: Default::default(),
+            }
+        }
     }
     impl ChatRequest {
         pub fn builder() -> builder::ChatRequest {
@@ -1283,6 +1439,9 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         pub id: ::std::string::String,
         ///The model that answered.
         pub model: ::std::string::String,
+        ///The calls that wait for a person's approval, when `finish_reason` is `approval_required`: send `approvals` to decide.
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub pending_approvals: ::std::vec::Vec<PendingApproval>,
         ///The calls of server-run tools the turn made, in the order they started (each round's calls run at once). Each one's result is also saved as a `tool` message, with this record (without `output`, which is the message's content) in the message's metadata under `tool_run`.
         #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
         pub tool_runs: ::std::vec::Vec<ToolRun>,
@@ -7571,6 +7730,24 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
                 })
         }
     }
+    ///A call of a server-run tool that waits for a person's approval.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct PendingApproval {
+        ///The arguments the model wrote (JSON text).
+        pub arguments: ::std::string::String,
+        ///The call's id: decide on it with `approvals: [{"id", "approve"}]`.
+        pub id: ::std::string::String,
+        ///The MCP server's label.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub server: ::std::option::Option<::std::string::String>,
+        ///The tool's name.
+        pub tool: ::std::string::String,
+    }
+    impl PendingApproval {
+        pub fn builder() -> builder::PendingApproval {
+            Default::default()
+        }
+    }
     ///`PromptTokensDetails`
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct PromptTokensDetails {
@@ -11537,6 +11714,83 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ApprovalDecision {
+            approve: ::std::result::Result<bool, ::std::string::String>,
+            id: ::std::result::Result<super::ApprovalDecisionId, ::std::string::String>,
+            reason: ::std::result::Result<
+                ::std::option::Option<super::ApprovalDecisionReason>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ApprovalDecision {
+            fn default() -> Self {
+                Self {
+                    approve: Err("no value supplied for approve".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    reason: Ok(Default::default()),
+                }
+            }
+        }
+        impl ApprovalDecision {
+            pub fn approve<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.approve = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for approve: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::ApprovalDecisionId>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn reason<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::ApprovalDecisionReason>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reason = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for reason: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ApprovalDecision> for super::ApprovalDecision {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ApprovalDecision,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    approve: value.approve?,
+                    id: value.id?,
+                    reason: value.reason?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ApprovalDecision> for ApprovalDecision {
+            fn from(value: super::ApprovalDecision) -> Self {
+                Self {
+                    approve: Ok(value.approve),
+                    id: Ok(value.id),
+                    reason: Ok(value.reason),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ApprovalFilter {
             always: ::std::result::Result<
                 ::std::option::Option<super::ToolNames>,
@@ -11778,6 +12032,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<::std::string::String>,
                 ::std::string::String,
             >,
+            pending_approvals: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::PendingApproval>>,
+                ::std::string::String,
+            >,
             tool_run: ::std::result::Result<
                 ::std::option::Option<super::ToolRun>,
                 ::std::string::String,
@@ -11795,6 +12053,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     id: Err("no value supplied for id".to_string()),
                     model: Err("no value supplied for model".to_string()),
                     object: Ok(Default::default()),
+                    pending_approvals: Ok(Default::default()),
                     tool_run: Ok(Default::default()),
                     usage: Ok(Default::default()),
                 }
@@ -11861,6 +12120,22 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn pending_approvals<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<super::PendingApproval>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.pending_approvals = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for pending_approvals: {e}"
+                        )
+                    });
+                self
+            }
             pub fn tool_run<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::option::Option<super::ToolRun>>,
@@ -11897,6 +12172,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     id: value.id?,
                     model: value.model?,
                     object: value.object?,
+                    pending_approvals: value.pending_approvals?,
                     tool_run: value.tool_run?,
                     usage: value.usage?,
                 })
@@ -11910,6 +12186,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     id: Ok(value.id),
                     model: Ok(value.model),
                     object: Ok(value.object),
+                    pending_approvals: Ok(value.pending_approvals),
                     tool_run: Ok(value.tool_run),
                     usage: Ok(value.usage),
                 }
@@ -13431,6 +13708,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<::uuid::Uuid>,
                 ::std::string::String,
             >,
+            approvals: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::ApprovalDecision>>,
+                ::std::string::String,
+            >,
             frequency_penalty: ::std::result::Result<
                 ::std::option::Option<f64>,
                 ::std::string::String,
@@ -13487,9 +13768,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             fn default() -> Self {
                 Self {
                     agent: Ok(Default::default()),
+                    approvals: Ok(Default::default()),
                     frequency_penalty: Ok(Default::default()),
                     max_tokens: Ok(Default::default()),
-                    messages: Err("no value supplied for messages".to_string()),
+                    messages: Ok(Default::default()),
                     model: Ok(Default::default()),
                     presence_penalty: Ok(Default::default()),
                     recall: Ok(super::defaults::default_bool::<true>()),
@@ -13515,6 +13797,20 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     .try_into()
                     .map_err(|e| {
                         format!("error converting supplied value for agent: {e}")
+                    });
+                self
+            }
+            pub fn approvals<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<super::ApprovalDecision>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.approvals = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for approvals: {e}")
                     });
                 self
             }
@@ -13720,6 +14016,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
                 Ok(Self {
                     agent: value.agent?,
+                    approvals: value.approvals?,
                     frequency_penalty: value.frequency_penalty?,
                     max_tokens: value.max_tokens?,
                     messages: value.messages?,
@@ -13742,6 +14039,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             fn from(value: super::ChatRequest) -> Self {
                 Self {
                     agent: Ok(value.agent),
+                    approvals: Ok(value.approvals),
                     frequency_penalty: Ok(value.frequency_penalty),
                     max_tokens: Ok(value.max_tokens),
                     messages: Ok(value.messages),
@@ -13776,6 +14074,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             >,
             id: ::std::result::Result<::std::string::String, ::std::string::String>,
             model: ::std::result::Result<::std::string::String, ::std::string::String>,
+            pending_approvals: ::std::result::Result<
+                ::std::vec::Vec<super::PendingApproval>,
+                ::std::string::String,
+            >,
             tool_runs: ::std::result::Result<
                 ::std::vec::Vec<super::ToolRun>,
                 ::std::string::String,
@@ -13790,6 +14092,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     docs: Err("no value supplied for docs".to_string()),
                     id: Err("no value supplied for id".to_string()),
                     model: Err("no value supplied for model".to_string()),
+                    pending_approvals: Ok(Default::default()),
                     tool_runs: Ok(Default::default()),
                     usage: Err("no value supplied for usage".to_string()),
                 }
@@ -13854,6 +14157,20 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn pending_approvals<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::PendingApproval>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.pending_approvals = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for pending_approvals: {e}"
+                        )
+                    });
+                self
+            }
             pub fn tool_runs<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::vec::Vec<super::ToolRun>>,
@@ -13890,6 +14207,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     docs: value.docs?,
                     id: value.id?,
                     model: value.model?,
+                    pending_approvals: value.pending_approvals?,
                     tool_runs: value.tool_runs?,
                     usage: value.usage?,
                 })
@@ -13903,6 +14221,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     docs: Ok(value.docs),
                     id: Ok(value.id),
                     model: Ok(value.model),
+                    pending_approvals: Ok(value.pending_approvals),
                     tool_runs: Ok(value.tool_runs),
                     usage: Ok(value.usage),
                 }
@@ -21693,6 +22012,100 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     metadata: Ok(value.metadata),
                     name: Ok(value.name),
                     project: Ok(value.project),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct PendingApproval {
+            arguments: ::std::result::Result<
+                ::std::string::String,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            server: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            tool: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for PendingApproval {
+            fn default() -> Self {
+                Self {
+                    arguments: Err("no value supplied for arguments".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    server: Ok(Default::default()),
+                    tool: Err("no value supplied for tool".to_string()),
+                }
+            }
+        }
+        impl PendingApproval {
+            pub fn arguments<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.arguments = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for arguments: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn server<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.server = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for server: {e}")
+                    });
+                self
+            }
+            pub fn tool<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tool: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<PendingApproval> for super::PendingApproval {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: PendingApproval,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    arguments: value.arguments?,
+                    id: value.id?,
+                    server: value.server?,
+                    tool: value.tool?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::PendingApproval> for PendingApproval {
+            fn from(value: super::PendingApproval) -> Self {
+                Self {
+                    arguments: Ok(value.arguments),
+                    id: Ok(value.id),
+                    server: Ok(value.server),
+                    tool: Ok(value.tool),
                 }
             }
         }

@@ -23,7 +23,7 @@ use uuid::Uuid;
 use super::turn::convert::{answer_id, contract_chunk, from_wire_call};
 use super::turn::drive::{self, End, Items};
 use super::turn::plan::{New, tool_specs, wire_tool_choice};
-use super::turn::rounds::{After, Ending, Rounds};
+use super::turn::rounds::{After, Ending, Rounds, pending_calls};
 use super::turn::tools::Toolbox;
 use super::turn::{Answered, Ask, Driver, Plan, Saving, Shape, SystemFor};
 use super::{App, Error, Result, Tenant};
@@ -69,6 +69,12 @@ impl App {
         let toolbox = Toolbox::of_stored(&stored);
         tools.extend(toolbox.specs().cloned());
         let history = self.history(t, session_id, held.version).await?;
+        // The decisions on the calls the last answer left waiting come first.
+        let mut rounds = Rounds::new(toolbox);
+        let pending = pending_calls(&history, &rounds.toolbox);
+        let decisions = req.approvals.as_deref().unwrap_or_default();
+        let mut new = self.decide_pending(t, &mut rounds, &pending, decisions, "approvals").await?;
+        new.extend(req.messages);
         let mut plan = self
             .plan(
                 t,
@@ -81,7 +87,7 @@ impl App {
                     system: Some(SystemFor { users: &users, session: Some(session) }),
                     instructions: None,
                     history: Some((&history, session)),
-                    new: New::Saved(req.messages),
+                    new: New::Saved(new),
                     render_templates: true,
                     tool_choice: req.tool_choice.map(wire_tool_choice),
                     response_format: req
@@ -101,7 +107,7 @@ impl App {
             lease: held.lease,
             lock: Some(held.lock),
         };
-        Ok(ChatTurn { plan, saving, rounds: Rounds::new(toolbox) })
+        Ok(ChatTurn { plan, saving, rounds })
     }
 
     /// A chat answered whole: the model's answer (after the rounds of the
@@ -228,7 +234,7 @@ impl Shape for ChatShape {
             self.app.save_turn(&self.turn.saving, replies, |_| Ok((Vec::new(), None::<()>))).await?;
             let model = answered.model_or(&self.turn.plan.request);
             let mut last = self.new_runs();
-            if let Some(reason) = ending.finish_reason {
+            if let Some(reason) = ending.finish_reason.clone() {
                 last.push(Ok(ChatChunk {
                     id: answered.id.clone(),
                     model: model.clone(),
@@ -247,6 +253,7 @@ impl Shape for ChatShape {
                 usage: Some(self.turn.rounds.total_usage(&answered.usage)),
                 docs: Some(self.turn.plan.docs.clone()),
                 tool_run: None,
+                pending_approvals: (!ending.pending.is_empty()).then(|| ending.pending.clone()),
             }));
             Ok(End::Done(last))
         })
@@ -261,7 +268,7 @@ impl Shape for ChatShape {
 fn chat_response(plan: &Plan, rounds: &mut Rounds, answered: Answered, ending: Ending) -> ChatResponse {
     let model = answered.model_or(&plan.request);
     let usage = rounds.total_usage(&answered.usage);
-    let Ending { finish_reason, client_calls, .. } = ending;
+    let Ending { finish_reason, client_calls, saved, pending } = ending;
     ChatResponse {
         id: answer_id(&answered.id),
         created_at: Utc::now(),
@@ -276,11 +283,11 @@ fn chat_response(plan: &Plan, rounds: &mut Rounds, answered: Answered, ending: E
                 message: ChatAnswerMessage {
                     role: Role::Assistant,
                     content: c.message.content.map(|content| content.text().into_owned()),
-                    tool_calls: match (finish_reason.is_some(), &client_calls) {
-                        // A limit: the calls were answered "not run".
-                        (true, _) => None,
-                        (false, Some(client)) => Some(client.iter().map(from_wire_call).collect()),
-                        (false, None) => c
+                    tool_calls: match (saved, &client_calls) {
+                        // The server's calls ran, wait, or met a limit: the client sees its own.
+                        (true, Some(client)) => Some(client.iter().map(from_wire_call).collect()),
+                        (true, None) => None,
+                        (false, _) => c
                             .message
                             .tool_calls
                             .filter(|cs| !cs.is_empty())
@@ -292,5 +299,6 @@ fn chat_response(plan: &Plan, rounds: &mut Rounds, answered: Answered, ending: E
         usage,
         docs: plan.docs.clone(),
         tool_runs: std::mem::take(&mut rounds.runs),
+        pending_approvals: pending,
     }
 }

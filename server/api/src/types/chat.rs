@@ -80,12 +80,22 @@ pub struct ResponseFormat {
 /// Body of `POST /api/sessions/{id}/chat`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 pub struct ChatRequest {
-    /// The new messages (1 to 256), usually one `user` message, or the
-    /// `tool` messages answering the tool calls of the last answer. (They are
-    /// saved in one atomic write: the bound keeps that write short. Append a
-    /// longer history with `POST /api/sessions/{id}/messages`.)
-    #[schemars(length(min = 1, max = 256))]
+    /// The new messages (at most 256; at least one unless `approvals` are
+    /// sent), usually one `user` message, or the `tool` messages answering
+    /// the tool calls of the last answer. (They are saved in one atomic
+    /// write: the bound keeps that write short. Append a longer history with
+    /// `POST /api/sessions/{id}/messages`.)
+    #[serde(default)]
+    #[schemars(length(max = 256))]
     pub messages: Vec<CreateMessageRequest>,
+    /// Decisions on the calls the last answer left waiting for approval
+    /// (its `pending_approvals`): every one of them, each once. Approved
+    /// calls run, denied ones are told to the model as denied (with the
+    /// reason), then the turn goes on. While calls wait, a chat without
+    /// decisions on all of them is a 400 naming them.
+    #[serde(default)]
+    #[schemars(length(max = 256))]
+    pub approvals: Option<Vec<ApprovalDecision>>,
     /// The model; overrides the agent's (and the server's default).
     #[serde(default)]
     #[schemars(length(min = 1, max = 255))]
@@ -117,8 +127,42 @@ pub struct ChatRequest {
     pub settings: ChatSettings,
 }
 
+/// A person's decision on a call waiting for approval.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct ApprovalDecision {
+    /// The call's id (a `pending_approvals` entry's `id`).
+    #[schemars(length(min = 1, max = 255))]
+    pub id: String,
+    pub approve: bool,
+    /// Why (told to the model with a denial; at most 1,000 characters).
+    #[serde(default)]
+    #[schemars(length(max = 1000))]
+    pub reason: Option<String>,
+}
+
+/// A call of a server-run tool that waits for a person's approval.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct PendingApproval {
+    /// The call's id: decide on it with `approvals: [{"id", "approve"}]`.
+    pub id: String,
+    /// The tool's name.
+    pub tool: String,
+    /// The arguments the model wrote (JSON text).
+    pub arguments: String,
+    /// The MCP server's label.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
+}
+
 impl Check for ChatRequest {
     fn check(&self, issues: &mut Issues) {
+        if self.messages.is_empty() && self.approvals.as_ref().is_none_or(|a| a.is_empty()) {
+            issues.push(
+                &[LocPart::Key("messages".into())],
+                "too_short",
+                "List should have at least 1 item after validation, not 0 (or send `approvals`)",
+            );
+        }
         for (i, m) in self.messages.iter().enumerate() {
             let mut inner = Issues::new(crate::validate::Source::Body);
             m.check(&mut inner);
@@ -145,7 +189,9 @@ pub struct ChatAnswerMessage {
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ChatChoice {
     pub index: i64,
-    /// `stop`, `length`, `tool_calls`, ... as the model said.
+    /// `stop`, `length`, `tool_calls`, ... as the model said; or as the
+    /// agent loop ended the turn: `max_tool_rounds`, `max_tool_calls`,
+    /// `approval_required`.
     pub finish_reason: Option<String>,
     pub message: ChatAnswerMessage,
 }
@@ -212,6 +258,10 @@ pub struct ChatResponse {
     /// is the message's content) in the message's metadata under `tool_run`.
     #[serde(default)]
     pub tool_runs: Vec<ToolRun>,
+    /// The calls that wait for a person's approval, when `finish_reason` is
+    /// `approval_required`: send `approvals` to decide.
+    #[serde(default)]
+    pub pending_approvals: Vec<PendingApproval>,
 }
 
 // ---------------------------------------------------------------- the stream
@@ -239,6 +289,10 @@ pub struct ChatChunk {
     /// calls are not sent: only the calls the client runs are.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_run: Option<ToolRun>,
+    /// On the last chunk, when the answer ends `approval_required`: the
+    /// calls that wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_approvals: Option<Vec<PendingApproval>>,
 }
 
 /// One choice of a [`ChatChunk`]: what it adds to the answer.
@@ -247,7 +301,7 @@ pub struct ChatChunkChoice {
     pub index: u32,
     pub delta: ChatDelta,
     /// Why the answer ended (`stop`, `length`, `tool_calls`, `max_tool_rounds`,
-    /// `max_tool_calls`), on its last delta.
+    /// `max_tool_calls`, `approval_required`), on its last delta.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub finish_reason: Option<String>,
 }

@@ -161,7 +161,7 @@ pub fn contract_chunk(chunk: wire::CompletionChunk) -> ChatChunk {
         .collect();
     // A provider may report usage on a chunk with choices too: passed on as sent.
     let usage = chunk.usage.map(contract_usage);
-    ChatChunk { id: chunk.id, object: None, model: chunk.model, choices, usage, docs: None, tool_run: None }
+    ChatChunk { id: chunk.id, model: chunk.model, choices, usage, ..ChatChunk::default() }
 }
 
 /// The contract's delta from the provider's.

@@ -487,7 +487,9 @@ fn render_new_messages(
 ) -> Result<()> {
     if session.render_templates {
         for (i, m) in messages.iter_mut().enumerate() {
-            if m.content.contains("{{") || m.content.contains("{%") {
+            // A tool's result the server ran (approved calls) is data, not a template.
+            let server_ran = m.metadata.as_ref().is_some_and(|md| md.0.contains_key("tool_run"));
+            if !server_ran && (m.content.contains("{{") || m.content.contains("{%")) {
                 m.content = models::render(&m.content, context)
                     .map_err(|e| template_error(&format!("messages[{i}].content"), e))?;
             }

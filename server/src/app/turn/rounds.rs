@@ -10,6 +10,14 @@
 //! `tools.max_calls_per_turn`: the calls are answered "not run" and the turn
 //! ends with `finish_reason` `max_tool_rounds` or `max_tool_calls`).
 //!
+//! A call of a tool that needs approval does not run: once the round's
+//! other calls ran, the turn ends `approval_required`, the calls that wait
+//! in [`Ending::pending`]. They wait in the session's history (an assistant
+//! message's calls that no `tool` message answers yet: [`pending_calls`]),
+//! so they survive a restart; the next turn carries the decisions
+//! ([`App::decide_pending`]): approved calls run, denied ones are told to
+//! the model as denied, and the loop goes on.
+//!
 //! Everything the rounds made is saved with the turn, before the answer:
 //! each assistant message that called the server's tools (the kind of each
 //! such call in its metadata under `server_calls`, by call id), each result as
@@ -17,11 +25,14 @@
 
 use serde_json::{Map, Value};
 
-use super::super::{App, Tenant};
+use super::super::history::History;
+use super::super::{App, Error, Result, Tenant};
 use super::Answered;
 use super::convert::reply_message;
 use super::tools::{Toolbox, recorded, told};
-use crate::api::types::{ChatUsage, CreateMessageRequest, Metadata, Role, ToolRun};
+use crate::api::types::{
+    ApprovalDecision, ChatUsage, CreateMessageRequest, Metadata, PendingApproval, Role, ToolRun,
+};
 use crate::models::wire;
 
 /// The loop's state over a turn.
@@ -65,11 +76,13 @@ pub struct Ending {
     /// The calls the client is to run, when the answer also called the
     /// server's tools (those ran: the client sees only its own).
     pub client_calls: Option<Vec<wire::ToolCall>>,
+    /// The calls that wait for approval (`finish_reason` `approval_required`).
+    pub pending: Vec<PendingApproval>,
 }
 
 impl Ending {
     fn plain() -> Ending {
-        Ending { finish_reason: None, saved: false, client_calls: None }
+        Ending { finish_reason: None, saved: false, client_calls: None, pending: Vec::new() }
     }
 }
 
@@ -123,6 +136,8 @@ impl Rounds {
         if server.is_empty() {
             return After::End(Ending::plain());
         }
+        let (waiting, server): (Vec<_>, Vec<_>) =
+            server.into_iter().partition(|c| self.toolbox.needs_approval(&c.function.name));
         let limit = if self.rounds >= app.tool_runner.max_rounds {
             Some(("max_tool_rounds", format!("tools.max_rounds ({})", app.tool_runner.max_rounds)))
         } else if self.calls + server.len() > app.tool_runner.max_calls {
@@ -138,6 +153,7 @@ impl Rounds {
         let mut calling = reply_message(message);
         let kinds: Map<String, Value> = server
             .iter()
+            .chain(&waiting)
             .map(|c| {
                 (
                     c.id.clone(),
@@ -145,8 +161,12 @@ impl Rounds {
                 )
             })
             .collect();
-        calling.metadata =
-            Some(Metadata(Map::from_iter([("server_calls".to_owned(), Value::Object(kinds))])));
+        let mut metadata = Map::from_iter([("server_calls".to_owned(), Value::Object(kinds))]);
+        if !waiting.is_empty() {
+            let ids = waiting.iter().map(|c| Value::String(c.id.clone())).collect();
+            metadata.insert("awaiting_approval".to_owned(), Value::Array(ids));
+        }
+        calling.metadata = Some(Metadata(metadata));
         self.made.push(calling);
         request.messages.push(message.clone());
         for run in &runs {
@@ -161,23 +181,134 @@ impl Rounds {
         }
         self.runs.extend(runs);
         if let Some((reason, _)) = limit {
+            // The calls waiting for approval are answered too: the turn ends.
+            let waited: Vec<ToolRun> =
+                waiting.iter().map(|c| not_run(&self.toolbox, c, "while it waited for approval")).collect();
+            for run in &waited {
+                let result = told(run);
+                request.messages.push(wire::ChatMessage::tool_result(&run.id, result.clone()));
+                self.made.push(tool_message(run, result));
+                if self.answer_id.is_some() {
+                    self.made_ids.push(uuid::Uuid::now_v7());
+                }
+            }
+            self.runs.extend(waited);
+            let finish_reason = Some(reason.into());
             return After::End(Ending {
-                finish_reason: Some(reason.into()),
+                finish_reason,
                 saved: true,
                 client_calls: None,
+                pending: Vec::new(),
             });
         }
         self.rounds += 1;
         self.calls += server.len();
+        if !waiting.is_empty() {
+            let pending = waiting
+                .iter()
+                .map(|c| PendingApproval {
+                    id: c.id.clone(),
+                    tool: c.function.name.clone(),
+                    arguments: c.function.arguments.clone(),
+                    server: self.toolbox.server_of(&c.function.name),
+                })
+                .collect();
+            let client_calls = (!client.is_empty()).then_some(client);
+            let finish_reason = Some("approval_required".to_owned());
+            return After::End(Ending { finish_reason, saved: true, client_calls, pending });
+        }
         if !client.is_empty() {
-            return After::End(Ending { finish_reason: None, saved: true, client_calls: Some(client) });
+            let client_calls = Some(client);
+            return After::End(Ending {
+                finish_reason: None,
+                saved: true,
+                client_calls,
+                pending: Vec::new(),
+            });
         }
         After::Again
     }
 }
 
+/// The calls of the server's tools that wait for a person's decision: the
+/// calls of the history's last assistant message that calls tools which no
+/// later `tool` message answers and which the server would run.
+pub fn pending_calls(history: &History, toolbox: &Toolbox) -> Vec<wire::ToolCall> {
+    let Some(at) = history.iter().rposition(|h| h.message.tool_calls.as_ref().is_some_and(|c| !c.is_empty()))
+    else {
+        return Vec::new();
+    };
+    let answered: std::collections::HashSet<&str> =
+        history[at + 1..].iter().filter_map(|h| h.message.tool_call_id.as_deref()).collect();
+    history[at]
+        .message
+        .tool_calls
+        .iter()
+        .flatten()
+        .filter(|c| !answered.contains(c.id.as_str()) && toolbox.get(&c.function.name).is_some())
+        .cloned()
+        .collect()
+}
+
+impl App {
+    /// The `tool` messages that answer the calls waiting for approval
+    /// (`pending`) as `decisions` say: approved calls run. Every waiting call
+    /// needs a decision and every decision a waiting call: else a 400 naming
+    /// `field` (`approvals`).
+    pub async fn decide_pending(
+        &self,
+        t: Tenant,
+        rounds: &mut Rounds,
+        pending: &[wire::ToolCall],
+        decisions: &[ApprovalDecision],
+        field: &str,
+    ) -> Result<Vec<CreateMessageRequest>> {
+        for (i, d) in decisions.iter().enumerate() {
+            if !pending.iter().any(|c| c.id == d.id) {
+                let waiting = if pending.is_empty() { "none".to_owned() } else { ids(pending) };
+                return Err(Error::BadRequest(format!(
+                    "{field}[{i}].id: no call {:?} waits for approval (waiting: {waiting})",
+                    d.id
+                )));
+            }
+            if decisions[..i].iter().any(|e| e.id == d.id) {
+                return Err(Error::BadRequest(format!("{field}[{i}].id: call {:?} is decided twice", d.id)));
+            }
+        }
+        let undecided: Vec<_> =
+            pending.iter().filter(|c| !decisions.iter().any(|d| d.id == c.id)).cloned().collect();
+        if !undecided.is_empty() {
+            return Err(Error::BadRequest(format!(
+                "{field}: calls wait for approval: decide on each of them ({}) with \
+                 {{\"id\", \"approve\": true|false, \"reason\"?}}",
+                ids(&undecided)
+            )));
+        }
+        let decided: Vec<_> = pending
+            .iter()
+            .map(|c| {
+                let d = decisions.iter().find(|d| d.id == c.id).expect("decided");
+                (c.clone(), d.approve, d.reason.clone())
+            })
+            .collect();
+        let runs = self.run_decided(t, &rounds.toolbox, &decided).await;
+        let messages = runs.iter().map(|run| tool_message(run, told(run))).collect();
+        rounds.runs.extend(runs);
+        Ok(messages)
+    }
+}
+
+fn ids(calls: &[wire::ToolCall]) -> String {
+    calls.iter().map(|c| format!("{:?} ({})", c.id, c.function.name)).collect::<Vec<_>>().join(", ")
+}
+
 /// A call a limit stopped.
 fn not_run(toolbox: &Toolbox, call: &wire::ToolCall, which: &str) -> ToolRun {
+    let error = if which.starts_with("while") {
+        format!("not run: the turn reached its limit {which}")
+    } else {
+        format!("not run: the turn reached its limit, {which}")
+    };
     ToolRun {
         id: call.id.clone(),
         kind: toolbox.kind_of(&call.function.name),
@@ -185,7 +316,7 @@ fn not_run(toolbox: &Toolbox, call: &wire::ToolCall, which: &str) -> ToolRun {
         server: None,
         arguments: call.function.arguments.clone(),
         output: None,
-        error: Some(format!("not run: the turn reached its limit, {which}")),
+        error: Some(error),
         started_at: chrono::Utc::now(),
         ms: 0,
     }

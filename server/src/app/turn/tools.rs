@@ -76,6 +76,10 @@ pub enum Runs {
 pub struct ServerTool {
     pub runs: Runs,
     pub spec: wire::ToolSpec,
+    /// Its calls wait for a person's approval (see [`super::rounds`]).
+    pub approval: bool,
+    /// The MCP server's label, for an MCP server's tool.
+    pub server: Option<String>,
 }
 
 /// The server-run tools a turn offers, by name.
@@ -102,6 +106,16 @@ impl Toolbox {
         }
     }
 
+    /// Whether calls of this tool wait for a person's approval.
+    pub fn needs_approval(&self, name: &str) -> bool {
+        self.get(name).is_some_and(|t| t.approval)
+    }
+
+    /// The MCP server's label of the tool the model calls by this name, if any.
+    pub fn server_of(&self, name: &str) -> Option<String> {
+        self.get(name).and_then(|t| t.server.clone())
+    }
+
     /// The specs to offer, in name order.
     pub fn specs(&self) -> impl Iterator<Item = &wire::ToolSpec> {
         self.tools.values().map(|t| &t.spec)
@@ -122,6 +136,8 @@ impl Toolbox {
                 toolbox.add(ServerTool {
                     runs: Runs::ApiCall(def.clone()),
                     spec: wire::ToolSpec::function(&tool.name, description, json!({"type": "object"})),
+                    approval: false,
+                    server: None,
                 });
             }
         }
@@ -139,7 +155,7 @@ impl Toolbox {
                 "required": ["query"],
             }),
         );
-        self.add(ServerTool { runs: Runs::FileSearch(owners), spec });
+        self.add(ServerTool { runs: Runs::FileSearch(owners), spec, approval: false, server: None });
         self
     }
 }
@@ -175,7 +191,7 @@ impl App {
             id: call.id.clone(),
             kind,
             name: name.clone(),
-            server: None,
+            server: toolbox.server_of(name),
             arguments: call.function.arguments.clone(),
             output,
             error,
@@ -263,6 +279,40 @@ fn capped(mut output: String) -> String {
         output.push_str("\n[the output was cut at 1 MiB]");
     }
     output
+}
+
+/// A call a person decided on: approved, it runs; denied, it ends as a run
+/// whose error says so (with the reason given).
+impl App {
+    pub async fn run_decided(
+        &self,
+        t: Tenant,
+        toolbox: &Toolbox,
+        decided: &[(wire::ToolCall, bool, Option<String>)],
+    ) -> Vec<ToolRun> {
+        let approved: Vec<wire::ToolCall> = decided.iter().filter(|d| d.1).map(|d| d.0.clone()).collect();
+        let mut ran = self.run_tools(t, toolbox, &approved).await.into_iter();
+        decided
+            .iter()
+            .map(|(call, approve, reason)| match approve {
+                true => ran.next().expect("a run per approved call"),
+                false => ToolRun {
+                    id: call.id.clone(),
+                    kind: toolbox.kind_of(&call.function.name),
+                    name: call.function.name.clone(),
+                    server: toolbox.server_of(&call.function.name),
+                    arguments: call.function.arguments.clone(),
+                    output: None,
+                    error: Some(match reason.as_deref().filter(|r| !r.trim().is_empty()) {
+                        Some(reason) => format!("the call was denied by a person: {reason}"),
+                        None => "the call was denied by a person".to_owned(),
+                    }),
+                    started_at: Utc::now(),
+                    ms: 0,
+                },
+            })
+            .collect()
+    }
 }
 
 /// What the model is told of a run: its output, or `error: ` and why.
