@@ -3,4 +3,5 @@
 //! ([`mcp`]). What a tool is, and when one runs, belong to the domain (`app`)
 //! and the executions (`exec`).
 
+pub mod mcp;
 pub mod outbound;
