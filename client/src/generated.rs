@@ -2431,6 +2431,15 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             ///Always `completed`.
             status: ::std::string::String,
         },
+        ///A call of an MCP server's tool that waits for a person's approval: answer it with an `mcp_approval_response` input item naming `id`.
+        #[serde(rename = "mcp_approval_request")]
+        McpApprovalRequest {
+            arguments: ::std::string::String,
+            ///The model's id for the call.
+            id: ::std::string::String,
+            name: ::std::string::String,
+            server_label: ::std::string::String,
+        },
         ///The tools an MCP server listed for a response (in its output only).
         #[serde(rename = "mcp_list_tools")]
         McpListTools {
@@ -5159,9 +5168,15 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Default::default()
         }
     }
-    ///An item sent to a conversation (or as a response's input): a `message` (the default `type`: `role` and `content`), a `function_call` the model made (`call_id`, `name`, `arguments`), a `function_call_output` (`call_id`, `output`), or a `compaction` (`encrypted_content`, as `POST /v1/responses/compact` answered it: the summary it holds becomes a system message). Other item types answer 400 naming the item's `type`. A message's content parts: see [`ContentPart`] (`input_image` and `input_file` only in user messages); a function call's output is text.
+    ///An item sent to a conversation (or as a response's input): a `message` (the default `type`: `role` and `content`), a `function_call` the model made (`call_id`, `name`, `arguments`), a `function_call_output` (`call_id`, `output`), a `compaction` (`encrypted_content`, as `POST /v1/responses/compact` answered it: the summary it holds becomes a system message), or — in a response's input only — an `mcp_approval_response` (`approval_request_id`, `approve`, `reason`?) deciding on a call the previous response left waiting (its `mcp_approval_request` item). Other item types answer 400 naming the item's `type`. A message's content parts: see [`ContentPart`] (`input_image` and `input_file` only in user messages); a function call's output is text.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
     pub struct InputItem {
+        ///An `mcp_approval_response`'s request: the `mcp_approval_request` item's id.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub approval_request_id: ::std::option::Option<InputItemApprovalRequestId>,
+        ///An `mcp_approval_response`'s decision.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub approve: ::std::option::Option<bool>,
         ///A function call's arguments, as JSON text.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub arguments: ::std::option::Option<::std::string::String>,
@@ -5180,6 +5195,9 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///A function call's result: text, or text parts.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub output: ::std::option::Option<CompletionContent>,
+        ///An `mcp_approval_response`'s reason (told to the model with a denial).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub reason: ::std::option::Option<InputItemReason>,
         ///A message's author.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub role: ::std::option::Option<InputRole>,
@@ -5190,6 +5208,63 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     impl InputItem {
         pub fn builder() -> builder::InputItem {
             Default::default()
+        }
+    }
+    ///An `mcp_approval_response`'s request: the `mcp_approval_request` item's id.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct InputItemApprovalRequestId(::std::string::String);
+    impl ::std::ops::Deref for InputItemApprovalRequestId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<InputItemApprovalRequestId> for ::std::string::String {
+        fn from(value: InputItemApprovalRequestId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for InputItemApprovalRequestId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InputItemApprovalRequestId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InputItemApprovalRequestId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for InputItemApprovalRequestId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///A function call's id, named again by its output.
@@ -5352,6 +5427,60 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     impl<'de> ::serde::Deserialize<'de> for InputItemName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///An `mcp_approval_response`'s reason (told to the model with a denial).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct InputItemReason(::std::string::String);
+    impl ::std::ops::Deref for InputItemReason {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<InputItemReason> for ::std::string::String {
+        fn from(value: InputItemReason) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for InputItemReason {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 1000usize {
+                return Err("longer than 1000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for InputItemReason {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for InputItemReason {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for InputItemReason {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -19191,6 +19320,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
         #[derive(Clone, Debug)]
         pub struct InputItem {
+            approval_request_id: ::std::result::Result<
+                ::std::option::Option<super::InputItemApprovalRequestId>,
+                ::std::string::String,
+            >,
+            approve: ::std::result::Result<
+                ::std::option::Option<bool>,
+                ::std::string::String,
+            >,
             arguments: ::std::result::Result<
                 ::std::option::Option<::std::string::String>,
                 ::std::string::String,
@@ -19215,6 +19352,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<super::CompletionContent>,
                 ::std::string::String,
             >,
+            reason: ::std::result::Result<
+                ::std::option::Option<super::InputItemReason>,
+                ::std::string::String,
+            >,
             role: ::std::result::Result<
                 ::std::option::Option<super::InputRole>,
                 ::std::string::String,
@@ -19227,18 +19368,49 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         impl ::std::default::Default for InputItem {
             fn default() -> Self {
                 Self {
+                    approval_request_id: Ok(Default::default()),
+                    approve: Ok(Default::default()),
                     arguments: Ok(Default::default()),
                     call_id: Ok(Default::default()),
                     content: Ok(Default::default()),
                     encrypted_content: Ok(Default::default()),
                     name: Ok(Default::default()),
                     output: Ok(Default::default()),
+                    reason: Ok(Default::default()),
                     role: Ok(Default::default()),
                     type_: Ok(Default::default()),
                 }
             }
         }
         impl InputItem {
+            pub fn approval_request_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::InputItemApprovalRequestId>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.approval_request_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for approval_request_id: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn approve<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.approve = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for approve: {e}")
+                    });
+                self
+            }
             pub fn arguments<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
@@ -19321,6 +19493,20 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn reason<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::InputItemReason>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reason = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for reason: {e}")
+                    });
+                self
+            }
             pub fn role<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<::std::option::Option<super::InputRole>>,
@@ -19352,12 +19538,15 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 value: InputItem,
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
                 Ok(Self {
+                    approval_request_id: value.approval_request_id?,
+                    approve: value.approve?,
                     arguments: value.arguments?,
                     call_id: value.call_id?,
                     content: value.content?,
                     encrypted_content: value.encrypted_content?,
                     name: value.name?,
                     output: value.output?,
+                    reason: value.reason?,
                     role: value.role?,
                     type_: value.type_?,
                 })
@@ -19366,12 +19555,15 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         impl ::std::convert::From<super::InputItem> for InputItem {
             fn from(value: super::InputItem) -> Self {
                 Self {
+                    approval_request_id: Ok(value.approval_request_id),
+                    approve: Ok(value.approve),
                     arguments: Ok(value.arguments),
                     call_id: Ok(value.call_id),
                     content: Ok(value.content),
                     encrypted_content: Ok(value.encrypted_content),
                     name: Ok(value.name),
                     output: Ok(value.output),
+                    reason: Ok(value.reason),
                     role: Ok(value.role),
                     type_: Ok(value.type_),
                 }

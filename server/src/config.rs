@@ -44,8 +44,15 @@
 //! models = []                     # empty: serves every model
 //!
 //! [tools]
-//! api_call_allowed_hosts = []     # hosts api_call tools may reach: "api.example.com" or
-//!                                 # "localhost:8081" (with a port: only that port); empty = none
+//! allowed_hosts = []              # loopback, link-local, private and unspecified hosts that
+//!                                 # api_call and MCP tools may reach anyway: "mcp.internal",
+//!                                 # "10.0.0.5" or "localhost:8081" (with a port: only that port);
+//!                                 # public hosts need no entry (tools::outbound)
+//! api_call_allowed_hosts = []     # the former name of allowed_hosts: read, and merged into it
+//! mcp_timeout_s = 30              # longest MCP tools/list (connect, initialize, list)
+//! mcp_list_cache_ttl_s = 300      # how long an MCP server's tool list is kept (0: not kept)
+//! mcp_list_cache_entries = 256    # tool lists kept at most (server URL and headers each)
+//! max_output_bytes = 1048576      # a longer MCP tool output is an error, not the output
 //! max_rounds = 10                 # rounds of server-run tool calls one chat turn may make
 //! max_calls_per_turn = 64         # server-run tool calls one chat turn may make in all
 //!
@@ -75,8 +82,10 @@
 //! ```
 //!
 //! Every `[executions]` setting has an `AGENT_PLATFORM_EXECUTIONS_<NAME>`
-//! variable (e.g. `AGENT_PLATFORM_EXECUTIONS_MAX_STEPS`); the allowed hosts
-//! come from `AGENT_PLATFORM_TOOLS_API_CALL_ALLOWED_HOSTS`, comma-separated;
+//! variable (e.g. `AGENT_PLATFORM_EXECUTIONS_MAX_STEPS`), every `[tools]` one an
+//! `AGENT_PLATFORM_TOOLS_<NAME>` variable (e.g. `AGENT_PLATFORM_TOOLS_MCP_TIMEOUT_S`;
+//! the lists of hosts comma-separated: `AGENT_PLATFORM_TOOLS_ALLOWED_HOSTS`, and the
+//! former `AGENT_PLATFORM_TOOLS_API_CALL_ALLOWED_HOSTS`);
 //! `secrets.key_env` from `AGENT_PLATFORM_SECRETS_KEY_ENV` (empty: none).
 //!
 //! With no `[[models.providers]]`, `OPENAI_BASE_URL` and `OPENAI_API_KEY` define
@@ -115,9 +124,13 @@ pub struct SecretsConfig {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ToolsConfig {
-    /// Hosts `api_call` tools may send requests to, by exact name (`api.example.com`,
-    /// any port) or name and port (`127.0.0.1:8081`, that port only). Empty (the
-    /// default): none, so tasks cannot reach the network until an operator says where.
+    /// Hosts tools may reach although they are loopback, link-local, private or
+    /// unspecified addresses (or names resolving to one), by exact name or IP
+    /// (`mcp.internal`, `10.0.0.5`: any port) or with a port (`127.0.0.1:8081`:
+    /// that port only). Public hosts need no entry (see [`crate::tools::outbound`]).
+    pub allowed_hosts: Vec<String>,
+    /// The former name of [`ToolsConfig::allowed_hosts`], still read: both lists
+    /// are one (see [`ToolsConfig::allowed_hosts`]).
     pub api_call_allowed_hosts: Vec<String>,
     /// Rounds of server-run tool calls (model, then its calls) one turn of
     /// session chat or `/v1/responses` may make; then the turn ends with
@@ -126,15 +139,76 @@ pub struct ToolsConfig {
     /// Server-run tool calls one turn may make in all; then it ends with
     /// `finish_reason` `max_tool_calls`.
     pub max_calls_per_turn: usize,
+    /// Longest listing of an MCP server's tools (connect, initialize, list), in seconds.
+    pub mcp_timeout_s: u64,
+    /// Seconds an MCP server's tool list is kept before it is asked again (0: never kept).
+    pub mcp_list_cache_ttl_s: u64,
+    /// Tool lists kept at most, one per server URL and headers (0: none kept).
+    pub mcp_list_cache_entries: usize,
+    /// Longest output of an MCP tool call, in bytes; a longer one is an error
+    /// told to the model, not a truncated output.
+    pub max_output_bytes: usize,
 }
 
 impl Default for ToolsConfig {
     fn default() -> Self {
         ToolsConfig {
+            allowed_hosts: Vec::new(),
             api_call_allowed_hosts: Vec::new(),
+            mcp_timeout_s: 30,
+            mcp_list_cache_ttl_s: 300,
+            mcp_list_cache_entries: 256,
+            max_output_bytes: 1 << 20,
             max_rounds: crate::app::turn::tools::DEFAULT_MAX_ROUNDS,
             max_calls_per_turn: crate::app::turn::tools::DEFAULT_MAX_CALLS,
         }
+    }
+}
+
+impl ToolsConfig {
+    /// `allowed_hosts` and the former `api_call_allowed_hosts`, as one list.
+    pub fn allowed_hosts(&self) -> impl Iterator<Item = &str> {
+        self.allowed_hosts.iter().chain(&self.api_call_allowed_hosts).map(String::as_str)
+    }
+
+    /// Reads `AGENT_PLATFORM_TOOLS_*` and checks the bounds.
+    fn apply_env(&mut self, env: &impl Fn(&str) -> Option<String>) -> anyhow::Result<()> {
+        let hosts =
+            |v: String| v.split(',').map(str::trim).filter(|h| !h.is_empty()).map(String::from).collect();
+        if let Some(v) = env("AGENT_PLATFORM_TOOLS_ALLOWED_HOSTS") {
+            self.allowed_hosts = hosts(v);
+        }
+        if let Some(v) = env("AGENT_PLATFORM_TOOLS_API_CALL_ALLOWED_HOSTS") {
+            self.api_call_allowed_hosts = hosts(v);
+        }
+        fn set<T: std::str::FromStr>(
+            env: &impl Fn(&str) -> Option<String>,
+            setting: &str,
+            field: &mut T,
+        ) -> anyhow::Result<()>
+        where
+            T::Err: std::fmt::Display,
+        {
+            let name = format!("AGENT_PLATFORM_TOOLS_{}", setting.to_uppercase());
+            if let Some(v) = env(&name) {
+                *field = v.trim().parse().map_err(|e| anyhow::anyhow!("{name}={v:?}: {e}"))?;
+            }
+            Ok(())
+        }
+        set(env, "mcp_timeout_s", &mut self.mcp_timeout_s)?;
+        set(env, "mcp_list_cache_ttl_s", &mut self.mcp_list_cache_ttl_s)?;
+        set(env, "mcp_list_cache_entries", &mut self.mcp_list_cache_entries)?;
+        set(env, "max_output_bytes", &mut self.max_output_bytes)?;
+        set(env, "max_rounds", &mut self.max_rounds)?;
+        set(env, "max_calls_per_turn", &mut self.max_calls_per_turn)?;
+        for (setting, value) in
+            [("mcp_timeout_s", self.mcp_timeout_s), ("max_output_bytes", self.max_output_bytes as u64)]
+        {
+            if value == 0 {
+                anyhow::bail!("tools.{setting} = 0: expected at least 1");
+            }
+        }
+        Ok(())
     }
 }
 
@@ -551,16 +625,7 @@ impl Config {
         if let Some(v) = env("AGENT_PLATFORM_MODELS_MAX_INPUT_PART_BYTES") {
             self.models.max_input_part_bytes = Some(parse("AGENT_PLATFORM_MODELS_MAX_INPUT_PART_BYTES", v)?);
         }
-        if let Some(v) = env("AGENT_PLATFORM_TOOLS_API_CALL_ALLOWED_HOSTS") {
-            self.tools.api_call_allowed_hosts =
-                v.split(',').map(str::trim).filter(|h| !h.is_empty()).map(String::from).collect();
-        }
-        if let Some(v) = env("AGENT_PLATFORM_TOOLS_MAX_ROUNDS") {
-            self.tools.max_rounds = parse("AGENT_PLATFORM_TOOLS_MAX_ROUNDS", v)?;
-        }
-        if let Some(v) = env("AGENT_PLATFORM_TOOLS_MAX_CALLS_PER_TURN") {
-            self.tools.max_calls_per_turn = parse("AGENT_PLATFORM_TOOLS_MAX_CALLS_PER_TURN", v)?;
-        }
+        self.tools.apply_env(&env)?;
         if let Some(v) = env("AGENT_PLATFORM_SECRETS_KEY_ENV") {
             self.secrets.key_env = Some(v.trim().to_string()).filter(|v| !v.is_empty());
         }
@@ -636,13 +701,16 @@ mod tests {
         assert_eq!(defaults.executions.workers, 64);
         assert_eq!(defaults.executions.max_step_attempts, 3);
         assert_eq!(defaults.executions.max_active_per_tenant, 1000);
-        assert!(defaults.tools.api_call_allowed_hosts.is_empty());
+        assert!(defaults.tools.allowed_hosts().next().is_none());
+        assert_eq!(defaults.tools.mcp_timeout_s, 30);
+        assert_eq!(defaults.tools.max_output_bytes, 1 << 20);
         let mut cfg: Config = toml::from_str(
-            "[tools]\napi_call_allowed_hosts = [\"api.example.com\"]\n\
+            "[tools]\napi_call_allowed_hosts = [\"api.example.com\"]\nmcp_list_cache_ttl_s = 5\n\
              [executions]\nmax_foreach_items = 5\nexpression_fuel = 10\nmax_step_attempts = 2\n",
         )
         .unwrap();
-        assert_eq!(cfg.tools.api_call_allowed_hosts, ["api.example.com"]);
+        assert_eq!(cfg.tools.allowed_hosts().collect::<Vec<_>>(), ["api.example.com"]);
+        assert_eq!(cfg.tools.mcp_list_cache_ttl_s, 5);
         assert_eq!(cfg.executions.max_foreach_items, 5);
         assert_eq!(cfg.executions.api_call_timeout_s, 30);
         assert_eq!(cfg.executions.max_step_attempts, 2);
@@ -650,7 +718,8 @@ mod tests {
             "AGENT_PLATFORM_EXECUTIONS_MAX_ACTIVE_PER_TENANT" => Some("9".into()),
             "AGENT_PLATFORM_EXECUTIONS_MAX_FOREACH_ITEMS" => Some("7".into()),
             "AGENT_PLATFORM_EXECUTIONS_WORKERS" => Some("2".into()),
-            "AGENT_PLATFORM_TOOLS_API_CALL_ALLOWED_HOSTS" => Some("a.test, 127.0.0.1:9000,".into()),
+            "AGENT_PLATFORM_TOOLS_ALLOWED_HOSTS" => Some("a.test, 127.0.0.1:9000,".into()),
+            "AGENT_PLATFORM_TOOLS_MCP_TIMEOUT_S" => Some("4".into()),
             _ => None,
         })
         .unwrap();
@@ -658,7 +727,16 @@ mod tests {
         assert_eq!(cfg.executions.workers, 2);
         assert_eq!(cfg.executions.expression_fuel, 10);
         assert_eq!(cfg.executions.max_active_per_tenant, 9);
-        assert_eq!(cfg.tools.api_call_allowed_hosts, ["a.test", "127.0.0.1:9000"]);
+        // The former list still counts, merged into the new one.
+        assert_eq!(
+            cfg.tools.allowed_hosts().collect::<Vec<_>>(),
+            ["a.test", "127.0.0.1:9000", "api.example.com"]
+        );
+        assert_eq!(cfg.tools.mcp_timeout_s, 4);
+        let err = Config::default()
+            .apply_env(|k| (k == "AGENT_PLATFORM_TOOLS_MAX_OUTPUT_BYTES").then(|| "0".into()))
+            .unwrap_err();
+        assert!(err.to_string().contains("tools.max_output_bytes"), "{err}");
         let err = cfg
             .apply_env(|k| (k == "AGENT_PLATFORM_EXECUTIONS_MAX_STEPS").then(|| "many".into()))
             .unwrap_err();

@@ -7,6 +7,8 @@
 //! an async trait; sled embedded, or PostgreSQL) → [`search`] (text analysis
 //! and the document index, which the store and the domain use) and
 //! [`metadata`] (what a metadata filter matches, for lists and searches alike).
+//! [`tools`] holds the outbound side of tools the server runs (the policy of
+//! where they may go, the MCP client).
 //! [`server`] wires them together from a [`config::Config`].
 
 #![forbid(unsafe_code)]
@@ -39,3 +41,4 @@ pub mod models;
 pub mod search;
 pub mod server;
 pub mod store;
+pub mod tools;

@@ -120,10 +120,10 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
     // The tokenizer takes seconds to build; not inside the first chat.
     tokio::task::spawn_blocking(crate::models::tokens::warm_up);
     let (store, app) = open_app(cfg, SearchStart::Background).await?;
-    let mut app = app
-        .with_models(models)
-        .with_secrets_key(secrets_key)
-        .with_tool_runner(crate::app::turn::tools::ToolRunner::from_config(&cfg.tools, &cfg.executions));
+    let mut app = app.with_models(models).with_secrets_key(secrets_key).with_tool_runner(
+        crate::app::turn::tools::ToolRunner::from_config(&cfg.tools, &cfg.executions)
+            .map_err(|e| anyhow::anyhow!("config: {e}"))?,
+    );
     app.max_keys_per_tenant = cfg.server.max_keys_per_tenant;
     log_search_readiness(&app, &log, &cfg.server.data_dir);
     let spec = match crate::api::openapi() {

@@ -82,7 +82,7 @@ impl HttpTarget {
         HttpTarget { addr, received, server }
     }
 
-    /// `127.0.0.1`: the host to allow in `[tools] api_call_allowed_hosts`.
+    /// `127.0.0.1`: the host to allow in `[tools] allowed_hosts`.
     pub fn host(&self) -> String {
         self.addr.ip().to_string()
     }

@@ -20,6 +20,7 @@ use uuid::Uuid;
 pub mod backend;
 pub mod executions;
 pub mod http_target;
+pub mod mcp;
 pub mod record;
 pub mod sse;
 

@@ -9,9 +9,10 @@ use std::process::{Command, Stdio};
 use serde_json::Value;
 
 /// What each exported variable names: (variable, target name, target kind, built as a test harness).
-const WANTED: [(&str, &str, &str, bool); 4] = [
+const WANTED: [(&str, &str, &str, bool); 5] = [
     ("AGENT_PLATFORM_BIN", "agent-platform", "bin", false),
     ("FAKE_UPSTREAM_BIN", "fake-upstream", "bin", false),
+    ("FAKE_MCP_BIN", "fake-mcp", "bin", false),
     ("E2E_TEST_BIN", "e2e", "test", true),
     ("SERVER_UNIT_TEST_BIN", "agent_platform", "lib", true),
 ];

@@ -24,7 +24,6 @@ use super::turn::convert::{answer_id, contract_chunk, from_wire_call};
 use super::turn::drive::{self, End, Items};
 use super::turn::plan::{New, tool_specs, wire_tool_choice};
 use super::turn::rounds::{After, Ending, Rounds, pending_calls};
-use super::turn::tools::Toolbox;
 use super::turn::{Answered, Ask, Driver, Plan, Saving, Shape, SystemFor};
 use super::{App, Error, Result, Tenant};
 use crate::api::types::Agent;
@@ -66,7 +65,7 @@ impl App {
         let users = self.session_users(t, session).await?;
         let stored = self.session_tools(t, session_id).await?;
         let mut tools = tool_specs(&stored, req.tools.as_deref());
-        let toolbox = Toolbox::of_stored(&stored);
+        let (toolbox, listed) = self.stored_toolbox(t, &stored).await;
         tools.extend(toolbox.specs().cloned());
         let history = self.history(t, session_id, held.version).await?;
         // The decisions on the calls the last answer left waiting come first.
@@ -85,7 +84,7 @@ impl App {
                     tools,
                     recall: req.recall.then_some(session.users.as_slice()),
                     system: Some(SystemFor { users: &users, session: Some(session) }),
-                    instructions: None,
+                    instructions: listed.note(),
                     history: Some((&history, session)),
                     new: New::Saved(new),
                     render_templates: true,

@@ -310,6 +310,25 @@ pub fn items_of(m: &Message) -> Vec<ConversationItem> {
                     }],
                 });
             }
+            let meta = |key: &str| m.metadata.as_ref().and_then(|md| md.0.get(key));
+            let waiting: Vec<&str> = meta("awaiting_approval")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            items.extend(calls.iter().filter(|c| waiting.contains(&c.id.as_str())).map(|c| {
+                ConversationItem::McpApprovalRequest {
+                    id: c.id.clone(),
+                    server_label: meta("mcp_servers")
+                        .and_then(|s| s.get(&c.id))
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned(),
+                    name: c.function.name.clone(),
+                    arguments: c.function.arguments.clone(),
+                }
+            }));
             items.extend(calls.iter().enumerate().filter(|(_, c)| !own_item(&c.id)).map(|(i, c)| {
                 ConversationItem::FunctionCall {
                     id: call_item_id(m.id, i),
@@ -373,6 +392,14 @@ pub fn messages_of_items(
                 let (output, _) = of_content(item.output, &format!("{field}[{i}].output"), max_part)?;
                 out.push(CreateMessageRequest { tool_call_id: item.call_id, ..message(Role::Tool, output) })
             }
+            "mcp_approval_response" if field != "input" => {
+                return Err(Error::BadRequest(format!(
+                    "{field}[{i}].type: an mcp_approval_response decides on a call a response left \
+                     waiting: send it in the next response's input, with previous_response_id"
+                )));
+            }
+            // Decisions, not messages: the response's turn reads them (see `responses`).
+            "mcp_approval_response" => continue,
             "compaction" => {
                 let content = item.encrypted_content.as_deref().unwrap_or_default();
                 let Some(sealed) = compaction::unseal(content) else {

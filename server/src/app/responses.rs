@@ -36,10 +36,13 @@ use super::sessions::{plain_session, session_record};
 use super::turn::convert::history_item;
 use super::turn::drive::{self, End, Items};
 use super::turn::plan::{New, tool_specs, wire_tool_choice};
-use super::turn::rounds::{After, Ending, Rounds};
-use super::turn::tools::Toolbox;
+use super::turn::rounds::{After, Ending, Rounds, pending_calls};
+use super::turn::tools::{Listed, McpSource, Toolbox};
 use super::turn::{Answered, Ask, Driver, Plan, Saving, Shape, SystemFor};
 use super::{App, Error, NotFound, Result, Tenant};
+use crate::api::types::{
+    ApprovalDecision, CreateMessageRequest, DocOwner, McpDef, Message, OwnerRole, Role, Session,
+};
 use crate::api::types::{
     ChatFunction, ChatSettings, ChatTool, ChatToolChoice, ChatUsage, ConvId, ConversationId,
     ConversationItem, CreateResponseRequest, IncompleteDetails, InputItemListParams, ItemList, ItemOrder,
@@ -47,7 +50,6 @@ use crate::api::types::{
     ResponseReasoning, ResponseStreamEvent, ResponseText, ResponseTool, ResponseToolChoice, ResponseUsage,
     TextFormat, TextFormatType, ToolCallType, Truncation,
 };
-use crate::api::types::{CreateMessageRequest, DocOwner, Message, OwnerRole, Role, Session};
 use crate::models::wire;
 use crate::store::{Expect, Kind, Op, Record};
 
@@ -197,6 +199,9 @@ pub struct ResponseTurn {
     rounds: Rounds,
     /// The `mcp_list_tools` items, first in the output.
     listed_tools: Vec<ConversationItem>,
+    /// How many of the new messages are the results of the calls the
+    /// input's `mcp_approval_response`s decided (first among them): output, not input.
+    decided: usize,
     /// Where a response that is not stored is remembered (a WebSocket
     /// connection's [`Chains`]), with the conversation it continued.
     remember: Option<(Chains, Session, History)>,
@@ -300,7 +305,12 @@ impl App {
         for (spec, tool) in tools[first..].iter_mut().zip(&functions) {
             spec.function.strict = tool.strict;
         }
-        let (toolbox, listed_tools) = self.response_toolbox(t, &stored_tools, req.tools.as_deref()).await?;
+        let (toolbox, listed) = self.response_toolbox(t, &stored_tools, req.tools.as_deref()).await?;
+        let instructions = match (req.instructions.clone(), listed.note()) {
+            (Some(i), Some(note)) => Some(format!("{i}\n\n{note}")),
+            (i, note) => i.or(note),
+        };
+        let listed_tools = listed.items;
         tools.extend(toolbox.specs().cloned());
         let settings = ChatSettings {
             temperature: req.temperature,
@@ -322,6 +332,27 @@ impl App {
         if let Some(ResponseInput::Items(items)) = &req.input {
             calls_answered(&history, items)?;
         }
+        // The decisions on the calls the previous response left waiting come first.
+        let mut rounds = Rounds::new(toolbox);
+        let pending = pending_calls(&history, &rounds.toolbox);
+        let decisions: Vec<ApprovalDecision> = match &req.input {
+            Some(ResponseInput::Items(items)) => items
+                .iter()
+                .filter(|i| i.kind() == "mcp_approval_response")
+                .map(|i| ApprovalDecision {
+                    id: i.approval_request_id.clone().unwrap_or_default(),
+                    approve: i.approve.unwrap_or(false),
+                    reason: i.reason.clone(),
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let decided = self
+            .decide_pending(t, &mut rounds, &pending, &decisions, "input (mcp_approval_response)")
+            .await?;
+        let decided_count = decided.len();
+        let mut new_messages = new_messages;
+        new_messages.splice(0..0, decided);
         let tool_choice = req.tool_choice.clone().map(|c| match c {
             ResponseToolChoice::Mode(m) => ChatToolChoice::Mode(m),
             ResponseToolChoice::Function(f) => ChatToolChoice::Function(NamedToolChoice {
@@ -339,7 +370,7 @@ impl App {
                     tools,
                     recall: Some(session.users.as_slice()),
                     system: Some(SystemFor { users: &users, session: Some(&session) }),
-                    instructions: req.instructions.clone(),
+                    instructions,
                     history: Some((&history, &session)),
                     new: New::Saved(new_messages),
                     render_templates: false,
@@ -419,21 +450,40 @@ impl App {
             Some(chains) if !store => Some((chains.clone(), session, history)),
             _ => None,
         };
-        let mut rounds = Rounds::new(toolbox);
         rounds.answer_id = Some(Uuid::now_v7());
-        Ok(ResponseTurn { plan, head, saving, remember, rounds, listed_tools })
+        Ok(ResponseTurn { plan, head, saving, remember, rounds, listed_tools, decided: decided_count })
     }
 
-    /// The server-run tools of a response: the agent's (its `api_call`
-    /// tools), and the request's `file_search` tools. A `file_search` over
-    /// an id that is no agent or user of the tenant is a 400 naming it.
+    /// The server-run tools of a response: the agent's (its `api_call` and
+    /// `mcp` tools), and the request's `mcp` and `file_search` tools. A
+    /// `file_search` over an id that is no agent or user of the tenant is a
+    /// 400 naming it.
     async fn response_toolbox(
         &self,
         t: Tenant,
         stored: &[crate::api::types::Tool],
         tools: Option<&[ResponseTool]>,
-    ) -> Result<(Toolbox, Vec<ConversationItem>)> {
-        let mut toolbox = Toolbox::of_stored(stored);
+    ) -> Result<(Toolbox, Listed)> {
+        let (mut toolbox, mut listed) = self.stored_toolbox(t, stored).await;
+        let defs: Vec<(String, McpDef)> = tools
+            .into_iter()
+            .flatten()
+            .filter(|tool| tool.kind == "mcp")
+            .map(|tool| {
+                let def = McpDef {
+                    server_url: tool.server_url.clone().unwrap_or_default(),
+                    allowed_tools: tool.allowed_tools.clone(),
+                    require_approval: tool.require_approval.clone(),
+                    headers: tool.headers.clone(),
+                };
+                (tool.server_label.clone().unwrap_or_default(), def)
+            })
+            .collect();
+        let sources: Vec<McpSource<'_>> =
+            defs.iter().map(|(label, def)| McpSource { label, def, approval_by_default: true }).collect();
+        let more = self.add_mcp_tools(t, &mut toolbox, &sources).await;
+        listed.items.extend(more.items);
+        listed.unavailable.extend(more.unavailable);
         let mut owners = Vec::new();
         for (i, tool) in tools.into_iter().flatten().enumerate() {
             if tool.kind != "file_search" {
@@ -454,7 +504,7 @@ impl App {
         if !owners.is_empty() {
             toolbox = toolbox.with_file_search(owners);
         }
-        Ok((toolbox, Vec::new()))
+        Ok((toolbox, listed))
     }
 
     /// The agent or user an id names, as a document owner (`None`: neither).
@@ -506,8 +556,9 @@ impl App {
                     conversation = made.iter().map(history_item).collect();
                 }
                 let (inputs, outputs) = made.split_at(made.len() - made_count);
+                let (decided, inputs) = inputs.split_at(turn.decided);
                 let mut output = turn.listed_tools.clone();
-                output.extend(outputs.iter().flat_map(items_of));
+                output.extend(decided.iter().chain(outputs).flat_map(items_of));
                 let response = model_response(head, status, output, Some(&usage));
                 let reply = outputs.last().expect("the turn made its answer");
                 let data = ResponseData {
@@ -517,7 +568,7 @@ impl App {
                     conversation: head.conversation,
                     input_messages: inputs.iter().map(|m| m.id).collect(),
                     output_message: reply.id,
-                    output_messages: outputs.iter().map(|m| m.id).collect(),
+                    output_messages: decided.iter().chain(outputs).map(|m| m.id).collect(),
                     listed_tools: turn.listed_tools.clone(),
                     usage: (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens),
                     temperature: Some(head.temperature),
@@ -886,9 +937,11 @@ impl ResponseShape {
                     .filter(|c| rounds.toolbox.get(&c.function.name).is_some())
                     .map(|c| c.id.as_str())
                     .collect();
-                items.extend(of.into_iter().filter(
-                    |item| matches!(item, ConversationItem::FunctionCall { call_id, .. } if server.contains(call_id.as_str())),
-                ));
+                items.extend(of.into_iter().filter(|item| match item {
+                    ConversationItem::FunctionCall { call_id, .. } => server.contains(call_id.as_str()),
+                    ConversationItem::McpApprovalRequest { .. } => true,
+                    _ => false,
+                }));
             } else {
                 items.extend(of);
             }

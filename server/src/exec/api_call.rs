@@ -1,10 +1,9 @@
 //! `api_call` tools, run by the server: one HTTP request built from the tool's
-//! definition, only to the hosts the operator allows.
+//! definition, where the outbound policy allows.
 //!
-//! - **Where:** only hosts in `[tools] api_call_allowed_hosts`. An entry is a
-//!   host name or IP (`api.example.com`, `127.0.0.1`, `[::1]`: any port) or a
-//!   host and port (`api.example.com:8443`: that port only); names compare
-//!   without regard to case. Empty (the default) allows none.
+//! - **Where:** public hosts; loopback, link-local, private and unspecified
+//!   ones only when listed in `[tools] allowed_hosts` (the policy of every tool
+//!   the server runs: [`crate::tools::outbound`]).
 //! - **What:** the tool's method, URL and headers (never `Host`, `Connection`,
 //!   `Transfer-Encoding` or another header the client sets itself: see
 //!   [`RESERVED_API_CALL_HEADERS`](crate::api::types::RESERVED_API_CALL_HEADERS));
@@ -16,8 +15,8 @@
 //! - **Answer:** `{"status", "headers", "json"}` when the answer says it is JSON
 //!   and parses, `{"status", "headers", "text"}` otherwise; any status, 4xx and
 //!   5xx included (the task decides). At most [`MAX_ANSWER_BYTES`].
-//! - **Redirects are not followed** (they could lead off the allowed hosts): a
-//!   3xx is the answer. The engine's client must come from [`http_client`].
+//! - **Redirects are not followed** (they could lead where the policy refuses):
+//!   a 3xx is the answer. Requests go through the policy's own client.
 
 use std::time::Duration;
 
@@ -27,6 +26,7 @@ use serde_json::{Map, Value};
 
 use crate::api::types::{ApiCallDef, HttpMethod, api_call_header_refusal};
 use crate::config::{ExecutionsConfig, ToolsConfig};
+use crate::tools::outbound::Outbound;
 
 /// Largest answer an `api_call` may bring back.
 pub const MAX_ANSWER_BYTES: usize = 1024 * 1024;
@@ -34,43 +34,23 @@ pub const MAX_ANSWER_BYTES: usize = 1024 * 1024;
 /// Where `api_call` tools may go, and for how long.
 #[derive(Clone, Debug)]
 pub struct ApiCallPolicy {
-    /// `host` or `host:port` entries (see the module's docs).
-    pub allowed_hosts: Vec<String>,
+    /// Where requests may go, and the client that keeps to it.
+    pub outbound: Outbound,
     /// The longest any call may take.
     pub max_timeout: Duration,
 }
 
 impl ApiCallPolicy {
-    pub fn from_config(tools: &ToolsConfig, executions: &ExecutionsConfig) -> Self {
-        ApiCallPolicy {
-            allowed_hosts: tools.api_call_allowed_hosts.clone(),
+    pub fn from_config(tools: &ToolsConfig, executions: &ExecutionsConfig) -> Result<Self, String> {
+        Ok(ApiCallPolicy {
+            outbound: Outbound::from_config(tools)?,
             max_timeout: Duration::from_secs(executions.api_call_timeout_s),
-        }
-    }
-
-    /// Whether `url`'s host (and port) is allowed.
-    fn allows(&self, url: &Url) -> bool {
-        let (Some(host), Some(port)) = (url.host_str(), url.port_or_known_default()) else {
-            return false;
-        };
-        self.allowed_hosts.iter().any(|entry| {
-            // Parsed as a URL's authority, so that case, IDNA and IPv6 brackets
-            // compare the way the request's URL does.
-            let Ok(allowed) = Url::parse(&format!("http://{}/", entry.trim())) else { return false };
-            allowed.host_str() == Some(host) && allowed.port().is_none_or(|p| p == port)
         })
     }
 }
 
-/// The HTTP client for `api_call` tools: no redirects, no cookies, no
-/// credentials; proxies from the environment as any client.
-pub fn http_client() -> reqwest::Result<reqwest::Client> {
-    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build()
-}
-
 /// Runs the tool's HTTP request with `arguments` (an object, or null for none).
 pub async fn run_api_call(
-    http: &reqwest::Client,
     def: &ApiCallDef,
     arguments: &Value,
     policy: &ApiCallPolicy,
@@ -80,17 +60,7 @@ pub async fn run_api_call(
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!("api_call URL {:?}: only http and https URLs can be called", def.url));
     }
-    if !policy.allows(&url) {
-        let host = match (url.host_str(), url.port()) {
-            (Some(host), Some(port)) => format!("{host}:{port}"),
-            (Some(host), None) => host.to_string(),
-            (None, _) => def.url.clone(),
-        };
-        return Err(format!(
-            "api_call to {host} is not allowed: the host is not in tools.api_call_allowed_hosts \
-             (the server's config; AGENT_PLATFORM_TOOLS_API_CALL_ALLOWED_HOSTS)"
-        ));
-    }
+    policy.outbound.check_url(&url).map_err(|why| format!("api_call to {why}"))?;
     let arguments = match arguments {
         Value::Null => Map::new(),
         Value::Object(map) => map.clone(),
@@ -129,7 +99,8 @@ pub async fn run_api_call(
         Some(s) if s > 0 => policy.max_timeout.min(Duration::from_secs(s as u64)),
         _ => policy.max_timeout,
     };
-    let mut request = http.request(method, url.clone()).headers(headers(def)?).timeout(timeout);
+    let mut request =
+        policy.outbound.client().request(method, url.clone()).headers(headers(def)?).timeout(timeout);
     if with_body {
         request = request.json(&Value::Object(arguments));
     }

@@ -87,9 +87,8 @@ pub struct Engine {
     pub app: App,
     pub config: ExecutionsConfig,
     pub eval: Arc<Evaluator>,
+    /// Where `api_call` tools may go (and the client that keeps to it).
     pub policy: ApiCallPolicy,
-    /// For `api_call` tools: no credentials of ours, no redirects.
-    pub http: reqwest::Client,
     pub(super) slots: Arc<Semaphore>,
     active: parking_lot::Mutex<HashMap<Uuid, Active>>,
     /// How many runs are loaded (in memory) now.
@@ -122,10 +121,7 @@ impl Engine {
         tools: &ToolsConfig,
         log: slog::Logger,
     ) -> crate::app::Result<Arc<Engine>> {
-        let http =
-            reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().map_err(|e| {
-                crate::app::Error::Internal(format!("cannot build the HTTP client of api_call tools: {e}"))
-            })?;
+        let policy = ApiCallPolicy::from_config(tools, config).map_err(crate::app::Error::Internal)?;
         let leases = app.store.shared().then(|| Leases::new(config.lease_s));
         let engine = Arc::new_cyclic(|me| Engine {
             id: leases.as_ref().map_or_else(Uuid::new_v4, |l| l.server),
@@ -133,8 +129,7 @@ impl Engine {
             app: app.clone(),
             config: config.clone(),
             eval: Arc::new(Evaluator::new(config.expression_bounds())),
-            policy: ApiCallPolicy::from_config(tools, config),
-            http,
+            policy,
             slots: Arc::new(Semaphore::new(config.workers.max(1))),
             active: Default::default(),
             loaded: AtomicUsize::new(0),

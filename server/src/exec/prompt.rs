@@ -38,9 +38,8 @@ pub struct StepEnv<'a> {
     pub tools: &'a [ToolDef],
     pub eval: &'a Arc<Evaluator>,
     pub ctx: &'a Context,
+    /// Where `api_call` tools may go, and the client that keeps to it.
     pub policy: &'a ApiCallPolicy,
-    /// From [`super::api_call::http_client`] (it follows no redirects).
-    pub http: &'a reqwest::Client,
 }
 
 /// How a step ended.
@@ -126,7 +125,7 @@ pub async fn tool_call_step(env: &StepEnv<'_>, tool: &str, arguments: Value) -> 
     match def.kind {
         ToolType::ApiCall => {
             let call = def.api_call.as_ref().ok_or_else(|| format!("tool {tool:?} has no api_call"))?;
-            Ok(Outcome::Done(run_api_call(env.http, call, &arguments, env.policy).await?))
+            Ok(Outcome::Done(run_api_call(call, &arguments, env.policy).await?))
         }
         ToolType::Mcp => {
             Err(format!("tool {tool:?} is an mcp tool: MCP servers are not called from task steps"))
@@ -313,7 +312,7 @@ async fn run_calls(
                 let def = tool.api_call.as_ref().ok_or_else(|| format!("tool {name:?} has no api_call"))?;
                 // A call that is refused (a host not allowed) or fails is told
                 // to the model, which may do without it or answer why not.
-                let answer = match run_api_call(env.http, def, &arguments, env.policy).await {
+                let answer = match run_api_call(def, &arguments, env.policy).await {
                     Ok(answer) => answer.to_string(),
                     Err(why) => format!("error: {why}"),
                 };

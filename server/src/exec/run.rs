@@ -593,7 +593,6 @@ impl Run {
             eval: &self.engine.eval,
             ctx,
             policy: &self.engine.policy,
-            http: &self.engine.http,
         }
     }
 

@@ -6,6 +6,7 @@
 
 use agent_platform::models::fake_upstream::{Behaviour, FakeUpstream};
 use agent_platform_tests::http_target::HttpTarget;
+use agent_platform_tests::mcp::FakeMcp;
 use agent_platform_tests::sse::{CHAT_STREAM_WITHIN, read_events};
 use agent_platform_tests::{TestServer, fake_models, types};
 use serde_json::{Value, json};
@@ -202,7 +203,7 @@ async fn a_refused_or_failing_call_is_told_to_the_model() {
             ),
             Some(
                 &json!({"name": "elsewhere", "type": "api_call",
-                        "api_call": {"method": "GET", "url": "http://not-allowed.invalid/x"}})
+                        "api_call": {"method": "GET", "url": "http://10.255.255.1/x"}})
                 .to_string(),
             ),
         )
@@ -415,4 +416,221 @@ async fn a_file_search_over_an_unknown_owner_is_a_400_naming_it() {
     assert_eq!(got.status, 400, "{}", got.body);
     assert_eq!(got.body["error"]["param"], "tools[0].vector_store_ids", "{}", got.body);
     r.t.s.stop().await;
+}
+
+// ---------------------------------------------------------------- MCP tools
+
+/// A server whose agent has an `mcp` tool `fake` (the fake-mcp server, on
+/// 127.0.0.1: allowed), with `mcp` as its settings, in a session.
+struct McpSetup {
+    s: TestServer,
+    fake: FakeUpstream,
+    mcp: FakeMcp,
+    agent: Uuid,
+    session: Uuid,
+}
+
+async fn mcp_setup(mcp_def: impl FnOnce(&str) -> Value) -> McpSetup {
+    let fake = FakeUpstream::start().await;
+    let mcp = FakeMcp::start();
+    let s = TestServer::with_config(|c| {
+        c.models = fake_models(&fake, 10.0);
+        c.tools.allowed_hosts = vec!["127.0.0.1".into()];
+    })
+    .await;
+    let agent = s.create_agent("Ada").await;
+    let tool = json!({"name": "fake", "type": "mcp", "mcp": mcp_def(&mcp.url)});
+    let r = s.raw("POST", &format!("/api/agents/{}/tools", agent.id), Some(&tool.to_string())).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let user = s.create_user("Bob").await;
+    let session = s.create_session(&[agent.id], &[user.id]).await.id;
+    McpSetup { s, fake, mcp, agent: agent.id, session }
+}
+
+impl McpSetup {
+    async fn chat(&self, body: Value) -> types::ChatResponse {
+        let body: types::ChatRequest = serde_json::from_value(body).unwrap();
+        self.s.client.session_chat().id(self.session).body(body).send().await.unwrap().into_inner()
+    }
+
+    fn offered(&self, n: usize) -> Vec<String> {
+        self.fake.requests()[n].body["tools"]
+            .as_array()
+            .map(|tools| tools.iter().map(|t| t["function"]["name"].as_str().unwrap().to_owned()).collect())
+            .unwrap_or_default()
+    }
+}
+
+#[tokio::test]
+async fn an_agents_mcp_server_is_listed_and_its_tools_run_in_the_server() {
+    let t = mcp_setup(|url| json!({"server_url": url, "allowed_tools": ["echo", "add", "fail"]})).await;
+    t.fake.push(Behaviour::ToolCalls(vec![
+        ("add".into(), r#"{"a": 2, "b": 3}"#.into()),
+        ("echo".into(), r#"{"text": "hi"}"#.into()),
+        ("fail".into(), r#"{"text": "out of paper"}"#.into()),
+    ]));
+    let answer = t.chat(json!({"messages": user("add and echo")})).await;
+    assert_eq!(t.offered(0), ["add", "echo", "fail"], "the allowed tools of the server, by name");
+    assert_eq!(answer.choices[0].finish_reason.as_deref(), Some("stop"));
+    let runs: Vec<_> =
+        answer.tool_runs.iter().map(|r| (r.name.as_str(), r.output.as_deref(), r.error.as_deref())).collect();
+    assert_eq!(
+        runs,
+        [("add", Some("5"), None), ("echo", Some("hi"), None), ("fail", None, Some("out of paper"))]
+    );
+    assert!(
+        answer
+            .tool_runs
+            .iter()
+            .all(|r| r.type_ == types::ToolRunType::Mcp && r.server.as_deref() == Some("fake"))
+    );
+    assert_eq!(t.mcp.counts().await, (1, 3), "one list, three calls");
+    let told: Vec<String> = sent(&t.fake, 1)
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(told, ["5", "hi", "error: out of paper"]);
+    // A second turn lists from the cache.
+    t.chat(json!({"messages": user("again")})).await;
+    assert_eq!(t.mcp.counts().await.0, 1, "the list is cached");
+    t.s.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_that_is_down_is_told_to_the_model_and_the_turn_goes_on() {
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let t = mcp_setup(|_| json!({"server_url": format!("http://{closed}/mcp")})).await;
+    let started = std::time::Instant::now();
+    let answer = t.chat(json!({"messages": user("hello")})).await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_eq!(answer.choices[0].finish_reason.as_deref(), Some("stop"));
+    assert!(t.offered(0).is_empty());
+    let system: Vec<String> = sent(&t.fake, 0)
+        .iter()
+        .filter(|m| m["role"] == "system")
+        .map(|m| m["content"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(system.iter().any(|s| s.contains("unavailable") && s.contains("MCP server fake")), "{system:?}");
+    t.s.stop().await;
+}
+
+#[tokio::test]
+async fn a_call_that_needs_approval_waits_across_a_restart_then_runs_or_is_denied() {
+    let mut t =
+        mcp_setup(|url| json!({"server_url": url, "require_approval": {"never": {"tool_names": ["echo"]}}}))
+            .await;
+    t.fake.push(Behaviour::ToolCalls(vec![
+        ("add".into(), r#"{"a": 1, "b": 1}"#.into()),
+        ("echo".into(), r#"{"text": "free"}"#.into()),
+    ]));
+    let answer = t.chat(json!({"messages": user("go")})).await;
+    assert_eq!(answer.choices[0].finish_reason.as_deref(), Some("approval_required"));
+    assert!(answer.choices[0].message.tool_calls.is_none());
+    assert_eq!(answer.pending_approvals.len(), 1);
+    let pending = answer.pending_approvals[0].clone();
+    assert_eq!((pending.tool.as_str(), pending.server.as_deref()), ("add", Some("fake")));
+    assert_eq!(answer.tool_runs.len(), 1, "echo needs no approval: it ran");
+    assert_eq!(t.mcp.counts().await.1, 1);
+
+    // A chat that does not decide is refused, naming the call.
+    let r =
+        t.s.raw(
+            "POST",
+            &format!("/api/sessions/{}/chat", t.session),
+            Some(&json!({"messages": user("and?")}).to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.to_string().contains(&pending.id), "{}", r.body);
+
+    // The wait survives a restart; the approval runs the call, and the model goes on.
+    t.s.restart().await;
+    let answer = t.chat(json!({"approvals": [{"id": pending.id, "approve": true}]})).await;
+    assert_eq!(answer.choices[0].finish_reason.as_deref(), Some("stop"));
+    assert_eq!(answer.tool_runs.len(), 1);
+    assert_eq!(answer.tool_runs[0].output.as_deref(), Some("2"));
+    assert_eq!(t.mcp.counts().await.1, 2);
+    let last = sent(&t.fake, 1);
+    assert_eq!(last.last().unwrap()["content"], "2", "the model read the approved call's result");
+
+    // Denied: not run, and the model is told why.
+    t.fake.push(Behaviour::ToolCall { name: "add".into(), arguments: r#"{"a": 5, "b": 5}"#.into() });
+    let answer = t.chat(json!({"messages": user("once more")})).await;
+    let id = answer.pending_approvals[0].id.clone();
+    let bad =
+        t.s.raw(
+            "POST",
+            &format!("/api/sessions/{}/chat", t.session),
+            Some(&json!({"approvals": [{"id": "nope", "approve": true}]}).to_string()),
+        )
+        .await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    let answer = t.chat(json!({"approvals": [{"id": id, "approve": false, "reason": "too costly"}]})).await;
+    assert_eq!(answer.tool_runs[0].error.as_deref(), Some("the call was denied by a person: too costly"));
+    assert_eq!(t.mcp.counts().await.1, 2, "a denied call does not run");
+    let last = t.fake.requests().last().unwrap().body["messages"].as_array().unwrap().clone();
+    assert_eq!(last.last().unwrap()["content"], "error: the call was denied by a person: too costly");
+    t.s.stop().await;
+}
+
+#[tokio::test]
+async fn a_response_with_an_mcp_tool_lists_asks_approval_and_continues_with_the_decision() {
+    let t = mcp_setup(|url| json!({"server_url": url, "allowed_tools": []})).await;
+    t.fake.push(Behaviour::ToolCall { name: "echo".into(), arguments: r#"{"text": "ping"}"#.into() });
+    let mcp = json!({"type": "mcp", "server_label": "fakes", "server_url": t.mcp.url, "allowed_tools": ["echo", "add"]});
+    let body = json!({"model": t.agent, "input": "ping it", "tools": [mcp]});
+    let first = t.s.raw("POST", "/v1/responses", Some(&body.to_string())).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let output = first.body["output"].as_array().unwrap();
+    assert_eq!(
+        item_types(output),
+        ["mcp_list_tools", "mcp_list_tools", "mcp_approval_request"],
+        "{}",
+        first.body
+    );
+    assert_eq!(output[0]["tools"], json!([]), "the agent's server, none allowed");
+    let names: Vec<&str> =
+        output[1]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["echo", "add"]);
+    assert_eq!(output[1]["tools"][0]["annotations"]["idempotentHint"], true);
+    let request = &output[2];
+    assert_eq!((request["server_label"].as_str(), request["name"].as_str()), (Some("fakes"), Some("echo")));
+    assert_eq!(first.body["tools"][0]["require_approval"], "always", "OpenAI's default, echoed");
+    assert!(first.body["tools"][0].get("headers").is_none());
+    assert_eq!(t.mcp.counts().await.1, 0);
+
+    // Approved in the next response's input: the call runs there.
+    let next = json!({"model": t.agent, "previous_response_id": first.body["id"], "tools": [mcp], "stream": true,
+        "input": [{"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": true}]});
+    let resp = reqwest::Client::new()
+        .post(format!("{}/v1/responses", t.s.base))
+        .bearer_auth(&t.s.key)
+        .json(&next)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let events: Vec<Value> =
+        read_events(resp, CHAT_STREAM_WITHIN, |_| {}).await.iter().map(|e| e.json()).collect();
+    let completed = &events.last().unwrap()["response"];
+    assert_eq!(completed["status"], "completed", "{completed}");
+    let output = completed["output"].as_array().unwrap();
+    assert_eq!(
+        item_types(output),
+        ["mcp_list_tools", "mcp_list_tools", "mcp_call", "message"],
+        "{completed}"
+    );
+    assert_eq!(output[2]["output"], "ping");
+    assert_eq!(output[2]["status"], "completed");
+    assert_eq!(t.mcp.counts().await.1, 1);
+    let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert!(kinds.contains(&"response.mcp_list_tools.completed"), "{kinds:?}");
+    // The model read the result, after the history's call.
+    let sent_last = t.fake.requests().last().unwrap().body["messages"].as_array().unwrap().clone();
+    assert_eq!(sent_last.last().unwrap()["content"], "ping");
+    t.s.stop().await;
 }

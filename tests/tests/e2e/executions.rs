@@ -55,7 +55,7 @@ fn shared() -> &'static Shared {
                 let host = target.host();
                 let s = TestServer::with_config(|c| {
                     c.models = fake_models(&fake, 10.0);
-                    c.tools.api_call_allowed_hosts = vec![host];
+                    c.tools.allowed_hosts = vec![host];
                 })
                 .await;
                 let seen = target.clone();

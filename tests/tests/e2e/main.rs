@@ -25,6 +25,7 @@ mod idempotency;
 mod isolation;
 mod keys;
 mod lists;
+mod mcp_client;
 mod openai;
 mod openai_compat;
 mod openai_socket;

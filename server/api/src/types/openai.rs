@@ -719,9 +719,12 @@ pub enum InputRole {
 /// An item sent to a conversation (or as a response's input): a `message`
 /// (the default `type`: `role` and `content`), a `function_call` the model made
 /// (`call_id`, `name`, `arguments`), a `function_call_output` (`call_id`,
-/// `output`), or a `compaction` (`encrypted_content`, as
+/// `output`), a `compaction` (`encrypted_content`, as
 /// `POST /v1/responses/compact` answered it: the summary it holds becomes a
-/// system message). Other item types answer 400 naming the item's `type`. A
+/// system message), or — in a response's input only — an
+/// `mcp_approval_response` (`approval_request_id`, `approve`, `reason`?)
+/// deciding on a call the previous response left waiting (its
+/// `mcp_approval_request` item). Other item types answer 400 naming the item's `type`. A
 /// message's content parts: see [`ContentPart`] (`input_image` and
 /// `input_file` only in user messages); a function call's output is text.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
@@ -755,10 +758,22 @@ pub struct InputItem {
     #[serde(default)]
     #[schemars(length(min = 1, max = 10485760))]
     pub encrypted_content: Option<String>,
+    /// An `mcp_approval_response`'s request: the `mcp_approval_request` item's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 255))]
+    pub approval_request_id: Option<String>,
+    /// An `mcp_approval_response`'s decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approve: Option<bool>,
+    /// An `mcp_approval_response`'s reason (told to the model with a denial).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 1000))]
+    pub reason: Option<String>,
 }
 
 /// The item types [`InputItem`] takes.
-pub const INPUT_ITEM_TYPES: [&str; 4] = ["message", "function_call", "function_call_output", "compaction"];
+pub const INPUT_ITEM_TYPES: [&str; 5] =
+    ["message", "function_call", "function_call_output", "compaction", "mcp_approval_response"];
 
 impl InputItem {
     pub fn kind(&self) -> &str {
@@ -837,6 +852,14 @@ impl InputItem {
             }
             "compaction" if self.encrypted_content.is_none() => {
                 missing(issues, "encrypted_content", "a compaction item has encrypted_content");
+            }
+            "mcp_approval_response" => {
+                if self.approval_request_id.is_none() {
+                    missing(issues, "approval_request_id", "an mcp_approval_response names its request");
+                }
+                if self.approve.is_none() {
+                    missing(issues, "approve", "an mcp_approval_response has approve: true or false");
+                }
             }
             _ => {}
         }
@@ -976,6 +999,15 @@ pub enum ConversationItem {
         /// Always `completed`.
         status: String,
     },
+    /// A call of an MCP server's tool that waits for a person's approval:
+    /// answer it with an `mcp_approval_response` input item naming `id`.
+    McpApprovalRequest {
+        /// The model's id for the call.
+        id: String,
+        server_label: String,
+        name: String,
+        arguments: String,
+    },
     /// The tools an MCP server listed for a response (in its output only).
     McpListTools {
         /// `mcpl_` and hex digits.
@@ -1040,6 +1072,7 @@ impl ConversationItem {
             ConversationItem::Message { id, .. }
             | ConversationItem::FunctionCall { id, .. }
             | ConversationItem::FunctionCallOutput { id, .. }
+            | ConversationItem::McpApprovalRequest { id, .. }
             | ConversationItem::McpListTools { id, .. }
             | ConversationItem::McpCall { id, .. }
             | ConversationItem::FileSearchCall { id, .. } => id,

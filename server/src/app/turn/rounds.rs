@@ -166,6 +166,14 @@ impl Rounds {
             let ids = waiting.iter().map(|c| Value::String(c.id.clone())).collect();
             metadata.insert("awaiting_approval".to_owned(), Value::Array(ids));
         }
+        let servers: Map<String, Value> = server
+            .iter()
+            .chain(&waiting)
+            .filter_map(|c| Some((c.id.clone(), Value::String(self.toolbox.server_of(&c.function.name)?))))
+            .collect();
+        if !servers.is_empty() {
+            metadata.insert("mcp_servers".to_owned(), Value::Object(servers));
+        }
         calling.metadata = Some(Metadata(metadata));
         self.made.push(calling);
         request.messages.push(message.clone());

@@ -3,8 +3,11 @@
 //!
 //! A turn offers the model its client's `function` tools and the server's
 //! own: an agent's `api_call` tools (one HTTP request each, under the
-//! outbound policy of [`crate::exec::api_call`]), the tools of an agent's
-//! `mcp` servers, and `file_search` over documents where the route offers
+//! outbound policy of [`crate::tools::outbound`]), the tools of MCP servers
+//! (an agent's `mcp` tools, a response's `mcp` tools: listed through the
+//! cache of [`crate::tools::mcp`], each offered under its own name; a
+//! server that cannot be listed offers none, and the model is told why in a
+//! system message), and `file_search` over documents where the route offers
 //! it. The model's calls of the server's tools run here, all the calls of one
 //! round at once, each within the runner's time limit; every call ends as a
 //! [`ToolRun`]: its output, or why there is none (a refused host, a failed
@@ -12,18 +15,19 @@
 //! as `error: …` and may work around.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use serde_json::{Map, Value, json};
 
 use super::super::{App, Tenant};
-use crate::api::types::{
-    ApiCallDef, DocOwner, SearchMode, SearchRequest, Tool, ToolRun, ToolRunType, ToolType,
-};
+use crate::api::types::{ApiCallDef, DocOwner, McpDef, RequireApproval, SearchMode, SearchRequest, Tool};
+use crate::api::types::{ConversationItem, McpListedTool, ToolRun, ToolRunType, ToolType};
 use crate::config::{ExecutionsConfig, ToolsConfig};
-use crate::exec::api_call::{ApiCallPolicy, http_client, run_api_call};
+use crate::exec::api_call::{ApiCallPolicy, run_api_call};
 use crate::models::wire;
+use crate::tools::mcp::{Mcp, McpConfig, McpServer};
 
 /// Defaults of [`ToolRunner`]'s limits (`[tools]` in the config).
 pub const DEFAULT_MAX_ROUNDS: u32 = 10;
@@ -36,9 +40,12 @@ pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
 /// What runs server-side tools, and its limits.
 #[derive(Clone)]
 pub struct ToolRunner {
+    /// Where `api_call` tools may go, and for how long.
     pub policy: ApiCallPolicy,
-    /// The client of `api_call` tools (no redirects: see [`http_client`]).
-    pub http: reqwest::Client,
+    /// The MCP client (its tool lists cached), on the same outbound policy.
+    pub mcp: Arc<Mcp>,
+    /// The longest MCP call (`tools.mcp_timeout_s`).
+    pub mcp_timeout: Duration,
     /// Rounds of server-run tool calls one turn may make (`tools.max_rounds`).
     pub max_rounds: u32,
     /// Server-run tool calls one turn may make in all (`tools.max_calls_per_turn`).
@@ -46,20 +53,24 @@ pub struct ToolRunner {
 }
 
 impl ToolRunner {
-    pub fn from_config(tools: &ToolsConfig, executions: &ExecutionsConfig) -> Self {
-        ToolRunner {
-            policy: ApiCallPolicy::from_config(tools, executions),
-            http: http_client().unwrap_or_default(),
+    /// From the config; an entry of `tools.allowed_hosts` that is no host is an error.
+    pub fn from_config(tools: &ToolsConfig, executions: &ExecutionsConfig) -> Result<Self, String> {
+        let policy = ApiCallPolicy::from_config(tools, executions)?;
+        Ok(ToolRunner {
+            mcp: Arc::new(Mcp::new(policy.outbound.clone(), McpConfig::from_config(tools))),
+            policy,
+            mcp_timeout: Duration::from_secs(tools.mcp_timeout_s.max(1)),
             max_rounds: tools.max_rounds,
             max_calls: tools.max_calls_per_turn,
-        }
+        })
     }
 }
 
 impl Default for ToolRunner {
-    /// No host allowed, the default limits.
+    /// No local host allowed, the default limits.
     fn default() -> Self {
         ToolRunner::from_config(&ToolsConfig::default(), &ExecutionsConfig::default())
+            .expect("the default config has no hosts to parse")
     }
 }
 
@@ -67,6 +78,11 @@ impl Default for ToolRunner {
 #[derive(Clone, Debug)]
 pub enum Runs {
     ApiCall(ApiCallDef),
+    /// A tool of an MCP server (its headers' secrets put in).
+    Mcp {
+        server: McpServer,
+        tool: String,
+    },
     /// Searches these owners' documents.
     FileSearch(Vec<DocOwner>),
 }
@@ -102,6 +118,7 @@ impl Toolbox {
     pub fn kind_of(&self, name: &str) -> ToolRunType {
         match self.get(name).map(|t| &t.runs) {
             Some(Runs::FileSearch(_)) => ToolRunType::FileSearch,
+            Some(Runs::Mcp { .. }) => ToolRunType::Mcp,
             Some(Runs::ApiCall(_)) | None => ToolRunType::ApiCall,
         }
     }
@@ -205,9 +222,12 @@ impl App {
             // api_call bounds its own time (the tool's timeout_s, at most executions.api_call_timeout_s).
             Runs::ApiCall(def) => {
                 let runner = &self.tool_runner;
-                run_api_call(&runner.http, def, &Value::Object(arguments), &runner.policy)
+                run_api_call(def, &Value::Object(arguments), &runner.policy)
                     .await
                     .map(|answer| answer.to_string())
+            }
+            Runs::Mcp { server, tool } => {
+                self.tool_runner.mcp.call_tool(server, tool, arguments, self.tool_runner.mcp_timeout).await
             }
             Runs::FileSearch(owners) => {
                 let Some(query) =
@@ -253,6 +273,121 @@ impl App {
             })
             .collect();
         Ok(Value::Array(results).to_string())
+    }
+}
+
+/// An MCP server a turn offers the tools of.
+pub struct McpSource<'a> {
+    /// Its label: the agent tool's name, or a response's `server_label`.
+    pub label: &'a str,
+    pub def: &'a McpDef,
+    /// Whether a call needs approval when `require_approval` is not given
+    /// (an agent's tool: no; a response's: yes, as OpenAI's).
+    pub approval_by_default: bool,
+}
+
+/// What listing a turn's MCP servers gave: an `mcp_list_tools` item per
+/// server (its tools, or why it has none), and for the model a note of the
+/// servers that could not be listed.
+#[derive(Default)]
+pub struct Listed {
+    pub items: Vec<ConversationItem>,
+    pub unavailable: Vec<String>,
+}
+
+impl Listed {
+    /// What the model is told of the servers whose tools it does not have.
+    pub fn note(&self) -> Option<String> {
+        (!self.unavailable.is_empty())
+            .then(|| format!("Some tools are unavailable in this turn: {}", self.unavailable.join("; ")))
+    }
+}
+
+impl App {
+    /// Adds the tools of these MCP servers to `toolbox`: each server
+    /// listed (through the cache), its `allowed_tools` kept. The headers'
+    /// `{{ secrets.NAME }}` are the tenant's secrets.
+    pub async fn add_mcp_tools(&self, t: Tenant, toolbox: &mut Toolbox, sources: &[McpSource<'_>]) -> Listed {
+        let mut listed = Listed::default();
+        for source in sources {
+            let McpSource { label, def, approval_by_default } = source;
+            let item_id = format!("mcpl_{}", uuid::Uuid::now_v7().simple());
+            let tools = match self.mcp_server(t, label, def).await {
+                Ok(server) => self.tool_runner.mcp.list_tools(&server).await.map(|tools| (server, tools)),
+                Err(e) => Err(e),
+            };
+            let (server, tools) = match tools {
+                Ok(found) => found,
+                Err(error) => {
+                    listed.unavailable.push(format!("MCP server {label}: {error}"));
+                    listed.items.push(ConversationItem::McpListTools {
+                        id: item_id,
+                        server_label: label.to_string(),
+                        tools: Vec::new(),
+                        error: Some(error),
+                    });
+                    continue;
+                }
+            };
+            let allowed = |name: &str| def.allowed_tools.as_ref().is_none_or(|a| a.iter().any(|n| n == name));
+            let mut shown = Vec::new();
+            for tool in tools.iter().filter(|tool| allowed(&tool.name)) {
+                let approval = match &def.require_approval {
+                    None => *approval_by_default,
+                    given => RequireApproval::needs(given.as_ref(), &tool.name),
+                };
+                let parameters = Value::Object(tool.input_schema.clone());
+                toolbox.add(ServerTool {
+                    runs: Runs::Mcp { server: server.clone(), tool: tool.name.clone() },
+                    spec: wire::ToolSpec::function(&tool.name, tool.description.clone(), parameters),
+                    approval,
+                    server: Some(label.to_string()),
+                });
+                shown.push(McpListedTool {
+                    name: tool.name.clone(),
+                    description: tool.description.clone(),
+                    input_schema: Value::Object(tool.input_schema.clone()),
+                    annotations: tool.annotations.clone(),
+                });
+            }
+            listed.items.push(ConversationItem::McpListTools {
+                id: item_id,
+                server_label: label.to_string(),
+                tools: shown,
+                error: None,
+            });
+        }
+        listed
+    }
+
+    /// The server of an `mcp` tool, its headers' secrets put in.
+    async fn mcp_server(&self, t: Tenant, label: &str, def: &McpDef) -> Result<McpServer, String> {
+        let mut headers = BTreeMap::new();
+        for (name, value) in def.headers.iter().flatten() {
+            let value = self
+                .resolve_secrets(t, value)
+                .await
+                .map_err(|e| format!("the header {name:?} names a secret that cannot be read: {e}"))?;
+            headers.insert(name.clone(), value);
+        }
+        Ok(McpServer { label: label.to_string(), url: def.server_url.clone(), headers })
+    }
+
+    /// The server-run tools of stored tools (an agent's, or a session's
+    /// agents'): their `api_call` tools and their MCP servers' tools.
+    pub async fn stored_toolbox(&self, t: Tenant, stored: &[Tool]) -> (Toolbox, Listed) {
+        let mut toolbox = Toolbox::of_stored(stored);
+        let sources: Vec<McpSource<'_>> = stored
+            .iter()
+            .filter_map(|tool| match (tool.kind, &tool.mcp) {
+                (ToolType::Mcp, Some(def)) => {
+                    Some(McpSource { label: &tool.name, def, approval_by_default: false })
+                }
+                _ => None,
+            })
+            .collect();
+        let listed = self.add_mcp_tools(t, &mut toolbox, &sources).await;
+        (toolbox, listed)
     }
 }
 

@@ -12,8 +12,9 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
-use super::{ApiCallPolicy, MAX_ANSWER_BYTES, http_client, run_api_call};
+use super::{ApiCallPolicy, MAX_ANSWER_BYTES, run_api_call};
 use crate::api::types::{ApiCallDef, HttpMethod};
+use crate::tools::outbound::Outbound;
 
 /// A local HTTP server: `/echo` answers what it got as JSON, `/text` plain
 /// text, `/redirect` a 302 elsewhere, `/big` more than the cap, `/slow` late.
@@ -81,17 +82,15 @@ fn def(method: HttpMethod, url: String) -> ApiCallDef {
 }
 
 fn policy(hosts: &[String]) -> ApiCallPolicy {
-    ApiCallPolicy { allowed_hosts: hosts.to_vec(), max_timeout: Duration::from_secs(5) }
+    ApiCallPolicy { outbound: Outbound::new(hosts).unwrap(), max_timeout: Duration::from_secs(5) }
 }
 
 #[tokio::test]
 async fn post_sends_the_arguments_as_json_and_the_tools_headers_only() {
     let (addr, _server) = target().await;
-    let http = http_client().unwrap();
     let mut d = def(HttpMethod::Post, format!("http://{addr}/echo"));
     d.headers = Some([("X-Api-Key".to_string(), "k1".to_string())].into());
-    let answer =
-        run_api_call(&http, &d, &json!({"q": "cats", "n": 2}), &policy(&[addr.to_string()])).await.unwrap();
+    let answer = run_api_call(&d, &json!({"q": "cats", "n": 2}), &policy(&[addr.to_string()])).await.unwrap();
     assert_eq!(answer["status"], 200);
     assert_eq!(answer["headers"]["x-seen"], "1, 2");
     let echo = &answer["json"];
@@ -105,11 +104,10 @@ async fn post_sends_the_arguments_as_json_and_the_tools_headers_only() {
 #[tokio::test]
 async fn a_stored_tool_setting_a_reserved_header_is_refused_before_any_request() {
     let (addr, _server) = target().await;
-    let http = http_client().unwrap();
     for name in ["Host", "connection", "TRANSFER-ENCODING"] {
         let mut d = def(HttpMethod::Post, format!("http://{addr}/echo"));
         d.headers = Some([(name.to_string(), "evil.test".to_string())].into());
-        let err = run_api_call(&http, &d, &json!({}), &policy(&[addr.to_string()])).await.unwrap_err();
+        let err = run_api_call(&d, &json!({}), &policy(&[addr.to_string()])).await.unwrap_err();
         assert!(err.contains(name) && err.contains("may not set the header"), "{err}");
     }
 }
@@ -117,11 +115,9 @@ async fn a_stored_tool_setting_a_reserved_header_is_refused_before_any_request()
 #[tokio::test]
 async fn get_sends_the_arguments_as_the_query() {
     let (addr, _server) = target().await;
-    let http = http_client().unwrap();
     let d = def(HttpMethod::Get, format!("http://{addr}/echo?fixed=1"));
     // Allowed by host name alone: any port.
     let answer = run_api_call(
-        &http,
         &d,
         &json!({"q": "a b", "n": 3, "tags": ["x", "y"], "none": null}),
         &policy(&["127.0.0.1".into()]),
@@ -137,9 +133,7 @@ async fn get_sends_the_arguments_as_the_query() {
 #[tokio::test]
 async fn text_answers_and_error_statuses_are_results() {
     let (addr, _server) = target().await;
-    let http = http_client().unwrap();
     let answer = run_api_call(
-        &http,
         &def(HttpMethod::Get, format!("http://{addr}/text")),
         &Value::Null,
         &policy(&[addr.to_string()]),
@@ -152,31 +146,30 @@ async fn text_answers_and_error_statuses_are_results() {
 }
 
 #[tokio::test]
-async fn hosts_not_allowed_are_refused_before_any_request() {
+async fn private_hosts_not_listed_are_refused_before_any_request() {
     let (addr, _server) = target().await;
-    let http = http_client().unwrap();
     let d = def(HttpMethod::Get, format!("http://{addr}/echo"));
     for hosts in [vec![], vec!["example.com".to_string()], vec![format!("127.0.0.1:{}", addr.port() + 1)]] {
-        let err = run_api_call(&http, &d, &json!({}), &policy(&hosts)).await.unwrap_err();
+        let err = run_api_call(&d, &json!({}), &policy(&hosts)).await.unwrap_err();
         assert!(err.contains(&format!("api_call to 127.0.0.1:{} is not allowed", addr.port())), "{err}");
-        assert!(err.contains("tools.api_call_allowed_hosts"), "{err}");
+        assert!(err.contains("tools.allowed_hosts"), "{err}");
     }
-    let p = policy(&["API.Example.com".into(), "[::1]:8080".into()]);
-    assert!(p.allows(&"https://api.example.com/x".parse().unwrap()));
-    assert!(p.allows(&"http://[::1]:8080/".parse().unwrap()));
-    assert!(!p.allows(&"http://[::1]:8081/".parse().unwrap()));
-    assert!(!p.allows(&"https://api.example.com.evil.test/".parse().unwrap()));
+    // A name resolving to a private address is refused when the client resolves it.
+    let d = def(HttpMethod::Get, format!("http://localhost:{}/echo", addr.port()));
+    let err = run_api_call(&d, &json!({}), &policy(&[])).await.unwrap_err();
+    assert!(err.contains("localhost is not allowed: it resolves to"), "{err}");
+    let answer = run_api_call(&d, &json!({}), &policy(&["localhost".into()])).await.unwrap();
+    assert_eq!(answer["status"], 200);
     let err =
-        run_api_call(&http, &def(HttpMethod::Get, "ftp://x/".into()), &json!({}), &p).await.unwrap_err();
+        run_api_call(&def(HttpMethod::Get, "ftp://x/".into()), &json!({}), &policy(&[])).await.unwrap_err();
     assert!(err.contains("only http and https"), "{err}");
 }
 
 #[tokio::test]
 async fn redirects_are_not_followed() {
     let (addr, _server) = target().await;
-    let http = http_client().unwrap();
     let d = def(HttpMethod::Get, format!("http://{addr}/redirect"));
-    let answer = run_api_call(&http, &d, &json!({}), &policy(&[addr.to_string()])).await.unwrap();
+    let answer = run_api_call(&d, &json!({}), &policy(&[addr.to_string()])).await.unwrap();
     assert_eq!(answer["status"], 302);
     assert_eq!(answer["headers"]["location"], "http://example.com/");
 }
@@ -184,21 +177,22 @@ async fn redirects_are_not_followed() {
 #[tokio::test]
 async fn large_answers_are_refused() {
     let (addr, _server) = target().await;
-    let http = http_client().unwrap();
     let d = def(HttpMethod::Get, format!("http://{addr}/big"));
-    let err = run_api_call(&http, &d, &json!({}), &policy(&[addr.to_string()])).await.unwrap_err();
+    let err = run_api_call(&d, &json!({}), &policy(&[addr.to_string()])).await.unwrap_err();
     assert!(err.contains("larger than 1048576 bytes"), "{err}");
 }
 
 #[tokio::test]
 async fn the_shorter_timeout_wins() {
     let (addr, _server) = target().await;
-    let http = http_client().unwrap();
     let mut d = def(HttpMethod::Get, format!("http://{addr}/slow"));
     d.timeout_s = Some(60);
-    let p = ApiCallPolicy { allowed_hosts: vec![addr.to_string()], max_timeout: Duration::from_millis(300) };
+    let p = ApiCallPolicy {
+        outbound: Outbound::new([addr.to_string()]).unwrap(),
+        max_timeout: Duration::from_millis(300),
+    };
     let started = std::time::Instant::now();
-    let err = run_api_call(&http, &d, &json!({}), &p).await.unwrap_err();
+    let err = run_api_call(&d, &json!({}), &p).await.unwrap_err();
     assert!(err.contains("took longer than 0.3 s"), "{err}");
     assert!(err.contains("executions.api_call_timeout_s"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(5));
@@ -208,10 +202,9 @@ async fn the_shorter_timeout_wins() {
 async fn connection_failures_say_so() {
     // A port nobody listens on (bound, then closed).
     let port = TcpListener::bind("127.0.0.1:0").await.unwrap().local_addr().unwrap().port();
-    let http = http_client().unwrap();
     let d = def(HttpMethod::Post, format!("http://127.0.0.1:{port}/"));
-    let err = run_api_call(&http, &d, &json!({}), &policy(&["127.0.0.1".into()])).await.unwrap_err();
+    let err = run_api_call(&d, &json!({}), &policy(&["127.0.0.1".into()])).await.unwrap_err();
     assert!(err.starts_with("api_call to 127.0.0.1 failed"), "{err}");
-    let err = run_api_call(&http, &d, &json!([1]), &policy(&["127.0.0.1".into()])).await.unwrap_err();
+    let err = run_api_call(&d, &json!([1]), &policy(&["127.0.0.1".into()])).await.unwrap_err();
     assert!(err.contains("must be an object"), "{err}");
 }

@@ -14,11 +14,12 @@ use crate::api::types::{
 };
 use crate::api::types::{ApiCallDef, CreateToolRequest, HttpMethod, ToolDef, ToolType};
 use crate::app::{App, Tenant};
-use crate::exec::api_call::{ApiCallPolicy, http_client};
+use crate::exec::api_call::ApiCallPolicy;
 use crate::exec::expr::{Context, Evaluator};
 use crate::models::fake_upstream::{Behaviour, FakeUpstream};
 use crate::models::provider_config::Providers;
 use crate::store::sled_store::{Durability, SledStore};
+use crate::tools::outbound::Outbound;
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -32,7 +33,6 @@ struct Fixture {
     eval: std::sync::Arc<Evaluator>,
     ctx: Context,
     policy: ApiCallPolicy,
-    http: reqwest::Client,
 }
 
 impl Fixture {
@@ -96,10 +96,9 @@ impl Fixture {
             eval: std::sync::Arc::new(Evaluator::new(crate::exec::expr::Bounds::with_fuel(100_000))),
             ctx,
             policy: ApiCallPolicy {
-                allowed_hosts: vec![target.to_string()],
+                outbound: Outbound::new([target.to_string()]).unwrap(),
                 max_timeout: Duration::from_secs(5),
             },
-            http: http_client().unwrap(),
         }
     }
 
@@ -113,7 +112,6 @@ impl Fixture {
             eval: &self.eval,
             ctx: &self.ctx,
             policy: &self.policy,
-            http: &self.http,
         }
     }
 }
@@ -247,7 +245,7 @@ async fn an_api_call_tool_runs_here_and_its_answer_goes_back_to_the_model() {
 #[tokio::test]
 async fn a_call_to_a_disallowed_host_is_told_to_the_model_and_the_step_goes_on() {
     let mut f = Fixture::new().await;
-    f.policy.allowed_hosts.clear();
+    f.policy.outbound = Outbound::new::<&str>([]).unwrap();
     f.fake.push(Behaviour::ToolCall { name: "fetch".into(), arguments: "{}".into() });
     f.fake.push(Behaviour::Text("I could not fetch it".into()));
     let step = prompt(text("Fetch"), Some(PromptTools::All), Value::Null, true);
@@ -259,7 +257,7 @@ async fn a_call_to_a_disallowed_host_is_told_to_the_model_and_the_step_goes_on()
     assert_eq!(tool_message["role"], "tool");
     let said = tool_message["content"].as_str().unwrap();
     assert!(said.starts_with("error: api_call to 127.0.0.1:"), "{said}");
-    assert!(said.contains("is not allowed") && said.contains("tools.api_call_allowed_hosts"), "{said}");
+    assert!(said.contains("is not allowed") && said.contains("tools.allowed_hosts"), "{said}");
     // A tool_call step has no model to tell: it fails.
     let err = tool_call_step(&f.env(), "fetch", json!({})).await.unwrap_err();
     assert!(err.contains(&format!("api_call to 127.0.0.1:{} is not allowed", f.target.port())), "{err}");

@@ -1,6 +1,6 @@
 //! `prompt` and `tool_call` steps against the fake model provider (each test
 //! scripts its answers, so each has its own server) and a local HTTP server
-//! for `api_call` tools (its host allowed in `[tools] api_call_allowed_hosts`).
+//! for `api_call` tools (its host allowed in `[tools] allowed_hosts`).
 
 use std::time::{Duration, Instant};
 
@@ -25,7 +25,7 @@ async fn setup() -> Setup {
     let host = target.host();
     let s = TestServer::with_config(|c| {
         c.models = fake_models(&fake, 10.0);
-        c.tools.api_call_allowed_hosts = vec![host];
+        c.tools.allowed_hosts = vec![host];
     })
     .await;
     let c = Ctx::on(&s.base, &s.key).await;
@@ -203,14 +203,14 @@ async fn a_tool_call_step_of_an_api_call_tool_gives_status_headers_and_json() {
 #[tokio::test]
 async fn an_api_call_to_a_host_not_allowed_fails_naming_the_setting_and_a_model_is_told() {
     let t = setup().await;
-    // `localhost` is the same server, but not the allowed host `127.0.0.1`.
+    // `127.0.0.2` is a loopback address too, but not the allowed host `127.0.0.1`.
     let port = t.target.url().rsplit(':').next().unwrap().to_owned();
-    let tool = api_tool("sneaky", "POST", format!("http://localhost:{port}/x"));
+    let tool = api_tool("sneaky", "POST", format!("http://127.0.0.2:{port}/x"));
     let (e, ts) = t
         .c
         .run_steps(json!([{"tool": "sneaky", "arguments": {}}]), json!({"tools": [tool.clone()]}), json!({}))
         .await;
-    assert_failed(&e, &ts, &["tools.api_call_allowed_hosts"]);
+    assert_failed(&e, &ts, &["tools.allowed_hosts"]);
     // Called by the model: the model is told why, and answers on.
     t.fake.push(Behaviour::ToolCall { name: "sneaky".into(), arguments: "{}".into() });
     t.fake.push(Behaviour::Text("I may not call it".into()));
@@ -223,21 +223,22 @@ async fn an_api_call_to_a_host_not_allowed_fails_naming_the_setting_and_a_model_
         .await;
     assert_succeeded(&e, json!("I may not call it"));
     let told = t.fake.requests().last().unwrap().body["messages"].to_string();
-    assert!(told.contains("is not allowed") && told.contains("tools.api_call_allowed_hosts"), "{told}");
+    assert!(told.contains("is not allowed") && told.contains("tools.allowed_hosts"), "{told}");
     assert!(t.target.received().is_empty(), "nothing reached the host");
     t.s.stop().await;
 }
 
-/// A server with no allowed host (the default) calls no host at all.
+/// A server with no allowed host (the default) calls no loopback, link-local
+/// or private host (public hosts need no entry, but the tests do not reach out).
 #[tokio::test]
-async fn by_default_no_host_is_allowed() {
+async fn by_default_no_local_host_is_allowed() {
     let target = HttpTarget::start().await;
     let s = TestServer::start().await;
     let c = Ctx::on(&s.base, &s.key).await;
     let tool = api_tool("t", "POST", format!("{}/x", target.url()));
     let (e, ts) =
         c.run_steps(json!([{"tool": "t", "arguments": {}}]), json!({"tools": [tool]}), json!({})).await;
-    assert_failed(&e, &ts, &["tools.api_call_allowed_hosts"]);
+    assert_failed(&e, &ts, &["tools.allowed_hosts"]);
     assert!(target.received().is_empty());
     s.stop().await;
 }

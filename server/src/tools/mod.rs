@@ -1,0 +1,7 @@
+//! The outbound side of tools the server runs: where they may send requests
+//! ([`outbound`], for `api_call` and MCP tools alike) and the MCP client
+//! ([`mcp`]). What a tool is, and when one runs, belong to the domain (`app`)
+//! and the executions (`exec`).
+
+pub mod mcp;
+pub mod outbound;
