@@ -2992,7 +2992,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///The most tokens the answer may have (at least 16). An answer the provider cut at this limit is `incomplete`.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub max_output_tokens: ::std::option::Option<i64>,
-        ///The most calls of built-in tools: this service has none, so only echoed.
+        ///The most calls of the tools the server runs (MCP servers' tools, `file_search`, an agent's `api_call` tools) in this response, under the server's `tools.max_calls_per_turn`; past it the calls are answered "not run" and the response is `incomplete` (`max_tool_calls`).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub max_tool_calls: ::std::option::Option<::std::num::NonZeroU64>,
         ///Kept with the response.
@@ -6210,7 +6210,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         pub frequency_penalty: f64,
         ///`resp_` and 32 hex digits.
         pub id: ::std::string::String,
-        ///Set when `incomplete`.
+        ///Set when `incomplete`: `max_output_tokens`, or the agent loop's `max_tool_calls` or `max_tool_rounds`.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub incomplete_details: ::std::option::Option<IncompleteDetails>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]

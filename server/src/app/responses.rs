@@ -451,6 +451,7 @@ impl App {
             _ => None,
         };
         rounds.answer_id = Some(Uuid::now_v7());
+        rounds.max_calls = head.max_tool_calls.map(|m| m.max(0) as usize);
         Ok(ResponseTurn { plan, head, saving, remember, rounds, listed_tools, decided: decided_count })
     }
 

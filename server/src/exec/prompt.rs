@@ -3,8 +3,11 @@
 //! A `prompt` step sends its messages to the model chat would use for the
 //! agent (the step's `settings.model`, else the agent's, else the default),
 //! with the agent's `default_settings` under the step's `settings`, offering
-//! the step's `tools` as function specs. When the model calls tools,
-//! `api_call` tools run here and their answers go back to the model (at most
+//! the step's `tools` as function specs (an `mcp` tool: its server's tools,
+//! listed as in chat; see [`crate::app::turn::tools`]). When the model calls
+//! tools, `api_call` tools (their headers' `{{ secrets.NAME }}` put in) and
+//! MCP servers' tools (but those that need a person's approval, which a task
+//! cannot ask for) run here and their answers go back to the model (at most
 //! [`MAX_TOOL_ROUNDS`] rounds; a call refused, as to a host not allowed, or
 //! failed goes back as a tool message saying why); a `function` tool pauses the execution
 //! ([`Outcome::Pause`]) with the conversation so far in the pause's state, and
@@ -21,6 +24,7 @@ use crate::api::types::{Agent, ChatSettings, PromptInput, PromptTools, Step, Tas
 use crate::api::types::{ToolDef, ToolType};
 use crate::app::turn::Ask;
 use crate::app::turn::plan::New;
+use crate::app::turn::tools::{McpSource, Toolbox, told};
 use crate::app::{App, Tenant};
 use crate::models::wire::{self, ChatMessage, CompletionRequest, ToolCall, ToolChoice, ToolSpec};
 use crate::store::ListQuery;
@@ -77,7 +81,7 @@ pub async fn prompt_step(
         return Err(format!("prompt_step called with a {} step", step.kind()));
     };
     let offered = offered_tools(env.tools, tools.as_ref())?;
-    let (provider, mut request) =
+    let (provider, mut request, toolbox) =
         base_request(env, settings.as_ref(), &offered, tool_choice.as_ref()).await?;
     let mut rounds = 0;
     match resume {
@@ -89,7 +93,7 @@ pub async fn prompt_step(
             request.messages.push(ChatMessage::tool_result(paused.call_id, as_text(&result)));
             rounds = paused.rounds;
             if let Some(pause) =
-                run_calls(env, &offered, &mut request.messages, paused.pending, rounds).await?
+                run_calls(env, &offered, &toolbox, &mut request.messages, paused.pending, rounds).await?
             {
                 return Ok(pause);
             }
@@ -112,7 +116,7 @@ pub async fn prompt_step(
             ));
         }
         request.messages.push(message);
-        if let Some(pause) = run_calls(env, &offered, &mut request.messages, calls, rounds).await? {
+        if let Some(pause) = run_calls(env, &offered, &toolbox, &mut request.messages, calls, rounds).await? {
             return Ok(pause);
         }
     }
@@ -125,11 +129,13 @@ pub async fn tool_call_step(env: &StepEnv<'_>, tool: &str, arguments: Value) -> 
     match def.kind {
         ToolType::ApiCall => {
             let call = def.api_call.as_ref().ok_or_else(|| format!("tool {tool:?} has no api_call"))?;
-            Ok(Outcome::Done(run_api_call(call, &arguments, env.policy).await?))
+            let call = env.app.api_call_with_secrets(env.tenant, call).await?;
+            Ok(Outcome::Done(run_api_call(&call, &arguments, env.policy).await?))
         }
-        ToolType::Mcp => {
-            Err(format!("tool {tool:?} is an mcp tool: MCP servers are not called from task steps"))
-        }
+        ToolType::Mcp => Err(format!(
+            "tool {tool:?} is an MCP server: a tool_call step calls one tool; offer the server's tools \
+             to a prompt step instead"
+        )),
         ToolType::Function => Ok(Outcome::Pause {
             call: json!({"id": format!("call_{}", Uuid::now_v7().simple()), "name": tool, "arguments": arguments}),
             state: Value::Null,
@@ -198,7 +204,7 @@ async fn base_request(
     settings: Option<&crate::api::types::JsonObject>,
     offered: &[&ToolDef],
     tool_choice: Option<&Value>,
-) -> Result<(crate::models::Provider, CompletionRequest), String> {
+) -> Result<(crate::models::Provider, CompletionRequest, Toolbox), String> {
     let mut settings = settings.cloned().unwrap_or_default();
     let model = match settings.remove("model") {
         None | Some(Value::Null) => None,
@@ -208,7 +214,22 @@ async fn base_request(
     let response_format = settings.remove("response_format").filter(|v| !v.is_null());
     let step_settings: ChatSettings =
         serde_json::from_value(Value::Object(settings)).map_err(|e| format!("prompt step: settings: {e}"))?;
-    let tools: Vec<ToolSpec> = offered.iter().map(|t| tool_spec(t)).collect();
+    let mut tools: Vec<ToolSpec> =
+        offered.iter().filter(|t| t.kind != ToolType::Mcp).map(|t| tool_spec(t)).collect();
+    // An mcp tool offers its server's tools (see `app::turn::tools`).
+    let mut toolbox = Toolbox::default();
+    let sources: Vec<McpSource<'_>> = offered
+        .iter()
+        .filter_map(|t| match (t.kind, &t.mcp) {
+            (ToolType::Mcp, Some(def)) => Some(McpSource { label: &t.name, def, approval_by_default: false }),
+            _ => None,
+        })
+        .collect();
+    let listed = env.app.add_mcp_tools(env.tenant, &mut toolbox, &sources).await;
+    if let Some(unavailable) = listed.note() {
+        return Err(format!("prompt step: {unavailable}"));
+    }
+    tools.extend(toolbox.specs().cloned());
     let tool_choice = match tool_choice.filter(|c| !c.is_null()) {
         Some(c) if !tools.is_empty() => Some(
             serde_json::from_value::<ToolChoice>(c.clone())
@@ -232,7 +253,7 @@ async fn base_request(
         stream: false,
     };
     let plan = env.app.plan(env.tenant, ask).await.map_err(|e| format!("prompt step: {e}"))?;
-    Ok((plan.provider, plan.request))
+    Ok((plan.provider, plan.request, toolbox))
 }
 
 /// The step's messages: one user message from a template, a list of
@@ -285,6 +306,7 @@ fn messages_from(value: Value) -> Result<Vec<ChatMessage>, String> {
 async fn run_calls(
     env: &StepEnv<'_>,
     offered: &[&ToolDef],
+    toolbox: &Toolbox,
     messages: &mut Vec<ChatMessage>,
     calls: Vec<ToolCall>,
     rounds: u32,
@@ -292,6 +314,21 @@ async fn run_calls(
     let mut calls = calls.into_iter();
     while let Some(call) = calls.next() {
         let name = &call.function.name;
+        if toolbox.get(name).is_some() {
+            // A tool of an MCP server: run by the tool runner (one that
+            // needs a person's approval cannot run in a task).
+            let result = if toolbox.needs_approval(name) {
+                format!(
+                    "error: {name:?} needs a person's approval (its mcp tool's require_approval), \
+                     which a task step cannot ask for"
+                )
+            } else {
+                let runs = env.app.run_tools(env.tenant, toolbox, std::slice::from_ref(&call)).await;
+                told(&runs[0])
+            };
+            messages.push(ChatMessage::tool_result(&call.id, result));
+            continue;
+        }
         let Some(tool) = offered.iter().find(|t| &t.name == name) else {
             // Told to the model, which may correct itself.
             messages
@@ -312,15 +349,17 @@ async fn run_calls(
                 let def = tool.api_call.as_ref().ok_or_else(|| format!("tool {name:?} has no api_call"))?;
                 // A call that is refused (a host not allowed) or fails is told
                 // to the model, which may do without it or answer why not.
-                let answer = match run_api_call(def, &arguments, env.policy).await {
+                let def = env.app.api_call_with_secrets(env.tenant, def).await;
+                let answer = match async { run_api_call(&def?, &arguments, env.policy).await }.await {
                     Ok(answer) => answer.to_string(),
                     Err(why) => format!("error: {why}"),
                 };
                 messages.push(ChatMessage::tool_result(&call.id, answer));
             }
+            // The server's name is not one of its tools' (those are in the toolbox).
             (ToolType::Mcp, Ok(_)) => messages.push(ChatMessage::tool_result(
                 &call.id,
-                format!("error: {name:?} is an mcp tool: MCP servers are not called from task steps"),
+                format!("error: {name:?} is an MCP server, not one of its tools"),
             )),
             (ToolType::Function, Ok(arguments)) => {
                 let paused = PausedPrompt {

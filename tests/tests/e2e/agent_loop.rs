@@ -634,3 +634,91 @@ async fn a_response_with_an_mcp_tool_lists_asks_approval_and_continues_with_the_
     assert_eq!(sent_last.last().unwrap()["content"], "ping");
     t.s.stop().await;
 }
+
+#[tokio::test]
+async fn a_task_prompt_step_runs_its_mcp_servers_tools() {
+    let t = mcp_setup(|url| json!({"server_url": url})).await;
+    t.fake.push(Behaviour::ToolCall { name: "add".into(), arguments: r#"{"a": 20, "b": 22}"#.into() });
+    let api = agent_platform_tests::executions::Api::new(&t.s.base, &t.s.key);
+    let task = api
+        .task(
+            t.agent,
+            &json!({"name": "sum", "main": [{"prompt": "add 20 and 22", "tools": "all", "unwrap": true}],
+                    "inherit_tools": true}),
+        )
+        .await;
+    let e = api.start(task, json!({})).await;
+    let id: Uuid = e["id"].as_str().unwrap().parse().unwrap();
+    let e = api.wait_ended(id, std::time::Duration::from_secs(30)).await;
+    assert_eq!(e["status"], "succeeded", "{e}");
+    assert_eq!(e["output"], "the tool answered: 42");
+    assert_eq!(t.mcp.counts().await.1, 1);
+    t.s.stop().await;
+}
+
+#[tokio::test]
+async fn a_responses_max_tool_calls_bounds_the_servers_calls() {
+    let t = mcp_setup(|url| json!({"server_url": url})).await;
+    t.fake.push(Behaviour::ToolCalls(vec![
+        ("echo".into(), r#"{"text": "a"}"#.into()),
+        ("echo".into(), r#"{"text": "b"}"#.into()),
+    ]));
+    let body = json!({"model": t.agent, "input": "twice", "max_tool_calls": 1});
+    let r = t.s.raw("POST", "/v1/responses", Some(&body.to_string())).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.body["status"], "incomplete", "{}", r.body);
+    assert_eq!(r.body["incomplete_details"]["reason"], "max_tool_calls");
+    let calls: Vec<&Value> =
+        r.body["output"].as_array().unwrap().iter().filter(|i| i["type"] == "mcp_call").collect();
+    assert_eq!(calls.len(), 2);
+    assert!(calls.iter().all(|c| c["status"] == "failed"), "{calls:?}");
+    assert_eq!(t.mcp.counts().await.1, 0, "neither ran");
+    t.s.stop().await;
+}
+
+#[tokio::test]
+async fn an_api_call_tools_header_names_a_secret() {
+    const KEY_ENV: &str = "E2E_LOOP_SECRETS_KEY";
+    let fake = FakeUpstream::start().await;
+    let target = HttpTarget::start().await;
+    let host = target.host();
+    let s = TestServer::with_config_env(
+        |c| {
+            c.models = fake_models(&fake, 10.0);
+            c.tools.allowed_hosts = vec![host];
+            c.secrets.key_env = Some(KEY_ENV.into());
+        },
+        &[(KEY_ENV, "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff")],
+    )
+    .await;
+    let r = s.raw("POST", "/api/secrets", Some(r#"{"name": "WEATHER_TOKEN", "value": "s3cret"}"#)).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let agent = s.create_agent("Ada").await;
+    let tool = json!({"name": "get_weather", "type": "api_call",
+        "api_call": {"method": "GET", "url": format!("{}/weather", target.url()),
+                     "headers": {"authorization": "Bearer {{ secrets.WEATHER_TOKEN }}"}}});
+    let r = s.raw("POST", &format!("/api/agents/{}/tools", agent.id), Some(&tool.to_string())).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(
+        r.body["api_call"]["headers"]["authorization"], "Bearer {{ secrets.WEATHER_TOKEN }}",
+        "shown as written"
+    );
+    let user = s.create_user("Bob").await;
+    let session = s.create_session(&[agent.id], &[user.id]).await.id;
+    fake.push(Behaviour::ToolCall { name: "get_weather".into(), arguments: "{}".into() });
+    let r = s
+        .raw(
+            "POST",
+            &format!("/api/sessions/{session}/chat"),
+            Some(&json!({"messages": user_msg("go")}).to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(target.received()[0].header("authorization"), Some("Bearer s3cret"));
+    assert!(!r.body.to_string().contains("s3cret"), "the answer does not show the secret: {}", r.body);
+    s.stop().await;
+}
+
+fn user_msg(text: &str) -> Value {
+    user(text)
+}

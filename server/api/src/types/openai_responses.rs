@@ -386,7 +386,10 @@ pub struct CreateResponseRequest {
     pub include: Option<Vec<String>>,
     #[serde(default)]
     pub reasoning: Option<ResponseReasoning>,
-    /// The most calls of built-in tools: this service has none, so only echoed.
+    /// The most calls of the tools the server runs (MCP servers' tools,
+    /// `file_search`, an agent's `api_call` tools) in this response, under the
+    /// server's `tools.max_calls_per_turn`; past it the calls are answered "not
+    /// run" and the response is `incomplete` (`max_tool_calls`).
     #[serde(default)]
     #[schemars(range(min = 1))]
     pub max_tool_calls: Option<i64>,
@@ -589,7 +592,8 @@ pub struct ModelResponse {
     pub status: String,
     /// Set when `failed`.
     pub error: Option<ResponseError>,
-    /// Set when `incomplete`.
+    /// Set when `incomplete`: `max_output_tokens`, or the agent loop's
+    /// `max_tool_calls` or `max_tool_rounds`.
     pub incomplete_details: Option<IncompleteDetails>,
     pub instructions: Option<String>,
     pub max_output_tokens: Option<i64>,

@@ -57,6 +57,9 @@ pub struct Rounds {
     pub answer_id: Option<uuid::Uuid>,
     /// The ids of [`Rounds::made`], when chosen in advance.
     pub made_ids: Vec<uuid::Uuid>,
+    /// The request's own bound on the server's calls (a response's
+    /// `max_tool_calls`), under `tools.max_calls_per_turn`.
+    pub max_calls: Option<usize>,
 }
 
 /// What comes after an answer.
@@ -138,10 +141,15 @@ impl Rounds {
         }
         let (waiting, server): (Vec<_>, Vec<_>) =
             server.into_iter().partition(|c| self.toolbox.needs_approval(&c.function.name));
+        let configured = app.tool_runner.max_calls;
         let limit = if self.rounds >= app.tool_runner.max_rounds {
             Some(("max_tool_rounds", format!("tools.max_rounds ({})", app.tool_runner.max_rounds)))
-        } else if self.calls + server.len() > app.tool_runner.max_calls {
-            Some(("max_tool_calls", format!("tools.max_calls_per_turn ({})", app.tool_runner.max_calls)))
+        } else if let Some(asked) =
+            self.max_calls.filter(|m| *m < configured && self.calls + server.len() > *m)
+        {
+            Some(("max_tool_calls", format!("the request's max_tool_calls ({asked})")))
+        } else if self.calls + server.len() > configured {
+            Some(("max_tool_calls", format!("tools.max_calls_per_turn ({configured})")))
         } else {
             None
         };

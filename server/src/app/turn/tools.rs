@@ -222,7 +222,8 @@ impl App {
             // api_call bounds its own time (the tool's timeout_s, at most executions.api_call_timeout_s).
             Runs::ApiCall(def) => {
                 let runner = &self.tool_runner;
-                run_api_call(def, &Value::Object(arguments), &runner.policy)
+                let def = self.api_call_with_secrets(t, def).await?;
+                run_api_call(&def, &Value::Object(arguments), &runner.policy)
                     .await
                     .map(|answer| answer.to_string())
             }
@@ -358,6 +359,21 @@ impl App {
             });
         }
         listed
+    }
+
+    /// An `api_call` tool's request with its headers' `{{ secrets.NAME }}`
+    /// put in (the tenant's secrets).
+    pub async fn api_call_with_secrets(&self, t: Tenant, def: &ApiCallDef) -> Result<ApiCallDef, String> {
+        let mut def = def.clone();
+        for (name, value) in def.headers.iter_mut().flatten() {
+            if value.contains("secrets.") {
+                *value = self
+                    .resolve_secrets(t, value)
+                    .await
+                    .map_err(|e| format!("the header {name:?} names a secret that cannot be read: {e}"))?;
+            }
+        }
+        Ok(def)
     }
 
     /// The server of an `mcp` tool, its headers' secrets put in.
