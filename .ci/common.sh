@@ -55,7 +55,7 @@ ci_python() {
 # after `cargo test --workspace`). Cargo is never asked with another target
 # selection, which would resolve other features and compile the server again.
 ci_binaries() {
-    if [ -z "${AGENT_PLATFORM_BIN:-}" ] || [ -z "${FAKE_UPSTREAM_BIN:-}" ] ||
+    if [ -z "${AGENT_PLATFORM_BIN:-}" ] || [ -z "${FAKE_UPSTREAM_BIN:-}" ] || [ -z "${FAKE_MCP_BIN:-}" ] ||
         [ -z "${E2E_TEST_BIN:-}" ] || [ -z "${SERVER_UNIT_TEST_BIN:-}" ]; then
         local exports
         exports=$(cargo xtask test-binaries)

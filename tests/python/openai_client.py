@@ -8,9 +8,13 @@ Checks the model list, chat completions with an agent as the model and with a
 provider's model name, streamed and not, a function-tool round trip,
 conversations and their items (read back through `/api` as sessions and
 messages), responses chained by `previous_response_id`, with a function tool
-and streamed (typed events in order), and that the package's typed errors come out of our error answers.
+and streamed (typed events in order), an MCP server's tools run by the server
+(listed, called, one behind an approval given in the next response's input,
+streamed with its typed events), and that the package's typed errors come out
+of our error answers.
 
-Usage: python openai_client.py BASE_URL API_KEY
+Usage: python openai_client.py BASE_URL API_KEY MCP_URL
+(MCP_URL: the tests' fake MCP server, `fake-mcp`; its host allowed in `tools.allowed_hosts`).
 (`bash .ci/openai-client` starts the fake and the server and runs this).
 """
 
@@ -41,7 +45,36 @@ def expect(cond, what):
     print(f"ok: {what}")
 
 
-def main(base, key):
+def mcp_checks(client, agent, mcp_url):
+    """An MCP server's tools through the package's typed items and events."""
+    fake = {"type": "mcp", "server_label": "fake", "server_url": mcp_url, "allowed_tools": ["echo", "add"]}
+    ran = client.responses.create(model=agent["id"], tools=[{**fake, "require_approval": "never"}],
+                                  input='call echo {"text": "from python"}')
+    kinds = [item.type for item in ran.output]
+    expect(kinds == ["mcp_list_tools", "mcp_call", "message"], f"listed, called, answered: {kinds}")
+    listed, call = ran.output[0], ran.output[1]
+    expect([t.name for t in listed.tools] == ["echo", "add"] and listed.server_label == "fake", "the allowed tools listed")
+    expect(call.name == "echo" and call.output == "from python" and call.server_label == "fake", "the call ran in the server")
+    expect(ran.output_text == "the tool answered: from python", "the model read its output")
+
+    asked = client.responses.create(model=agent["id"], tools=[fake], input='call add {"a": 20, "b": 22}')
+    request = asked.output[-1]
+    expect(request.type == "mcp_approval_request" and request.name == "add", "add waits for approval (the default)")
+    with client.responses.stream(
+        model=agent["id"], tools=[fake], previous_response_id=asked.id,
+        input=[{"type": "mcp_approval_response", "approval_request_id": request.id, "approve": True}],
+    ) as stream:
+        events = list(stream)
+        final = stream.get_final_response()
+    kinds = [e.type for e in events]
+    expect("response.mcp_call.completed" in kinds and "response.mcp_list_tools.completed" in kinds,
+           "typed mcp events in the stream")
+    calls = [item for item in final.output if item.type == "mcp_call"]
+    expect(len(calls) == 1 and calls[0].output == "42", "approved: the call ran, 42")
+    expect(final.output_text == "the tool answered: 42", "the model read it")
+
+
+def main(base, key, mcp_url):
     agent = api(base, key, "POST", "/api/agents", {"name": "Ada", "instructions": ["Be brief."]})
     tool = {"name": "get_weather", "type": "function", "description": "The weather in a city",
             "function": {"parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
@@ -198,6 +231,8 @@ def main(base, key):
     except openai.NotFoundError:
         expect(True, "a deleted response: NotFoundError")
 
+    mcp_checks(client, agent, mcp_url)
+
     # Our errors, as the package's typed exceptions.
     try:
         client.chat.completions.create(model=str(uuid.uuid4()), messages=[{"role": "user", "content": "x"}])
@@ -223,4 +258,4 @@ def main(base, key):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1].rstrip("/"), sys.argv[2])
+    main(sys.argv[1].rstrip("/"), sys.argv[2], sys.argv[3])

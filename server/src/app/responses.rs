@@ -903,6 +903,13 @@ impl App {
         events.hide(turn.rounds.toolbox.specs().map(|s| s.function.name.clone()));
         let mut head = events.start(&model_response(&turn.head, Status::InProgress, Vec::new(), None));
         head.extend(events.listed(&turn.listed_tools));
+        // The calls the input's approvals decided ran already: their items come next.
+        let decided: Vec<ConversationItem> = turn.saving.new_messages[..turn.decided]
+            .iter()
+            .zip(turn.saving.ids.iter().flatten())
+            .flat_map(|(m, id)| items_of(&preview(*id, m)))
+            .collect();
+        head.extend(events.ran(decided));
         let shape = ResponseShape { app: self.clone(), turn, events, continued };
         Ok(drive::stream(upstream, shape, head.into_iter().map(Ok).collect()))
     }

@@ -629,6 +629,13 @@ async fn a_response_with_an_mcp_tool_lists_asks_approval_and_continues_with_the_
     assert_eq!(t.mcp.counts().await.1, 1);
     let kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
     assert!(kinds.contains(&"response.mcp_list_tools.completed"), "{kinds:?}");
+    assert!(kinds.contains(&"response.mcp_call.completed"), "the approved call's events: {kinds:?}");
+    let done: Vec<Value> = events
+        .iter()
+        .filter(|e| e["type"] == "response.output_item.done")
+        .map(|e| e["item"].clone())
+        .collect();
+    assert_eq!(Value::Array(done), completed["output"], "the items as streamed are the output");
     // The model read the result, after the history's call.
     let sent_last = t.fake.requests().last().unwrap().body["messages"].as_array().unwrap().clone();
     assert_eq!(sent_last.last().unwrap()["content"], "ping");
