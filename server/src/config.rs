@@ -181,26 +181,12 @@ impl ToolsConfig {
         if let Some(v) = env("AGENT_PLATFORM_TOOLS_API_CALL_ALLOWED_HOSTS") {
             self.api_call_allowed_hosts = hosts(v);
         }
-        fn set<T: std::str::FromStr>(
-            env: &impl Fn(&str) -> Option<String>,
-            setting: &str,
-            field: &mut T,
-        ) -> anyhow::Result<()>
-        where
-            T::Err: std::fmt::Display,
-        {
-            let name = format!("AGENT_PLATFORM_TOOLS_{}", setting.to_uppercase());
-            if let Some(v) = env(&name) {
-                *field = v.trim().parse().map_err(|e| anyhow::anyhow!("{name}={v:?}: {e}"))?;
-            }
-            Ok(())
-        }
-        set(env, "mcp_timeout_s", &mut self.mcp_timeout_s)?;
-        set(env, "mcp_list_cache_ttl_s", &mut self.mcp_list_cache_ttl_s)?;
-        set(env, "mcp_list_cache_entries", &mut self.mcp_list_cache_entries)?;
-        set(env, "max_output_bytes", &mut self.max_output_bytes)?;
-        set(env, "max_rounds", &mut self.max_rounds)?;
-        set(env, "max_calls_per_turn", &mut self.max_calls_per_turn)?;
+        set_from_env(env, "TOOLS", "mcp_timeout_s", &mut self.mcp_timeout_s)?;
+        set_from_env(env, "TOOLS", "mcp_list_cache_ttl_s", &mut self.mcp_list_cache_ttl_s)?;
+        set_from_env(env, "TOOLS", "mcp_list_cache_entries", &mut self.mcp_list_cache_entries)?;
+        set_from_env(env, "TOOLS", "max_output_bytes", &mut self.max_output_bytes)?;
+        set_from_env(env, "TOOLS", "max_rounds", &mut self.max_rounds)?;
+        set_from_env(env, "TOOLS", "max_calls_per_turn", &mut self.max_calls_per_turn)?;
         for (setting, value) in
             [("mcp_timeout_s", self.mcp_timeout_s), ("max_output_bytes", self.max_output_bytes as u64)]
         {
@@ -210,6 +196,23 @@ impl ToolsConfig {
         }
         Ok(())
     }
+}
+
+/// Sets `field` from `AGENT_PLATFORM_<SECTION>_<SETTING>` when that variable is set.
+fn set_from_env<T: std::str::FromStr>(
+    env: &impl Fn(&str) -> Option<String>,
+    section: &str,
+    setting: &str,
+    field: &mut T,
+) -> anyhow::Result<()>
+where
+    T::Err: std::fmt::Display,
+{
+    let name = format!("AGENT_PLATFORM_{section}_{}", setting.to_uppercase());
+    if let Some(v) = env(&name) {
+        *field = v.trim().parse().map_err(|e| anyhow::anyhow!("{name}={v:?}: {e}"))?;
+    }
+    Ok(())
 }
 
 /// Limits of task executions. Over one, an execution fails with an error naming it.
@@ -285,33 +288,19 @@ impl ExecutionsConfig {
 
     /// Reads `AGENT_PLATFORM_EXECUTIONS_*` and checks that every limit is at least 1.
     fn apply_env(&mut self, env: &impl Fn(&str) -> Option<String>) -> anyhow::Result<()> {
-        fn set<T: std::str::FromStr>(
-            env: &impl Fn(&str) -> Option<String>,
-            setting: &str,
-            field: &mut T,
-        ) -> anyhow::Result<()>
-        where
-            T::Err: std::fmt::Display,
-        {
-            let name = format!("AGENT_PLATFORM_EXECUTIONS_{}", setting.to_uppercase());
-            if let Some(v) = env(&name) {
-                *field = v.trim().parse().map_err(|e| anyhow::anyhow!("{name}={v:?}: {e}"))?;
-            }
-            Ok(())
-        }
-        set(env, "max_steps", &mut self.max_steps)?;
-        set(env, "max_foreach_items", &mut self.max_foreach_items)?;
-        set(env, "max_parallel_branches", &mut self.max_parallel_branches)?;
-        set(env, "max_sleep_s", &mut self.max_sleep_s)?;
-        set(env, "api_call_timeout_s", &mut self.api_call_timeout_s)?;
-        set(env, "expression_fuel", &mut self.expression_fuel)?;
-        set(env, "expression_max_bytes", &mut self.expression_max_bytes)?;
-        set(env, "expression_timeout_ms", &mut self.expression_timeout_ms)?;
-        set(env, "max_depth", &mut self.max_depth)?;
-        set(env, "workers", &mut self.workers)?;
-        set(env, "lease_s", &mut self.lease_s)?;
-        set(env, "max_step_attempts", &mut self.max_step_attempts)?;
-        set(env, "max_active_per_tenant", &mut self.max_active_per_tenant)?;
+        set_from_env(env, "EXECUTIONS", "max_steps", &mut self.max_steps)?;
+        set_from_env(env, "EXECUTIONS", "max_foreach_items", &mut self.max_foreach_items)?;
+        set_from_env(env, "EXECUTIONS", "max_parallel_branches", &mut self.max_parallel_branches)?;
+        set_from_env(env, "EXECUTIONS", "max_sleep_s", &mut self.max_sleep_s)?;
+        set_from_env(env, "EXECUTIONS", "api_call_timeout_s", &mut self.api_call_timeout_s)?;
+        set_from_env(env, "EXECUTIONS", "expression_fuel", &mut self.expression_fuel)?;
+        set_from_env(env, "EXECUTIONS", "expression_max_bytes", &mut self.expression_max_bytes)?;
+        set_from_env(env, "EXECUTIONS", "expression_timeout_ms", &mut self.expression_timeout_ms)?;
+        set_from_env(env, "EXECUTIONS", "max_depth", &mut self.max_depth)?;
+        set_from_env(env, "EXECUTIONS", "workers", &mut self.workers)?;
+        set_from_env(env, "EXECUTIONS", "lease_s", &mut self.lease_s)?;
+        set_from_env(env, "EXECUTIONS", "max_step_attempts", &mut self.max_step_attempts)?;
+        set_from_env(env, "EXECUTIONS", "max_active_per_tenant", &mut self.max_active_per_tenant)?;
         let limits = [
             ("max_steps", self.max_steps),
             ("max_foreach_items", self.max_foreach_items as u64),
