@@ -372,3 +372,31 @@ impl Check for PatchToolRequest {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::RequireApproval;
+
+    fn needs(policy: serde_json::Value, tool: &str) -> bool {
+        let policy: Option<RequireApproval> = serde_json::from_value(policy).unwrap();
+        RequireApproval::needs(policy.as_ref(), tool)
+    }
+
+    #[test]
+    fn approval_follows_openais_lists_and_a_tool_in_neither_list_needs_it() {
+        assert!(!needs(json!(null), "x"), "not given: never");
+        assert!(!needs(json!("never"), "x"));
+        assert!(needs(json!("always"), "x"));
+        let never_echo = json!({"never": {"tool_names": ["echo"]}});
+        assert!(!needs(never_echo.clone(), "echo"));
+        assert!(needs(never_echo, "add"));
+        let always_add = json!({"always": {"tool_names": ["add"]}});
+        assert!(needs(always_add.clone(), "add"));
+        assert!(needs(always_add, "echo"), "in neither list");
+        let both = json!({"always": {"tool_names": ["add"]}, "never": {"tool_names": ["echo"]}});
+        assert!(needs(both.clone(), "add") && !needs(both.clone(), "echo") && needs(both, "other"));
+        assert!(serde_json::from_value::<RequireApproval>(json!({"sometimes": {}})).is_err());
+    }
+}
