@@ -129,8 +129,8 @@ pub async fn tool_call_step(env: &StepEnv<'_>, tool: &str, arguments: Value) -> 
     match def.kind {
         ToolType::ApiCall => {
             let call = def.api_call.as_ref().ok_or_else(|| format!("tool {tool:?} has no api_call"))?;
-            let call = env.app.api_call_with_secrets(env.tenant, call).await?;
-            Ok(Outcome::Done(run_api_call(&call, &arguments, env.policy).await?))
+            let call = Box::pin(env.app.api_call_with_secrets(env.tenant, call)).await?;
+            Ok(Outcome::Done(Box::pin(run_api_call(&call, &arguments, env.policy)).await?))
         }
         ToolType::Mcp => Err(format!(
             "tool {tool:?} is an MCP server: a tool_call step calls one tool; offer the server's tools \
@@ -225,7 +225,8 @@ async fn base_request(
             _ => None,
         })
         .collect();
-    let listed = env.app.add_mcp_tools(env.tenant, &mut toolbox, &sources).await;
+    // Boxed: a step's future sits inside its parents' (nested steps); this one is large.
+    let listed = Box::pin(env.app.add_mcp_tools(env.tenant, &mut toolbox, &sources)).await;
     if let Some(unavailable) = listed.note() {
         return Err(format!("prompt step: {unavailable}"));
     }
@@ -323,7 +324,8 @@ async fn run_calls(
                      which a task step cannot ask for"
                 )
             } else {
-                let runs = env.app.run_tools(env.tenant, toolbox, std::slice::from_ref(&call)).await;
+                let runs =
+                    Box::pin(env.app.run_tools(env.tenant, toolbox, std::slice::from_ref(&call))).await;
                 told(&runs[0])
             };
             messages.push(ChatMessage::tool_result(&call.id, result));
@@ -349,8 +351,9 @@ async fn run_calls(
                 let def = tool.api_call.as_ref().ok_or_else(|| format!("tool {name:?} has no api_call"))?;
                 // A call that is refused (a host not allowed) or fails is told
                 // to the model, which may do without it or answer why not.
-                let def = env.app.api_call_with_secrets(env.tenant, def).await;
-                let answer = match async { run_api_call(&def?, &arguments, env.policy).await }.await {
+                let def = Box::pin(env.app.api_call_with_secrets(env.tenant, def)).await;
+                let answer = match async { Box::pin(run_api_call(&def?, &arguments, env.policy)).await }.await
+                {
                     Ok(answer) => answer.to_string(),
                     Err(why) => format!("error: {why}"),
                 };

@@ -860,7 +860,9 @@ impl Run {
                 }
                 let ctx = self.ctx(last, wf).await;
                 let args = self.eval_object(arguments, &ctx).await?;
-                match tool_call_step(&self.env(&ctx), tool, args).await.map_err(Stop::Failed)? {
+                // Boxed (as the prompt step): a step's future is inside its parents'
+                // (nested steps, to executions.max_depth), so a large one would grow each level.
+                match Box::pin(tool_call_step(&self.env(&ctx), tool, args)).await.map_err(Stop::Failed)? {
                     Outcome::Done(out) => done(self.step_done(key, out, here, next, |_| {}).await?),
                     Outcome::Pause { call, state } => {
                         Self::no_wait_in_branch(branch, "a function tool call")?;
@@ -896,7 +898,7 @@ impl Run {
                     Some((state, result))
                 };
                 let ctx = self.ctx(last, wf).await;
-                match prompt_step(&self.env(&ctx), step, resume).await.map_err(Stop::Failed)? {
+                match Box::pin(prompt_step(&self.env(&ctx), step, resume)).await.map_err(Stop::Failed)? {
                     Outcome::Done(out) => done(self.step_done(key, out, here, next, |_| {}).await?),
                     Outcome::Pause { call, state } => {
                         Self::no_wait_in_branch(branch, "a function tool call")?;

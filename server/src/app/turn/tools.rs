@@ -223,12 +223,20 @@ impl App {
             Runs::ApiCall(def) => {
                 let runner = &self.tool_runner;
                 let def = self.api_call_with_secrets(t, def).await?;
-                run_api_call(&def, &Value::Object(arguments), &runner.policy)
+                Box::pin(run_api_call(&def, &Value::Object(arguments), &runner.policy))
                     .await
                     .map(|answer| answer.to_string())
             }
             Runs::Mcp { server, tool } => {
-                self.tool_runner.mcp.call_tool(server, tool, arguments, self.tool_runner.mcp_timeout).await
+                // Boxed, as the other tools' futures: they are large, and a
+                // turn runs inside deep futures (a task's nested steps).
+                Box::pin(self.tool_runner.mcp.call_tool(
+                    server,
+                    tool,
+                    arguments,
+                    self.tool_runner.mcp_timeout,
+                ))
+                .await
             }
             Runs::FileSearch(owners) => {
                 let Some(query) =
@@ -314,7 +322,9 @@ impl App {
             let McpSource { label, def, approval_by_default } = source;
             let item_id = format!("mcpl_{}", uuid::Uuid::now_v7().simple());
             let tools = match self.mcp_server(t, label, def).await {
-                Ok(server) => self.tool_runner.mcp.list_tools(&server).await.map(|tools| (server, tools)),
+                Ok(server) => {
+                    Box::pin(self.tool_runner.mcp.list_tools(&server)).await.map(|tools| (server, tools))
+                }
                 Err(e) => Err(e),
             };
             let (server, tools) = match tools {
