@@ -29,7 +29,7 @@ use super::super::history::History;
 use super::super::{App, Error, Result, Tenant};
 use super::Answered;
 use super::convert::reply_message;
-use super::tools::{Toolbox, recorded, told};
+use super::tools::{Toolbox, not_run, recorded, told};
 use crate::api::types::{
     ApprovalDecision, ChatUsage, CreateMessageRequest, Metadata, PendingApproval, Role, ToolRun,
 };
@@ -139,29 +139,33 @@ impl Rounds {
         if server.is_empty() {
             return After::End(Ending::plain());
         }
-        let (waiting, server): (Vec<_>, Vec<_>) =
-            server.into_iter().partition(|c| self.toolbox.needs_approval(&c.function.name));
+        let (waiting, to_run): (Vec<_>, Vec<_>) =
+            server.iter().cloned().partition(|c| self.toolbox.needs_approval(&c.function.name));
         let configured = app.tool_runner.max_calls;
         let limit = if self.rounds >= app.tool_runner.max_rounds {
             Some(("max_tool_rounds", format!("tools.max_rounds ({})", app.tool_runner.max_rounds)))
         } else if let Some(asked) =
-            self.max_calls.filter(|m| *m < configured && self.calls + server.len() > *m)
+            self.max_calls.filter(|m| *m < configured && self.calls + to_run.len() > *m)
         {
             Some(("max_tool_calls", format!("the request's max_tool_calls ({asked})")))
-        } else if self.calls + server.len() > configured {
+        } else if self.calls + to_run.len() > configured {
             Some(("max_tool_calls", format!("tools.max_calls_per_turn ({configured})")))
         } else {
             None
         };
-        let runs = match &limit {
-            Some((_, which)) => server.iter().map(|c| not_run(&self.toolbox, c, which)).collect(),
-            None => app.run_tools(t, &self.toolbox, &server).await,
+        // Past a limit nothing runs, not even after an approval: every call of
+        // the server's is answered "not run", and the turn ends.
+        let (runs, waiting) = match &limit {
+            Some((_, which)) => {
+                let why = format!("not run: the turn reached its limit, {which}");
+                (server.iter().map(|c| not_run(&self.toolbox, c, why.clone())).collect(), Vec::new())
+            }
+            None => (app.run_tools(t, &self.toolbox, &to_run).await, waiting),
         };
         self.usage = self.total_usage(&answered.usage);
         let mut calling = reply_message(message);
         let kinds: Map<String, Value> = server
             .iter()
-            .chain(&waiting)
             .map(|c| {
                 (
                     c.id.clone(),
@@ -176,7 +180,6 @@ impl Rounds {
         }
         let servers: Map<String, Value> = server
             .iter()
-            .chain(&waiting)
             .filter_map(|c| Some((c.id.clone(), Value::String(self.toolbox.server_of(&c.function.name)?))))
             .collect();
         if !servers.is_empty() {
@@ -197,18 +200,6 @@ impl Rounds {
         }
         self.runs.extend(runs);
         if let Some((reason, _)) = limit {
-            // The calls waiting for approval are answered too: the turn ends.
-            let waited: Vec<ToolRun> =
-                waiting.iter().map(|c| not_run(&self.toolbox, c, "while it waited for approval")).collect();
-            for run in &waited {
-                let result = told(run);
-                request.messages.push(wire::ChatMessage::tool_result(&run.id, result.clone()));
-                self.made.push(tool_message(run, result));
-                if self.answer_id.is_some() {
-                    self.made_ids.push(uuid::Uuid::now_v7());
-                }
-            }
-            self.runs.extend(waited);
             let finish_reason = Some(reason.into());
             return After::End(Ending {
                 finish_reason,
@@ -218,7 +209,7 @@ impl Rounds {
             });
         }
         self.rounds += 1;
-        self.calls += server.len();
+        self.calls += to_run.len();
         if !waiting.is_empty() {
             let pending = waiting
                 .iter()
@@ -316,26 +307,6 @@ impl App {
 
 fn ids(calls: &[wire::ToolCall]) -> String {
     calls.iter().map(|c| format!("{:?} ({})", c.id, c.function.name)).collect::<Vec<_>>().join(", ")
-}
-
-/// A call a limit stopped.
-fn not_run(toolbox: &Toolbox, call: &wire::ToolCall, which: &str) -> ToolRun {
-    let error = if which.starts_with("while") {
-        format!("not run: the turn reached its limit {which}")
-    } else {
-        format!("not run: the turn reached its limit, {which}")
-    };
-    ToolRun {
-        id: call.id.clone(),
-        kind: toolbox.kind_of(&call.function.name),
-        name: call.function.name.clone(),
-        server: None,
-        arguments: call.function.arguments.clone(),
-        output: None,
-        error: Some(error),
-        started_at: chrono::Utc::now(),
-        ms: 0,
-    }
 }
 
 /// The `tool` message of a run: what the model was told, and the run in its metadata.

@@ -457,22 +457,31 @@ impl App {
             .iter()
             .map(|(call, approve, reason)| match approve {
                 true => ran.next().expect("a run per approved call"),
-                false => ToolRun {
-                    id: call.id.clone(),
-                    kind: toolbox.kind_of(&call.function.name),
-                    name: call.function.name.clone(),
-                    server: toolbox.server_of(&call.function.name),
-                    arguments: call.function.arguments.clone(),
-                    output: None,
-                    error: Some(match reason.as_deref().filter(|r| !r.trim().is_empty()) {
+                false => not_run(
+                    toolbox,
+                    call,
+                    match reason.as_deref().filter(|r| !r.trim().is_empty()) {
                         Some(reason) => format!("the call was denied by a person: {reason}"),
                         None => "the call was denied by a person".to_owned(),
-                    }),
-                    started_at: Utc::now(),
-                    ms: 0,
-                },
+                    },
+                ),
             })
             .collect()
+    }
+}
+
+/// A call that did not run, and why (`error`).
+pub fn not_run(toolbox: &Toolbox, call: &wire::ToolCall, error: String) -> ToolRun {
+    ToolRun {
+        id: call.id.clone(),
+        kind: toolbox.kind_of(&call.function.name),
+        name: call.function.name.clone(),
+        server: toolbox.server_of(&call.function.name),
+        arguments: call.function.arguments.clone(),
+        output: None,
+        error: Some(error),
+        started_at: chrono::Utc::now(),
+        ms: 0,
     }
 }
 
