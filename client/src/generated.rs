@@ -2971,7 +2971,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     ///Body of `POST /v1/responses` (OpenAI's request; unknown fields are ignored).
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct CreateResponseRequest {
-        ///Not supported: `true` answers 400 (responses are answered while the request waits).
+        ///Run the response in the background: the answer is the response at once, `queued`; the server runs it (`in_progress`) to its end (`completed`, `incomplete`, `failed`, or `cancelled` by `POST /v1/responses/{id}/cancel`) whether or not anyone waits, and across restarts of the server. Poll it with `GET /v1/responses/{id}`, or follow its events with `GET /v1/responses/{id}?stream=true`. Needs `store` (`store: false` is a 400 naming `store`). With `stream: true` the answer is that event stream from its start.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub background: ::std::option::Option<bool>,
         ///The conversation (session) this turn is appended to.
@@ -6194,7 +6194,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     ///A response (OpenAI's `response`): one turn of a session, its output the assistant's message and tool calls as items.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ModelResponse {
-        ///Always false.
+        ///Whether it runs (ran) in the background (the request's `background`).
         pub background: bool,
         ///Unix seconds, once `completed`; else null.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -6237,7 +6237,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         pub safety_identifier: ::std::option::Option<::std::string::String>,
         ///As sent, else `default`.
         pub service_tier: ::std::string::String,
-        ///`in_progress` (streamed, before the end), `completed`, `incomplete` (the provider stopped at `max_output_tokens`) or `failed`.
+        ///`queued` (a background response not begun), `in_progress` (streamed or in the background, before the end), `completed`, `incomplete` (the provider stopped at `max_output_tokens`, or the agent loop at a limit), `failed` or `cancelled` (a background response cancelled).
         pub status: ::std::string::String,
         pub store: bool,
         ///The sampling settings used: the request's, else the agent's defaults, else the provider's (1, 1, 0, 0).
@@ -6808,6 +6808,65 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     impl<'de> ::serde::Deserialize<'de> for OpenaiModelGetModel {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`OpenaiResponseCancelResponseId`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct OpenaiResponseCancelResponseId(::std::string::String);
+    impl ::std::ops::Deref for OpenaiResponseCancelResponseId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<OpenaiResponseCancelResponseId> for ::std::string::String {
+        fn from(value: OpenaiResponseCancelResponseId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for OpenaiResponseCancelResponseId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^resp_[A-Za-z0-9_-]{1,100}$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^resp_[A-Za-z0-9_-]{1,100}$\"".into(),
+                );
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for OpenaiResponseCancelResponseId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for OpenaiResponseCancelResponseId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for OpenaiResponseCancelResponseId {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -27872,7 +27931,9 @@ The model's tool calls come back as `function_call` output items; answer them wi
 
 A user message's content parts may be images (`input_image`: an http(s) URL or a data URL) and files (`input_file`, by `file_data`), each at most `models.max_input_part_bytes` bytes (8 MiB unless configured); they are saved with the message (`GET /api/sessions/{id}/messages` shows them in `parts`; the input items show them as they were given) and sent to the provider again when the chain or conversation goes on.
 
-Unsupported (400, naming the `param`): `background: true`, tools other than `function`, input items other than messages, function calls and their outputs and compactions, content parts other than text, images and files, files by `file_id` or `file_url`, images or files outside user messages; `previous_response_id` with `conversation`; no `input` and nothing to continue. A request that fails validation is a 400 `invalid_request_error` whose `param` names the field (`input[0].content`). Errors as for chat completions. The same responses run over a WebSocket: see `openai_response_socket`.
+`background: true` runs the response in the background: see `background`, `openai_response_get` and `openai_response_cancel`.
+
+Unsupported (400, naming the `param`): tools other than `function`, input items other than messages, function calls and their outputs and compactions, content parts other than text, images and files, files by `file_id` or `file_url`, images or files outside user messages; `previous_response_id` with `conversation`; no `input` and nothing to continue. A request that fails validation is a 400 `invalid_request_error` whose `param` names the field (`input[0].content`). Errors as for chat completions. The same responses run over a WebSocket: see `openai_response_socket`.
 
 Sends a `POST` request to `/v1/responses`
 
@@ -27889,15 +27950,23 @@ let response = client.openai_response_create()
     pub fn openai_response_create(&self) -> builder::OpenaiResponseCreate<'_> {
         builder::OpenaiResponseCreate::new(self)
     }
-    /**A stored response
+    /**A stored response, as it stands: a background response `queued` or
+
+`in_progress` shows the output its run has committed so far.
+
+`stream=true` answers its events instead (`text/event-stream`, as `stream: true` on its creation), from `starting_after + 1` on when `starting_after` is given, and follows a background response that is under way until it ends. The events are those of its items as they were committed: `response.created` (0), `response.in_progress` (1), then per output item `response.output_item.added`, its content's events (a message's text in one `response.output_text.delta`), and `response.output_item.done`; last `response.completed`, `response.incomplete` or `response.failed` (a cancelled response's stream ends after its items, as OpenAI's has no such event). The same response's events always have the same sequence numbers, so a client that lost its stream attaches again after the last it saw.
 
 Sends a `GET` request to `/v1/responses/{response_id}`
 
 Arguments:
 - `response_id`: A response's `id`: `resp_` and (here) 32 hex digits; any other `resp_` id names no response (404).
+- `starting_after`: With `stream`: only the events after this `sequence_number`.
+- `stream`: Answer the response's events (`text/event-stream`), as `stream: true` on its creation does, instead of the response.
 ```ignore
 let response = client.openai_response_get()
     .response_id(response_id)
+    .starting_after(starting_after)
+    .stream(stream)
     .send()
     .await;
 ```*/
@@ -27941,6 +28010,23 @@ let response = client.openai_response_delete()
 ```*/
     pub fn openai_response_delete(&self) -> builder::OpenaiResponseDelete<'_> {
         builder::OpenaiResponseDelete::new(self)
+    }
+    /**Cancel a background response (OpenAI's `POST /v1/responses/{id}/cancel`)
+
+A `queued` or `in_progress` background response becomes `cancelled` at once: its run stops (a model or tool call under way is dropped; on another server, at its next commit), what it committed stays in the conversation, and its calls of the server's tools that were in flight are answered "not run: the response was cancelled". One that has ended is answered as it is. A response that was not created with `background: true` is a 400.
+
+Sends a `POST` request to `/v1/responses/{response_id}/cancel`
+
+Arguments:
+- `response_id`: A response's `id`: `resp_` and (here) 32 hex digits; any other `resp_` id names no response (404).
+```ignore
+let response = client.openai_response_cancel()
+    .response_id(response_id)
+    .send()
+    .await;
+```*/
+    pub fn openai_response_cancel(&self) -> builder::OpenaiResponseCancel<'_> {
+        builder::OpenaiResponseCancel::new(self)
     }
     /**The input items of a stored response (the messages its input made), paged
 
@@ -38553,12 +38639,16 @@ pub mod builder {
     pub struct OpenaiResponseGet<'a> {
         client: &'a super::Client,
         response_id: Result<types::OpenaiResponseGetResponseId, String>,
+        starting_after: Result<Option<i64>, String>,
+        stream: Result<Option<bool>, String>,
     }
     impl<'a> OpenaiResponseGet<'a> {
         pub fn new(client: &'a super::Client) -> Self {
             Self {
                 client: client,
                 response_id: Err("response_id was not initialized".to_string()),
+                starting_after: Ok(None),
+                stream: Ok(None),
             }
         }
         pub fn response_id<V>(mut self, value: V) -> Self
@@ -38573,6 +38663,28 @@ pub mod builder {
                 });
             self
         }
+        pub fn starting_after<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<i64>,
+        {
+            self.starting_after = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `i64` for starting_after failed".to_string()
+                });
+            self
+        }
+        pub fn stream<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<bool>,
+        {
+            self.stream = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| "conversion to `bool` for stream failed".to_string());
+            self
+        }
         ///Sends a `GET` request to `/v1/responses/{response_id}`
         pub async fn send(
             self,
@@ -38580,8 +38692,10 @@ pub mod builder {
             ResponseValue<types::ModelResponse>,
             Error<types::OpenAiErrorResponse>,
         > {
-            let Self { client, response_id } = self;
+            let Self { client, response_id, starting_after, stream } = self;
             let response_id = response_id.map_err(Error::InvalidRequest)?;
+            let starting_after = starting_after.map_err(Error::InvalidRequest)?;
+            let stream = stream.map_err(Error::InvalidRequest)?;
             let url = format!(
                 "{}/v1/responses/{}", client.baseurl, encode_path(& response_id
                 .to_string()),
@@ -38602,6 +38716,13 @@ pub mod builder {
                     ::reqwest::header::ACCEPT,
                     ::reqwest::header::HeaderValue::from_static("application/json"),
                 )
+                .query(
+                    &progenitor_client::QueryParam::new(
+                        "starting_after",
+                        &starting_after,
+                    ),
+                )
+                .query(&progenitor_client::QueryParam::new("stream", &stream))
                 .headers(header_map)
                 .build()?;
             let info = OperationInfo {
@@ -38895,6 +39016,119 @@ pub mod builder {
                 .build()?;
             let info = OperationInfo {
                 operation_id: "openai_response_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::openai_response_cancel`]
+
+[`Client::openai_response_cancel`]: super::Client::openai_response_cancel*/
+    #[derive(Debug, Clone)]
+    pub struct OpenaiResponseCancel<'a> {
+        client: &'a super::Client,
+        response_id: Result<types::OpenaiResponseCancelResponseId, String>,
+    }
+    impl<'a> OpenaiResponseCancel<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                response_id: Err("response_id was not initialized".to_string()),
+            }
+        }
+        pub fn response_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::OpenaiResponseCancelResponseId>,
+        {
+            self.response_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `OpenaiResponseCancelResponseId` for response_id failed"
+                        .to_string()
+                });
+            self
+        }
+        ///Sends a `POST` request to `/v1/responses/{response_id}/cancel`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<types::ModelResponse>,
+            Error<types::OpenAiErrorResponse>,
+        > {
+            let Self { client, response_id } = self;
+            let response_id = response_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/v1/responses/{}/cancel", client.baseurl, encode_path(& response_id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "openai_response_cancel",
             };
             client.pre(&mut request, &info).await?;
             let result = client.exec(request, &info).await;

@@ -55,6 +55,10 @@
 //! max_output_bytes = 1048576      # a longer MCP tool output is an error, not the output
 //! max_rounds = 10                 # rounds of server-run tool calls one chat turn may make
 //! max_calls_per_turn = 64         # server-run tool calls one chat turn may make in all
+//! background_runs = 256           # background responses running at once (more wait, queued);
+//!                                 # they resume after a restart, and on postgres another server
+//!                                 # takes one over after executions.lease_s; one begun
+//!                                 # executions.max_step_attempts times fails instead
 //!
 //! [secrets]
 //! key_env = "AGENT_PLATFORM_SECRETS_KEY"  # the NAME of the environment variable holding
@@ -148,6 +152,8 @@ pub struct ToolsConfig {
     /// Longest output of an MCP tool call, in bytes; a longer one is an error
     /// told to the model, not a truncated output.
     pub max_output_bytes: usize,
+    /// Background responses running at once on this server; more wait, `queued`.
+    pub background_runs: usize,
 }
 
 impl Default for ToolsConfig {
@@ -161,6 +167,7 @@ impl Default for ToolsConfig {
             max_output_bytes: 1 << 20,
             max_rounds: crate::app::turn::tools::DEFAULT_MAX_ROUNDS,
             max_calls_per_turn: crate::app::turn::tools::DEFAULT_MAX_CALLS,
+            background_runs: 256,
         }
     }
 }
@@ -187,9 +194,12 @@ impl ToolsConfig {
         set_from_env(env, "TOOLS", "max_output_bytes", &mut self.max_output_bytes)?;
         set_from_env(env, "TOOLS", "max_rounds", &mut self.max_rounds)?;
         set_from_env(env, "TOOLS", "max_calls_per_turn", &mut self.max_calls_per_turn)?;
-        for (setting, value) in
-            [("mcp_timeout_s", self.mcp_timeout_s), ("max_output_bytes", self.max_output_bytes as u64)]
-        {
+        set_from_env(env, "TOOLS", "background_runs", &mut self.background_runs)?;
+        for (setting, value) in [
+            ("mcp_timeout_s", self.mcp_timeout_s),
+            ("max_output_bytes", self.max_output_bytes as u64),
+            ("background_runs", self.background_runs as u64),
+        ] {
             if value == 0 {
                 anyhow::bail!("tools.{setting} = 0: expected at least 1");
             }

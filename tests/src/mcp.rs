@@ -47,6 +47,14 @@ impl FakeMcp {
         (counts["lists"].as_u64().unwrap(), counts["calls"].as_u64().unwrap())
     }
 
+    /// How many calls of `tool` have begun.
+    pub async fn calls_of(&self, tool: &str) -> u64 {
+        let base = self.url.trim_end_matches("/mcp");
+        let counts: Value =
+            reqwest::get(format!("{base}/calls")).await.unwrap().json().await.expect("fake-mcp's counts");
+        counts["tools"][tool].as_u64().unwrap_or(0)
+    }
+
     /// Whether the process has exited (as `crash` makes it).
     pub fn exited(&mut self) -> bool {
         self.child.try_wait().unwrap().is_some()

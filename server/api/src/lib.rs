@@ -940,7 +940,10 @@ pub trait AgentPlatformApi {
     /// `parts`; the input items show them as they were given) and sent to the
     /// provider again when the chain or conversation goes on.
     ///
-    /// Unsupported (400, naming the `param`): `background: true`, tools other
+    /// `background: true` runs the response in the background: see
+    /// `background`, `openai_response_get` and `openai_response_cancel`.
+    ///
+    /// Unsupported (400, naming the `param`): tools other
     /// than `function`, input items other than messages, function calls and
     /// their outputs and compactions, content parts other than text, images
     /// and files, files by `file_id` or `file_url`, images or files outside
@@ -1021,9 +1024,39 @@ pub trait AgentPlatformApi {
         body: JsonBody<CompactResponseRequest>,
     ) -> V1<HttpResponseOk<CompactedResponse>>;
 
-    /// A stored response.
+    /// A stored response, as it stands: a background response `queued` or
+    /// `in_progress` shows the output its run has committed so far.
+    ///
+    /// `stream=true` answers its events instead (`text/event-stream`, as
+    /// `stream: true` on its creation), from `starting_after + 1` on when
+    /// `starting_after` is given, and follows a background response that is
+    /// under way until it ends. The events are those of its items as they
+    /// were committed: `response.created` (0), `response.in_progress` (1),
+    /// then per output item `response.output_item.added`, its content's
+    /// events (a message's text in one `response.output_text.delta`), and
+    /// `response.output_item.done`; last `response.completed`,
+    /// `response.incomplete` or `response.failed` (a cancelled response's
+    /// stream ends after its items, as OpenAI's has no such event). The
+    /// same response's events always have the same sequence numbers, so a
+    /// client that lost its stream attaches again after the last it saw.
     #[endpoint { method = GET, path = "/v1/responses/{response_id}", tags = ["openai"] }]
     async fn openai_response_get(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<ResponsePath>,
+        query: QueryParams<ResponseGetParams>,
+    ) -> V1<ChatAnswer<ModelResponse>>;
+
+    /// Cancel a background response (OpenAI's `POST /v1/responses/{id}/cancel`).
+    ///
+    /// A `queued` or `in_progress` background response becomes `cancelled` at
+    /// once: its run stops (a model or tool call under way is dropped; on
+    /// another server, at its next commit), what it committed stays in the
+    /// conversation, and its calls of the server's tools that were in flight
+    /// are answered "not run: the response was cancelled". One that has ended
+    /// is answered as it is. A response that was not created with
+    /// `background: true` is a 400.
+    #[endpoint { method = POST, path = "/v1/responses/{response_id}/cancel", tags = ["openai"] }]
+    async fn openai_response_cancel(
         rqctx: RequestContext<Self::Context>,
         path: PathParams<ResponsePath>,
     ) -> V1<HttpResponseOk<ModelResponse>>;

@@ -116,7 +116,7 @@ impl App {
         loop {
             let answer = turn.plan.provider.chat(&turn.plan.request).await?;
             let answered = Driver::whole(answer).collect(&turn.plan.request).await?;
-            let ending = match turn.rounds.after(self, t, &answered, &mut turn.plan.request).await {
+            let ending = match turn.rounds.after(self, t, &answered, &mut turn.plan.request).await? {
                 After::Again => continue,
                 After::End(ending) => ending,
             };
@@ -221,7 +221,7 @@ impl Shape for ChatShape {
         Box::pin(async move {
             let t = self.turn.saving.tenant;
             let ending =
-                match self.turn.rounds.after(&self.app, t, &answered, &mut self.turn.plan.request).await {
+                match self.turn.rounds.after(&self.app, t, &answered, &mut self.turn.plan.request).await? {
                     After::Again => {
                         let upstream = self.turn.plan.provider.chat_stream(&self.turn.plan.request).await?;
                         self.round = RoundCalls::default();

@@ -159,6 +159,8 @@ pub struct App {
     followers: Arc<std::sync::atomic::AtomicUsize>,
     /// What runs the server's tools in turns (see [`turn::tools`]).
     pub tool_runner: Arc<turn::tools::ToolRunner>,
+    /// The background responses this server runs (see [`responses::BackgroundRuns`]).
+    pub background: Arc<responses::BackgroundRuns>,
 }
 
 impl App {
@@ -216,6 +218,7 @@ impl App {
             secrets_key: None,
             followers: Default::default(),
             tool_runner: Default::default(),
+            background: Default::default(),
         };
         changes::forget_on_changes(&app);
         docs::start_index(&app, start).await?;

@@ -17,15 +17,19 @@
 //! stored is remembered there, and continued from there. Compaction
 //! (`POST /v1/responses/compact`) is [`compact`]'s.
 
+mod background;
 mod chains;
 mod compact;
 mod events;
+
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+pub use self::background::BackgroundRuns;
 pub use self::chains::{Chain, Chains};
 use self::events::Events;
 pub use self::events::StreamFailure;
@@ -72,9 +76,16 @@ pub struct ResponseData {
     pub tool_choice: Value,
     pub parallel_tool_calls: bool,
     /// `incomplete` when the provider stopped at the token limit, or the
-    /// agent loop at one of its limits; absent: `completed`.
+    /// agent loop at one of its limits; a background response's `queued`,
+    /// `in_progress`, `failed` or `cancelled`; absent: `completed`.
     #[serde(default)]
     pub status: Option<String>,
+    /// Created with `background: true` (see [`background`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub background: bool,
+    /// Why a background response failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<crate::api::types::ResponseError>,
     /// Why it is incomplete, when not the token limit (`max_tool_rounds`, `max_tool_calls`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub incomplete_reason: Option<String>,
@@ -142,24 +153,48 @@ struct Head {
     user: Option<String>,
     store: bool,
     metadata: Metadata,
+    background: bool,
 }
 
 /// Where a response stands.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Status {
+    /// A background response not begun.
+    Queued,
     InProgress,
     /// At these Unix seconds.
     Completed(i64),
     /// The provider stopped at `max_output_tokens`, or the agent loop at a
     /// limit (`incomplete_details.reason`).
     Incomplete(&'static str),
-    /// Its `error` is the HTTP layer's to fill in.
+    /// Its `error` is the HTTP layer's to fill in (a background response's is stored).
     Failed,
+    /// A background response cancelled.
+    Cancelled,
 }
 
 impl Status {
     /// The end of an answer the provider finished with `finish_reason`, or
     /// that the agent loop ended (`ending`'s reason).
+    /// The name a record keeps (none: `completed`).
+    fn stored(self) -> Option<String> {
+        match self {
+            Status::Completed(_) => None,
+            other => Some(other.name().into()),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Status::Queued => "queued",
+            Status::InProgress => "in_progress",
+            Status::Completed(_) => "completed",
+            Status::Incomplete(_) => "incomplete",
+            Status::Failed => "failed",
+            Status::Cancelled => "cancelled",
+        }
+    }
+
     fn of_answer(finish_reason: Option<&str>, ending: Option<&str>) -> Status {
         match (ending, finish_reason) {
             (Some("max_tool_rounds"), _) => Status::Incomplete("max_tool_rounds"),
@@ -171,6 +206,10 @@ impl Status {
 
     fn of_record(status: Option<&str>, reason: Option<&str>, completed_at: i64) -> Status {
         match (status, reason) {
+            (Some("queued"), _) => Status::Queued,
+            (Some("in_progress"), _) => Status::InProgress,
+            (Some("failed"), _) => Status::Failed,
+            (Some("cancelled"), _) => Status::Cancelled,
             (Some("incomplete"), Some("max_tool_rounds")) => Status::Incomplete("max_tool_rounds"),
             (Some("incomplete"), Some("max_tool_calls")) => Status::Incomplete("max_tool_calls"),
             (Some("incomplete"), _) => Status::Incomplete("max_output_tokens"),
@@ -205,6 +244,8 @@ pub struct ResponseTurn {
     /// Where a response that is not stored is remembered (a WebSocket
     /// connection's [`Chains`]), with the conversation it continued.
     remember: Option<(Chains, Session, History)>,
+    /// A background response's run: what it committed before the end.
+    background: Option<Arc<background::RunCheckpoint>>,
 }
 
 impl ResponseTurn {
@@ -244,6 +285,7 @@ impl App {
         t: Tenant,
         req: CreateResponseRequest,
         chains: Option<&Chains>,
+        resume: bool,
     ) -> Result<ResponseTurn> {
         let agent = self.completion_agent(t, &req.model).await?;
         let store = req.store.unwrap_or(true);
@@ -347,9 +389,14 @@ impl App {
                 .collect(),
             _ => Vec::new(),
         };
-        let decided = self
-            .decide_pending(t, &mut rounds, &pending, &decisions, "input (mcp_approval_response)")
-            .await?;
+        let decided = match resume {
+            // A background response resuming: its calls in flight when its server stopped.
+            true => self.resume_pending(t, &mut rounds, &pending).await,
+            false => {
+                self.decide_pending(t, &mut rounds, &pending, &decisions, "input (mcp_approval_response)")
+                    .await?
+            }
+        };
         let decided_count = decided.len();
         let mut new_messages = new_messages;
         new_messages.splice(0..0, decided);
@@ -431,6 +478,7 @@ impl App {
             parallel_tool_calls: req.parallel_tool_calls.unwrap_or(true),
             store,
             metadata: req.metadata.unwrap_or_default(),
+            background: resume,
         };
         let (lease, lock) = match held {
             Some(held) => (held.lease, Some(held.lock)),
@@ -452,7 +500,16 @@ impl App {
         };
         rounds.answer_id = Some(Uuid::now_v7());
         rounds.max_calls = head.max_tool_calls.map(|m| m.max(0) as usize);
-        Ok(ResponseTurn { plan, head, saving, remember, rounds, listed_tools, decided: decided_count })
+        Ok(ResponseTurn {
+            plan,
+            head,
+            saving,
+            remember,
+            rounds,
+            listed_tools,
+            decided: decided_count,
+            background: None,
+        })
     }
 
     /// The server-run tools of a response: the agent's (its `api_call` and
@@ -521,11 +578,11 @@ impl App {
 
     /// A response, whole (after the rounds of the server-run tools it calls).
     pub async fn response_create(&self, t: Tenant, req: CreateResponseRequest) -> Result<ModelResponse> {
-        let mut turn = self.response_turn(t, req, None).await?;
+        let mut turn = self.response_turn(t, req, None, false).await?;
         loop {
             let answer = turn.plan.provider.chat(&turn.plan.request).await?;
             let answered = Driver::whole(answer).collect(&turn.plan.request).await?;
-            match turn.rounds.after(self, t, &answered, &mut turn.plan.request).await {
+            match turn.rounds.after(self, t, &answered, &mut turn.plan.request).await? {
                 After::Again => continue,
                 After::End(ending) => return self.response_save(&mut turn, answered, ending).await,
             }
@@ -533,7 +590,8 @@ impl App {
     }
 
     /// Saves the turn and its `response` record (when `store`), and answers
-    /// the completed response.
+    /// the completed response. A background response's run also ends here:
+    /// its record is replaced and its `Run` deleted (see [`background`]).
     async fn response_save(
         &self,
         turn: &mut ResponseTurn,
@@ -558,53 +616,35 @@ impl App {
                 }
                 let (inputs, outputs) = made.split_at(made.len() - made_count);
                 let (decided, inputs) = inputs.split_at(turn.decided);
-                let mut output = turn.listed_tools.clone();
-                output.extend(decided.iter().chain(outputs).flat_map(items_of));
-                let response = model_response(head, status, output, Some(&usage));
-                let reply = outputs.last().expect("the turn made its answer");
-                let data = ResponseData {
-                    model: head.model.clone(),
-                    instructions: head.instructions.clone(),
-                    previous_response_id: head.previous_response_id.clone(),
-                    conversation: head.conversation,
-                    input_messages: inputs.iter().map(|m| m.id).collect(),
-                    output_message: reply.id,
-                    output_messages: decided.iter().chain(outputs).map(|m| m.id).collect(),
-                    listed_tools: turn.listed_tools.clone(),
-                    usage: (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens),
-                    temperature: Some(head.temperature),
-                    top_p: Some(head.top_p),
-                    max_output_tokens: head.max_output_tokens,
-                    tools: serde_json::to_value(&head.tools).unwrap_or_default(),
-                    tool_choice: head.tool_choice.clone(),
-                    parallel_tool_calls: head.parallel_tool_calls,
-                    status: matches!(status, Status::Incomplete(_)).then(|| "incomplete".into()),
-                    incomplete_reason: match status {
-                        Status::Incomplete(reason) if reason != "max_output_tokens" => Some(reason.into()),
-                        _ => None,
-                    },
-                    completed_at: match status {
-                        Status::Completed(at) => Some(at),
-                        _ => None,
-                    },
-                    text: Some(head.text.clone()),
-                    presence_penalty: Some(head.presence_penalty),
-                    frequency_penalty: Some(head.frequency_penalty),
-                    top_logprobs: Some(head.top_logprobs),
-                    reasoning: head.reasoning.clone(),
-                    max_tool_calls: head.max_tool_calls,
-                    service_tier: Some(head.service_tier.clone()),
-                    safety_identifier: head.safety_identifier.clone(),
-                    prompt_cache_key: head.prompt_cache_key.clone(),
-                    user: head.user.clone(),
-                    truncation: Some(head.truncation),
+                let (committed, input_messages, tail) = match &turn.background {
+                    Some(run) => run.ending(),
+                    None => (Vec::new(), inputs.iter().map(|m| m.id).collect(), Vec::new()),
                 };
+                let made_now: Vec<&Message> = committed.iter().chain(decided).chain(outputs).collect();
+                let mut output = turn.listed_tools.clone();
+                output.extend(made_now.iter().flat_map(|m| items_of(m)));
+                let response = model_response(head, status, output, Some(&usage));
+                let reply = made_now.last().expect("the turn made its answer");
+                let data = response_data(
+                    head,
+                    status,
+                    &usage,
+                    input_messages,
+                    (reply.id, made_now.iter().map(|m| m.id).collect()),
+                    turn.listed_tools.clone(),
+                );
                 let mut record = Record::fresh(Kind::Response, turn.saving.session, encode(&data)?);
                 record.id = head.id;
                 // The response's time, as answered.
                 (record.created_at, record.updated_at) = (head.created_at, head.created_at);
                 record.metadata = Some(head.metadata.0.clone());
-                Ok((vec![Op::Put { record, expect: Expect::Absent }], Some(response)))
+                let expect = match &turn.background {
+                    Some(run) => Expect::Version(run.response_version()),
+                    None => Expect::Absent,
+                };
+                let mut ops = vec![Op::Put { record, expect }];
+                ops.extend(tail);
+                Ok((ops, Some(response)))
             })
             .await?;
         if let Some((chains, session, history)) = &turn.remember {
@@ -626,13 +666,22 @@ impl App {
     /// A stored response.
     pub async fn response_get(&self, t: Tenant, id: &str) -> Result<ModelResponse> {
         let rec = self.response_record(t, id).await?;
+        self.response_of(t, &rec).await
+    }
+
+    /// The response a `response` record keeps, as it stands: a background
+    /// response under way shows what its run committed so far.
+    async fn response_of(&self, t: Tenant, rec: &Record) -> Result<ModelResponse> {
+        let id = response_id(rec.id);
         let data: ResponseData = serde_json::from_value(rec.data.clone())
             .map_err(|e| Error::Internal(format!("response {id} does not decode: {e}")))?;
-        let mut output = data.listed_tools.clone();
-        let outputs = if data.output_messages.is_empty() {
-            vec![data.output_message]
-        } else {
-            data.output_messages.clone()
+        let under_way = data.background && matches!(data.status.as_deref(), Some("queued" | "in_progress"));
+        let (mut output, outputs) = match under_way {
+            true => self.background_output(t, rec.id).await?,
+            false if data.output_messages.is_empty() => {
+                (data.listed_tools.clone(), vec![data.output_message])
+            }
+            false => (data.listed_tools.clone(), data.output_messages.clone()),
         };
         for id in outputs {
             if let Some(m) = self.store.get(t.0, Kind::Message, id).await? {
@@ -665,13 +714,17 @@ impl App {
             user: data.user,
             store: true,
             metadata: Metadata(rec.metadata.clone().unwrap_or_default()),
+            background: data.background,
         };
         let (input, output_tokens, total) = data.usage;
         let usage = ChatUsage { prompt_tokens: input, completion_tokens: output_tokens, total_tokens: total };
         let completed_at = data.completed_at.unwrap_or(rec.created_at.timestamp());
         let status =
             Status::of_record(data.status.as_deref(), data.incomplete_reason.as_deref(), completed_at);
-        Ok(model_response(&head, status, output, Some(&usage)))
+        let usage = (!under_way).then_some(&usage);
+        let mut response = model_response(&head, status, output, usage);
+        response.error = data.error;
+        Ok(response)
     }
 
     /// The items of a stored response's input (see the operation's description).
@@ -719,6 +772,11 @@ impl App {
         let data: ResponseData = serde_json::from_value(rec.data.clone())
             .map_err(|e| Error::Internal(format!("response {id} does not decode: {e}")))?;
         let session = rec.scope;
+        if self.store.get(t.0, Kind::Run, rec.id).await?.is_some() {
+            return Err(Error::Conflict(format!(
+                "response {id} is running in the background: cancel it first (POST /v1/responses/{id}/cancel)"
+            )));
+        }
         let mut ops = vec![
             Op::Delete { kind: Kind::Response, id: rec.id, version: Some(rec.version) },
             self.session_changes(session),
@@ -814,11 +872,10 @@ fn model_response(
     output: Vec<ConversationItem>,
     usage: Option<&ChatUsage>,
 ) -> ModelResponse {
-    let (status_name, completed_at) = match status {
-        Status::InProgress => ("in_progress", None),
-        Status::Completed(at) => ("completed", Some(at)),
-        Status::Incomplete(_) => ("incomplete", None),
-        Status::Failed => ("failed", None),
+    let status_name = status.name();
+    let completed_at = match status {
+        Status::Completed(at) => Some(at),
+        _ => None,
     };
     ModelResponse {
         id: response_id(head.id),
@@ -861,7 +918,59 @@ fn model_response(
             ..ResponseUsage::default()
         }),
         metadata: head.metadata.0.clone(),
-        background: false,
+        background: head.background,
+    }
+}
+
+/// What a `response` record keeps of `head` ended (or standing) as
+/// `status`: its input messages, its answer and every message it made
+/// (`output`), and its `mcp_list_tools` items.
+fn response_data(
+    head: &Head,
+    status: Status,
+    usage: &ChatUsage,
+    input_messages: Vec<Uuid>,
+    (output_message, output_messages): (Uuid, Vec<Uuid>),
+    listed_tools: Vec<ConversationItem>,
+) -> ResponseData {
+    ResponseData {
+        model: head.model.clone(),
+        instructions: head.instructions.clone(),
+        previous_response_id: head.previous_response_id.clone(),
+        conversation: head.conversation,
+        input_messages,
+        output_message,
+        output_messages,
+        listed_tools,
+        usage: (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens),
+        temperature: Some(head.temperature),
+        top_p: Some(head.top_p),
+        max_output_tokens: head.max_output_tokens,
+        tools: serde_json::to_value(&head.tools).unwrap_or_default(),
+        tool_choice: head.tool_choice.clone(),
+        parallel_tool_calls: head.parallel_tool_calls,
+        status: status.stored(),
+        background: head.background,
+        error: None,
+        incomplete_reason: match status {
+            Status::Incomplete(reason) if reason != "max_output_tokens" => Some(reason.into()),
+            _ => None,
+        },
+        completed_at: match status {
+            Status::Completed(at) => Some(at),
+            _ => None,
+        },
+        text: Some(head.text.clone()),
+        presence_penalty: Some(head.presence_penalty),
+        frequency_penalty: Some(head.frequency_penalty),
+        top_logprobs: Some(head.top_logprobs),
+        reasoning: head.reasoning.clone(),
+        max_tool_calls: head.max_tool_calls,
+        service_tier: Some(head.service_tier.clone()),
+        safety_identifier: head.safety_identifier.clone(),
+        prompt_cache_key: head.prompt_cache_key.clone(),
+        user: head.user.clone(),
+        truncation: Some(head.truncation),
     }
 }
 
@@ -896,7 +1005,7 @@ impl App {
             }
             e
         };
-        let turn = self.response_turn(t, req, chains.as_ref()).await.map_err(forget)?;
+        let turn = self.response_turn(t, req, chains.as_ref(), false).await.map_err(forget)?;
         let upstream =
             turn.plan.provider.chat_stream(&turn.plan.request).await.map_err(|e| forget(e.into()))?;
         let mut events = Events::new(turn.answer_id());
@@ -995,7 +1104,7 @@ impl Shape for ResponseShape {
         Box::pin(async move {
             let t = self.turn.saving.tenant;
             let made_before = self.turn.rounds.made.len();
-            let after = self.turn.rounds.after(&self.app, t, &answered, &mut self.turn.plan.request).await;
+            let after = self.turn.rounds.after(&self.app, t, &answered, &mut self.turn.plan.request).await?;
             let text = answered.answer.text();
             let toolbox = &self.turn.rounds.toolbox;
             let client_calls: Vec<wire::ToolCall> = answered

@@ -76,6 +76,11 @@ impl Held {
     pub fn id(&self) -> Uuid {
         self.record.lock().id
     }
+
+    /// The kind of the lease record ([`Kind::ExecutionLease`], [`Kind::RunLease`]).
+    fn kind(&self) -> Kind {
+        self.record.lock().kind
+    }
 }
 
 /// Why a held lease ended.
@@ -137,7 +142,9 @@ impl Leases {
         };
         let Ok(data) = read::<ExecutionData>(&execution) else {
             // Unreadable: a run reports it (and fails the execution).
-            return self.take(store, tenant, &execution, None).await;
+            return self
+                .take(store, tenant, Kind::ExecutionLease, (execution.id, execution.scope), None)
+                .await;
         };
         if data.status().is_terminal() || data.status() == ExecutionStatus::AwaitingInput {
             return Ok(Claim::Nothing);
@@ -149,7 +156,27 @@ impl Leases {
                 return Ok(Claim::Busy { holder: lease.holder, expires_at: lease.expires_at });
             }
         }
-        self.take(store, tenant, &execution, current).await
+        self.take(store, tenant, Kind::ExecutionLease, (execution.id, execution.scope), current).await
+    }
+
+    /// Claims a lease of `kind` on `id` (in `scope`) that nobody holds, that
+    /// expired, or that is this server's already: what a background
+    /// response's run takes (see `app::responses::background`).
+    pub async fn claim_of(
+        &self,
+        store: &dyn Store,
+        tenant: Tenant,
+        kind: Kind,
+        (id, scope): (Uuid, Uuid),
+    ) -> StoreResult<Claim> {
+        let current = store.get(tenant.0, kind, id).await?;
+        if let Some(rec) = &current {
+            let lease = lease_of(rec);
+            if lease.holder != self.server && lease.expires_at >= now() {
+                return Ok(Claim::Busy { holder: lease.holder, expires_at: lease.expires_at });
+            }
+        }
+        self.take(store, tenant, kind, (id, scope), current).await
     }
 
     /// Writes this server's claim over `current` (none: a new lease).
@@ -157,15 +184,13 @@ impl Leases {
         &self,
         store: &dyn Store,
         tenant: Tenant,
-        execution: &Record,
+        kind: Kind,
+        (id, scope): (Uuid, Uuid),
         current: Option<Record>,
     ) -> StoreResult<Claim> {
         let took_over = current.as_ref().map(lease_of).filter(|lease| lease.holder != self.server);
         let (record, expect) = match current {
-            None => (
-                Record::new(Kind::ExecutionLease, execution.id, execution.scope, self.data()),
-                Expect::Absent,
-            ),
+            None => (Record::new(kind, id, scope, self.data()), Expect::Absent),
             Some(mut rec) => {
                 let expect = Expect::Version(rec.version);
                 rec.data = self.data();
@@ -189,7 +214,7 @@ impl Leases {
             }))),
             // Another server claimed it first: it runs the execution.
             Err(StoreError::IdTaken { .. } | StoreError::Stale | StoreError::NotFound { .. }) => {
-                match store.get(tenant.0, Kind::ExecutionLease, execution.id).await? {
+                match store.get(tenant.0, kind, id).await? {
                     Some(rec) => {
                         let lease = lease_of(&rec);
                         Ok(Claim::Busy { holder: lease.holder, expires_at: lease.expires_at })
@@ -210,7 +235,7 @@ impl Leases {
                 _ = tokio::time::sleep_until(next) => {}
                 _ = held.wake.notified() => {
                     // The store says the lease changed: still ours?
-                    match tokio::time::timeout_at(deadline, store.get(held.tenant.0, Kind::ExecutionLease, held.id())).await {
+                    match tokio::time::timeout_at(deadline, store.get(held.tenant.0, held.kind(), held.id())).await {
                         Ok(Ok(None)) => return Lost::Released,
                         Ok(Ok(Some(rec))) if lease_of(&rec).holder != self.server => {
                             return Lost::TakenOver { by: lease_of(&rec).holder };
@@ -245,7 +270,7 @@ impl Leases {
                 }
                 Ok(Err(StoreError::NotFound { .. })) => return Lost::Released,
                 Ok(Err(StoreError::Stale)) => {
-                    return match store.get(held.tenant.0, Kind::ExecutionLease, held.id()).await {
+                    return match store.get(held.tenant.0, held.kind(), held.id()).await {
                         Ok(Some(rec)) => Lost::TakenOver { by: lease_of(&rec).holder },
                         Ok(None) => Lost::Released,
                         // Someone else wrote it: whoever it is, it is no longer ours.
@@ -272,13 +297,13 @@ impl Leases {
     /// still this server's. Best effort: a lease left behind expires.
     pub async fn release(&self, store: &dyn Store, held: &Held) -> StoreResult<()> {
         let id = held.id();
-        let Some(rec) = store.get(held.tenant.0, Kind::ExecutionLease, id).await? else { return Ok(()) };
+        let Some(rec) = store.get(held.tenant.0, held.kind(), id).await? else { return Ok(()) };
         // The holder is checked, not only the version: a lease deleted by an
         // execution's commit and claimed anew by another server starts at version 0 again.
         if lease_of(&rec).holder != self.server {
             return Ok(());
         }
-        let delete = Op::Delete { kind: Kind::ExecutionLease, id, version: Some(rec.version) };
+        let delete = Op::Delete { kind: held.kind(), id, version: Some(rec.version) };
         match store.commit(held.tenant.0, vec![delete]).await {
             Ok(()) | Err(StoreError::NotFound { .. } | StoreError::Stale) => Ok(()),
             Err(e) => Err(e),

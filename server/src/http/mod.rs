@@ -570,8 +570,16 @@ impl AgentPlatformApi for Impl {
     async fn openai_response_get(
         rqctx: RequestContext<Ctx>,
         path: PathParams<ResponsePath>,
+        query: QueryParams<ResponseGetParams>,
+    ) -> V1<ChatAnswer<ModelResponse>> {
+        openai::openai_response_get(rqctx, path, query).await
+    }
+
+    async fn openai_response_cancel(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<ResponsePath>,
     ) -> V1<dropshot::HttpResponseOk<ModelResponse>> {
-        openai::openai_response_get(rqctx, path).await
+        openai::openai_response_cancel(rqctx, path).await
     }
 
     async fn openai_response_delete(

@@ -147,7 +147,18 @@ pub async fn openai_response_create(
     if let Some((param, message)) = body.unsupported() {
         return Ok(Reply::Err(OpenAiError::unsupported(param, message, &rqctx.request_id)));
     }
-    let reply = if body.stream {
+    let background = body.background == Some(true);
+    let reply = if background && body.stream {
+        run_once_stream(&rqctx, key, digest, |app, t, keyed| async move {
+            super::stream::response_background_stream(app, t, body, keyed).await
+        })
+        .await
+    } else if background {
+        run_once(&rqctx, key, digest, None, |app, t| async move {
+            app.response_background(t, body).await.map(ChatAnswer::Json)
+        })
+        .await
+    } else if body.stream {
         run_once_stream(&rqctx, key, digest, |app, t, keyed| async move {
             super::stream::response_stream(app, t, body, keyed).await
         })
@@ -207,9 +218,25 @@ pub async fn openai_response_compact(
 pub async fn openai_response_get(
     rqctx: RequestContext<Ctx>,
     path: PathParams<ResponsePath>,
+    query: QueryParams<ResponseGetParams>,
+) -> V1<ChatAnswer<ModelResponse>> {
+    let id = path.into_inner().response_id;
+    let query = query.into_inner();
+    let reply = run(&rqctx, |app, t| async move {
+        match query.stream {
+            Some(true) => super::stream::response_follow(app, t, id, query.starting_after).await,
+            _ => app.response_get(t, &id).await.map(ChatAnswer::Json),
+        }
+    });
+    Ok(reply.await?.openai())
+}
+
+pub async fn openai_response_cancel(
+    rqctx: RequestContext<Ctx>,
+    path: PathParams<ResponsePath>,
 ) -> V1<HttpResponseOk<ModelResponse>> {
     let id = path.into_inner().response_id;
-    let reply = run(&rqctx, |app, t| async move { app.response_get(t, &id).await.map(HttpResponseOk) });
+    let reply = run(&rqctx, |app, t| async move { app.response_cancel(t, &id).await.map(HttpResponseOk) });
     Ok(reply.await?.openai())
 }
 

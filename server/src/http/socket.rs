@@ -331,6 +331,10 @@ fn request_of(text: &str) -> Result<CreateResponseRequest, Box<ResponseSocketErr
     if let Some((param, message)) = req.unsupported() {
         return Err(Box::new(envelope(OpenAiError::unsupported(param, message, ""))));
     }
+    if req.background == Some(true) {
+        let message = "background responses are created over HTTP (`POST /v1/responses`): omit `background`";
+        return Err(Box::new(envelope(OpenAiError::unsupported("background".into(), message.into(), ""))));
+    }
     req.stream = true;
     Ok(req)
 }

@@ -248,6 +248,46 @@ pub async fn response_stream(
     Ok(ChatAnswer::Stream(sse(events, Some(first), framing, app, keyed).await))
 }
 
+/// A background response created and followed (`background` and `stream`).
+pub async fn response_background_stream(
+    app: App,
+    t: Tenant,
+    req: CreateResponseRequest,
+    keyed: Option<StreamClaim>,
+) -> app::Result<ChatAnswer<ModelResponse>> {
+    let created = app.response_background(t, req).await?;
+    let events = app.response_follow(t, &created.id, None).await?;
+    Ok(response_events(app, events, keyed).await)
+}
+
+/// A stored response's events, following it while it runs in the background.
+pub async fn response_follow(
+    app: App,
+    t: Tenant,
+    id: String,
+    starting_after: Option<i64>,
+) -> app::Result<ChatAnswer<ModelResponse>> {
+    let events = app.response_follow(t, &id, starting_after).await?;
+    Ok(response_events(app, events, None).await)
+}
+
+async fn response_events(
+    app: App,
+    mut events: app::responses::ResponseEvents,
+    keyed: Option<StreamClaim>,
+) -> ChatAnswer<ModelResponse> {
+    let frame = |item: Result<ResponseStreamEvent, StreamFailure>| match item {
+        Ok(e) => (typed_event(&e.kind, &e), false),
+        Err(failure) => {
+            let e = failed_event(failure);
+            (typed_event(&e.kind, &e), true)
+        }
+    };
+    let first = in_claim(&keyed, events.next()).await;
+    let framing = Framing { frame, end: None, first_wait: None, keep_alive: None };
+    ChatAnswer::Stream(sse(events, Some(first), framing, app, keyed).await)
+}
+
 /// The `response.failed` event that ends a response that failed after it
 /// started: its response carries the error, with the code the same failure
 /// has as an ordinary answer.

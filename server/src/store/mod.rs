@@ -74,6 +74,13 @@ pub enum Kind {
     /// A secret of a tenant (scope: the nil id; unique name: its name): its
     /// value sealed with the server's secrets key (see `app::secrets`).
     Secret = 18,
+    /// A background response under way (id: the response's; scope: its
+    /// session): the request it runs, the messages it committed so far, how
+    /// often a server began it. Deleted by the commit that ends it.
+    Run = 19,
+    /// A server's claim on a background response, until `expires_at` (id:
+    /// the response's): on a shared store, one server runs it.
+    RunLease = 20,
 }
 
 impl Kind {
@@ -97,6 +104,8 @@ impl Kind {
             Kind::SessionLock => "session lock",
             Kind::Response => "response",
             Kind::Secret => "secret",
+            Kind::Run => "background response",
+            Kind::RunLease => "background response lease",
         }
     }
 }

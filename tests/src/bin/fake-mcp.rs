@@ -5,7 +5,8 @@
 //! as the first line of stdout and serves until it is killed. Tools:
 //!
 //! - `echo {text}` answers `text`; `add {a, b}` answers the sum (as text).
-//! - `slow {ms}` sleeps that long, then answers `slept {ms} ms`.
+//! - `slow {ms}` sleeps that long, then answers `slept {ms} ms`; `wait {ms}`
+//!   does the same, annotated `idempotentHint: true`.
 //! - `crash` exits the process in the middle of the call (status 3).
 //! - `huge {bytes}` answers that many `x`.
 //! - `fail {text}` answers `text` with `isError: true`.
@@ -13,8 +14,9 @@
 //! - `echo` is annotated `idempotentHint: true`, `bump` `idempotentHint: false`.
 //!
 //! `GET /calls` (plain HTTP, not MCP) answers how many `tools/list` and
-//! `tools/call` requests it has served, as `{"lists": N, "calls": N}`, so a
-//! test can see whether a list came from its cache.
+//! `tools/call` requests it has served (a call counts when it begins), as
+//! `{"lists": N, "calls": N, "tools": {"<tool>": N, ...}}`, so a test can see
+//! whether a list came from its cache, and which calls began how often.
 
 use std::convert::Infallible;
 use std::io::Write;
@@ -41,6 +43,7 @@ struct State {
     bumped: AtomicBool,
     lists: AtomicU64,
     calls: AtomicU64,
+    by_tool: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 #[derive(Clone)]
@@ -64,6 +67,8 @@ impl Fake {
                 schema(json!({"a": {"type": "number"}, "b": {"type": "number"}}), &["a", "b"]),
             ),
             Tool::new("slow", "Sleeps ms milliseconds", schema(json!({"ms": {"type": "integer"}}), &["ms"])),
+            Tool::new("wait", "Sleeps ms milliseconds", schema(json!({"ms": {"type": "integer"}}), &["ms"]))
+                .annotate(ToolAnnotations::new().idempotent(true)),
             Tool::new("crash", "Exits the server mid-call", schema(json!({}), &[])),
             Tool::new("huge", "Answers bytes x", schema(json!({"bytes": {"type": "integer"}}), &["bytes"])),
             Tool::new("fail", "Fails with its text", schema(json!({"text": {"type": "string"}}), &["text"])),
@@ -97,6 +102,7 @@ impl ServerHandler for Fake {
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         self.state.calls.fetch_add(1, Ordering::SeqCst);
+        *self.state.by_tool.lock().unwrap().entry(request.name.to_string()).or_default() += 1;
         let args = request.arguments.unwrap_or_default();
         let text = |key: &str| args.get(key).and_then(Value::as_str).unwrap_or("").to_string();
         let number = |key: &str| args.get(key).and_then(Value::as_f64).unwrap_or(0.0);
@@ -105,7 +111,7 @@ impl ServerHandler for Fake {
             "add" => {
                 CallToolResult::success(vec![ContentBlock::text((number("a") + number("b")).to_string())])
             }
-            "slow" => {
+            "slow" | "wait" => {
                 let ms = number("ms") as u64;
                 tokio::time::sleep(Duration::from_millis(ms)).await;
                 CallToolResult::success(vec![ContentBlock::text(format!("slept {ms} ms"))])
@@ -156,6 +162,7 @@ async fn main() {
                             let counts = json!({
                                 "lists": state.lists.load(Ordering::SeqCst),
                                 "calls": state.calls.load(Ordering::SeqCst),
+                                "tools": *state.by_tool.lock().unwrap(),
                             });
                             hyper::Response::new(Full::new(Bytes::from(counts.to_string())).boxed())
                         }

@@ -11,6 +11,7 @@
 
 mod agent_loop;
 mod agents;
+mod background;
 mod bounds;
 mod cascades;
 mod chat;

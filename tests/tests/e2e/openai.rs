@@ -745,7 +745,7 @@ async fn store_false_and_failed_calls_save_nothing_and_unsupported_features_are_
     assert_eq!((r.status, r.body["error"]["code"].clone()), (502, json!("upstream_error")), "{}", r.body);
     assert_eq!(t.session_count().await, 0, "a failed call makes no session");
     for (body, param) in [
-        (json!({"model": "m", "input": "x", "background": true}), "background"),
+        (json!({"model": "m", "input": "x", "background": true, "store": false}), "store"),
         (json!({"model": "m", "input": "x", "tools": [{"type": "web_search"}]}), "tools[0].type"),
         (json!({"model": "m", "input": [{"type": "reasoning", "summary": []}]}), "input[0].type"),
         (

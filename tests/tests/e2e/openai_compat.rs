@@ -34,7 +34,7 @@ struct Sample {
 
 fn sample(route: &str, param: &str) -> Sample {
     let (ok, refused) = match (route, param) {
-        ("POST /v1/responses", "background") => (Some(json!(false)), Some(json!(true))),
+        ("POST /v1/responses", "background") => (Some(json!(true)), None),
         ("POST /v1/responses", "conversation") => (Some(json!("$conversation")), None),
         ("POST /v1/responses", "frequency_penalty" | "presence_penalty") => {
             (Some(json!(0.5)), Some(json!(3)))

@@ -11,6 +11,21 @@ use crate::error::LocPart;
 use crate::types::{JsonObject, Metadata};
 use crate::validate::{Check, Issues};
 
+/// The query of `GET /v1/responses/{response_id}`.
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+pub struct ResponseGetParams {
+    /// Answer the response's events (`text/event-stream`), as `stream: true`
+    /// on its creation does, instead of the response.
+    #[serde(default)]
+    pub stream: Option<bool>,
+    /// With `stream`: only the events after this `sequence_number`.
+    #[serde(default)]
+    #[schemars(range(min = -1))]
+    pub starting_after: Option<i64>,
+}
+
+impl Check for ResponseGetParams {}
+
 /// `/v1/responses/{response_id}`.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 pub struct ResponsePath {
@@ -307,7 +322,7 @@ pub const INCLUDE_ACCEPTED: &[&str] = &[
 ];
 
 /// Body of `POST /v1/responses` (OpenAI's request; unknown fields are ignored).
-#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct CreateResponseRequest {
     /// An agent's id (that agent answers), or a model name its provider serves.
     #[schemars(length(min = 1, max = 255))]
@@ -360,7 +375,14 @@ pub struct CreateResponseRequest {
     /// Passed to the provider as sent.
     #[serde(default)]
     pub parallel_tool_calls: Option<bool>,
-    /// Not supported: `true` answers 400 (responses are answered while the request waits).
+    /// Run the response in the background: the answer is the response at
+    /// once, `queued`; the server runs it (`in_progress`) to its end
+    /// (`completed`, `incomplete`, `failed`, or `cancelled` by `POST
+    /// /v1/responses/{id}/cancel`) whether or not anyone waits, and across
+    /// restarts of the server. Poll it with `GET /v1/responses/{id}`, or follow
+    /// its events with `GET /v1/responses/{id}?stream=true`. Needs `store`
+    /// (`store: false` is a 400 naming `store`). With `stream: true` the answer
+    /// is that event stream from its start.
     #[serde(default)]
     pub background: Option<bool>,
     /// The answer's format (structured outputs): see [`ResponseText`].
@@ -416,11 +438,8 @@ pub struct CreateResponseRequest {
 impl CreateResponseRequest {
     /// The first feature of the request this service does not support, as `(param, message)`.
     pub fn unsupported(&self) -> Option<(String, String)> {
-        if self.background == Some(true) {
-            return Some((
-                "background".into(),
-                "background responses are not supported: omit `background`".into(),
-            ));
+        if self.background == Some(true) && self.store == Some(false) {
+            return Some(("store".into(), "a background response is stored: omit `store: false`".into()));
         }
         if self.previous_response_id.is_some() && self.conversation.is_some() {
             return Some((
@@ -587,8 +606,10 @@ pub struct ModelResponse {
     pub created_at: i64,
     /// Unix seconds, once `completed`; else null.
     pub completed_at: Option<i64>,
-    /// `in_progress` (streamed, before the end), `completed`, `incomplete`
-    /// (the provider stopped at `max_output_tokens`) or `failed`.
+    /// `queued` (a background response not begun), `in_progress` (streamed
+    /// or in the background, before the end), `completed`, `incomplete` (the
+    /// provider stopped at `max_output_tokens`, or the agent loop at a
+    /// limit), `failed` or `cancelled` (a background response cancelled).
     pub status: String,
     /// Set when `failed`.
     pub error: Option<ResponseError>,
@@ -629,7 +650,7 @@ pub struct ModelResponse {
     /// Null until completed.
     pub usage: Option<ResponseUsage>,
     pub metadata: JsonObject,
-    /// Always false.
+    /// Whether it runs (ran) in the background (the request's `background`).
     pub background: bool,
 }
 

@@ -381,6 +381,91 @@ impl Events {
         out
     }
 
+    /// The events of a stored response as it stands (see
+    /// `openai_response_get`): `start` with `head` (the response as created),
+    /// then each item of `now`'s output added and done, a message's content
+    /// between (its text in one delta), then the end when `now` has ended
+    /// (none when it was cancelled).
+    /// The events of a longer output begin with those of a shorter one, so
+    /// their sequence numbers do not change as a background response goes on.
+    pub fn replay(head: &ModelResponse, now: &ModelResponse, ended: bool) -> Vec<ResponseStreamEvent> {
+        let mut events = Events::new(uuid::Uuid::nil());
+        let mut out = events.start(head);
+        for item in &now.output {
+            match item {
+                ConversationItem::McpListTools { .. } => {
+                    out.extend(events.listed(std::slice::from_ref(item)))
+                }
+                ConversationItem::Message { id, role, content, .. } => {
+                    let i = events.next_index;
+                    events.next_index += 1;
+                    let opening = ConversationItem::Message {
+                        id: id.clone(),
+                        status: "in_progress".into(),
+                        role: role.clone(),
+                        content: Vec::new(),
+                    };
+                    let e = ResponseStreamEvent {
+                        output_index: Some(i),
+                        item: Some(opening),
+                        ..Default::default()
+                    };
+                    out.push(events.numbered(event("response.output_item.added", e)));
+                    for (c, part) in content.iter().enumerate() {
+                        let at = |e: ResponseStreamEvent| ResponseStreamEvent {
+                            output_index: Some(i),
+                            content_index: Some(c as u32),
+                            item_id: Some(id.clone()),
+                            ..e
+                        };
+                        let empty = match part {
+                            ItemContent::OutputText { .. } => {
+                                ItemContent::OutputText { text: String::new(), annotations: Vec::new() }
+                            }
+                            other => other.clone(),
+                        };
+                        let added = at(ResponseStreamEvent { part: Some(empty), ..Default::default() });
+                        out.push(events.numbered(event("response.content_part.added", added)));
+                        if let ItemContent::OutputText { text, .. } = part {
+                            let delta = at(ResponseStreamEvent {
+                                delta: Some(text.clone()),
+                                logprobs: Some(Vec::new()),
+                                ..Default::default()
+                            });
+                            out.push(events.numbered(event("response.output_text.delta", delta)));
+                            let done = at(ResponseStreamEvent {
+                                text: Some(text.clone()),
+                                logprobs: Some(Vec::new()),
+                                ..Default::default()
+                            });
+                            out.push(events.numbered(event("response.output_text.done", done)));
+                        }
+                        let done = at(ResponseStreamEvent { part: Some(part.clone()), ..Default::default() });
+                        out.push(events.numbered(event("response.content_part.done", done)));
+                    }
+                    let e = ResponseStreamEvent {
+                        output_index: Some(i),
+                        item: Some(item.clone()),
+                        ..Default::default()
+                    };
+                    out.push(events.numbered(event("response.output_item.done", e)));
+                }
+                other => out.extend(events.ran(vec![other.clone()])),
+            }
+        }
+        // OpenAI's events have none for a cancelled response: its stream just ends.
+        if ended && now.status != "cancelled" {
+            let kind = match now.status.as_str() {
+                "incomplete" => "response.incomplete",
+                "failed" => "response.failed",
+                _ => "response.completed",
+            };
+            let e = ResponseStreamEvent { response: Some(Box::new(now.clone())), ..Default::default() };
+            out.push(events.numbered(event(kind, e)));
+        }
+        out
+    }
+
     /// `response.completed` (or `response.incomplete`, as its status says),
     /// with the response as saved.
     pub fn completed(&mut self, response: ModelResponse) -> ResponseStreamEvent {
@@ -434,6 +519,7 @@ mod tests {
             user: None,
             store: true,
             metadata: Default::default(),
+            background: false,
         };
         super::super::model_response(&head, super::super::Status::InProgress, Vec::new(), None)
     }

@@ -18,11 +18,21 @@
 //! ([`App::decide_pending`]): approved calls run, denied ones are told to
 //! the model as denied, and the loop goes on.
 //!
-//! Everything the rounds made is saved with the turn, before the answer:
+//! A background turn (a response with `background: true`) commits as it
+//! goes, through its [`Checkpoint`]: each assistant message that calls the
+//! server's tools before they run, their results once they ran. A server
+//! that stops mid-round thus leaves in the history exactly the calls that
+//! were in flight (called, unanswered), which the turn that resumes decides
+//! on (see `app::responses::background`).
+//!
+//! Otherwise everything the rounds made is saved with the turn, before the answer:
 //! each assistant message that called the server's tools (the kind of each
 //! such call in its metadata under `server_calls`, by call id), each result as
 //! a `tool` message carrying its [`ToolRun`] in its metadata under `tool_run`.
 
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 use super::super::history::History;
@@ -60,6 +70,21 @@ pub struct Rounds {
     /// The request's own bound on the server's calls (a response's
     /// `max_tool_calls`), under `tools.max_calls_per_turn`.
     pub max_calls: Option<usize>,
+    /// Where a background turn commits its rounds as they go (then
+    /// [`Rounds::made`] keeps nothing: each round is saved already).
+    pub checkpoint: Option<Arc<dyn Checkpoint>>,
+}
+
+/// Commits a background turn's messages as its rounds make them.
+pub trait Checkpoint: Send + Sync {
+    /// Commits `messages`, each under its id, after those committed before:
+    /// an error stops the turn (the store failed, or the run is no longer
+    /// this server's to run: cancelled, or taken over).
+    fn commit<'a>(
+        &'a self,
+        app: &'a App,
+        messages: Vec<(uuid::Uuid, CreateMessageRequest)>,
+    ) -> BoxFuture<'a, Result<()>>;
 }
 
 /// What comes after an answer.
@@ -124,20 +149,20 @@ impl Rounds {
 
     /// After an answer: runs the server's calls it makes, if any (see the
     /// module's docs). `request` gets the answer and the results when the
-    /// model is to be asked again.
+    /// model is to be asked again. Fails only when a [`Checkpoint`] does.
     pub async fn after(
         &mut self,
         app: &App,
         t: Tenant,
         answered: &Answered,
         request: &mut wire::CompletionRequest,
-    ) -> After {
-        let Some(message) = answered.answer.message() else { return After::End(Ending::plain()) };
+    ) -> Result<After> {
+        let Some(message) = answered.answer.message() else { return Ok(After::End(Ending::plain())) };
         let calls = message.tool_calls.as_deref().unwrap_or_default();
         let (server, client): (Vec<_>, Vec<_>) =
             calls.iter().cloned().partition(|c| self.toolbox.get(&c.function.name).is_some());
         if server.is_empty() {
-            return After::End(Ending::plain());
+            return Ok(After::End(Ending::plain()));
         }
         let (waiting, to_run): (Vec<_>, Vec<_>) =
             server.iter().cloned().partition(|c| self.toolbox.needs_approval(&c.function.name));
@@ -153,15 +178,7 @@ impl Rounds {
         } else {
             None
         };
-        // Past a limit nothing runs, not even after an approval: every call of
-        // the server's is answered "not run", and the turn ends.
-        let (runs, waiting) = match &limit {
-            Some((_, which)) => {
-                let why = format!("not run: the turn reached its limit, {which}");
-                (server.iter().map(|c| not_run(&self.toolbox, c, why.clone())).collect(), Vec::new())
-            }
-            None => (app.run_tools(t, &self.toolbox, &to_run).await, waiting),
-        };
+        let waiting = if limit.is_some() { Vec::new() } else { waiting };
         self.usage = self.total_usage(&answered.usage);
         let mut calling = reply_message(message);
         let kinds: Map<String, Value> = server
@@ -186,27 +203,49 @@ impl Rounds {
             metadata.insert("mcp_servers".to_owned(), Value::Object(servers));
         }
         calling.metadata = Some(Metadata(metadata));
-        self.made.push(calling);
+        let calling_id = self.answer_id.unwrap_or_else(uuid::Uuid::now_v7);
+        // A background turn's calls are committed before they run.
+        if let Some(checkpoint) = &self.checkpoint {
+            checkpoint.commit(app, vec![(calling_id, calling.clone())]).await?;
+        }
+        // Past a limit nothing runs, not even after an approval: every call of
+        // the server's is answered "not run", and the turn ends.
+        let runs = match &limit {
+            Some((_, which)) => {
+                let why = format!("not run: the turn reached its limit, {which}");
+                server.iter().map(|c| not_run(&self.toolbox, c, why.clone())).collect()
+            }
+            None => app.run_tools(t, &self.toolbox, &to_run).await,
+        };
         request.messages.push(message.clone());
+        let mut results = Vec::new();
         for run in &runs {
             let result = told(run);
             request.messages.push(wire::ChatMessage::tool_result(&run.id, result.clone()));
-            self.made.push(tool_message(run, result));
+            results.push((uuid::Uuid::now_v7(), tool_message(run, result)));
         }
-        if let Some(id) = self.answer_id {
-            self.made_ids.push(id);
-            self.made_ids.extend(runs.iter().map(|_| uuid::Uuid::now_v7()));
+        if let Some(checkpoint) = &self.checkpoint {
+            checkpoint.commit(app, results).await?;
+        } else {
+            self.made.push(calling);
+            self.made.extend(results.iter().map(|(_, m)| m.clone()));
+            if self.answer_id.is_some() {
+                self.made_ids.push(calling_id);
+                self.made_ids.extend(results.iter().map(|(id, _)| *id));
+            }
+        }
+        if self.answer_id.is_some() {
             self.answer_id = Some(uuid::Uuid::now_v7());
         }
         self.runs.extend(runs);
         if let Some((reason, _)) = limit {
             let finish_reason = Some(reason.into());
-            return After::End(Ending {
+            return Ok(After::End(Ending {
                 finish_reason,
                 saved: true,
                 client_calls: None,
                 pending: Vec::new(),
-            });
+            }));
         }
         self.rounds += 1;
         self.calls += to_run.len();
@@ -222,18 +261,18 @@ impl Rounds {
                 .collect();
             let client_calls = (!client.is_empty()).then_some(client);
             let finish_reason = Some("approval_required".to_owned());
-            return After::End(Ending { finish_reason, saved: true, client_calls, pending });
+            return Ok(After::End(Ending { finish_reason, saved: true, client_calls, pending }));
         }
         if !client.is_empty() {
             let client_calls = Some(client);
-            return After::End(Ending {
+            return Ok(After::End(Ending {
                 finish_reason: None,
                 saved: true,
                 client_calls,
                 pending: Vec::new(),
-            });
+            }));
         }
-        After::Again
+        Ok(After::Again)
     }
 }
 
@@ -305,12 +344,48 @@ impl App {
     }
 }
 
+impl App {
+    /// The `tool` messages that answer the calls a background turn left in
+    /// flight when its server stopped (`pending`): a call of an idempotent
+    /// tool (that needs no approval) runs again; any other is answered
+    /// "interrupted", never run twice.
+    pub async fn resume_pending(
+        &self,
+        t: Tenant,
+        rounds: &mut Rounds,
+        pending: &[wire::ToolCall],
+    ) -> Vec<CreateMessageRequest> {
+        let toolbox = &rounds.toolbox;
+        let again = |c: &wire::ToolCall| {
+            toolbox.idempotent(&c.function.name) && !toolbox.needs_approval(&c.function.name)
+        };
+        let to_run: Vec<wire::ToolCall> = pending.iter().filter(|c| again(c)).cloned().collect();
+        let mut ran = self.run_tools(t, toolbox, &to_run).await.into_iter();
+        let runs: Vec<ToolRun> = pending
+            .iter()
+            .map(|c| match again(c) {
+                true => ran.next().expect("a run per call run again"),
+                false => not_run(
+                    toolbox,
+                    c,
+                    "interrupted: the server stopped while this call ran, and its tool is not marked \
+                     idempotent, so it was not run again"
+                        .into(),
+                ),
+            })
+            .collect();
+        let messages = runs.iter().map(|run| tool_message(run, told(run))).collect();
+        rounds.runs.extend(runs);
+        messages
+    }
+}
+
 fn ids(calls: &[wire::ToolCall]) -> String {
     calls.iter().map(|c| format!("{:?} ({})", c.id, c.function.name)).collect::<Vec<_>>().join(", ")
 }
 
 /// The `tool` message of a run: what the model was told, and the run in its metadata.
-fn tool_message(run: &ToolRun, content: String) -> CreateMessageRequest {
+pub fn tool_message(run: &ToolRun, content: String) -> CreateMessageRequest {
     let mut metadata = Map::new();
     metadata.insert("tool_run".into(), recorded(run));
     CreateMessageRequest {

@@ -22,7 +22,9 @@ use chrono::Utc;
 use serde_json::{Map, Value, json};
 
 use super::super::{App, Tenant};
-use crate::api::types::{ApiCallDef, DocOwner, McpDef, RequireApproval, SearchMode, SearchRequest, Tool};
+use crate::api::types::{
+    ApiCallDef, DocOwner, HttpMethod, McpDef, RequireApproval, SearchMode, SearchRequest, Tool,
+};
 use crate::api::types::{ConversationItem, McpListedTool, ToolRun, ToolRunType, ToolType};
 use crate::config::{ExecutionsConfig, ToolsConfig};
 use crate::exec::api_call::{ApiCallPolicy, run_api_call};
@@ -96,6 +98,11 @@ pub struct ServerTool {
     pub approval: bool,
     /// The MCP server's label, for an MCP server's tool.
     pub server: Option<String>,
+    /// Running a call twice does what running it once does: a background
+    /// turn that a stopped server left in flight runs it again (else it is
+    /// answered as interrupted). An MCP tool annotated `idempotentHint`, an
+    /// `api_call` by GET, HEAD, PUT or DELETE, `file_search`.
+    pub idempotent: bool,
 }
 
 /// The server-run tools a turn offers, by name.
@@ -121,6 +128,11 @@ impl Toolbox {
             Some(Runs::Mcp { .. }) => ToolRunType::Mcp,
             Some(Runs::ApiCall(_)) | None => ToolRunType::ApiCall,
         }
+    }
+
+    /// Whether a call of this tool may run twice (see [`ServerTool::idempotent`]).
+    pub fn idempotent(&self, name: &str) -> bool {
+        self.get(name).is_some_and(|t| t.idempotent)
     }
 
     /// Whether calls of this tool wait for a person's approval.
@@ -155,6 +167,10 @@ impl Toolbox {
                     spec: wire::ToolSpec::function(&tool.name, description, json!({"type": "object"})),
                     approval: false,
                     server: None,
+                    idempotent: matches!(
+                        def.method,
+                        HttpMethod::Get | HttpMethod::Head | HttpMethod::Put | HttpMethod::Delete
+                    ),
                 });
             }
         }
@@ -172,7 +188,13 @@ impl Toolbox {
                 "required": ["query"],
             }),
         );
-        self.add(ServerTool { runs: Runs::FileSearch(owners), spec, approval: false, server: None });
+        self.add(ServerTool {
+            runs: Runs::FileSearch(owners),
+            spec,
+            approval: false,
+            server: None,
+            idempotent: true,
+        });
         self
     }
 }
@@ -353,6 +375,12 @@ impl App {
                     spec: wire::ToolSpec::function(&tool.name, tool.description.clone(), parameters),
                     approval,
                     server: Some(label.to_string()),
+                    idempotent: tool
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get("idempotentHint"))
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
                 });
                 shown.push(McpListedTool {
                     name: tool.name.clone(),

@@ -140,6 +140,8 @@ fn kind_of(code: u8) -> Option<Kind> {
         SessionLock,
         Response,
         Secret,
+        Run,
+        RunLease,
     ]
     .into_iter()
     .find(|k| *k as u8 == code)

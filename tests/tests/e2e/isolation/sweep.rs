@@ -140,6 +140,8 @@ fn sweep_table() -> BTreeMap<&'static str, Vec<Call>> {
         ("openai_response_get", vec![plain()]),
         ("openai_response_input_items", vec![plain(), query("order=asc&limit=5")]),
         ("openai_response_delete", vec![plain()]),
+        // Not a background response: a 400 for its owner, unknown (404) to the other tenant.
+        ("openai_response_cancel", vec![Call { own: Some(400), ..plain() }]),
         // Its one id is `compact` (`POST /v1/responses/compact`): a response id is a 404, the owner's too.
         (
             "openai_response_compact",
