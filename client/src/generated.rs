@@ -27299,7 +27299,7 @@ let response = client.session_patch()
 
 Builds the prompt (the agent's default settings overridden by the request's; the documents recalled with the last user message; the system message from the session's `system_template` or the built-in default, then the situation; the session's history, then the new messages, kept within `token_budget` as `context_overflow` says), calls the model through its provider with the agents' function tools and the request's `tools`, and, when `save`, appends the new messages and the answer in one atomic write. Tool calls are returned (`finish_reason: "tool_calls"`); send their results back as `tool` messages with `tool_call_id`. Chats on one session run one at a time.
 
-With `stream: true` the answer is `text/event-stream` instead: one `data: <chunk>` event per delta in OpenAI's chunk shape (`{"id","model","choices":[{"index","delta":{"role"?,"content"?,"tool_calls"?}, "finish_reason"}]}`), a last chunk with no choices carrying `usage` and `docs`, then `data: [DONE]`. A failure after the stream started is an event `data: {"error": {"message", "code"}}` and nothing is saved.
+With `stream: true` the answer is `text/event-stream` instead: one `data: <chunk>` event per delta in OpenAI's chunk shape (`{"id","model","choices":[{"index","delta":{"role"?,"content"?,"tool_calls"?}, "finish_reason"}]}`), a last chunk with no choices carrying `usage` and `docs`, then `data: [DONE]`. A failure after the stream started is an event `data: {"error": {"message", "code"}}` and nothing is saved. A client that goes away mid-stream does not stop the turn: it runs to its end (the model's whole answer, the server's tool calls) and is saved as if the client had stayed.
 
 An answer larger than the server's bound (`models.max_answer_bytes`, 8 MiB by default: a whole answer's body, or a streamed answer's text) is dropped as soon as it passes it: a 502 `upstream_error`, or, once the stream has started, its `error` event; nothing is saved.
 
@@ -27925,7 +27925,7 @@ let response = client.openai_response_socket()
 
 The model's tool calls come back as `function_call` output items; answer them with `function_call_output` items in the next response's `input` (one whose `call_id` names no call of the conversation, nor of a `function_call` item before it, is a 400 naming it). A `compaction` item (from `POST /v1/responses/compact`) becomes a system message carrying its summary.
 
-`stream: true` answers `text/event-stream`: `event: <type>` and `data: <ResponseStreamEvent>` per event, `response.created` first and `response.completed` last (or `response.failed`, whose response carries the `error`), `sequence_number` counting from 0.
+`stream: true` answers `text/event-stream`: `event: <type>` and `data: <ResponseStreamEvent>` per event, `response.created` first and `response.completed` last (or `response.failed`, whose response carries the `error`), `sequence_number` counting from 0. A client that goes away mid-stream does not stop the response: it runs to its end and is stored as if the client had stayed (read it with `GET`).
 
 `input` may be left out when the turn continues `previous_response_id` or a `conversation`: the model answers their history as it stands (the turn then adds only its answer).
 

@@ -331,7 +331,10 @@ pub trait AgentPlatformApi {
     /// (`{"id","model","choices":[{"index","delta":{"role"?,"content"?,"tool_calls"?},
     /// "finish_reason"}]}`), a last chunk with no choices carrying `usage` and
     /// `docs`, then `data: [DONE]`. A failure after the stream started is an
-    /// event `data: {"error": {"message", "code"}}` and nothing is saved.
+    /// event `data: {"error": {"message", "code"}}` and nothing is saved. A
+    /// client that goes away mid-stream does not stop the turn: it runs to its
+    /// end (the model's whole answer, the server's tool calls) and is saved as
+    /// if the client had stayed.
     ///
     /// An answer larger than the server's bound (`models.max_answer_bytes`,
     /// 8 MiB by default: a whole answer's body, or a streamed answer's text) is
@@ -927,7 +930,9 @@ pub trait AgentPlatformApi {
     /// `stream: true` answers `text/event-stream`: `event: <type>` and `data:
     /// <ResponseStreamEvent>` per event, `response.created` first and
     /// `response.completed` last (or `response.failed`, whose response carries
-    /// the `error`), `sequence_number` counting from 0.
+    /// the `error`), `sequence_number` counting from 0. A client that goes
+    /// away mid-stream does not stop the response: it runs to its end and is
+    /// stored as if the client had stayed (read it with `GET`).
     ///
     /// `input` may be left out when the turn continues `previous_response_id`
     /// or a `conversation`: the model answers their history as it stands (the

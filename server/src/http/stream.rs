@@ -60,7 +60,7 @@ pub async fn chat_stream(
     keyed: Option<StreamClaim>,
 ) -> app::Result<ChatAnswer> {
     let chunks = app.chat_stream(t, session, req).await?;
-    Ok(ChatAnswer::Stream(json_events(chunks, error_data, app, keyed).await?))
+    Ok(ChatAnswer::Stream(json_events(chunks, error_data, app, keyed, true).await?))
 }
 
 /// A `/v1` chat completion's answer as a stream of events: as [`chat_stream`],
@@ -71,7 +71,7 @@ pub async fn completion_stream(
     req: ChatCompletionRequest,
 ) -> app::Result<ChatAnswer<ChatCompletion>> {
     let chunks = app.completion_stream(t, req).await?;
-    Ok(ChatAnswer::Stream(json_events(chunks, openai_error_data, app, None).await?))
+    Ok(ChatAnswer::Stream(json_events(chunks, openai_error_data, app, None, false).await?))
 }
 
 /// The data of the event that ends a `/v1` stream that failed.
@@ -88,6 +88,7 @@ async fn json_events<T: Serialize + Send + Sync + 'static>(
     error_data: fn(app::Error) -> String,
     app: App,
     keyed: Option<StreamClaim>,
+    finish: bool,
 ) -> app::Result<Body> {
     let first = match in_claim(&keyed, items.next()).await {
         Some(Err(e)) => return Err(e),
@@ -97,7 +98,8 @@ async fn json_events<T: Serialize + Send + Sync + 'static>(
         Ok(item) => (data_event(&serde_json::to_string(&item).expect("an event serialises")), false),
         Err(e) => (data_event(&error_data(e)), true),
     };
-    let framing = Framing { frame, end: Some("data: [DONE]\n\n"), first_wait: None, keep_alive: None };
+    let framing =
+        Framing { frame, end: Some("data: [DONE]\n\n"), first_wait: None, keep_alive: None, finish };
     Ok(sse(items, Some(first), framing, app, keyed).await)
 }
 
@@ -125,6 +127,9 @@ struct Framing<F> {
     first_wait: Option<std::time::Duration>,
     /// How long the stream stays silent before it sends a comment.
     keep_alive: Option<std::time::Duration>,
+    /// The items are a turn that saves at its end: it runs to its end when
+    /// the client goes away (see [`sse`]).
+    finish: bool,
 }
 
 /// The events of `items` (after `first`, an item already taken, if any) as
@@ -132,12 +137,16 @@ struct Framing<F> {
 /// as frames; after the last item, `end`, unless a failure came. The body
 /// must be `Sync`, the domain's stream is not.
 ///
-/// When the client goes away the body is dropped: the task sees the channel
+/// When the client goes away the body is dropped. A turn that saves
+/// (`finish`: session chat, `/v1/responses`) runs on to its end all the
+/// same, its items read and dropped, and is saved as if the client had
+/// stayed: the client does not decide what is kept (a tool the server ran is
+/// never lost). Any other stream (a chat completion, a follower of
+/// transitions or of a background response) stops: the task sees the channel
 /// closed, even while it waits for the next item (an execution that waits, a
-/// provider that is slow), and stops, dropping the stream: nothing is saved —
-/// unless the turn was saved already, with an `Idempotency-Key` (`keyed`):
-/// then it reads the last items still, and once the stream has ended well,
-/// remembers every event sent, for a repeat.
+/// provider that is slow), and drops the stream. With an `Idempotency-Key`
+/// (`keyed`) whose turn was saved, the task reads the last items still, and
+/// once the stream has ended well, remembers every event sent, for a repeat.
 ///
 /// The answer leaves once the first event is ready (within `first_wait`), so
 /// that the response head and the first event leave together: Dropshot's
@@ -152,9 +161,9 @@ async fn sse<I: Send + 'static>(
     keyed: Option<StreamClaim>,
 ) -> Body {
     let (tx, mut rx) = mpsc::channel::<Bytes>(16);
-    let Framing { frame, end, first_wait, keep_alive } = framing;
+    let Framing { frame, end, first_wait, keep_alive, finish } = framing;
     tokio::spawn(async move {
-        let saved = || keyed.as_ref().is_some_and(|k| k.claim.saved());
+        let saved = || finish || keyed.as_ref().is_some_and(|k| k.claim.saved());
         // The events sent, while they fit what a repeat may be sent again.
         let mut sent = keyed.as_ref().map(|_| String::new());
         let (mut failed, mut pending) = (false, first);
@@ -244,7 +253,7 @@ pub async fn response_stream(
     };
     let mut events = events;
     let first = in_claim(&keyed, events.next()).await;
-    let framing = Framing { frame, end: None, first_wait: None, keep_alive: None };
+    let framing = Framing { frame, end: None, first_wait: None, keep_alive: None, finish: true };
     Ok(ChatAnswer::Stream(sse(events, Some(first), framing, app, keyed).await))
 }
 
@@ -284,7 +293,7 @@ async fn response_events(
         }
     };
     let first = in_claim(&keyed, events.next()).await;
-    let framing = Framing { frame, end: None, first_wait: None, keep_alive: None };
+    let framing = Framing { frame, end: None, first_wait: None, keep_alive: None, finish: false };
     ChatAnswer::Stream(sse(events, Some(first), framing, app, keyed).await)
 }
 
@@ -349,7 +358,12 @@ pub async fn transition_stream(
         }
         Err(e) => (Bytes::from(format!("event: error\ndata: {}\n\n", error_data(e))), true),
     };
-    let framing =
-        Framing { frame, end: None, first_wait: Some(FIRST_EVENT_WAIT), keep_alive: Some(KEEP_ALIVE) };
+    let framing = Framing {
+        frame,
+        end: None,
+        first_wait: Some(FIRST_EVENT_WAIT),
+        keep_alive: Some(KEEP_ALIVE),
+        finish: false,
+    };
     Ok(EventStream(sse(transitions, None, framing, app, None).await))
 }
