@@ -20,6 +20,7 @@ Usage: python openai_client.py BASE_URL API_KEY MCP_URL
 
 import json
 import sys
+import time
 import urllib.request
 import uuid
 
@@ -72,6 +73,36 @@ def mcp_checks(client, agent, mcp_url):
     calls = [item for item in final.output if item.type == "mcp_call"]
     expect(len(calls) == 1 and calls[0].output == "42", "approved: the call ran, 42")
     expect(final.output_text == "the tool answered: 42", "the model read it")
+
+
+def background_checks(client, agent, mcp_url):
+    """A background response through the package: queued, followed, polled, re-attached, cancelled."""
+    fake = {"type": "mcp", "server_label": "fake", "server_url": mcp_url, "require_approval": "never"}
+    queued = client.responses.create(model=agent["id"], tools=[{**fake, "allowed_tools": ["echo"]}],
+                                     input='call echo {"text": "in the background"}', background=True)
+    expect(queued.status == "queued" and queued.background, f"background: queued at once ({queued.status})")
+    events = list(client.responses.retrieve(queued.id, stream=True))
+    expect(events[0].type == "response.created" and events[-1].type == "response.completed",
+           f"followed to its end: {[e.type for e in events]}")
+    done = client.responses.retrieve(queued.id)
+    expect(done.status == "completed" and done.output_text == "the tool answered: in the background",
+           "polled: completed, the tool's answer read")
+    expect([i.type for i in done.output] == ["mcp_list_tools", "mcp_call", "message"], "its items")
+    again = list(client.responses.retrieve(queued.id, stream=True, starting_after=3))
+    expect([e.sequence_number for e in again] == [e.sequence_number for e in events[4:]],
+           "re-attached after event 3: the same events, the same numbers")
+
+    slow = client.responses.create(model=agent["id"], tools=[{**fake, "allowed_tools": ["slow"]}],
+                                   input='call slow {"ms": 60000}', background=True)
+    calls = mcp_url.removesuffix("/mcp") + "/calls"
+    deadline = time.time() + 20
+    while json.load(urllib.request.urlopen(calls))["tools"].get("slow", 0) < 1:
+        if time.time() > deadline:
+            raise AssertionError("the slow call did not begin within 20 s")
+        time.sleep(0.02)
+    cancelled = client.responses.cancel(slow.id)
+    expect(cancelled.status == "cancelled", f"cancelled mid-call ({cancelled.status})")
+    expect(client.responses.retrieve(slow.id).status == "cancelled", "and stays cancelled")
 
 
 def main(base, key, mcp_url):
@@ -232,6 +263,7 @@ def main(base, key, mcp_url):
         expect(True, "a deleted response: NotFoundError")
 
     mcp_checks(client, agent, mcp_url)
+    background_checks(client, agent, mcp_url)
 
     # Our errors, as the package's typed exceptions.
     try:

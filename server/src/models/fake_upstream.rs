@@ -72,6 +72,11 @@ pub enum Behaviour {
     /// `weather` of `get_weather`) calls that tool, each required parameter
     /// set to the message's text: a model that uses the tools it is given.
     CallMentionedTools,
+    /// Call tool `name` with `arguments` until the request has `rounds`
+    /// `tool` messages after its last user message, then answer `text`: a
+    /// model that makes the same number of tool rounds in every turn, however
+    /// many turns run at once.
+    ToolRounds { name: String, arguments: String, rounds: usize, text: String },
     /// Answer `summary of N messages`, N being the request's message count.
     Summary,
     /// Answer `bytes` bytes of text (streamed: in chunks of [`PIECE`] bytes).

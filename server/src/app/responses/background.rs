@@ -43,7 +43,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, broadcast};
 use tokio::task::AbortHandle;
 use uuid::Uuid;
 
@@ -96,8 +96,9 @@ pub struct BackgroundRuns {
     started: std::sync::OnceLock<Started>,
     /// The runs under way here, by response id.
     active: parking_lot::Mutex<HashMap<Uuid, AbortHandle>>,
-    /// Bumped by every commit of a run (here, or heard from another server).
-    changed: watch::Sender<u64>,
+    /// The id of the response of every commit of a run (here, or heard from
+    /// another server); the nil id: any may have changed.
+    changed: broadcast::Sender<Uuid>,
     stopping: AtomicBool,
     /// What runs beside the runs: the look for runs to take over, the listener.
     tasks: parking_lot::Mutex<Vec<AbortHandle>>,
@@ -116,7 +117,7 @@ impl Default for BackgroundRuns {
         BackgroundRuns {
             started: std::sync::OnceLock::new(),
             active: Default::default(),
-            changed: watch::channel(0).0,
+            changed: broadcast::channel(1024).0,
             stopping: AtomicBool::new(false),
             tasks: Default::default(),
         }
@@ -124,8 +125,8 @@ impl Default for BackgroundRuns {
 }
 
 impl BackgroundRuns {
-    fn changed(&self) {
-        self.changed.send_modify(|n| *n = n.wrapping_add(1));
+    fn changed(&self, id: Uuid) {
+        let _ = self.changed.send(id);
     }
 
     /// How many background responses run on this server now.
@@ -244,8 +245,9 @@ impl Checkpoint for RunCheckpoint {
                     state.record = Record { version: record.version + 1, ..record };
                     state.data = data;
                     state.committed.extend(made);
+                    let id = state.record.id;
                     drop(state);
-                    app.background.changed();
+                    app.background.changed(id);
                     Ok(())
                 }
                 Err(e) => {
@@ -282,15 +284,17 @@ impl App {
             let task = tokio::spawn(async move {
                 loop {
                     let heard = match changes.recv().await {
-                        Ok(Change::Record { kind: Kind::Run, .. } | Change::Unknown) => true,
-                        Ok(_) => false,
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
-                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                        Ok(Change::Record { kind: Kind::Run, id, .. }) => Some(id),
+                        Ok(Change::Unknown) | Err(broadcast::error::RecvError::Lagged(_)) => {
+                            Some(Uuid::nil())
+                        }
+                        Ok(_) => None,
+                        Err(broadcast::error::RecvError::Closed) => return,
                     };
-                    match runs.upgrade() {
-                        Some(runs) if heard => runs.changed(),
-                        Some(_) => {}
-                        None => return,
+                    match (runs.upgrade(), heard) {
+                        (Some(runs), Some(id)) => runs.changed(id),
+                        (Some(_), None) => {}
+                        (None, _) => return,
                     }
                 }
             });
@@ -350,7 +354,7 @@ impl App {
             let Ok(_slot) = slots.acquire_owned().await else { return };
             app.background_claimed(t, id).await;
             app.background.active.lock().remove(&id);
-            app.background.changed();
+            app.background.changed(id);
         });
         active.insert(id, task.abort_handle());
     }
@@ -455,7 +459,7 @@ impl App {
             Err(e) if run_lost(&e) => return Ok(()),
             Err(e) => return Err(e.into()),
         }
-        self.background.changed();
+        self.background.changed(id);
         let mut committed = Vec::with_capacity(run.made.len());
         for m in &run.made {
             if let Some(m) = self.store.get(t.0, Kind::Message, *m).await? {
@@ -539,7 +543,7 @@ impl App {
                 After::Again => continue,
                 After::End(ending) => {
                     self.response_save(&mut turn, answered, ending).await?;
-                    self.background.changed();
+                    self.background.changed(resp.id);
                     return Ok(());
                 }
             }
@@ -600,7 +604,7 @@ impl App {
                 Ok(()) => {
                     let items: Vec<_> = made.iter().map(history_item).collect();
                     self.history.appended(t, rec.scope, &items);
-                    self.background.changed();
+                    self.background.changed(id);
                     return Ok(());
                 }
                 Err(e) if run_lost(&e) => {
@@ -786,17 +790,11 @@ impl App {
         starting_after: Option<i64>,
     ) -> Result<ResponseEvents> {
         let rec = self.response_record(t, id).await?;
+        // Listening before the first look: no change falls between.
+        let rx = self.background.changed.subscribe();
         let (events, ended) = self.follow_events(t, &rec).await?;
         let sent = starting_after.unwrap_or(-1);
-        let mut follow = Follow {
-            app: self.clone(),
-            t,
-            id: rec.id,
-            sent,
-            queue: VecDeque::new(),
-            ended,
-            rx: self.background.changed.subscribe(),
-        };
+        let mut follow = Follow { app: self.clone(), t, id: rec.id, sent, queue: VecDeque::new(), ended, rx };
         follow.take(events);
         Ok(Box::pin(futures::stream::unfold(follow, |mut f| async move {
             loop {
@@ -806,10 +804,19 @@ impl App {
                 if f.ended {
                     return None;
                 }
-                // Woken by a change, or a poll's worth of time; with no one
-                // left to tell (the application stopped), every poll.
-                if let Ok(Err(_)) = tokio::time::timeout(FOLLOW_POLL, f.rx.changed()).await {
-                    tokio::time::sleep(FOLLOW_POLL).await;
+                // Woken by a change of this response (or of any, when changes
+                // were missed), or a poll's worth of time; with no one left to
+                // tell (the application stopped), every poll.
+                let deadline = tokio::time::Instant::now() + FOLLOW_POLL;
+                loop {
+                    match tokio::time::timeout_at(deadline, f.rx.recv()).await {
+                        Ok(Ok(id)) if id != f.id && !id.is_nil() => continue,
+                        Ok(Err(broadcast::error::RecvError::Closed)) => {
+                            tokio::time::sleep_until(deadline).await
+                        }
+                        Ok(_) | Err(_) => {}
+                    }
+                    break;
                 }
                 let rec = match f.app.store.get(f.t.0, Kind::Response, f.id).await {
                     Ok(Some(rec)) => rec,
@@ -855,7 +862,7 @@ struct Follow {
     sent: i64,
     queue: VecDeque<ResponseStreamEvent>,
     ended: bool,
-    rx: watch::Receiver<u64>,
+    rx: broadcast::Receiver<Uuid>,
 }
 
 impl Follow {

@@ -195,6 +195,14 @@ pub(super) async fn chat(shared: &Arc<Shared>, body: &Value) -> Response<Body> {
         }
         Behaviour::ToolCall { name, arguments } => Answer::ToolCalls(vec![(name, arguments)]),
         Behaviour::ToolCalls(calls) => Answer::ToolCalls(calls),
+        Behaviour::ToolRounds { name, arguments, rounds, text } => {
+            let messages = messages_of(body);
+            let since_user = messages.iter().rev().take_while(|m| m.role != Role::User);
+            match since_user.filter(|m| m.role == Role::Tool).count() < rounds {
+                true => Answer::ToolCalls(vec![(name, arguments)]),
+                false => Answer::Text(words(&text), Duration::ZERO),
+            }
+        }
         Behaviour::StreamWithDelays { chunks, delay } => Answer::Text(chunks, delay),
         Behaviour::Fail { status, body } => return fail(status, body),
         Behaviour::Hang(duration) => {
