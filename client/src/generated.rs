@@ -9547,6 +9547,225 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 })
         }
     }
+    ///A chat turn of a session run in the background (`POST /api/sessions/{id}/runs`): it is a background response of OpenAI's Responses API on the session (`GET /v1/responses/{id}` reads it too).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct SessionRun {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///Why it failed.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub error: ::std::option::Option<ResponseError>,
+        ///`resp_` and 32 hex digits. Its events: `GET /v1/responses/{id}?stream=true`.
+        pub id: ::std::string::String,
+        ///The messages the run made so far, oldest first: each assistant message that called the server's tools, each result (a `tool` message whose `metadata.tool_run` is the call's run), then the answer.
+        pub messages: ::std::vec::Vec<Message>,
+        ///The calls that wait for a person's decision once the run ended with them: decide with the next run's (or chat's) `approvals`.
+        pub pending_approvals: ::std::vec::Vec<PendingApproval>,
+        pub session_id: ::uuid::Uuid,
+        ///`queued`, `in_progress`, `completed`, `incomplete` (a tool limit), `failed` (see `error`) or `cancelled`.
+        pub status: ::std::string::String,
+    }
+    impl SessionRun {
+        pub fn builder() -> builder::SessionRun {
+            Default::default()
+        }
+    }
+    ///`SessionRunCancelRunId`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct SessionRunCancelRunId(::std::string::String);
+    impl ::std::ops::Deref for SessionRunCancelRunId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SessionRunCancelRunId> for ::std::string::String {
+        fn from(value: SessionRunCancelRunId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SessionRunCancelRunId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^resp_[A-Za-z0-9_-]{1,100}$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^resp_[A-Za-z0-9_-]{1,100}$\"".into(),
+                );
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SessionRunCancelRunId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SessionRunCancelRunId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SessionRunCancelRunId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`SessionRunCreateIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct SessionRunCreateIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for SessionRunCreateIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SessionRunCreateIdempotencyKey> for ::std::string::String {
+        fn from(value: SessionRunCreateIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SessionRunCreateIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SessionRunCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for SessionRunCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SessionRunCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`SessionRunGetRunId`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct SessionRunGetRunId(::std::string::String);
+    impl ::std::ops::Deref for SessionRunGetRunId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SessionRunGetRunId> for ::std::string::String {
+        fn from(value: SessionRunGetRunId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SessionRunGetRunId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^resp_[A-Za-z0-9_-]{1,100}$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^resp_[A-Za-z0-9_-]{1,100}$\"".into(),
+                );
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SessionRunGetRunId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SessionRunGetRunId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SessionRunGetRunId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Body of `POST /api/sessions/{id}/runs`: a chat turn run in the background.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    pub struct SessionRunRequest {
+        ///Which of the session's agents answers (with its model, tools and MCP servers); default the first. A session with no agent is a 400.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub agent: ::std::option::Option<::uuid::Uuid>,
+        ///Decisions on the calls the last turn left waiting for approval, as a chat's.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub approvals: ::std::option::Option<::std::vec::Vec<ApprovalDecision>>,
+        ///The new messages, as a chat's (at most 256; at least one unless `approvals` are sent): `user` (or `system`) messages, and `tool` messages answering the calls of the client's tools.
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub messages: ::std::vec::Vec<CreateMessageRequest>,
+    }
+    impl SessionRunRequest {
+        pub fn builder() -> builder::SessionRunRequest {
+            Default::default()
+        }
+    }
     ///The snippet a search found.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct Snippet {
@@ -24265,6 +24484,243 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct SessionRun {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            error: ::std::result::Result<
+                ::std::option::Option<super::ResponseError>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::std::string::String, ::std::string::String>,
+            messages: ::std::result::Result<
+                ::std::vec::Vec<super::Message>,
+                ::std::string::String,
+            >,
+            pending_approvals: ::std::result::Result<
+                ::std::vec::Vec<super::PendingApproval>,
+                ::std::string::String,
+            >,
+            session_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            status: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for SessionRun {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    error: Ok(Default::default()),
+                    id: Err("no value supplied for id".to_string()),
+                    messages: Err("no value supplied for messages".to_string()),
+                    pending_approvals: Err(
+                        "no value supplied for pending_approvals".to_string(),
+                    ),
+                    session_id: Err("no value supplied for session_id".to_string()),
+                    status: Err("no value supplied for status".to_string()),
+                }
+            }
+        }
+        impl SessionRun {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created_at: {e}")
+                    });
+                self
+            }
+            pub fn error<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<super::ResponseError>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.error = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for error: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn messages<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Message>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.messages = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for messages: {e}")
+                    });
+                self
+            }
+            pub fn pending_approvals<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::PendingApproval>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.pending_approvals = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for pending_approvals: {e}"
+                        )
+                    });
+                self
+            }
+            pub fn session_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.session_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for session_id: {e}")
+                    });
+                self
+            }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for status: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SessionRun> for super::SessionRun {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SessionRun,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    error: value.error?,
+                    id: value.id?,
+                    messages: value.messages?,
+                    pending_approvals: value.pending_approvals?,
+                    session_id: value.session_id?,
+                    status: value.status?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SessionRun> for SessionRun {
+            fn from(value: super::SessionRun) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    error: Ok(value.error),
+                    id: Ok(value.id),
+                    messages: Ok(value.messages),
+                    pending_approvals: Ok(value.pending_approvals),
+                    session_id: Ok(value.session_id),
+                    status: Ok(value.status),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct SessionRunRequest {
+            agent: ::std::result::Result<
+                ::std::option::Option<::uuid::Uuid>,
+                ::std::string::String,
+            >,
+            approvals: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::ApprovalDecision>>,
+                ::std::string::String,
+            >,
+            messages: ::std::result::Result<
+                ::std::vec::Vec<super::CreateMessageRequest>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for SessionRunRequest {
+            fn default() -> Self {
+                Self {
+                    agent: Ok(Default::default()),
+                    approvals: Ok(Default::default()),
+                    messages: Ok(Default::default()),
+                }
+            }
+        }
+        impl SessionRunRequest {
+            pub fn agent<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for agent: {e}")
+                    });
+                self
+            }
+            pub fn approvals<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<super::ApprovalDecision>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.approvals = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for approvals: {e}")
+                    });
+                self
+            }
+            pub fn messages<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::CreateMessageRequest>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.messages = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for messages: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SessionRunRequest> for super::SessionRunRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SessionRunRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent: value.agent?,
+                    approvals: value.approvals?,
+                    messages: value.messages?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SessionRunRequest> for SessionRunRequest {
+            fn from(value: super::SessionRunRequest) -> Self {
+                Self {
+                    agent: Ok(value.agent),
+                    approvals: Ok(value.approvals),
+                    messages: Ok(value.messages),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct Snippet {
             content: ::std::result::Result<::std::string::String, ::std::string::String>,
             index: ::std::result::Result<u32, ::std::string::String>,
@@ -27365,6 +27821,65 @@ let response = client.message_create()
 ```*/
     pub fn message_create(&self) -> builder::MessageCreate<'_> {
         builder::MessageCreate::new(self)
+    }
+    /**Run a chat turn in the background: the answer is the run at once
+
+(`queued`); the server runs the turn to its end — the model, the server's tools it calls, round after round — whether or not anyone waits, and across restarts (on PostgreSQL, on another server if this one stops), each round committed to the session as it goes. A call of the server's tools in flight when a server stopped runs again only when its tool is idempotent; any other is told to the model as interrupted. The run is a background response of `/v1/responses` on this session (the agent answering as its `model`): follow its events with `GET /v1/responses/{run_id}?stream=true`.
+
+The session's agent (`agent`, else its first) answers with its model, settings, tools and MCP servers; function tools are the client's (the run ends with their calls). Errors as for a chat, before anything is saved: 404 (no such session), 400 (a session with no agent, calls waiting for approval that are not decided), 422 (the body).
+
+Sends a `POST` request to `/api/sessions/{id}/runs`
+
+Arguments:
+- `id`: The session's id.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `body`
+```ignore
+let response = client.session_run_create()
+    .id(id)
+    .idempotency_key(idempotency_key)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn session_run_create(&self) -> builder::SessionRunCreate<'_> {
+        builder::SessionRunCreate::new(self)
+    }
+    /**A run of the session, as it stands (its messages so far)
+
+Sends a `GET` request to `/api/sessions/{id}/runs/{run_id}`
+
+Arguments:
+- `id`: The session's id.
+- `run_id`: The run's id (`resp_` and 32 hex digits).
+```ignore
+let response = client.session_run_get()
+    .id(id)
+    .run_id(run_id)
+    .send()
+    .await;
+```*/
+    pub fn session_run_get(&self) -> builder::SessionRunGet<'_> {
+        builder::SessionRunGet::new(self)
+    }
+    /**Cancel a run of the session: as `POST /v1/responses/{id}/cancel`
+
+(its calls in flight answered "not run: the response was cancelled"; one that ended is answered as it is).
+
+Sends a `POST` request to `/api/sessions/{id}/runs/{run_id}/cancel`
+
+Arguments:
+- `id`: The session's id.
+- `run_id`: The run's id (`resp_` and 32 hex digits).
+```ignore
+let response = client.session_run_cancel()
+    .id(id)
+    .run_id(run_id)
+    .send()
+    .await;
+```*/
+    pub fn session_run_cancel(&self) -> builder::SessionRunCancel<'_> {
+        builder::SessionRunCancel::new(self)
     }
     /**The tools of the session's agents
 
@@ -34391,6 +34906,425 @@ pub mod builder {
                     )
                 }
                 408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::session_run_create`]
+
+[`Client::session_run_create`]: super::Client::session_run_create*/
+    #[derive(Debug, Clone)]
+    pub struct SessionRunCreate<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        idempotency_key: Result<Option<types::SessionRunCreateIdempotencyKey>, String>,
+        body: Result<types::builder::SessionRunRequest, String>,
+    }
+    impl<'a> SessionRunCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                idempotency_key: Ok(None),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SessionRunCreateIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `SessionRunCreateIdempotencyKey` for idempotency_key failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SessionRunRequest>,
+            <V as std::convert::TryInto<
+                types::SessionRunRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `SessionRunRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::SessionRunRequest,
+            ) -> types::builder::SessionRunRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/sessions/{id}/runs`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::SessionRun>, Error<types::Error>> {
+            let Self { client, id, idempotency_key, body } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::SessionRunRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/sessions/{}/runs", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "session_run_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::session_run_get`]
+
+[`Client::session_run_get`]: super::Client::session_run_get*/
+    #[derive(Debug, Clone)]
+    pub struct SessionRunGet<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        run_id: Result<types::SessionRunGetRunId, String>,
+    }
+    impl<'a> SessionRunGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                run_id: Err("run_id was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn run_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SessionRunGetRunId>,
+        {
+            self.run_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `SessionRunGetRunId` for run_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/sessions/{id}/runs/{run_id}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::SessionRun>, Error<types::Error>> {
+            let Self { client, id, run_id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let run_id = run_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/sessions/{}/runs/{}", client.baseurl, encode_path(& id
+                .to_string()), encode_path(& run_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "session_run_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::session_run_cancel`]
+
+[`Client::session_run_cancel`]: super::Client::session_run_cancel*/
+    #[derive(Debug, Clone)]
+    pub struct SessionRunCancel<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        run_id: Result<types::SessionRunCancelRunId, String>,
+    }
+    impl<'a> SessionRunCancel<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                run_id: Err("run_id was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn run_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::SessionRunCancelRunId>,
+        {
+            self.run_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `SessionRunCancelRunId` for run_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `POST` request to `/api/sessions/{id}/runs/{run_id}/cancel`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::SessionRun>, Error<types::Error>> {
+            let Self { client, id, run_id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let run_id = run_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/sessions/{}/runs/{}/cancel", client.baseurl, encode_path(& id
+                .to_string()), encode_path(& run_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "session_run_cancel",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,

@@ -355,6 +355,46 @@ pub trait AgentPlatformApi {
         body: JsonBody<ChatRequest>,
     ) -> Result<Reply<ChatAnswer>, ApiError>;
 
+    /// Run a chat turn in the background: the answer is the run at once
+    /// (`queued`); the server runs the turn to its end — the model, the
+    /// server's tools it calls, round after round — whether or not anyone
+    /// waits, and across restarts (on PostgreSQL, on another server if this
+    /// one stops), each round committed to the session as it goes. A call of
+    /// the server's tools in flight when a server stopped runs again only
+    /// when its tool is idempotent; any other is told to the model as
+    /// interrupted. The run is a background response of `/v1/responses` on
+    /// this session (the agent answering as its `model`): follow its events
+    /// with `GET /v1/responses/{run_id}?stream=true`.
+    ///
+    /// The session's agent (`agent`, else its first) answers with its model,
+    /// settings, tools and MCP servers; function tools are the client's (the
+    /// run ends with their calls). Errors as for a chat, before anything is
+    /// saved: 404 (no such session), 400 (a session with no agent, calls
+    /// waiting for approval that are not decided), 422 (the body).
+    #[endpoint { method = POST, path = "/api/sessions/{id}/runs", tags = ["sessions"] }]
+    async fn session_run_create(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<SessionPath>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<SessionRunRequest>,
+    ) -> Created<SessionRun>;
+
+    /// A run of the session, as it stands (its messages so far).
+    #[endpoint { method = GET, path = "/api/sessions/{id}/runs/{run_id}", tags = ["sessions"] }]
+    async fn session_run_get(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<SessionRunPath>,
+    ) -> Ok200<SessionRun>;
+
+    /// Cancel a run of the session: as `POST /v1/responses/{id}/cancel`
+    /// (its calls in flight answered "not run: the response was cancelled";
+    /// one that ended is answered as it is).
+    #[endpoint { method = POST, path = "/api/sessions/{id}/runs/{run_id}/cancel", tags = ["sessions"] }]
+    async fn session_run_cancel(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<SessionRunPath>,
+    ) -> Ok200<SessionRun>;
+
     /// The tools of the session's agents.
     ///
     /// Agent by agent, in the order of the session's `agents`; each agent's

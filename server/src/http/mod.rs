@@ -238,6 +238,29 @@ impl AgentPlatformApi for Impl {
         chat::session_chat(rqctx, path, key, body).await
     }
 
+    async fn session_run_create(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<SessionPath>,
+        key: IdempotencyKey,
+        body: JsonBody<SessionRunRequest>,
+    ) -> Created<SessionRun> {
+        chat::session_run_create(rqctx, path, key, body).await
+    }
+
+    async fn session_run_get(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<SessionRunPath>,
+    ) -> Ok200<SessionRun> {
+        chat::session_run_get(rqctx, path).await
+    }
+
+    async fn session_run_cancel(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<SessionRunPath>,
+    ) -> Ok200<SessionRun> {
+        chat::session_run_cancel(rqctx, path).await
+    }
+
     async fn session_tool_list(
         rqctx: RequestContext<Ctx>,
         path: PathParams<SessionPath>,

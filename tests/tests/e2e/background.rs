@@ -254,3 +254,72 @@ async fn a_background_response_goes_on_after_kill_9_without_running_a_call_twice
     assert!(told.to_string().contains("interrupted: the server stopped"), "the model was told: {told}");
     p.stop();
 }
+
+#[tokio::test]
+async fn a_session_run_runs_the_agents_tools_in_the_background_and_waits_for_approvals() {
+    let t = setup().await;
+    let agent = t.s.create_agent("Ada").await;
+    let tool = json!({"name": "fake", "type": "mcp",
+        "mcp": {"server_url": t.mcp.url, "allowed_tools": ["echo", "add"], "require_approval": {"never": {"tool_names": ["echo"]}}}});
+    let r = t.s.raw("POST", &format!("/api/agents/{}/tools", agent.id), Some(&tool.to_string())).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let user = t.s.create_user("Bob").await;
+    let session = t.s.create_session(&[agent.id], &[user.id]).await.id;
+    let run_body = |v: Value| -> types::SessionRunRequest { serde_json::from_value(v).unwrap() };
+
+    t.fake.push(Behaviour::ToolCalls(vec![("echo".into(), r#"{"text": "hello"}"#.into())]));
+    t.fake.push(Behaviour::ToolCalls(vec![("add".into(), r#"{"a": 1, "b": 2}"#.into())]));
+    let body = run_body(json!({"messages": [{"role": "user", "content": "go"}]}));
+    let run = t.s.client.session_run_create().id(session).body(body).send().await.unwrap().into_inner();
+    assert_eq!(run.status, "queued");
+    let events = follow(&t.s.base, &t.s.key, &run.id, None).await;
+    assert_eq!(events.last().unwrap()["type"], "response.completed");
+    let got =
+        t.s.client.session_run_get().id(session).run_id(run.id.as_str()).send().await.unwrap().into_inner();
+    assert_eq!(got.status, "completed");
+    let roles: Vec<String> = got.messages.iter().map(|m| format!("{:?}", m.role).to_lowercase()).collect();
+    assert_eq!(roles, ["assistant", "tool", "assistant"], "{:?}", got.messages);
+    assert_eq!(got.messages[1].content, "hello");
+    assert_eq!(got.pending_approvals.len(), 1, "add waits for a person");
+    let pending = got.pending_approvals[0].clone();
+    assert_eq!((pending.tool.as_str(), pending.server.as_deref()), ("add", Some("fake")));
+    assert_eq!(t.mcp.calls_of("add").await, 0);
+
+    // The next run carries the decision: the call runs, and the model goes on.
+    t.fake.push(Behaviour::Text("three".into()));
+    let body = run_body(json!({"approvals": [{"id": pending.id, "approve": true}]}));
+    let next = t.s.client.session_run_create().id(session).body(body).send().await.unwrap().into_inner();
+    let events = follow(&t.s.base, &t.s.key, &next.id, None).await;
+    assert_eq!(events.last().unwrap()["type"], "response.completed");
+    let got =
+        t.s.client.session_run_get().id(session).run_id(next.id.as_str()).send().await.unwrap().into_inner();
+    assert_eq!(got.messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(), ["3", "three"]);
+    assert!(got.pending_approvals.is_empty());
+    assert_eq!(t.mcp.calls_of("add").await, 1);
+    // Cancelling a run that ended answers it as it is.
+    let same = t.s.client.session_run_cancel().id(session).run_id(next.id.as_str()).send().await.unwrap();
+    assert_eq!(same.into_inner().status, "completed");
+
+    // Errors: another session's run is unknown here; an agent not of the session is a 400 naming it.
+    let stranger = t.s.create_agent("Max").await;
+    let other = t.s.create_session(&[stranger.id], &[user.id]).await.id;
+    let r = t.s.raw("GET", &format!("/api/sessions/{other}/runs/{}", next.id), None).await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    let go = json!({"messages": [{"role": "user", "content": "go"}]}).to_string();
+    let r =
+        t.s.raw(
+            "POST",
+            &format!("/api/sessions/{session}/runs"),
+            Some(&json!({"messages": [{"role": "user", "content": "go"}], "agent": stranger.id}).to_string()),
+        )
+        .await;
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.to_string().contains("agent"), "{}", r.body);
+    let r = t.s.raw("POST", &format!("/api/sessions/{}/runs", uuid::Uuid::now_v7()), Some(&go)).await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    let r =
+        t.s.raw("POST", &format!("/api/sessions/{session}/runs"), Some(&json!({"messages": []}).to_string()))
+            .await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    t.s.stop().await;
+}

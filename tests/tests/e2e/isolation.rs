@@ -57,6 +57,8 @@ struct Records {
     /// A stored response of OpenAI's Responses API (a turn of a new session of
     /// the agent), when the server has a model provider.
     response: Option<Uuid>,
+    /// A run of the session (a background response), ended (with a model provider).
+    run: Option<Uuid>,
     /// A secret, named `s_` and this id's hex digits (see [`secret_name`]),
     /// when the server has a secrets key.
     secret: Option<Uuid>,
@@ -123,6 +125,25 @@ impl Records {
             let id = r.body["id"].as_str().unwrap();
             Uuid::try_parse(id.strip_prefix("resp_").unwrap()).unwrap()
         });
+        // A run of the session (a background response), once it has ended.
+        let body = json!({"messages": [{"role": "user", "content": words}]});
+        let r = call(s, key, "POST", &format!("/api/sessions/{session}/runs"), Some(&body)).await;
+        let run = match r.status {
+            201 => {
+                let id = r.body["id"].as_str().unwrap().to_owned();
+                let deadline = std::time::Instant::now() + Duration::from_secs(20);
+                loop {
+                    let got = call(s, key, "GET", &format!("/api/sessions/{session}/runs/{id}"), None).await;
+                    if got.body["status"] == "completed" {
+                        break;
+                    }
+                    assert!(std::time::Instant::now() < deadline, "the run did not end: {}", got.body);
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Some(Uuid::try_parse(id.strip_prefix("resp_").unwrap()).unwrap())
+            }
+            _ => None,
+        };
         let secret = Uuid::now_v7();
         let body = json!({"name": secret_name(secret), "value": format!("value of {tag}")});
         let r = call(s, key, "POST", "/api/secrets", Some(&body)).await;
@@ -143,6 +164,7 @@ impl Records {
             user_doc,
             api_key,
             response,
+            run,
             secret,
         }
     }
@@ -183,6 +205,7 @@ impl Records {
             ("keys", "keys") => self.api_key,
             ("responses", "responses") => self.response.expect("a stored response needs a model provider"),
             ("secrets", "secrets") => self.secret.expect("a secret needs a secrets key"),
+            ("sessions", "runs") => self.run.expect("a session's run needs a model provider"),
             _ => panic!("no record for a {collection} id under /api/{root}: add one to `Records`"),
         }
     }

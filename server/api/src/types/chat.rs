@@ -175,6 +175,79 @@ impl Check for ChatRequest {
     }
 }
 
+/// Body of `POST /api/sessions/{id}/runs`: a chat turn run in the background.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+pub struct SessionRunRequest {
+    /// The new messages, as a chat's (at most 256; at least one unless
+    /// `approvals` are sent): `user` (or `system`) messages, and `tool`
+    /// messages answering the calls of the client's tools.
+    #[serde(default)]
+    #[schemars(length(max = 256))]
+    pub messages: Vec<CreateMessageRequest>,
+    /// Decisions on the calls the last turn left waiting for approval, as a chat's.
+    #[serde(default)]
+    #[schemars(length(max = 256))]
+    pub approvals: Option<Vec<ApprovalDecision>>,
+    /// Which of the session's agents answers (with its model, tools and MCP
+    /// servers); default the first. A session with no agent is a 400.
+    #[serde(default)]
+    pub agent: Option<Uuid>,
+}
+
+impl Check for SessionRunRequest {
+    fn check(&self, issues: &mut Issues) {
+        ChatRequest {
+            messages: self.messages.clone(),
+            approvals: self.approvals.clone(),
+            model: None,
+            agent: None,
+            stream: false,
+            save: true,
+            recall: true,
+            tools: None,
+            tool_choice: None,
+            response_format: None,
+            settings: ChatSettings::default(),
+        }
+        .check(issues)
+    }
+}
+
+/// `/api/sessions/{id}/runs/{run_id}`.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SessionRunPath {
+    /// The session's id.
+    pub id: Uuid,
+    /// The run's id (`resp_` and 32 hex digits).
+    #[schemars(regex(pattern = "^resp_[A-Za-z0-9_-]{1,100}$"))]
+    pub run_id: String,
+}
+
+impl Check for SessionRunPath {}
+
+/// A chat turn of a session run in the background (`POST
+/// /api/sessions/{id}/runs`): it is a background response of OpenAI's
+/// Responses API on the session (`GET /v1/responses/{id}` reads it too).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
+pub struct SessionRun {
+    /// `resp_` and 32 hex digits. Its events: `GET /v1/responses/{id}?stream=true`.
+    pub id: String,
+    pub session_id: Uuid,
+    /// `queued`, `in_progress`, `completed`, `incomplete` (a tool limit),
+    /// `failed` (see `error`) or `cancelled`.
+    pub status: String,
+    pub created_at: DateTime<Utc>,
+    /// The messages the run made so far, oldest first: each assistant
+    /// message that called the server's tools, each result (a `tool` message
+    /// whose `metadata.tool_run` is the call's run), then the answer.
+    pub messages: Vec<crate::types::Message>,
+    /// The calls that wait for a person's decision once the run ended with
+    /// them: decide with the next run's (or chat's) `approvals`.
+    pub pending_approvals: Vec<PendingApproval>,
+    /// Why it failed.
+    pub error: Option<super::openai_responses::ResponseError>,
+}
+
 /// The assistant's answer.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema)]
 pub struct ChatAnswerMessage {

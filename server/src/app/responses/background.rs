@@ -53,12 +53,13 @@ use super::super::turn::Driver;
 use super::super::turn::convert::history_item;
 use super::super::turn::rounds::{After, Checkpoint, tool_message};
 use super::super::turn::tools::told;
-use super::super::{App, Error, Result, Tenant};
+use super::super::{App, Error, NotFound, Result, Tenant};
 use super::events::Events;
 use super::{ResponseData, ResponseEvents, Status, StreamFailure, model_response, response_id};
 use crate::api::types::{
     ConvId, ConversationItem, ConversationRef, CreateMessageRequest, CreateResponseRequest, Message,
-    ModelResponse, ResponseError, ResponseStreamEvent, ToolRun, ToolRunType,
+    ModelResponse, PendingApproval, ResponseError, ResponseStreamEvent, Role, Session, SessionRun,
+    SessionRunRequest, ToolRun, ToolRunType,
 };
 use crate::config::{ExecutionsConfig, ToolsConfig};
 use crate::exec::lease::{Claim, Leases};
@@ -876,4 +877,143 @@ impl Follow {
             }
         }
     }
+}
+
+impl App {
+    /// `POST /api/sessions/{id}/runs`: a chat turn run in the background, as
+    /// a background response on the session with its agent as the model.
+    pub async fn session_run_create(
+        &self,
+        t: Tenant,
+        session: Uuid,
+        req: SessionRunRequest,
+    ) -> Result<SessionRun> {
+        let rec = self.load(t, Kind::Session, session).await?;
+        let s: Session = decode(&rec)?;
+        let agent = match req.agent {
+            Some(agent) if s.agents.contains(&agent) => agent,
+            Some(agent) => {
+                return Err(Error::Invalid {
+                    param: "agent".into(),
+                    message: format!("{agent} is not an agent of session {session}"),
+                });
+            }
+            None => *s.agents.first().ok_or_else(|| {
+                Error::BadRequest(format!(
+                    "session {session} has no agent: a run needs one to answer (add one to the session)"
+                ))
+            })?,
+        };
+        let mut items = Vec::new();
+        for (i, m) in req.messages.iter().enumerate() {
+            if m.parts.is_some() {
+                return Err(Error::Invalid {
+                    param: format!("messages[{i}].parts"),
+                    message: "a run's messages are text (send images and files through POST /v1/responses)"
+                        .into(),
+                });
+            }
+            items.push(match m.role {
+                Role::Tool => {
+                    json!({"type": "function_call_output", "call_id": m.tool_call_id, "output": m.content})
+                }
+                Role::User | Role::System => json!({"type": "message", "role": m.role, "content": m.content}),
+                other => {
+                    return Err(Error::Invalid {
+                        param: format!("messages[{i}].role"),
+                        message: format!(
+                            "{other:?} messages are not a run's: send user, system or tool messages"
+                        ),
+                    });
+                }
+            });
+        }
+        for d in req.approvals.iter().flatten() {
+            items.push(json!({"type": "mcp_approval_response", "approval_request_id": d.id,
+                              "approve": d.approve, "reason": d.reason}));
+        }
+        let mut body = json!({"model": agent.to_string(), "background": true});
+        if !items.is_empty() {
+            body["input"] = Value::Array(items);
+        }
+        let mut request: CreateResponseRequest = serde_json::from_value(body)
+            .map_err(|e| Error::BadRequest(format!("the run's messages do not make a turn: {e}")))?;
+        request.conversation = Some(ConversationRef::Id(ConvId(session)));
+        let created = self.response_background(t, request).await.map_err(|e| match e {
+            // The turn's errors name its input: here, the run's messages and approvals.
+            Error::Invalid { param, message } => {
+                Error::Invalid { param: param.replacen("input[", "messages[", 1), message }
+            }
+            Error::BadRequest(message) => {
+                Error::BadRequest(message.replace("input (mcp_approval_response)", "approvals"))
+            }
+            e => e,
+        })?;
+        self.session_run_get(t, session, &created.id).await
+    }
+
+    /// `GET /api/sessions/{id}/runs/{run_id}`.
+    pub async fn session_run_get(&self, t: Tenant, session: Uuid, run_id: &str) -> Result<SessionRun> {
+        let rec = self.response_record(t, run_id).await?;
+        let data: ResponseData =
+            serde_json::from_value(rec.data.clone()).map_err(|e| unreadable("response", rec.id, e))?;
+        if rec.scope != session || !data.background {
+            return Err(Error::NotFound(NotFound::Response { id: run_id.to_owned() }));
+        }
+        let response = self.response_of(t, &rec).await?;
+        let ids = match matches!(response.status.as_str(), "queued" | "in_progress") {
+            true => self.background_output(t, rec.id).await?.1,
+            false => data.output_messages.clone(),
+        };
+        let mut messages = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(m) = self.store.get(t.0, Kind::Message, id).await? {
+                messages.push(decode::<Message>(&m)?);
+            }
+        }
+        let pending_approvals = match messages.last() {
+            Some(last) if !matches!(response.status.as_str(), "queued" | "in_progress") => waiting(last),
+            _ => Vec::new(),
+        };
+        Ok(SessionRun {
+            id: response.id,
+            session_id: session,
+            status: response.status,
+            created_at: rec.created_at,
+            messages,
+            pending_approvals,
+            error: response.error,
+        })
+    }
+
+    /// `POST /api/sessions/{id}/runs/{run_id}/cancel`.
+    pub async fn session_run_cancel(&self, t: Tenant, session: Uuid, run_id: &str) -> Result<SessionRun> {
+        self.session_run_get(t, session, run_id).await?;
+        self.response_cancel(t, run_id).await?;
+        self.session_run_get(t, session, run_id).await
+    }
+}
+
+/// The calls of `last` (the run's last message) that wait for approval.
+fn waiting(last: &Message) -> Vec<PendingApproval> {
+    let meta = last.metadata.as_ref().map(|m| &m.0);
+    let awaiting: HashSet<&str> = meta
+        .and_then(|m| m.get("awaiting_approval"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let servers = meta.and_then(|m| m.get("mcp_servers")).and_then(Value::as_object);
+    last.tool_calls
+        .iter()
+        .flatten()
+        .filter(|c| awaiting.contains(c.id.as_str()))
+        .map(|c| PendingApproval {
+            id: c.id.clone(),
+            tool: c.function.name.clone(),
+            arguments: c.function.arguments.clone(),
+            server: servers.and_then(|s| s.get(&c.id)).and_then(Value::as_str).map(String::from),
+        })
+        .collect()
 }

@@ -22,9 +22,9 @@ fn fill(path: &str, pick: impl Fn(usize, &str, &str) -> Uuid) -> String {
         if seg.starts_with('{') {
             let id = pick(n, root, segments[i - 1]);
             // A response's id is `resp_` and the uuid's hex digits; a secret's name `s_` and them.
-            out.push(match root {
-                "responses" => format!("resp_{}", id.simple()),
-                "secrets" => super::secret_name(id),
+            out.push(match (root, segments[i - 1]) {
+                ("responses", _) | ("sessions", "runs") => format!("resp_{}", id.simple()),
+                ("secrets", _) => super::secret_name(id),
                 _ => id.to_string(),
             });
             n += 1;
@@ -111,6 +111,17 @@ fn sweep_table() -> BTreeMap<&'static str, Vec<Call>> {
         ("session_patch", vec![body(json!({"situation": "changed", "metadata": {"x": 1}}))]),
         ("session_delete", vec![plain()]),
         ("session_chat", vec![body(chat), body(streamed)]),
+        // An agent not of the session: a 400 for the owner (after the session's lookup), and no model call.
+        (
+            "session_run_create",
+            vec![Call {
+                own: Some(400),
+                ..body(json!({"messages": [{"role": "user", "content": "hi"}], "agent": Uuid::now_v7()}))
+            }],
+        ),
+        ("session_run_get", vec![plain()]),
+        // It has ended: answered as it is.
+        ("session_run_cancel", vec![plain()]),
         ("message_list", listed()),
         ("message_create", vec![body(json!({"role": "user", "content": "more"}))]),
         ("session_tool_list", vec![plain()]),
@@ -289,8 +300,8 @@ async fn every_id_route_answers_another_tenants_ids_as_unknown_ones() {
     assert_same_404("POST /v1/responses with previous_response_id", &theirs, &unknown);
     assert_eq!(
         fake.requests().iter().filter(|r| r.path == "/v1/chat/completions").count(),
-        4,
-        "only each tenant's stored response and A's two chats reached the model"
+        6,
+        "only each tenant's stored response and session run, and A's two chats reached the model"
     );
     s.stop().await;
 }
