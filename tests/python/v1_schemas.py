@@ -260,6 +260,7 @@ ROUTES = [
     ("GET", rf"/v1/responses/{ID}", response_or_stream),
     ("DELETE", rf"/v1/responses/{ID}", response_deleted),
     ("GET", rf"/v1/responses/{ID}/input_items", lambda b, w: check(ResponseItemList, b, w)),
+    ("POST", rf"/v1/responses/{ID}/cancel", response),
     ("POST", r"/v1/chat/completions", chat_or_stream),
     ("POST", r"/v1/conversations", lambda b, w: check(Conversation, b, w)),
     ("GET", rf"/v1/conversations/{ID}", lambda b, w: check(Conversation, b, w)),

@@ -74,7 +74,10 @@ impl Setup {
 #[tokio::test]
 async fn a_background_response_is_queued_runs_its_tools_to_the_end_and_its_events_replay() {
     let t = setup().await;
-    t.fake.push(Behaviour::ToolCalls(vec![("echo".into(), r#"{"text": "one"}"#.into())]));
+    t.fake.push(Behaviour::ToolCalls(vec![
+        ("echo".into(), r#"{"text": "one"}"#.into()),
+        ("fail".into(), r#"{"text": "out of paper"}"#.into()),
+    ]));
     t.fake.push(Behaviour::ToolCalls(vec![("add".into(), r#"{"a": 2, "b": 3}"#.into())]));
     t.fake.push(Behaviour::Text("all done".into()));
     let created =
@@ -94,11 +97,15 @@ async fn a_background_response_is_queued_runs_its_tools_to_the_end_and_its_event
     let response = &last["response"];
     assert_eq!(
         item_types(&response["output"]),
-        ["mcp_list_tools", "mcp_call", "mcp_call", "message"],
+        ["mcp_list_tools", "mcp_call", "mcp_call", "mcp_call", "message"],
         "{response}"
     );
     assert_eq!(response["output"][1]["output"], "one");
-    assert_eq!(response["output"][2]["output"], "5");
+    // The tool's own failure (its isError text), as OpenAI shows one.
+    let failed = &response["output"][2]["error"];
+    assert_eq!(failed["type"], "mcp_tool_execution_error", "{failed}");
+    assert_eq!(failed["content"][0]["text"], "out of paper", "{failed}");
+    assert_eq!(response["output"][3]["output"], "5");
     assert_eq!(agent_platform_tests::output_text(response), "all done");
     assert_eq!((t.mcp.calls_of("echo").await, t.mcp.calls_of("add").await), (1, 1));
     let done: Vec<Value> = events
@@ -179,6 +186,7 @@ async fn a_background_response_cancelled_mid_call_stops_and_its_conversation_goe
     let output = &got.body["output"];
     assert_eq!(item_types(output), ["mcp_list_tools", "mcp_call"], "{output}");
     assert_eq!(output[1]["error"]["message"], "not run: the response was cancelled", "{output}");
+    assert_eq!(output[1]["error"]["type"], "mcp_protocol_error", "not the tool's own failure: {output}");
     // The conversation goes on after it: its call is answered.
     t.fake.push(Behaviour::Text("next".into()));
     let body = json!({"model": "fake-model", "input": "and now?", "previous_response_id": created.id});

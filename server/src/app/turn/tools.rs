@@ -527,10 +527,24 @@ pub fn told(run: &ToolRun) -> String {
 pub fn recorded(run: &ToolRun) -> Value {
     let mut run = run.clone();
     run.output = None;
+    // An MCP call's error is the tool's own (its `isError` text), unless the
+    // MCP client said it (its errors name the server first) or the call did
+    // not run: `error_kind` `tool` then shows it as OpenAI's
+    // `mcp_tool_execution_error` (see `conversations::server_run`).
+    let tool_said = run.kind == ToolRunType::Mcp
+        && run.error.as_deref().is_some_and(|e| {
+            !["MCP server ", "not run", "interrupted:", "the call was denied"]
+                .iter()
+                .any(|p| e.starts_with(p))
+        });
     if let Some(error) = &mut run.error
         && error.chars().count() > 1000
     {
         *error = error.chars().take(1000).collect::<String>() + "…";
     }
-    serde_json::to_value(run).unwrap_or(Value::Null)
+    let mut value = serde_json::to_value(run).unwrap_or(Value::Null);
+    if let (true, Some(map)) = (tool_said, value.as_object_mut()) {
+        map.insert("error_kind".into(), Value::String("tool".into()));
+    }
+    value
 }
