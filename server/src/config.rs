@@ -59,6 +59,7 @@
 //!                                 # they resume after a restart, and on postgres another server
 //!                                 # takes one over after executions.lease_s; one begun
 //!                                 # executions.max_step_attempts times fails instead
+//! background_max_per_tenant = 1000 # background responses a tenant may have under way; more: 429
 //!
 //! [secrets]
 //! key_env = "AGENT_PLATFORM_SECRETS_KEY"  # the NAME of the environment variable holding
@@ -154,6 +155,8 @@ pub struct ToolsConfig {
     pub max_output_bytes: usize,
     /// Background responses running at once on this server; more wait, `queued`.
     pub background_runs: usize,
+    /// Background responses one tenant may have under way; more are a 429.
+    pub background_max_per_tenant: usize,
 }
 
 impl Default for ToolsConfig {
@@ -168,6 +171,7 @@ impl Default for ToolsConfig {
             max_rounds: crate::app::turn::tools::DEFAULT_MAX_ROUNDS,
             max_calls_per_turn: crate::app::turn::tools::DEFAULT_MAX_CALLS,
             background_runs: 256,
+            background_max_per_tenant: 1000,
         }
     }
 }
@@ -195,10 +199,12 @@ impl ToolsConfig {
         set_from_env(env, "TOOLS", "max_rounds", &mut self.max_rounds)?;
         set_from_env(env, "TOOLS", "max_calls_per_turn", &mut self.max_calls_per_turn)?;
         set_from_env(env, "TOOLS", "background_runs", &mut self.background_runs)?;
+        set_from_env(env, "TOOLS", "background_max_per_tenant", &mut self.background_max_per_tenant)?;
         for (setting, value) in [
             ("mcp_timeout_s", self.mcp_timeout_s),
             ("max_output_bytes", self.max_output_bytes as u64),
             ("background_runs", self.background_runs as u64),
+            ("background_max_per_tenant", self.background_max_per_tenant as u64),
         ] {
             if value == 0 {
                 anyhow::bail!("tools.{setting} = 0: expected at least 1");

@@ -331,3 +331,36 @@ async fn a_session_run_runs_the_agents_tools_in_the_background_and_waits_for_app
     assert_eq!(r.status, 422, "{}", r.body);
     t.s.stop().await;
 }
+
+#[tokio::test]
+async fn a_tenant_at_its_limit_of_background_responses_gets_a_429_until_one_ends() {
+    let fake = FakeUpstream::start().await;
+    let mcp = FakeMcp::start();
+    let s = TestServer::with_config(|c| {
+        c.models = fake_models(&fake, 10.0);
+        c.tools.allowed_hosts = vec!["127.0.0.1".into()];
+        c.tools.background_max_per_tenant = 1;
+    })
+    .await;
+    fake.push(Behaviour::ToolCalls(vec![("slow".into(), r#"{"ms": 60000}"#.into())]));
+    let body =
+        json!({"model": "fake-model", "input": "go", "background": true, "tools": [mcp_tool(&mcp.url)]});
+    let first = s.raw("POST", "/v1/responses", Some(&body.to_string())).await;
+    assert_eq!(first.status, 200, "{}", first.body);
+    let second = s.raw("POST", "/v1/responses", Some(&body.to_string())).await;
+    assert_eq!(second.status, 429, "{}", second.body);
+    assert!(second.body.to_string().contains("tools.background_max_per_tenant"), "{}", second.body);
+    let id = first.body["id"].as_str().unwrap();
+    let r = s.raw("POST", &format!("/v1/responses/{id}/cancel"), None).await;
+    assert_eq!(r.body["status"], "cancelled", "{}", r.body);
+    fake.push(Behaviour::Text("now".into()));
+    let third = s
+        .raw(
+            "POST",
+            "/v1/responses",
+            Some(&json!({"model": "fake-model", "input": "go", "background": true}).to_string()),
+        )
+        .await;
+    assert_eq!(third.status, 200, "one ended: room again: {}", third.body);
+    s.stop().await;
+}

@@ -63,7 +63,7 @@ use crate::api::types::{
 };
 use crate::config::{ExecutionsConfig, ToolsConfig};
 use crate::exec::lease::{Claim, Leases};
-use crate::store::{Change, Expect, Kind, Op, Record, StoreError};
+use crate::store::{Change, Expect, Kind, ListQuery, Op, Record, StoreError};
 
 /// How long a run that could not reach the store waits before it begins again.
 const STORE_RETRY: Duration = Duration::from_secs(2);
@@ -71,12 +71,15 @@ const STORE_RETRY: Duration = Duration::from_secs(2);
 /// server's commits, on a store that tells none).
 const FOLLOW_POLL: Duration = Duration::from_secs(1);
 
-/// What a `Run` record keeps (id: the response's; scope: its session).
+/// What a `Run` record keeps (id: the response's; scope: the nil id, one
+/// list per tenant, so that its runs under way are counted).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub(super) struct RunData {
+    /// The session the response is a turn of.
+    session: Uuid,
     /// The request as it runs: no `input` (committed at the creation), no
-    /// `conversation` or `previous_response_id` (the session is the scope),
-    /// its `mcp` tools' headers kept.
+    /// `conversation` or `previous_response_id` (`session` is that), its
+    /// `mcp` tools' headers kept.
     request: Value,
     /// What the response shows of its conversation and previous response.
     conversation: Option<Uuid>,
@@ -110,6 +113,8 @@ struct Started {
     /// On a shared store: which server runs what.
     leases: Option<Arc<Leases>>,
     max_begins: u32,
+    /// Background responses a tenant may have under way (`tools.background_max_per_tenant`).
+    max_per_tenant: usize,
     log: slog::Logger,
 }
 
@@ -275,6 +280,7 @@ impl App {
             slots: Arc::new(Semaphore::new(tools.background_runs.max(1))),
             leases: leases.clone(),
             max_begins: executions.max_step_attempts.max(1),
+            max_per_tenant: tools.background_max_per_tenant.max(1),
             log: log.clone(),
         };
         if self.background.started.set(started).is_err() {
@@ -469,7 +475,7 @@ impl App {
         }
         let checkpoint = Arc::new(RunCheckpoint {
             tenant: t,
-            session: rec.scope,
+            session: run.session,
             response_version: resp.version + 1,
             input_messages: data.input_messages.clone(),
             state: parking_lot::Mutex::new(CheckState {
@@ -584,8 +590,9 @@ impl App {
                 Status::Cancelled => "not run: the response was cancelled",
                 _ => "not run: the response failed",
             };
-            let answers = self.in_flight_answers(t, rec.scope, why).await?;
-            let (made, puts) = message_records(rec.scope, answers).await?;
+            let session = run.session;
+            let answers = self.in_flight_answers(t, session, why).await?;
+            let (made, puts) = message_records(session, answers).await?;
             data.status = status.stored();
             data.error = error.clone();
             data.output_messages = run.made.iter().copied().chain(made.iter().map(|m| m.id)).collect();
@@ -596,7 +603,7 @@ impl App {
             resp_rec.updated_at = crate::store::now().max(resp_rec.created_at);
             let mut ops = Vec::new();
             if !made.is_empty() {
-                ops.push(self.session_changes(rec.scope));
+                ops.push(self.session_changes(session));
                 ops.extend(puts);
             }
             ops.push(Op::Put { record: resp_rec, expect: Expect::Version(resp.version) });
@@ -604,17 +611,17 @@ impl App {
             match self.store.commit(t.0, ops).await {
                 Ok(()) => {
                     let items: Vec<_> = made.iter().map(history_item).collect();
-                    self.history.appended(t, rec.scope, &items);
+                    self.history.appended(t, session, &items);
                     self.background.changed(id);
                     return Ok(());
                 }
                 Err(e) if run_lost(&e) => {
                     // A run committed meanwhile (or ended it): look again.
-                    self.history.forget(t, rec.scope);
+                    self.history.forget(t, session);
                     continue;
                 }
                 Err(e) => {
-                    self.history.forget(t, rec.scope);
+                    self.history.forget(t, session);
                     return Err(e.into());
                 }
             }
@@ -685,6 +692,18 @@ impl App {
 
     /// `POST /v1/responses` with `background: true` (see the module's docs).
     pub async fn response_background(&self, t: Tenant, req: CreateResponseRequest) -> Result<ModelResponse> {
+        let max = self.background.started.get().map_or(1000, |s| s.max_per_tenant).max(1);
+        let under_way =
+            self.store.list(t.0, Kind::Run, Uuid::nil(), &ListQuery::oldest_first(max - 1, 1)).await?;
+        if !under_way.is_empty() {
+            return Err(Error::RateLimited {
+                message: format!(
+                    "this tenant has {max} background responses under way (queued or in progress): the limit of \
+                     tools.background_max_per_tenant; wait for some to end, or cancel some"
+                ),
+                retry_after: None,
+            });
+        }
         let mut stored = req.clone();
         stored.input = None;
         stored.background = None;
@@ -706,6 +725,7 @@ impl App {
         head.background = true;
         let queued = model_response(&head, Status::Queued, Vec::new(), None);
         let run = RunData {
+            session: turn.saving.session,
             request,
             conversation: head.conversation,
             previous_response_id: head.previous_response_id.clone(),
@@ -731,7 +751,7 @@ impl App {
                 record.id = head.id;
                 (record.created_at, record.updated_at) = (head.created_at, head.created_at);
                 record.metadata = Some(head.metadata.0.clone());
-                let run_rec = Record::new(Kind::Run, head.id, turn.saving.session, encode(&run)?);
+                let run_rec = Record::new(Kind::Run, head.id, Uuid::nil(), encode(&run)?);
                 Ok((
                     vec![
                         Op::Put { record, expect: Expect::Absent },
