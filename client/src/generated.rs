@@ -10691,6 +10691,9 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         ///The tools of a Model Context Protocol server (Streamable HTTP), run by the server: each tool the server lists (those in `allowed_tools`) is offered to the model under its own name.
         #[serde(rename = "mcp")]
         Mcp,
+        ///A search the server runs (BM25 and, with embeddings, vectors) over the documents of the tool's agent and of the session's users (in a task, the agent's): the model calls it, under the tool's name, with a `query`, and reads the best passages. No definition besides the name.
+        #[serde(rename = "file_search")]
+        FileSearch,
     }
     impl ::std::fmt::Display for ToolType {
         fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
@@ -10698,6 +10701,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 Self::Function => f.write_str("function"),
                 Self::ApiCall => f.write_str("api_call"),
                 Self::Mcp => f.write_str("mcp"),
+                Self::FileSearch => f.write_str("file_search"),
             }
         }
     }
@@ -10710,6 +10714,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 "function" => Ok(Self::Function),
                 "api_call" => Ok(Self::ApiCall),
                 "mcp" => Ok(Self::Mcp),
+                "file_search" => Ok(Self::FileSearch),
                 _ => Err("invalid value".into()),
             }
         }

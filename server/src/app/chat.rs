@@ -66,6 +66,7 @@ impl App {
         let stored = self.session_tools(t, session_id).await?;
         let mut tools = tool_specs(&stored, req.tools.as_deref());
         let (toolbox, listed) = self.stored_toolbox(t, &stored).await;
+        let toolbox = toolbox.with_stored_file_search(&stored, &session.users);
         tools.extend(toolbox.specs().cloned());
         let history = self.history(t, session_id, held.version).await?;
         // The decisions on the calls the last answer left waiting come first.

@@ -347,7 +347,8 @@ impl App {
         for (spec, tool) in tools[first..].iter_mut().zip(&functions) {
             spec.function.strict = tool.strict;
         }
-        let (toolbox, listed) = self.response_toolbox(t, &stored_tools, req.tools.as_deref()).await?;
+        let (toolbox, listed) =
+            self.response_toolbox(t, &stored_tools, req.tools.as_deref(), &session.users).await?;
         let instructions = match (req.instructions.clone(), listed.note()) {
             (Some(i), Some(note)) => Some(format!("{i}\n\n{note}")),
             (i, note) => i.or(note),
@@ -512,8 +513,9 @@ impl App {
         })
     }
 
-    /// The server-run tools of a response: the agent's (its `api_call` and
-    /// `mcp` tools), and the request's `mcp` and `file_search` tools. A
+    /// The server-run tools of a response: the agent's (its `api_call`,
+    /// `mcp` and `file_search` tools, the last over the agent's documents and
+    /// `users'`), and the request's `mcp` and `file_search` tools. A
     /// `file_search` over an id that is no agent or user of the tenant is a
     /// 400 naming it.
     async fn response_toolbox(
@@ -521,8 +523,10 @@ impl App {
         t: Tenant,
         stored: &[crate::api::types::Tool],
         tools: Option<&[ResponseTool]>,
+        users: &[Uuid],
     ) -> Result<(Toolbox, Listed)> {
-        let (mut toolbox, mut listed) = self.stored_toolbox(t, stored).await;
+        let (toolbox, mut listed) = self.stored_toolbox(t, stored).await;
+        let mut toolbox = toolbox.with_stored_file_search(stored, users);
         let defs: Vec<(String, McpDef)> = tools
             .into_iter()
             .flatten()

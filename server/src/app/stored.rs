@@ -240,6 +240,7 @@ pub enum StoredToolType {
     Function,
     ApiCall,
     Mcp,
+    FileSearch,
 }
 
 impl From<ToolType> for StoredToolType {
@@ -248,6 +249,7 @@ impl From<ToolType> for StoredToolType {
             ToolType::Function => StoredToolType::Function,
             ToolType::ApiCall => StoredToolType::ApiCall,
             ToolType::Mcp => StoredToolType::Mcp,
+            ToolType::FileSearch => StoredToolType::FileSearch,
         }
     }
 }
@@ -258,6 +260,7 @@ impl From<StoredToolType> for ToolType {
             StoredToolType::Function => ToolType::Function,
             StoredToolType::ApiCall => ToolType::ApiCall,
             StoredToolType::Mcp => ToolType::Mcp,
+            StoredToolType::FileSearch => ToolType::FileSearch,
         }
     }
 }

@@ -21,7 +21,7 @@ use uuid::Uuid;
 use super::api_call::{ApiCallPolicy, run_api_call};
 use super::expr::{Context, Evaluator, offload};
 use crate::api::types::{Agent, ChatSettings, PromptInput, PromptTools, Step, Task};
-use crate::api::types::{ToolDef, ToolType};
+use crate::api::types::{DocOwner, OwnerRole, ToolDef, ToolType};
 use crate::app::turn::Ask;
 use crate::app::turn::plan::New;
 use crate::app::turn::tools::{McpSource, Toolbox, told};
@@ -136,6 +136,27 @@ pub async fn tool_call_step(env: &StepEnv<'_>, tool: &str, arguments: Value) -> 
             "tool {tool:?} is an MCP server: a tool_call step calls one tool; offer the server's tools \
              to a prompt step instead"
         )),
+        ToolType::FileSearch => {
+            let query = arguments.get("query").and_then(Value::as_str).unwrap_or_default();
+            let owner = DocOwner { id: env.agent.id, role: OwnerRole::Agent };
+            let toolbox = Toolbox::default().with_file_search_as(tool, None, vec![owner]);
+            let call = ToolCall {
+                id: format!("call_{}", Uuid::now_v7().simple()),
+                kind: "function".into(),
+                function: wire::FunctionCall {
+                    name: tool.into(),
+                    arguments: json!({"query": query}).to_string(),
+                },
+            };
+            let runs = Box::pin(env.app.run_tools(env.tenant, &toolbox, std::slice::from_ref(&call))).await;
+            match (&runs[0].output, &runs[0].error) {
+                (_, Some(error)) => Err(format!("tool {tool:?}: {error}")),
+                (Some(output), None) => Ok(Outcome::Done(
+                    serde_json::from_str(output).unwrap_or_else(|_| Value::String(output.clone())),
+                )),
+                (None, None) => Ok(Outcome::Done(Value::Null)),
+            }
+        }
         ToolType::Function => Ok(Outcome::Pause {
             call: json!({"id": format!("call_{}", Uuid::now_v7().simple()), "name": tool, "arguments": arguments}),
             state: Value::Null,
@@ -189,7 +210,7 @@ fn tool_spec(tool: &ToolDef) -> ToolSpec {
     let parameters = match (&tool.function, tool.kind) {
         (Some(f), _) => Value::Object(f.parameters.clone()),
         // An api_call tool says nothing of its arguments: any object.
-        (None, ToolType::ApiCall | ToolType::Mcp) => json!({"type": "object"}),
+        (None, ToolType::ApiCall | ToolType::Mcp | ToolType::FileSearch) => json!({"type": "object"}),
         (None, ToolType::Function) => json!({"type": "object", "properties": {}}),
     };
     let description = (!tool.description.is_empty()).then(|| tool.description.clone());
@@ -214,8 +235,11 @@ async fn base_request(
     let response_format = settings.remove("response_format").filter(|v| !v.is_null());
     let step_settings: ChatSettings =
         serde_json::from_value(Value::Object(settings)).map_err(|e| format!("prompt step: settings: {e}"))?;
-    let mut tools: Vec<ToolSpec> =
-        offered.iter().filter(|t| t.kind != ToolType::Mcp).map(|t| tool_spec(t)).collect();
+    let mut tools: Vec<ToolSpec> = offered
+        .iter()
+        .filter(|t| !matches!(t.kind, ToolType::Mcp | ToolType::FileSearch))
+        .map(|t| tool_spec(t))
+        .collect();
     // An mcp tool offers its server's tools (see `app::turn::tools`).
     let mut toolbox = Toolbox::default();
     let sources: Vec<McpSource<'_>> = offered
@@ -227,6 +251,12 @@ async fn base_request(
         .collect();
     // Boxed: a step's future sits inside its parents' (nested steps); this one is large.
     let listed = Box::pin(env.app.add_mcp_tools(env.tenant, &mut toolbox, &sources)).await;
+    // A file_search tool searches the agent's documents.
+    for t in offered.iter().filter(|t| t.kind == ToolType::FileSearch) {
+        let owner = DocOwner { id: env.agent.id, role: OwnerRole::Agent };
+        let description = (!t.description.is_empty()).then(|| t.description.clone());
+        toolbox = toolbox.with_file_search_as(&t.name, description, vec![owner]);
+    }
     if let Some(unavailable) = listed.note() {
         return Err(format!("prompt step: {unavailable}"));
     }
@@ -363,6 +393,11 @@ async fn run_calls(
             (ToolType::Mcp, Ok(_)) => messages.push(ChatMessage::tool_result(
                 &call.id,
                 format!("error: {name:?} is an MCP server, not one of its tools"),
+            )),
+            // Offered through the toolbox, run above.
+            (ToolType::FileSearch, Ok(_)) => messages.push(ChatMessage::tool_result(
+                &call.id,
+                format!("error: {name:?} is not offered in this step"),
             )),
             (ToolType::Function, Ok(arguments)) => {
                 let paused = PausedPrompt {

@@ -729,3 +729,73 @@ async fn an_api_call_tools_header_names_a_secret() {
 fn user_msg(text: &str) -> Value {
     user(text)
 }
+
+#[tokio::test]
+async fn a_session_chat_runs_an_mcp_tool_an_http_tool_and_an_agents_file_search_in_one_round() {
+    let fake = FakeUpstream::start().await;
+    let target = HttpTarget::start().await;
+    let mcp = FakeMcp::start();
+    let s = TestServer::with_config(|c| {
+        c.models = fake_models(&fake, 10.0);
+        c.tools.allowed_hosts = vec!["127.0.0.1".into()];
+    })
+    .await;
+    let agent = s.create_agent("Ada").await;
+    let tools = [
+        json!({"name": "get_weather", "type": "api_call", "description": "The weather in a city",
+               "api_call": {"method": "GET", "url": format!("{}/weather", target.url())}}),
+        json!({"name": "fake", "type": "mcp", "mcp": {"server_url": mcp.url, "allowed_tools": ["echo"]}}),
+        json!({"name": "search_notes", "type": "file_search", "description": "Searches the notes"}),
+    ];
+    for tool in tools {
+        let r = s.raw("POST", &format!("/api/agents/{}/tools", agent.id), Some(&tool.to_string())).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+    let user = s.create_user("Bob").await;
+    let doc = json!({"title": "Octopus", "content": "An octopus has three hearts."});
+    let r = s.raw("POST", &format!("/api/agents/{}/docs", agent.id), Some(&doc.to_string())).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let doc = json!({"title": "Bob's octopus", "content": "Bob's octopus is called Paul."});
+    let r = s.raw("POST", &format!("/api/users/{}/docs", user.id), Some(&doc.to_string())).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let stranger = s.create_user("Eve").await;
+    let doc = json!({"title": "Eve's octopus", "content": "Eve's octopus is a secret octopus."});
+    let r = s.raw("POST", &format!("/api/users/{}/docs", stranger.id), Some(&doc.to_string())).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let session = s.create_session(&[agent.id], &[user.id]).await.id;
+
+    fake.push(Behaviour::ToolCalls(vec![
+        ("get_weather".into(), r#"{"city": "Brest"}"#.into()),
+        ("echo".into(), r#"{"text": "hi"}"#.into()),
+        ("search_notes".into(), r#"{"query": "octopus"}"#.into()),
+    ]));
+    let body: types::ChatRequest =
+        serde_json::from_value(json!({"messages": [{"role": "user", "content": "go"}]})).unwrap();
+    let answer = s.client.session_chat().id(session).body(body).send().await.unwrap().into_inner();
+    assert_eq!(answer.choices[0].finish_reason.as_deref(), Some("stop"));
+    let runs: Vec<(types::ToolRunType, &str)> =
+        answer.tool_runs.iter().map(|r| (r.type_, r.name.as_str())).collect();
+    assert_eq!(
+        runs,
+        [
+            (types::ToolRunType::ApiCall, "get_weather"),
+            (types::ToolRunType::Mcp, "echo"),
+            (types::ToolRunType::FileSearch, "search_notes")
+        ]
+    );
+    assert!(answer.tool_runs.iter().all(|r| r.error.is_none()), "{:?}", answer.tool_runs);
+    assert_eq!(answer.tool_runs[1].output.as_deref(), Some("hi"));
+    let found = answer.tool_runs[2].output.clone().unwrap();
+    assert!(
+        found.contains("three hearts") && found.contains("called Paul"),
+        "the agent's and the user's: {found}"
+    );
+    assert!(!found.contains("secret"), "not another user's documents: {found}");
+    assert_eq!(target.received().len(), 1);
+    // Offered under its own name, with its description.
+    let offered = &fake.requests()[0].body["tools"];
+    let search =
+        offered.as_array().unwrap().iter().find(|t| t["function"]["name"] == "search_notes").unwrap();
+    assert_eq!(search["function"]["description"], "Searches the notes", "{offered}");
+    s.stop().await;
+}

@@ -39,6 +39,11 @@ pub enum ToolType {
     /// the server: each tool the server lists (those in `allowed_tools`) is
     /// offered to the model under its own name.
     Mcp,
+    /// A search the server runs (BM25 and, with embeddings, vectors) over the
+    /// documents of the tool's agent and of the session's users (in a task,
+    /// the agent's): the model calls it, under the tool's name, with a
+    /// `query`, and reads the best passages. No definition besides the name.
+    FileSearch,
 }
 
 fn empty_object_schema() -> JsonObject {

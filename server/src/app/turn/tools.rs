@@ -23,7 +23,7 @@ use serde_json::{Map, Value, json};
 
 use super::super::{App, Tenant};
 use crate::api::types::{
-    ApiCallDef, DocOwner, HttpMethod, McpDef, RequireApproval, SearchMode, SearchRequest, Tool,
+    ApiCallDef, DocOwner, HttpMethod, McpDef, OwnerRole, RequireApproval, SearchMode, SearchRequest, Tool,
 };
 use crate::api::types::{ConversationItem, McpListedTool, ToolRun, ToolRunType, ToolType};
 use crate::config::{ExecutionsConfig, ToolsConfig};
@@ -178,10 +178,34 @@ impl Toolbox {
     }
 
     /// Offers `file_search` over `owners`' documents.
-    pub fn with_file_search(mut self, owners: Vec<DocOwner>) -> Toolbox {
+    pub fn with_file_search(self, owners: Vec<DocOwner>) -> Toolbox {
+        self.with_file_search_as("file_search", None, owners)
+    }
+
+    /// The `file_search` tools among stored tools (an agent's, or a session's
+    /// agents'), each over its agent's documents and `users`'.
+    pub fn with_stored_file_search(mut self, stored: &[Tool], users: &[uuid::Uuid]) -> Toolbox {
+        for tool in stored.iter().filter(|t| t.kind == ToolType::FileSearch) {
+            let mut owners = vec![DocOwner { id: tool.agent_id, role: OwnerRole::Agent }];
+            owners.extend(users.iter().map(|u| DocOwner { id: *u, role: OwnerRole::User }));
+            let description = (!tool.description.is_empty()).then(|| tool.description.clone());
+            self = self.with_file_search_as(&tool.name, description, owners);
+        }
+        self
+    }
+
+    /// Offers a search over `owners`' documents under `name`.
+    pub fn with_file_search_as(
+        mut self,
+        name: &str,
+        description: Option<String>,
+        owners: Vec<DocOwner>,
+    ) -> Toolbox {
+        let description = description
+            .unwrap_or_else(|| "Searches the documents for the passages that best match a query.".into());
         let spec = wire::ToolSpec::function(
-            "file_search",
-            Some("Searches the documents for the passages that best match a query.".into()),
+            name,
+            Some(description),
             json!({
                 "type": "object",
                 "properties": {"query": {"type": "string", "description": "What to look for."}},

@@ -279,3 +279,35 @@ async fn an_api_call_past_its_timeout_fails_the_step() {
     assert_eq!(t.target.received().len(), 1, "called once");
     t.s.stop().await;
 }
+
+/// A `file_search` tool searches the agent's documents: called by a
+/// `tool_call` step (its output the passages found), and offered to a
+/// `prompt` step's model, which reads what it found.
+#[tokio::test]
+async fn a_file_search_tool_searches_the_agents_documents_in_tool_call_and_prompt_steps() {
+    let t = setup().await;
+    let doc = json!({"title": "Tides", "content": "The harbour of Brest has the highest tides in France."});
+    let r = t.s.raw("POST", &format!("/api/agents/{}/docs", t.c.agent), Some(&doc.to_string())).await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    let notes = json!({"name": "notes", "type": "file_search"});
+    let (e, _) =
+        t.c.run_steps(
+            json!([{"tool": "notes", "arguments": {"query": "'highest tides'"}}]),
+            json!({"tools": [notes]}),
+            json!({}),
+        )
+        .await;
+    assert_eq!(e["status"], "succeeded", "{e}");
+    assert!(e["output"].to_string().contains("highest tides in France"), "{e}");
+
+    t.fake.push(Behaviour::ToolCall { name: "notes".into(), arguments: r#"{"query": "tides"}"#.into() });
+    t.fake.push(Behaviour::Text("Brest".into()));
+    let (e, _) = t
+        .c
+        .run_steps(json!([{"prompt": "Where?", "tools": ["notes"]}]), json!({"tools": [notes]}), json!({}))
+        .await;
+    assert_succeeded(&e, json!({"role": "assistant", "content": "Brest"}));
+    let told = t.fake.requests().last().unwrap().body["messages"].clone();
+    assert!(told.to_string().contains("highest tides in France"), "the model read the passage: {told}");
+    t.s.stop().await;
+}
