@@ -3673,6 +3673,9 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         pub agents: ::std::option::Option<::std::vec::Vec<::uuid::Uuid>>,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub context_overflow: ::std::option::Option<ContextOverflow>,
+        ///MCP servers whose tools the session's chats offer (at most 16, names unique), as an agent's `mcp` tools are (`require_approval` `never` unless said; headers may name the tenant's secrets).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub mcp_servers: ::std::option::Option<::std::vec::Vec<SessionMcpServer>>,
         ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
@@ -3701,6 +3704,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
                 agent: Default::default(),
                 agents: Default::default(),
                 context_overflow: Default::default(),
+                mcp_servers: Default::default(),
                 metadata: Default::default(),
                 render_templates: defaults::default_bool::<true>(),
                 situation: Default::default(),
@@ -9398,6 +9402,9 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         pub context_overflow: ::std::option::Option<ContextOverflow>,
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
+        ///MCP servers whose tools the session's chats and runs offer, run by the server, besides its agents' tools (absent: none).
+        #[serde(default, skip_serializing_if = "::std::vec::Vec::is_empty")]
+        pub mcp_servers: ::std::vec::Vec<SessionMcpServer>,
         ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
@@ -9536,6 +9543,80 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     impl<'de> ::serde::Deserialize<'de> for SessionCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///An MCP server of a session: its tools are offered in the session's chats and runs, as an agent's `mcp` tool's are (a server an agent has too is offered once, the agent's first).
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct SessionMcpServer {
+        pub mcp: McpDef,
+        ///Its label (as an `mcp` tool's name: 1 to 40 characters, a letter or `_`, then letters, digits or `_`).
+        pub name: SessionMcpServerName,
+    }
+    impl SessionMcpServer {
+        pub fn builder() -> builder::SessionMcpServer {
+            Default::default()
+        }
+    }
+    ///Its label (as an `mcp` tool's name: 1 to 40 characters, a letter or `_`, then letters, digits or `_`).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct SessionMcpServerName(::std::string::String);
+    impl ::std::ops::Deref for SessionMcpServerName {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<SessionMcpServerName> for ::std::string::String {
+        fn from(value: SessionMcpServerName) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for SessionMcpServerName {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 40usize {
+                return Err("longer than 40 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[A-Za-z_][A-Za-z0-9_]*$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[A-Za-z_][A-Za-z0-9_]*$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for SessionMcpServerName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for SessionMcpServerName {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for SessionMcpServerName {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -11075,6 +11156,9 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
     pub struct UpdateSessionRequest {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub context_overflow: ::std::option::Option<ContextOverflow>,
+        ///Replaces the session's MCP servers (`[]`: none).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub mcp_servers: ::std::option::Option<::std::vec::Vec<SessionMcpServer>>,
         ///Merged into the stored metadata, top-level key by key; `null` clears it. The merged metadata keeps the bounds (at most 64 keys and 16384 bytes as JSON): a PATCH that would pass them is a 422 naming `metadata`, and changes nothing.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub metadata: ::std::option::Option<
@@ -17665,6 +17749,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<super::ContextOverflow>,
                 ::std::string::String,
             >,
+            mcp_servers: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::SessionMcpServer>>,
+                ::std::string::String,
+            >,
             metadata: ::std::result::Result<
                 ::std::option::Option<
                     ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -17699,6 +17787,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     agent: Ok(Default::default()),
                     agents: Ok(Default::default()),
                     context_overflow: Ok(Default::default()),
+                    mcp_servers: Ok(Default::default()),
                     metadata: Ok(Default::default()),
                     render_templates: Ok(super::defaults::default_bool::<true>()),
                     situation: Ok(Default::default()),
@@ -17749,6 +17838,20 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                         format!(
                             "error converting supplied value for context_overflow: {e}"
                         )
+                    });
+                self
+            }
+            pub fn mcp_servers<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<super::SessionMcpServer>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.mcp_servers = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for mcp_servers: {e}")
                     });
                 self
             }
@@ -17859,6 +17962,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     agent: value.agent?,
                     agents: value.agents?,
                     context_overflow: value.context_overflow?,
+                    mcp_servers: value.mcp_servers?,
                     metadata: value.metadata?,
                     render_templates: value.render_templates?,
                     situation: value.situation?,
@@ -17875,6 +17979,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     agent: Ok(value.agent),
                     agents: Ok(value.agents),
                     context_overflow: Ok(value.context_overflow),
+                    mcp_servers: Ok(value.mcp_servers),
                     metadata: Ok(value.metadata),
                     render_templates: Ok(value.render_templates),
                     situation: Ok(value.situation),
@@ -24260,6 +24365,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::string::String,
             >,
             id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            mcp_servers: ::std::result::Result<
+                ::std::vec::Vec<super::SessionMcpServer>,
+                ::std::string::String,
+            >,
             metadata: ::std::result::Result<
                 ::std::option::Option<
                     ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -24295,6 +24404,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     context_overflow: Ok(Default::default()),
                     created_at: Err("no value supplied for created_at".to_string()),
                     id: Err("no value supplied for id".to_string()),
+                    mcp_servers: Ok(Default::default()),
                     metadata: Ok(Default::default()),
                     render_templates: Err(
                         "no value supplied for render_templates".to_string(),
@@ -24356,6 +24466,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 self.id = value
                     .try_into()
                     .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn mcp_servers<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::SessionMcpServer>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.mcp_servers = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for mcp_servers: {e}")
+                    });
                 self
             }
             pub fn metadata<T>(mut self, value: T) -> Self
@@ -24461,6 +24583,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     context_overflow: value.context_overflow?,
                     created_at: value.created_at?,
                     id: value.id?,
+                    mcp_servers: value.mcp_servers?,
                     metadata: value.metadata?,
                     render_templates: value.render_templates?,
                     situation: value.situation?,
@@ -24478,6 +24601,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     context_overflow: Ok(value.context_overflow),
                     created_at: Ok(value.created_at),
                     id: Ok(value.id),
+                    mcp_servers: Ok(value.mcp_servers),
                     metadata: Ok(value.metadata),
                     render_templates: Ok(value.render_templates),
                     situation: Ok(value.situation),
@@ -24485,6 +24609,67 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     token_budget: Ok(value.token_budget),
                     updated_at: Ok(value.updated_at),
                     users: Ok(value.users),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct SessionMcpServer {
+            mcp: ::std::result::Result<super::McpDef, ::std::string::String>,
+            name: ::std::result::Result<
+                super::SessionMcpServerName,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for SessionMcpServer {
+            fn default() -> Self {
+                Self {
+                    mcp: Err("no value supplied for mcp".to_string()),
+                    name: Err("no value supplied for name".to_string()),
+                }
+            }
+        }
+        impl SessionMcpServer {
+            pub fn mcp<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::McpDef>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.mcp = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for mcp: {e}")
+                    });
+                self
+            }
+            pub fn name<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::SessionMcpServerName>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.name = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for name: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<SessionMcpServer> for super::SessionMcpServer {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: SessionMcpServer,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    mcp: value.mcp?,
+                    name: value.name?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::SessionMcpServer> for SessionMcpServer {
+            fn from(value: super::SessionMcpServer) -> Self {
+                Self {
+                    mcp: Ok(value.mcp),
+                    name: Ok(value.name),
                 }
             }
         }
@@ -26275,6 +26460,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<super::ContextOverflow>,
                 ::std::string::String,
             >,
+            mcp_servers: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::SessionMcpServer>>,
+                ::std::string::String,
+            >,
             metadata: ::std::result::Result<
                 ::std::option::Option<
                     ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -26302,6 +26491,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             fn default() -> Self {
                 Self {
                     context_overflow: Ok(Default::default()),
+                    mcp_servers: Ok(Default::default()),
                     metadata: Ok(Default::default()),
                     render_templates: Ok(Default::default()),
                     situation: Ok(Default::default()),
@@ -26324,6 +26514,20 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                         format!(
                             "error converting supplied value for context_overflow: {e}"
                         )
+                    });
+                self
+            }
+            pub fn mcp_servers<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::vec::Vec<super::SessionMcpServer>>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.mcp_servers = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for mcp_servers: {e}")
                     });
                 self
             }
@@ -26406,6 +26610,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             ) -> ::std::result::Result<Self, super::error::ConversionError> {
                 Ok(Self {
                     context_overflow: value.context_overflow?,
+                    mcp_servers: value.mcp_servers?,
                     metadata: value.metadata?,
                     render_templates: value.render_templates?,
                     situation: value.situation?,
@@ -26418,6 +26623,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             fn from(value: super::UpdateSessionRequest) -> Self {
                 Self {
                     context_overflow: Ok(value.context_overflow),
+                    mcp_servers: Ok(value.mcp_servers),
                     metadata: Ok(value.metadata),
                     render_templates: Ok(value.render_templates),
                     situation: Ok(value.situation),
@@ -28427,7 +28633,7 @@ let response = client.openai_model_get()
 
 `previous_response_id` continues a stored response as on HTTP; a response made on this connection with `store: false` can be continued on this connection only (with `store: false`): the connection keeps the conversation of its latest 16 such responses in memory, never in the store. An id found neither there nor in the store is an error `previous_response_not_found` (param `previous_response_id`); a continuation that fails takes its `previous_response_id` out of the connection's memory.
 
-A message that cannot start a response (not JSON, not a `response.create`, a field that fails validation, an unsupported feature, a missing previous response, a `function_call_output` whose `call_id` names no call of the conversation) is answered by one `ResponseSocketError` message (`{"type": "error", "status", "error": {type, code, message, param}}`), with the status the same failure has on `POST /v1/responses`; the connection stays open. A message larger than the server's `request_body_max_bytes` closes the connection (close code 1009), as does a connection with no message for the server's `websocket_idle_timeout_s` while no response runs (1000), and one open for 60 minutes (an error `websocket_connection_limit_reached` first). A client that closes while a response runs stops it: nothing is saved.
+A message that cannot start a response (not JSON, not a `response.create`, a field that fails validation, an unsupported feature, a missing previous response, a `function_call_output` whose `call_id` names no call of the conversation) is answered by one `ResponseSocketError` message (`{"type": "error", "status", "error": {type, code, message, param}}`), with the status the same failure has on `POST /v1/responses`; the connection stays open. A message larger than the server's `request_body_max_bytes` closes the connection (close code 1009), as does a connection with no message for the server's `websocket_idle_timeout_s` while no response runs (1000), and one open for 60 minutes (an error `websocket_connection_limit_reached` first). A client that closes while a response runs does not stop it: it runs to its end and is saved (with `store`), as on HTTP.
 
 Sends a `GET` request to `/v1/responses`
 

@@ -1037,7 +1037,8 @@ pub trait AgentPlatformApi {
     /// code 1009), as does a connection with no message for the server's
     /// `websocket_idle_timeout_s` while no response runs (1000), and one open
     /// for 60 minutes (an error `websocket_connection_limit_reached` first).
-    /// A client that closes while a response runs stops it: nothing is saved.
+    /// A client that closes while a response runs does not stop it: it runs
+    /// to its end and is saved (with `store`), as on HTTP.
     #[endpoint { method = GET, path = "/v1/responses", tags = ["openai"] }]
     async fn openai_response_socket(
         rqctx: RequestContext<Self::Context>,

@@ -65,8 +65,7 @@ impl App {
         let users = self.session_users(t, session).await?;
         let stored = self.session_tools(t, session_id).await?;
         let mut tools = tool_specs(&stored, req.tools.as_deref());
-        let (toolbox, listed) = self.stored_toolbox(t, &stored).await;
-        let toolbox = toolbox.with_stored_file_search(&stored, &session.users);
+        let (toolbox, listed) = self.session_toolbox(t, &stored, session).await;
         tools.extend(toolbox.specs().cloned());
         let history = self.history(t, session_id, held.version).await?;
         // The decisions on the calls the last answer left waiting come first.

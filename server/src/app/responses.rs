@@ -348,7 +348,7 @@ impl App {
             spec.function.strict = tool.strict;
         }
         let (toolbox, listed) =
-            self.response_toolbox(t, &stored_tools, req.tools.as_deref(), &session.users).await?;
+            self.response_toolbox(t, &stored_tools, req.tools.as_deref(), &session).await?;
         let instructions = match (req.instructions.clone(), listed.note()) {
             (Some(i), Some(note)) => Some(format!("{i}\n\n{note}")),
             (i, note) => i.or(note),
@@ -514,8 +514,8 @@ impl App {
     }
 
     /// The server-run tools of a response: the agent's (its `api_call`,
-    /// `mcp` and `file_search` tools, the last over the agent's documents and
-    /// `users'`), and the request's `mcp` and `file_search` tools. A
+    /// `mcp` and `file_search` tools) and the session's MCP servers' (see
+    /// [`App::session_toolbox`]), and the request's `mcp` and `file_search` tools. A
     /// `file_search` over an id that is no agent or user of the tenant is a
     /// 400 naming it.
     async fn response_toolbox(
@@ -523,10 +523,9 @@ impl App {
         t: Tenant,
         stored: &[crate::api::types::Tool],
         tools: Option<&[ResponseTool]>,
-        users: &[Uuid],
+        session: &Session,
     ) -> Result<(Toolbox, Listed)> {
-        let (toolbox, mut listed) = self.stored_toolbox(t, stored).await;
-        let mut toolbox = toolbox.with_stored_file_search(stored, users);
+        let (mut toolbox, mut listed) = self.session_toolbox(t, stored, session).await;
         let defs: Vec<(String, McpDef)> = tools
             .into_iter()
             .flatten()

@@ -16,7 +16,9 @@ use super::{App, Error, Result, Tenant};
 use crate::api::error::{Issue, LocPart};
 use crate::api::types::Metadata;
 use crate::api::types::Tool;
-use crate::api::types::{ContextOverflow, CreateSessionRequest, Session, UpdateSessionRequest};
+use crate::api::types::{
+    ContextOverflow, CreateSessionRequest, Session, SessionMcpServer, UpdateSessionRequest,
+};
 use crate::store::{Kind, ListQuery, Op, Record};
 
 /// A session's stored fields (besides id, timestamps and metadata).
@@ -29,6 +31,8 @@ pub struct SessionData {
     pub render_templates: bool,
     pub token_budget: Option<i64>,
     pub context_overflow: Option<StoredContextOverflow>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<SessionMcpServer>,
 }
 
 impl Resource for Session {
@@ -44,6 +48,7 @@ impl Resource for Session {
             render_templates: d.render_templates,
             token_budget: d.token_budget,
             context_overflow: d.context_overflow.map(ContextOverflow::from),
+            mcp_servers: d.mcp_servers,
             metadata: rec.metadata.clone().map(Metadata),
             created_at: rec.created_at,
             updated_at: rec.updated_at,
@@ -76,6 +81,7 @@ pub(super) fn plain_session(agent: Option<Uuid>, metadata: Option<Metadata>) -> 
         render_templates: false,
         token_budget: None,
         context_overflow: None,
+        mcp_servers: None,
         metadata,
     }
 }
@@ -96,6 +102,7 @@ pub(super) fn session_record(req: CreateSessionRequest) -> Result<(Record, Vec<O
         render_templates: req.render_templates,
         token_budget: req.token_budget,
         context_overflow: req.context_overflow.map(StoredContextOverflow::from),
+        mcp_servers: req.mcp_servers.unwrap_or_default(),
     };
     let mut rec = Record::fresh(Kind::Session, Uuid::nil(), encode(&data)?);
     rec.metadata = req.metadata.map(Metadata::into_inner);
@@ -161,6 +168,9 @@ impl App {
             }
             if let Some(v) = req.context_overflow {
                 d.context_overflow = v.map(StoredContextOverflow::from);
+            }
+            if let Some(v) = &req.mcp_servers {
+                d.mcp_servers = v.clone();
             }
             rec.data = encode(&d)?;
             rec.metadata = merge_metadata(rec.metadata.take(), req.metadata.clone())?;

@@ -171,7 +171,8 @@ impl Connection {
     }
 
     /// Runs one response, sending its events as they come. Messages that
-    /// come meanwhile wait for their turn; a connection that ends stops it.
+    /// come meanwhile wait for their turn. A connection that ends does not
+    /// stop it: it runs to its end, unseen, and is saved (see [`finish`]).
     async fn respond(&mut self, req: CreateResponseRequest) -> Result<After, tungstenite::Error> {
         let started = self.app.response_stream(self.tenant, req, Some(self.chains.clone())).await;
         let mut events = match started {
@@ -204,12 +205,19 @@ impl Connection {
                         self.send(&e).await?;
                     }
                     Read::Other => {}
-                    // Dropping the events stops the response: nothing is saved.
-                    Read::End => return Ok(After::Closed),
+                    Read::End => {
+                        finish(events);
+                        return Ok(After::Closed);
+                    }
                 },
                 event = events.next() => match event {
                     None => return Ok(After::Next),
-                    Some(Ok(event)) => self.send(&event).await?,
+                    Some(Ok(event)) => {
+                        if let Err(e) = self.send(&event).await {
+                            finish(events);
+                            return Err(e);
+                        }
+                    }
                     Some(Err(failure)) => {
                         self.send(&failed_event(failure)).await?;
                         return Ok(After::Next);
@@ -351,6 +359,14 @@ fn error_message(
 /// `e` as an error message: its status and OpenAI's error body.
 fn envelope(e: OpenAiError) -> ResponseSocketError {
     ResponseSocketError { kind: "error".into(), status: e.status().as_u16(), error: e.body().error }
+}
+
+/// Runs a response whose client went away to its end, its events dropped:
+/// the client does not decide what is saved (a tool the server ran is never
+/// lost). The turn's own bounds (the provider's timeouts, the answer's size,
+/// the loop's rounds) end it.
+fn finish(mut events: crate::app::responses::ResponseEvents) {
+    tokio::spawn(async move { while events.next().await.is_some() {} });
 }
 
 #[cfg(test)]

@@ -799,3 +799,58 @@ async fn a_session_chat_runs_an_mcp_tool_an_http_tool_and_an_agents_file_search_
     assert_eq!(search["function"]["description"], "Searches the notes", "{offered}");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_sessions_own_mcp_server_is_offered_in_its_chats_until_it_is_removed() {
+    let fake = FakeUpstream::start().await;
+    let mcp = FakeMcp::start();
+    let s = TestServer::with_config(|c| {
+        c.models = fake_models(&fake, 10.0);
+        c.tools.allowed_hosts = vec!["127.0.0.1".into()];
+    })
+    .await;
+    let agent = s.create_agent("Ada").await;
+    let server = json!({"name": "notes", "mcp": {"server_url": mcp.url, "allowed_tools": ["echo"]}});
+    // Two servers of one name, and a header that is no header: 422s naming them.
+    let bad = json!({"agent": agent.id, "mcp_servers": [server, server]});
+    let r = s.raw("POST", "/api/sessions", Some(&bad.to_string())).await;
+    assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(r.body["detail"][0]["loc"], json!(["body", "mcp_servers", 1, "name"]), "{}", r.body);
+    let mut headed = server.clone();
+    headed["mcp"]["headers"] = json!({"bad header": "x"});
+    let r = s
+        .raw("POST", "/api/sessions", Some(&json!({"agent": agent.id, "mcp_servers": [headed]}).to_string()))
+        .await;
+    assert_eq!(r.status, 422, "{}", r.body);
+
+    let r = s
+        .raw("POST", "/api/sessions", Some(&json!({"agent": agent.id, "mcp_servers": [server]}).to_string()))
+        .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.body["mcp_servers"][0]["name"], "notes");
+    let session: uuid::Uuid = serde_json::from_value(r.body["id"].clone()).unwrap();
+    fake.push(Behaviour::ToolCall {
+        name: "echo".into(),
+        arguments: r#"{"text": "from the session"}"#.into(),
+    });
+    let chat = |text: &str| {
+        let body: types::ChatRequest =
+            serde_json::from_value(json!({"messages": [{"role": "user", "content": text}]})).unwrap();
+        s.client.session_chat().id(session).body(body).send()
+    };
+    let answer = chat("go").await.unwrap().into_inner();
+    assert_eq!(answer.tool_runs.len(), 1, "{answer:?}");
+    assert_eq!(answer.tool_runs[0].server.as_deref(), Some("notes"));
+    assert_eq!(answer.tool_runs[0].output.as_deref(), Some("from the session"));
+
+    // Removed: no longer offered.
+    let r = s
+        .raw("PATCH", &format!("/api/sessions/{session}"), Some(&json!({"mcp_servers": []}).to_string()))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.get("mcp_servers").is_none(), "none: absent: {}", r.body);
+    chat("again").await.unwrap();
+    let offered = fake.requests().last().unwrap().body["tools"].clone();
+    assert!(offered.is_null() || !offered.to_string().contains("echo"), "{offered}");
+    s.stop().await;
+}

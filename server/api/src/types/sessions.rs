@@ -51,6 +51,10 @@ pub struct Session {
     pub token_budget: Option<i64>,
     /// What a chat does when its prompt is over `token_budget`; null answers 400.
     pub context_overflow: Option<ContextOverflow>,
+    /// MCP servers whose tools the session's chats and runs offer, run by the
+    /// server, besides its agents' tools (absent: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_servers: Vec<SessionMcpServer>,
     pub metadata: Option<Metadata>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -86,8 +90,43 @@ pub struct CreateSessionRequest {
     pub token_budget: Option<i64>,
     #[serde(default)]
     pub context_overflow: Option<ContextOverflow>,
+    /// MCP servers whose tools the session's chats offer (at most 16, names
+    /// unique), as an agent's `mcp` tools are (`require_approval` `never`
+    /// unless said; headers may name the tenant's secrets).
+    #[serde(default)]
+    #[schemars(length(max = 16))]
+    pub mcp_servers: Option<Vec<SessionMcpServer>>,
     #[serde(default)]
     pub metadata: Option<Metadata>,
+}
+
+/// An MCP server of a session: its tools are offered in the session's chats
+/// and runs, as an agent's `mcp` tool's are (a server an agent has too is
+/// offered once, the agent's first).
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct SessionMcpServer {
+    /// Its label (as an `mcp` tool's name: 1 to 40 characters, a letter or
+    /// `_`, then letters, digits or `_`).
+    #[schemars(length(min = 1, max = 40), regex(path = "super::tools::TOOL_NAME_PATTERN"))]
+    pub name: String,
+    pub mcp: super::tools::McpDef,
+}
+
+/// Reports a session's MCP servers that are not valid (their headers) or share a name.
+fn check_mcp_servers(servers: Option<&Vec<SessionMcpServer>>, issues: &mut Issues) {
+    for (i, server) in servers.into_iter().flatten().enumerate() {
+        let at = [LocPart::Key("mcp_servers".into()), LocPart::Index(i)];
+        super::tools::check_tool_def(super::tools::ToolType::Mcp, None, None, Some(&server.mcp), &at, issues);
+        if servers.into_iter().flatten().take(i).any(|s| s.name == server.name) {
+            let mut loc = at.to_vec();
+            loc.push(LocPart::Key("name".into()));
+            issues.push(
+                &loc,
+                "value_error",
+                format!("the name {:?} is taken by an earlier server", server.name),
+            );
+        }
+    }
 }
 
 /// Body of `PUT` and `PATCH /api/sessions/{id}`: only the fields sent change;
@@ -109,6 +148,10 @@ pub struct UpdateSessionRequest {
     pub token_budget: Option<Option<i64>>,
     #[serde(default, deserialize_with = "double_option")]
     pub context_overflow: Option<Option<ContextOverflow>>,
+    /// Replaces the session's MCP servers (`[]`: none).
+    #[serde(default)]
+    #[schemars(length(max = 16))]
+    pub mcp_servers: Option<Vec<SessionMcpServer>>,
     /// Merged into the stored metadata, top-level key by key; `null` clears it.
     /// The merged metadata keeps the bounds (at most 64 keys and 16384 bytes as
     /// JSON): a PATCH that would pass them is a 422 naming `metadata`, and changes nothing.
@@ -181,12 +224,14 @@ impl Check for CreateSessionRequest {
             }
         }
         check_template(self.system_template.as_deref(), issues);
+        check_mcp_servers(self.mcp_servers.as_ref(), issues);
     }
 }
 
 impl Check for UpdateSessionRequest {
     fn check(&self, issues: &mut Issues) {
         check_template(self.system_template.as_ref().and_then(|t| t.as_deref()), issues);
+        check_mcp_servers(self.mcp_servers.as_ref(), issues);
     }
 }
 

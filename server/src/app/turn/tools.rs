@@ -23,7 +23,8 @@ use serde_json::{Map, Value, json};
 
 use super::super::{App, Tenant};
 use crate::api::types::{
-    ApiCallDef, DocOwner, HttpMethod, McpDef, OwnerRole, RequireApproval, SearchMode, SearchRequest, Tool,
+    ApiCallDef, DocOwner, HttpMethod, McpDef, OwnerRole, RequireApproval, SearchMode, SearchRequest, Session,
+    Tool,
 };
 use crate::api::types::{ConversationItem, McpListedTool, ToolRun, ToolRunType, ToolType};
 use crate::config::{ExecutionsConfig, ToolsConfig};
@@ -449,6 +450,24 @@ impl App {
             headers.insert(name.clone(), value);
         }
         Ok(McpServer { label: label.to_string(), url: def.server_url.clone(), headers })
+    }
+
+    /// The server-run tools of a session's turn: those of `stored` (its
+    /// agents' tools: `api_call`, `mcp` and `file_search` tools, the last over
+    /// the agent's documents and the session's users'), then the tools of the
+    /// session's own MCP servers.
+    pub async fn session_toolbox(&self, t: Tenant, stored: &[Tool], session: &Session) -> (Toolbox, Listed) {
+        let (toolbox, mut listed) = self.stored_toolbox(t, stored).await;
+        let mut toolbox = toolbox.with_stored_file_search(stored, &session.users);
+        let sources: Vec<McpSource<'_>> = session
+            .mcp_servers
+            .iter()
+            .map(|s| McpSource { label: &s.name, def: &s.mcp, approval_by_default: false })
+            .collect();
+        let more = self.add_mcp_tools(t, &mut toolbox, &sources).await;
+        listed.items.extend(more.items);
+        listed.unavailable.extend(more.unavailable);
+        (toolbox, listed)
     }
 
     /// The server-run tools of stored tools (an agent's, or a session's
