@@ -55,6 +55,14 @@ impl FakeMcp {
         counts["tools"][tool].as_u64().unwrap_or(0)
     }
 
+    /// How many times `note` was called with each text.
+    pub async fn notes(&self) -> std::collections::BTreeMap<String, u64> {
+        let base = self.url.trim_end_matches("/mcp");
+        let counts: Value =
+            reqwest::get(format!("{base}/calls")).await.unwrap().json().await.expect("fake-mcp's counts");
+        serde_json::from_value(counts["notes"].clone()).unwrap_or_default()
+    }
+
     /// Whether the process has exited (as `crash` makes it).
     pub fn exited(&mut self) -> bool {
         self.child.try_wait().unwrap().is_some()

@@ -75,7 +75,9 @@ pub enum Behaviour {
     /// Call tool `name` with `arguments` until the request has `rounds`
     /// `tool` messages after its last user message, then answer `text`: a
     /// model that makes the same number of tool rounds in every turn, however
-    /// many turns run at once.
+    /// many turns run at once. In `arguments`, `{text}` is the last user
+    /// message's text and `{round}` the round (from 1). A request that offers
+    /// no tool `name` is answered as [`Behaviour::Echo`] answers it.
     ToolRounds { name: String, arguments: String, rounds: usize, text: String },
     /// Answer `summary of N messages`, N being the request's message count.
     Summary,

@@ -11,12 +11,15 @@
 //! - `huge {bytes}` answers that many `x`.
 //! - `fail {text}` answers `text` with `isError: true`.
 //! - `bump` adds the tool `bumped` to the list (every session sees it).
+//! - `note {text}` answers `noted <text>` (not idempotent: the crash test
+//!   counts how often each text was noted).
 //! - `echo` is annotated `idempotentHint: true`, `bump` `idempotentHint: false`.
 //!
 //! `GET /calls` (plain HTTP, not MCP) answers how many `tools/list` and
 //! `tools/call` requests it has served (a call counts when it begins), as
 //! `{"lists": N, "calls": N, "tools": {"<tool>": N, ...}}`, so a test can see
-//! whether a list came from its cache, and which calls began how often.
+//! whether a list came from its cache, and which calls began how often;
+//! `"notes": {"<text>": N}` counts the calls of `note` by their text.
 
 use std::convert::Infallible;
 use std::io::Write;
@@ -44,6 +47,7 @@ struct State {
     lists: AtomicU64,
     calls: AtomicU64,
     by_tool: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+    notes: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
 }
 
 #[derive(Clone)]
@@ -72,6 +76,7 @@ impl Fake {
             Tool::new("crash", "Exits the server mid-call", schema(json!({}), &[])),
             Tool::new("huge", "Answers bytes x", schema(json!({"bytes": {"type": "integer"}}), &["bytes"])),
             Tool::new("fail", "Fails with its text", schema(json!({"text": {"type": "string"}}), &["text"])),
+            Tool::new("note", "Notes its text", schema(json!({"text": {"type": "string"}}), &["text"])),
             Tool::new("bump", "Adds the tool bumped", schema(json!({}), &[]))
                 .annotate(ToolAnnotations::new().idempotent(false)),
         ];
@@ -122,6 +127,10 @@ impl ServerHandler for Fake {
             }
             "huge" => CallToolResult::success(vec![ContentBlock::text("x".repeat(number("bytes") as usize))]),
             "fail" => CallToolResult::error(vec![ContentBlock::text(text("text"))]),
+            "note" => {
+                *self.state.notes.lock().unwrap().entry(text("text")).or_default() += 1;
+                CallToolResult::success(vec![ContentBlock::text(format!("noted {}", text("text")))])
+            }
             "bump" => {
                 self.state.bumped.store(true, Ordering::SeqCst);
                 CallToolResult::success(vec![ContentBlock::text("bumped")])
@@ -163,6 +172,7 @@ async fn main() {
                                 "lists": state.lists.load(Ordering::SeqCst),
                                 "calls": state.calls.load(Ordering::SeqCst),
                                 "tools": *state.by_tool.lock().unwrap(),
+                                "notes": *state.notes.lock().unwrap(),
                             });
                             hyper::Response::new(Full::new(Bytes::from(counts.to_string())).boxed())
                         }

@@ -11,7 +11,10 @@
 //! - nothing is orphaned, and nothing is there that no request wrote;
 //! - every execution started reaches its end with the output its task
 //!   computes, its transitions obeying the contract's table, none repeated
-//!   and none lost (see [`executions`]).
+//!   and none lost (see [`executions`]);
+//! - every background response acknowledged ends `completed`, its tool
+//!   rounds each run once or answered "interrupted", and no call of the MCP
+//!   server's non-idempotent tool ever runs twice (see [`background`]).
 //!
 //! A request in flight at the kill may or may not have happened; either is
 //! accepted, but only whole: a record equals its old or its new state, a
@@ -37,6 +40,7 @@ use agent_platform_tests::{Process, orphans_in};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+mod background;
 mod checks;
 mod executions;
 mod plumbing;
@@ -48,8 +52,12 @@ use plumbing::{Api, Outcome, Rng};
 const CLIENTS: usize = 6;
 /// The kill lands this long (ms, at random) after the first message was saved.
 const KILL_AFTER_MS: (u64, u64) = (50, 500);
-/// The chat answer is the input (the fake upstream's `Echo`), so each saved answer is unique.
-const ANSWER: Behaviour = Behaviour::Echo;
+/// The chat answer is the input (the fake upstream's `Echo`, which
+/// `background::model()` gives every request that offers no `note` tool), so
+/// each saved answer is unique.
+fn answers() -> Behaviour {
+    background::model()
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
@@ -61,12 +69,15 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
     let started = Instant::now();
 
     let upstream = FakeUpstream::start().await;
-    upstream.set_default(ANSWER);
+    upstream.set_default(answers());
     let upstream_url = upstream.base_url();
+    // The MCP server of the background responses' tool: a process of its own, outliving every kill.
+    let mcp = agent_platform_tests::mcp::FakeMcp::start();
     let env = [
         ("OPENAI_BASE_URL", upstream_url.as_str()),
         ("OPENAI_API_KEY", "sk-crash-test"),
         ("AGENT_PLATFORM_DEFAULT_MODEL", "crash-model"),
+        ("AGENT_PLATFORM_TOOLS_ALLOWED_HOSTS", "127.0.0.1"),
     ];
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
@@ -74,6 +85,7 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
     let ledger = Arc::new(Mutex::new(Ledger::default()));
     let shared = Arc::new(Shared::default());
     let execs = Arc::new(Mutex::new(executions::Execs::default()));
+    let bg = Arc::new(Mutex::new(background::Bg::default()));
     let mut master = Rng(seed);
     let mut key = None;
     let mut kill_seq = 0;
@@ -86,6 +98,7 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
         let api = Api::new(&p.base, key.as_deref().expect("the first start printed a key"));
         if cycle == 0 {
             executions::setup(&api, &ledger, &execs).await;
+            background::setup(&api, &ledger, &bg).await;
         }
         if cycle > 0 {
             let restarted = Instant::now();
@@ -102,6 +115,7 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
             *ledger.lock().unwrap() = l;
             let restarted = Instant::now();
             executions::verify(&api, &execs, cycle == cycles).await;
+            background::verify(&api, &bg).await;
             let x = execs.lock().unwrap();
             eprintln!(
                 "  restart {cycle}: executions checked in {:.1} s ({} started so far, {} problems)",
@@ -128,6 +142,9 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
                 let rng = Rng(master.next());
                 tokio::spawn(executions::client(api.clone(), execs.clone(), rng, shared.clone()))
             })
+            .chain((0..background::CLIENTS).map(|_| {
+                tokio::spawn(background::client(api.clone(), bg.clone(), mcp.url.clone(), shared.clone()))
+            }))
             .collect();
         // Load flows once a message was saved (the server's tokenizer is built by then).
         let deadline = Instant::now() + Duration::from_secs(120);
@@ -231,6 +248,25 @@ async fn acknowledged_writes_survive_sigkill_intact_and_without_orphans() {
         f.unexpected.len(),
         started.elapsed().as_secs_f64(),
     );
+    background::check_notes(&mcp, &bg).await;
+    let b = bg.lock().unwrap();
+    eprintln!(
+        "  background responses: {} acknowledged, {} completed as their rounds say, {} calls in flight at a kill \
+         answered interrupted; problems: {}",
+        b.created,
+        b.completed,
+        b.interrupted,
+        b.problems.len()
+    );
+    for p in b.problems.iter().take(20) {
+        eprintln!("  background: {p}");
+    }
+    assert!(b.created > 0 && b.completed > 0, "no background response was created and completed");
+    assert!(
+        b.problems.is_empty(),
+        "the crash test found problems with background responses (CRASH_SEED={seed})"
+    );
+    drop(b);
     let x = execs.lock().unwrap();
     x.fig.print();
     for (what, list) in
@@ -586,6 +622,9 @@ struct Ledger {
     creates: Vec<PendingCreate>,
     /// Chats that saved (or were in flight at the kill), not yet found in their session.
     chats: Vec<ChatExpect>,
+    /// Agents whose sessions (and their messages) the background responses
+    /// make: those the ledger does not know are not compared with it.
+    foreign_agents: Vec<Uuid>,
     fig: Figures,
 }
 

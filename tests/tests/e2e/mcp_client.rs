@@ -41,13 +41,13 @@ async fn tools_are_listed_with_their_schema_and_hints() {
     let mcp = client(config());
     let tools = mcp.list_tools(&server(&fake.url)).await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(names, ["echo", "add", "slow", "wait", "crash", "huge", "fail", "bump"]);
+    assert_eq!(names, ["echo", "add", "slow", "wait", "crash", "huge", "fail", "note", "bump"]);
     let echo = &tools[0];
     assert_eq!(echo.description.as_deref(), Some("Answers its text"));
     assert_eq!(echo.input_schema["properties"]["text"]["type"], "string");
     assert_eq!(echo.annotations.as_ref().unwrap()["idempotentHint"], true);
     assert_eq!(echo.annotations.as_ref().unwrap()["readOnlyHint"], true);
-    assert_eq!(tools[7].annotations.as_ref().unwrap()["idempotentHint"], false);
+    assert_eq!(tools[8].annotations.as_ref().unwrap()["idempotentHint"], false);
     assert_eq!(tools[3].annotations.as_ref().unwrap()["idempotentHint"], true);
     assert!(tools[1].annotations.is_none());
 }

@@ -198,9 +198,20 @@ pub(super) async fn chat(shared: &Arc<Shared>, body: &Value) -> Response<Body> {
         Behaviour::ToolRounds { name, arguments, rounds, text } => {
             let messages = messages_of(body);
             let since_user = messages.iter().rev().take_while(|m| m.role != Role::User);
-            match since_user.filter(|m| m.role == Role::Tool).count() < rounds {
-                true => Answer::ToolCalls(vec![(name, arguments)]),
-                false => Answer::Text(words(&text), Duration::ZERO),
+            let done = since_user.filter(|m| m.role == Role::Tool).count();
+            let offered = body["tools"]
+                .as_array()
+                .is_some_and(|tools| tools.iter().any(|t| t["function"]["name"] == name.as_str()));
+            match (offered, done < rounds) {
+                (false, _) => echo(body),
+                (true, true) => {
+                    let said = messages.iter().rev().find(|m| m.role == Role::User).map(content_of);
+                    let arguments = arguments
+                        .replace("{text}", &said.unwrap_or_default())
+                        .replace("{round}", &(done + 1).to_string());
+                    Answer::ToolCalls(vec![(name, arguments)])
+                }
+                (true, false) => Answer::Text(words(&text), Duration::ZERO),
             }
         }
         Behaviour::StreamWithDelays { chunks, delay } => Answer::Text(chunks, delay),
