@@ -425,22 +425,32 @@ impl App {
         }
     }
 
-    /// One begin of a background response, to its end (see the module's docs).
-    async fn background_run(&self, t: Tenant, id: Uuid) -> Result<()> {
-        let Some(rec) = self.store.get(t.0, Kind::Run, id).await? else { return Ok(()) };
-        let mut run: RunData =
-            serde_json::from_value(rec.data.clone()).map_err(|e| unreadable("run", id, e))?;
+    /// A background response under way: its `Run` record and what it keeps,
+    /// and its `response` record and what that keeps. `None` when it has
+    /// ended, or its response is gone (then its `Run` is deleted: nothing to run).
+    async fn under_way(
+        &self,
+        t: Tenant,
+        id: Uuid,
+    ) -> Result<Option<(Record, RunData, Record, ResponseData)>> {
+        let Some(rec) = self.store.get(t.0, Kind::Run, id).await? else { return Ok(None) };
+        let run: RunData = serde_json::from_value(rec.data.clone()).map_err(|e| unreadable("run", id, e))?;
         let Some(resp) = self.store.get(t.0, Kind::Response, id).await? else {
-            // The response is gone: nothing to run.
             let delete = Op::Delete { kind: Kind::Run, id, version: Some(rec.version) };
             return match self.store.commit(t.0, vec![delete]).await {
-                Ok(()) => Ok(()),
-                Err(e) if run_lost(&e) => Ok(()),
+                Ok(()) => Ok(None),
+                Err(e) if run_lost(&e) => Ok(None),
                 Err(e) => Err(e.into()),
             };
         };
-        let mut data: ResponseData =
+        let data: ResponseData =
             serde_json::from_value(resp.data.clone()).map_err(|e| unreadable("response", id, e))?;
+        Ok(Some((rec, run, resp, data)))
+    }
+
+    /// One begin of a background response, to its end (see the module's docs).
+    async fn background_run(&self, t: Tenant, id: Uuid) -> Result<()> {
+        let Some((rec, mut run, resp, mut data)) = self.under_way(t, id).await? else { return Ok(()) };
         let max = self.background.started.get().map_or(3, |s| s.max_begins);
         if run.begun >= max {
             let message = format!(
@@ -570,22 +580,10 @@ impl App {
         expect: Option<u64>,
     ) -> Result<()> {
         for _ in 0..3 {
-            let Some(rec) = self.store.get(t.0, Kind::Run, id).await? else { return Ok(()) };
+            let Some((rec, run, resp, mut data)) = self.under_way(t, id).await? else { return Ok(()) };
             if expect.is_some_and(|v| v != rec.version) {
                 return Ok(());
             }
-            let run: RunData =
-                serde_json::from_value(rec.data.clone()).map_err(|e| unreadable("run", id, e))?;
-            let Some(resp) = self.store.get(t.0, Kind::Response, id).await? else {
-                let delete = Op::Delete { kind: Kind::Run, id, version: Some(rec.version) };
-                return match self.store.commit(t.0, vec![delete]).await {
-                    Ok(()) => Ok(()),
-                    Err(e) if run_lost(&e) => Ok(()),
-                    Err(e) => Err(e.into()),
-                };
-            };
-            let mut data: ResponseData =
-                serde_json::from_value(resp.data.clone()).map_err(|e| unreadable("response", id, e))?;
             let why = match status {
                 Status::Cancelled => "not run: the response was cancelled",
                 _ => "not run: the response failed",
