@@ -156,21 +156,31 @@ pub struct PendingApproval {
 
 impl Check for ChatRequest {
     fn check(&self, issues: &mut Issues) {
-        if self.messages.is_empty() && self.approvals.as_ref().is_none_or(|a| a.is_empty()) {
-            issues.push(
-                &[LocPart::Key("messages".into())],
-                "too_short",
-                "List should have at least 1 item after validation, not 0 (or send `approvals`)",
-            );
-        }
-        for (i, m) in self.messages.iter().enumerate() {
-            let mut inner = Issues::new(crate::validate::Source::Body);
-            m.check(&mut inner);
-            for issue in inner.into_vec() {
-                let mut path = vec![LocPart::Key("messages".into()), LocPart::Index(i)];
-                path.extend(issue.loc.into_iter().skip(1));
-                issues.push(&path, &issue.kind, issue.msg);
-            }
+        check_turn_input(&self.messages, self.approvals.as_deref(), issues);
+    }
+}
+
+/// A turn's new messages (each as a message is checked) and decisions: at
+/// least one of either (a chat's, a session run's).
+fn check_turn_input(
+    messages: &[CreateMessageRequest],
+    approvals: Option<&[ApprovalDecision]>,
+    issues: &mut Issues,
+) {
+    if messages.is_empty() && approvals.is_none_or(|a| a.is_empty()) {
+        issues.push(
+            &[LocPart::Key("messages".into())],
+            "too_short",
+            "List should have at least 1 item after validation, not 0 (or send `approvals`)",
+        );
+    }
+    for (i, m) in messages.iter().enumerate() {
+        let mut inner = Issues::new(crate::validate::Source::Body);
+        m.check(&mut inner);
+        for issue in inner.into_vec() {
+            let mut path = vec![LocPart::Key("messages".into()), LocPart::Index(i)];
+            path.extend(issue.loc.into_iter().skip(1));
+            issues.push(&path, &issue.kind, issue.msg);
         }
     }
 }
@@ -196,20 +206,7 @@ pub struct SessionRunRequest {
 
 impl Check for SessionRunRequest {
     fn check(&self, issues: &mut Issues) {
-        ChatRequest {
-            messages: self.messages.clone(),
-            approvals: self.approvals.clone(),
-            model: None,
-            agent: None,
-            stream: false,
-            save: true,
-            recall: true,
-            tools: None,
-            tool_choice: None,
-            response_format: None,
-            settings: ChatSettings::default(),
-        }
-        .check(issues)
+        check_turn_input(&self.messages, self.approvals.as_deref(), issues);
     }
 }
 

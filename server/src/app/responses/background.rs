@@ -777,9 +777,14 @@ impl App {
                 ),
             });
         }
-        self.background.abort(rec.id);
-        self.background_end(t, rec.id, Status::Cancelled, None, None).await?;
+        self.background_cancel(t, rec.id).await?;
         self.response_get(t, id).await
+    }
+
+    /// Cancels a background response (one that ended stays as it is).
+    async fn background_cancel(&self, t: Tenant, id: Uuid) -> Result<()> {
+        self.background.abort(id);
+        self.background_end(t, id, Status::Cancelled, None, None).await
     }
 
     /// A background response under way: its `mcp_list_tools` items and the
@@ -1006,8 +1011,10 @@ impl App {
 
     /// `POST /api/sessions/{id}/runs/{run_id}/cancel`.
     pub async fn session_run_cancel(&self, t: Tenant, session: Uuid, run_id: &str) -> Result<SessionRun> {
+        // A background response of this session (else a 404), cancelled as on `/v1`.
         self.session_run_get(t, session, run_id).await?;
-        self.response_cancel(t, run_id).await?;
+        let id = super::parse_response_id(run_id).expect("a run that was found has a response id");
+        self.background_cancel(t, id).await?;
         self.session_run_get(t, session, run_id).await
     }
 }

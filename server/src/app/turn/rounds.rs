@@ -356,24 +356,16 @@ impl App {
         pending: &[wire::ToolCall],
     ) -> Vec<CreateMessageRequest> {
         let toolbox = &rounds.toolbox;
-        let again = |c: &wire::ToolCall| {
-            toolbox.idempotent(&c.function.name) && !toolbox.needs_approval(&c.function.name)
-        };
-        let to_run: Vec<wire::ToolCall> = pending.iter().filter(|c| again(c)).cloned().collect();
-        let mut ran = self.run_tools(t, toolbox, &to_run).await.into_iter();
-        let runs: Vec<ToolRun> = pending
+        let calls: Vec<(&wire::ToolCall, Option<String>)> = pending
             .iter()
-            .map(|c| match again(c) {
-                true => ran.next().expect("a run per call run again"),
-                false => not_run(
-                    toolbox,
-                    c,
-                    "interrupted: the server stopped while this call ran, and its tool is not marked \
-                     idempotent, so it was not run again"
-                        .into(),
-                ),
+            .map(|c| {
+                let again = toolbox.idempotent(&c.function.name) && !toolbox.needs_approval(&c.function.name);
+                let interrupted = "interrupted: the server stopped while this call ran, and its tool is not \
+                                   marked idempotent, so it was not run again";
+                (c, (!again).then(|| interrupted.to_owned()))
             })
             .collect();
+        let runs = self.run_unless(t, toolbox, &calls).await;
         let messages = runs.iter().map(|run| tool_message(run, told(run))).collect();
         rounds.runs.extend(runs);
         messages

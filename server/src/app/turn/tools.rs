@@ -522,20 +522,35 @@ impl App {
         toolbox: &Toolbox,
         decided: &[(wire::ToolCall, bool, Option<String>)],
     ) -> Vec<ToolRun> {
-        let approved: Vec<wire::ToolCall> = decided.iter().filter(|d| d.1).map(|d| d.0.clone()).collect();
-        let mut ran = self.run_tools(t, toolbox, &approved).await.into_iter();
-        decided
+        let calls: Vec<(&wire::ToolCall, Option<String>)> = decided
             .iter()
-            .map(|(call, approve, reason)| match approve {
-                true => ran.next().expect("a run per approved call"),
-                false => not_run(
-                    toolbox,
-                    call,
-                    match reason.as_deref().filter(|r| !r.trim().is_empty()) {
-                        Some(reason) => format!("the call was denied by a person: {reason}"),
-                        None => "the call was denied by a person".to_owned(),
-                    },
-                ),
+            .map(|(call, approve, reason)| {
+                let denied = match reason.as_deref().filter(|r| !r.trim().is_empty()) {
+                    Some(reason) => format!("the call was denied by a person: {reason}"),
+                    None => "the call was denied by a person".to_owned(),
+                };
+                (call, (!approve).then_some(denied))
+            })
+            .collect();
+        self.run_unless(t, toolbox, &calls).await
+    }
+
+    /// Runs at once the calls with no reason not to, and answers each of the
+    /// others "not run" with its reason: a run per call, in their order.
+    pub async fn run_unless(
+        &self,
+        t: Tenant,
+        toolbox: &Toolbox,
+        calls: &[(&wire::ToolCall, Option<String>)],
+    ) -> Vec<ToolRun> {
+        let to_run: Vec<wire::ToolCall> =
+            calls.iter().filter(|(_, why)| why.is_none()).map(|(c, _)| (*c).clone()).collect();
+        let mut ran = self.run_tools(t, toolbox, &to_run).await.into_iter();
+        calls
+            .iter()
+            .map(|(call, why)| match why {
+                None => ran.next().expect("a run per call run"),
+                Some(why) => not_run(toolbox, call, why.clone()),
             })
             .collect()
     }
