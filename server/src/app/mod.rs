@@ -16,6 +16,7 @@ pub mod executions;
 pub mod history;
 pub mod idempotency;
 pub mod keys;
+pub mod lease;
 pub mod locks;
 pub mod messages;
 pub mod not_found;

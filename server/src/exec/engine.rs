@@ -36,15 +36,15 @@ use tokio::sync::{Notify, Semaphore, broadcast, watch};
 use tokio::task::AbortHandle;
 use uuid::Uuid;
 
-use super::api_call::ApiCallPolicy;
 use super::expr::Evaluator;
-use super::lease::{Claim, Held, Leases, Lost, lease_of};
 use super::records::{ExecutionData, commit_ops, marker_asleep_until, marker_waits, read};
 use super::run::{Run, Stop};
 use crate::api::types::ExecutionStatus;
+use crate::app::lease::{Claim, Held, Leases, Lost, lease_of};
 use crate::app::{App, Tenant};
 use crate::config::{ExecutionsConfig, ToolsConfig};
-use crate::store::{Change, Kind, StoreError, StoreResult, now};
+use crate::store::{Change, Kind, Store, StoreError, StoreResult, now};
+use crate::tools::api_call::ApiCallPolicy;
 
 /// How long a run that could not reach the store waits before it tries again.
 const STORE_RETRY: Duration = Duration::from_secs(2);
@@ -211,7 +211,7 @@ impl Engine {
     async fn run_leased(self: &Arc<Self>, tenant: Tenant, id: Uuid) {
         let Some(leases) = &self.leases else { return };
         let store = self.app.store.as_ref();
-        let held = match leases.claim(store, tenant, id).await {
+        let held = match claim(leases, store, tenant, id).await {
             Ok(Claim::Held(held)) => held,
             Ok(Claim::Nothing) => return,
             Ok(Claim::Busy { holder, expires_at }) => {
@@ -666,4 +666,19 @@ impl Drop for Finished {
             self.engine.enqueue(self.tenant, self.id);
         }
     }
+}
+
+/// Claims the lease of an execution that has something to run (not gone,
+/// ended or waiting for input), if nobody else holds it live. An unreadable
+/// execution is claimed too: its run reports it (and fails the execution).
+async fn claim(leases: &Leases, store: &dyn Store, tenant: Tenant, id: Uuid) -> StoreResult<Claim> {
+    let Some(execution) = store.get(tenant.0, Kind::Execution, id).await? else {
+        return Ok(Claim::Nothing);
+    };
+    if let Ok(data) = read::<ExecutionData>(&execution)
+        && (data.status().is_terminal() || data.status() == ExecutionStatus::AwaitingInput)
+    {
+        return Ok(Claim::Nothing);
+    }
+    leases.claim_of(store, tenant, Kind::ExecutionLease, (execution.id, execution.scope)).await
 }

@@ -16,11 +16,11 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use super::engine::Engine;
-use super::lease::{LeaseData, lease_of};
 use crate::api::types::{
     CreateExecutionRequest, Execution, ExecutionStatus, PutTaskRequest, RequestedStatus, Transition,
     TransitionType, UpdateExecutionRequest,
 };
+use crate::app::lease::{LeaseData, lease_of};
 use crate::app::{App, Tenant};
 use crate::config::{ExecutionsConfig, ToolsConfig};
 use crate::store::conformance::TestDb;

@@ -18,7 +18,6 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use super::api_call::{ApiCallPolicy, run_api_call};
 use super::expr::{Context, Evaluator, offload};
 use crate::api::types::{Agent, ChatSettings, PromptInput, PromptTools, Step, Task};
 use crate::api::types::{DocOwner, OwnerRole, ToolDef, ToolType};
@@ -28,6 +27,7 @@ use crate::app::turn::tools::{McpSource, Toolbox, told};
 use crate::app::{App, Tenant};
 use crate::models::wire::{self, ChatMessage, CompletionRequest, ToolCall, ToolChoice, ToolSpec};
 use crate::store::ListQuery;
+use crate::tools::api_call::{ApiCallPolicy, run_api_call};
 
 /// Rounds of tool calls one prompt step may make before it fails.
 pub const MAX_TOOL_ROUNDS: u32 = 10;

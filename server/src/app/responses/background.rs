@@ -61,8 +61,8 @@ use crate::api::types::{
     ModelResponse, PendingApproval, ResponseError, ResponseStreamEvent, Role, Session, SessionRun,
     SessionRunRequest, ToolRun, ToolRunType,
 };
+use crate::app::lease::{Claim, Leases};
 use crate::config::{ExecutionsConfig, ToolsConfig};
-use crate::exec::lease::{Claim, Leases};
 use crate::store::{Change, Expect, Kind, ListQuery, Op, Record, StoreError};
 
 /// How long a run that could not reach the store waits before it begins again.

@@ -28,8 +28,8 @@ use crate::api::types::{
 };
 use crate::api::types::{ConversationItem, McpListedTool, ToolRun, ToolRunType, ToolType};
 use crate::config::{ExecutionsConfig, ToolsConfig};
-use crate::exec::api_call::{ApiCallPolicy, run_api_call};
 use crate::models::wire;
+use crate::tools::api_call::{ApiCallPolicy, run_api_call};
 use crate::tools::mcp::{Mcp, McpConfig, McpServer};
 
 /// Defaults of [`ToolRunner`]'s limits (`[tools]` in the config).

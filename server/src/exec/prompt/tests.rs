@@ -14,11 +14,11 @@ use crate::api::types::{
 };
 use crate::api::types::{ApiCallDef, CreateToolRequest, HttpMethod, ToolDef, ToolType};
 use crate::app::{App, Tenant};
-use crate::exec::api_call::ApiCallPolicy;
 use crate::exec::expr::{Context, Evaluator};
 use crate::models::fake_upstream::{Behaviour, FakeUpstream};
 use crate::models::provider_config::Providers;
 use crate::store::sled_store::{Durability, SledStore};
+use crate::tools::api_call::ApiCallPolicy;
 use crate::tools::outbound::Outbound;
 
 struct Fixture {
@@ -39,7 +39,7 @@ impl Fixture {
     async fn new() -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let fake = FakeUpstream::start().await;
-        let (target, server) = crate::exec::api_call::tests::target().await;
+        let (target, server) = crate::tools::api_call::tests::target().await;
         let models = fake.models_config("fake-default");
         let store = Arc::new(SledStore::open(dir.path(), Durability::Flush).unwrap());
         let app =

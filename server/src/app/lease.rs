@@ -1,5 +1,6 @@
 //! Leases: on a shared store (several servers on one database), which server
-//! runs an execution.
+//! runs an execution or a background response's run (`responses::background`).
+//! What follows says "execution"; a run's lease behaves the same.
 //!
 //! A server runs an execution only while it holds the execution's lease (a
 //! [`Kind::ExecutionLease`] record naming the server and when the claim
@@ -17,7 +18,7 @@
 //! second from running at all.
 //!
 //! The commit that ends an execution, or makes it wait for input, deletes its
-//! lease (see [`super::records::commit_ops`]): a resume, on any server, then
+//! lease (see `exec::records::commit_ops`): a resume, on any server, then
 //! claims it afresh. Every other end of a run releases the lease here.
 //!
 //! Times in leases are the servers' wall clocks: a holder gives its lease up
@@ -35,9 +36,8 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::records::{ExecutionData, read};
-use crate::api::types::ExecutionStatus;
-use crate::app::Tenant;
+use super::Tenant;
+use super::executions::stored::read;
 use crate::store::{Expect, Kind, Op, Record, Store, StoreError, StoreResult, now};
 
 /// A lease's stored fields.
@@ -134,34 +134,8 @@ impl Leases {
             .expect("a lease serialises")
     }
 
-    /// Claims the lease of an execution that has something to run: absent,
-    /// expired, or already this server's (a run of it starting again here).
-    pub async fn claim(&self, store: &dyn Store, tenant: Tenant, id: Uuid) -> StoreResult<Claim> {
-        let Some(execution) = store.get(tenant.0, Kind::Execution, id).await? else {
-            return Ok(Claim::Nothing);
-        };
-        let Ok(data) = read::<ExecutionData>(&execution) else {
-            // Unreadable: a run reports it (and fails the execution).
-            return self
-                .take(store, tenant, Kind::ExecutionLease, (execution.id, execution.scope), None)
-                .await;
-        };
-        if data.status().is_terminal() || data.status() == ExecutionStatus::AwaitingInput {
-            return Ok(Claim::Nothing);
-        }
-        let current = store.get(tenant.0, Kind::ExecutionLease, id).await?;
-        if let Some(rec) = &current {
-            let lease = lease_of(rec);
-            if lease.holder != self.server && lease.expires_at >= now() {
-                return Ok(Claim::Busy { holder: lease.holder, expires_at: lease.expires_at });
-            }
-        }
-        self.take(store, tenant, Kind::ExecutionLease, (execution.id, execution.scope), current).await
-    }
-
     /// Claims a lease of `kind` on `id` (in `scope`) that nobody holds, that
-    /// expired, or that is this server's already: what a background
-    /// response's run takes (see `app::responses::background`).
+    /// expired, or that is this server's already (a run of it starting again here).
     pub async fn claim_of(
         &self,
         store: &dyn Store,
