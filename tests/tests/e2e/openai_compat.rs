@@ -1,4 +1,4 @@
-//! The README's table of `/v1` parameters is what the service does: every
+//! The table in server/docs/openai.md of `/v1` parameters is what the service does: every
 //! request parameter of the spec's `/v1` request bodies has a row, and each
 //! row is tried against a live server on the fake upstream — a parameter
 //! "passed through as `x`" reaches the provider as `x`, one "supported" is
@@ -8,10 +8,12 @@ use agent_platform::models::fake_upstream::FakeUpstream;
 use agent_platform_tests::TestServer;
 use serde_json::{Value, json};
 
-/// The README's table: (route, parameter, what the service does).
+/// The table in server/docs/openai.md: (route, parameter, what the service does).
 fn table() -> Vec<(String, String, String)> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
-    let start = readme.find("<!-- v1-parameters -->").expect("the README's table of /v1 parameters");
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../server/docs/openai.md")).unwrap();
+    let start =
+        readme.find("<!-- v1-parameters -->").expect("the table in server/docs/openai.md of /v1 parameters");
     let end = readme[start..].find("<!-- /v1-parameters -->").expect("the table's end") + start;
     readme[start..end]
         .lines()
@@ -130,7 +132,9 @@ fn sample(route: &str, param: &str) -> Sample {
         ("POST /v1/responses/compact", "previous_response_id") => {
             (Some(json!("$response")), Some(json!("nope")))
         }
-        _ => panic!("no sample for {route} {param}: add one to openai_compat.rs with the README's row"),
+        _ => panic!(
+            "no sample for {route} {param}: add one to openai_compat.rs with its row in server/docs/openai.md"
+        ),
     };
     Sample { ok, refused }
 }
@@ -160,7 +164,7 @@ const ROUTES: [(&str, &str); 4] = [
 ];
 
 #[tokio::test]
-async fn the_readmes_table_of_v1_parameters_is_what_the_service_does() {
+async fn the_table_of_v1_parameters_is_what_the_service_does() {
     let fake = FakeUpstream::start().await;
     let s = TestServer::with_models(agent_platform_tests::fake_models(&fake, 5.0)).await;
     let rows = table();
@@ -178,7 +182,10 @@ async fn the_readmes_table_of_v1_parameters_is_what_the_service_does() {
     let mut in_table: Vec<(String, String)> = rows.iter().map(|(r, p, _)| (r.clone(), p.clone())).collect();
     in_spec.sort();
     in_table.sort();
-    assert_eq!(in_table, in_spec, "the README's /v1 table has a row for each request parameter of the spec");
+    assert_eq!(
+        in_table, in_spec,
+        "the /v1 table in server/docs/openai.md has a row for each request parameter of the spec"
+    );
 
     // A stored response and a conversation for the rows that continue one.
     let r = s
