@@ -31,6 +31,69 @@ pub mod types {
             Default::default()
         }
     }
+    ///`AgentBlockCreateIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct AgentBlockCreateIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for AgentBlockCreateIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentBlockCreateIdempotencyKey> for ::std::string::String {
+        fn from(value: AgentBlockCreateIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentBlockCreateIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentBlockCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for AgentBlockCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentBlockCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///`AgentCreateIdempotencyKey`
     #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
     #[serde(transparent)]
@@ -145,6 +208,138 @@ pub mod types {
         }
     }
     impl<'de> ::serde::Deserialize<'de> for AgentDocCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The answer of `POST /api/agents/import`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct AgentFileImport {
+        ///One per agent in the file, in its order.
+        pub agents: ::std::vec::Vec<ImportedAgent>,
+        ///Everything in the file that was not imported, and why: nothing is dropped without a line here.
+        pub unmapped: ::std::vec::Vec<Unmapped>,
+    }
+    impl AgentFileImport {
+        pub fn builder() -> builder::AgentFileImport {
+            Default::default()
+        }
+    }
+    ///`AgentImportId`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct AgentImportId(::std::string::String);
+    impl ::std::ops::Deref for AgentImportId {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentImportId> for ::std::string::String {
+        fn from(value: AgentImportId) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentImportId {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100usize {
+                return Err("longer than 100 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentImportId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentImportId {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentImportId {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`AgentImportIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct AgentImportIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for AgentImportIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<AgentImportIdempotencyKey> for ::std::string::String {
+        fn from(value: AgentImportIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for AgentImportIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for AgentImportIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for AgentImportIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for AgentImportIdempotencyKey {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -572,6 +767,142 @@ pub mod types {
         }
     }
     impl ::std::convert::TryFrom<::std::string::String> for ApprovalMode {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///A memory block of an agent or a user.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct Block {
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///What the block is for, shown to the model beside it.
+        pub description: ::std::string::String,
+        pub id: ::uuid::Uuid,
+        ///Unique among its owner's blocks; how the model names it.
+        pub label: ::std::string::String,
+        ///The most characters `value` may have.
+        pub limit: i64,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        ///The agent or user that owns it: an agent's blocks are in each of its turns, a user's in each turn of a session the user is in.
+        pub owner: DocOwner,
+        ///The model may read it but not edit it (people still can, here).
+        pub read_only: bool,
+        pub updated_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        ///The text (at most `limit` characters).
+        pub value: ::std::string::String,
+        ///Bumped by every change; an update names the version it read.
+        pub version: i64,
+    }
+    impl Block {
+        pub fn builder() -> builder::Block {
+            Default::default()
+        }
+    }
+    ///One change of a block's value (or its creation), with its provenance.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct BlockEdit {
+        ///The value after.
+        pub after: ::std::string::String,
+        ///The value before (empty for `create`).
+        pub before: ::std::string::String,
+        pub block_id: ::uuid::Uuid,
+        pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
+        pub id: ::uuid::Uuid,
+        pub op: BlockEditOp,
+        ///The edit that reverted this one, if any.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub reverted_by: ::std::option::Option<::uuid::Uuid>,
+        pub source: EditSource,
+        ///The block's version this edit made.
+        pub version: i64,
+    }
+    impl BlockEdit {
+        pub fn builder() -> builder::BlockEdit {
+            Default::default()
+        }
+    }
+    ///What made a change of a block.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum BlockEditOp {
+        ///The block was made with this value.
+        #[serde(rename = "create")]
+        Create,
+        ///A person changed it through the API.
+        #[serde(rename = "update")]
+        Update,
+        ///The model inserted text (`memory_insert`).
+        #[serde(rename = "insert")]
+        Insert,
+        ///The model replaced a passage (`memory_replace`).
+        #[serde(rename = "replace")]
+        Replace,
+        ///The model rewrote it whole (`memory_rethink`).
+        #[serde(rename = "rethink")]
+        Rethink,
+        ///An earlier edit was reverted.
+        #[serde(rename = "revert")]
+        Revert,
+        ///It came from an imported Agent File.
+        #[serde(rename = "import")]
+        Import,
+    }
+    impl ::std::fmt::Display for BlockEditOp {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Create => f.write_str("create"),
+                Self::Update => f.write_str("update"),
+                Self::Insert => f.write_str("insert"),
+                Self::Replace => f.write_str("replace"),
+                Self::Rethink => f.write_str("rethink"),
+                Self::Revert => f.write_str("revert"),
+                Self::Import => f.write_str("import"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for BlockEditOp {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "create" => Ok(Self::Create),
+                "update" => Ok(Self::Update),
+                "insert" => Ok(Self::Insert),
+                "replace" => Ok(Self::Replace),
+                "rethink" => Ok(Self::Rethink),
+                "revert" => Ok(Self::Revert),
+                "import" => Ok(Self::Import),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for BlockEditOp {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for BlockEditOp {
         type Error = self::error::ConversionError;
         fn try_from(
             value: ::std::string::String,
@@ -2706,6 +3037,217 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
                 })
         }
     }
+    ///Body of `POST /api/agents/{id}/blocks` and `POST /api/users/{user_id}/blocks`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct CreateBlockRequest {
+        ///What the block is for (at most 2,000 characters).
+        #[serde(default = "defaults::create_block_request_description")]
+        pub description: CreateBlockRequestDescription,
+        ///Unique among the owner's blocks (409 on a clash): a letter, then letters, digits, `_`, `-` or `.` (1 to 64 characters).
+        pub label: CreateBlockRequestLabel,
+        ///The most characters `value` may have (1 to 100,000). Default: 5,000.
+        #[serde(default = "defaults::default_nzu64::<::std::num::NonZeroU64, 5000>")]
+        pub limit: ::std::num::NonZeroU64,
+        ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        ///The model may not edit it. Default: false.
+        #[serde(default)]
+        pub read_only: bool,
+        ///The text; at most `limit` characters. Default: empty.
+        #[serde(default = "defaults::create_block_request_value")]
+        pub value: CreateBlockRequestValue,
+    }
+    impl CreateBlockRequest {
+        pub fn builder() -> builder::CreateBlockRequest {
+            Default::default()
+        }
+    }
+    ///What the block is for (at most 2,000 characters).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CreateBlockRequestDescription(::std::string::String);
+    impl ::std::ops::Deref for CreateBlockRequestDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateBlockRequestDescription> for ::std::string::String {
+        fn from(value: CreateBlockRequestDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::default::Default for CreateBlockRequestDescription {
+        fn default() -> Self {
+            CreateBlockRequestDescription("".to_string())
+        }
+    }
+    impl ::std::str::FromStr for CreateBlockRequestDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateBlockRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for CreateBlockRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateBlockRequestDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Unique among the owner's blocks (409 on a clash): a letter, then letters, digits, `_`, `-` or `.` (1 to 64 characters).
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CreateBlockRequestLabel(::std::string::String);
+    impl ::std::ops::Deref for CreateBlockRequestLabel {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateBlockRequestLabel> for ::std::string::String {
+        fn from(value: CreateBlockRequestLabel) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for CreateBlockRequestLabel {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[A-Za-z][A-Za-z0-9_.\\-]{0,63}$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^[A-Za-z][A-Za-z0-9_.\\-]{0,63}$\"".into(),
+                );
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateBlockRequestLabel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CreateBlockRequestLabel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateBlockRequestLabel {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The text; at most `limit` characters. Default: empty.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct CreateBlockRequestValue(::std::string::String);
+    impl ::std::ops::Deref for CreateBlockRequestValue {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<CreateBlockRequestValue> for ::std::string::String {
+        fn from(value: CreateBlockRequestValue) -> Self {
+            value.0
+        }
+    }
+    impl ::std::default::Default for CreateBlockRequestValue {
+        fn default() -> Self {
+            CreateBlockRequestValue("".to_string())
+        }
+    }
+    impl ::std::str::FromStr for CreateBlockRequestValue {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100000usize {
+                return Err("longer than 100000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for CreateBlockRequestValue {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for CreateBlockRequestValue {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for CreateBlockRequestValue {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
     ///Body of `POST /v1/conversations`.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
     pub struct CreateConversationRequest {
@@ -4341,6 +4883,33 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Default::default()
         }
     }
+    ///Where a change of a block came from: a request, or a tool call in a turn.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    pub struct EditSource {
+        ///The agent whose turn called the memory tool.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub agent_id: ::std::option::Option<::uuid::Uuid>,
+        ///The execution of a task's `prompt` step that called the tool.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub execution_id: ::std::option::Option<::uuid::Uuid>,
+        ///The assistant message that called the tool.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub message_id: ::std::option::Option<::uuid::Uuid>,
+        ///The request that made it, for a change through the API.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub request_id: ::std::option::Option<::std::string::String>,
+        ///The session of that turn (none for a task's `prompt` step).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub session_id: ::std::option::Option<::uuid::Uuid>,
+        ///The call's id in that message (its `tool` message answers this id).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub tool_call_id: ::std::option::Option<::std::string::String>,
+    }
+    impl EditSource {
+        pub fn builder() -> builder::EditSource {
+            Default::default()
+        }
+    }
     ///One input's vector.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct Embedding {
@@ -5161,6 +5730,26 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
             Self::ImageUrl(value)
         }
     }
+    ///An agent made from an Agent File.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ImportedAgent {
+        pub agent: Agent,
+        pub blocks: ::std::vec::Vec<Block>,
+        ///How many messages that session received.
+        pub messages: i64,
+        ///The session that holds the file's messages, when it has any.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub session_id: ::std::option::Option<::uuid::Uuid>,
+        ///The agent's id in the file.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub source_id: ::std::option::Option<::std::string::String>,
+        pub tools: ::std::vec::Vec<Tool>,
+    }
+    impl ImportedAgent {
+        pub fn builder() -> builder::ImportedAgent {
+            Default::default()
+        }
+    }
     ///Why a response is `incomplete`.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct IncompleteDetails {
@@ -5822,6 +6411,26 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     }
     impl ListResponseForApiKey {
         pub fn builder() -> builder::ListResponseForApiKey {
+            Default::default()
+        }
+    }
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ListResponseForBlock {
+        pub items: ::std::vec::Vec<Block>,
+    }
+    impl ListResponseForBlock {
+        pub fn builder() -> builder::ListResponseForBlock {
+            Default::default()
+        }
+    }
+    ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct ListResponseForBlockEdit {
+        pub items: ::std::vec::Vec<BlockEdit>,
+    }
+    impl ListResponseForBlockEdit {
+        pub fn builder() -> builder::ListResponseForBlockEdit {
             Default::default()
         }
     }
@@ -7566,6 +8175,205 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     impl<'de> ::serde::Deserialize<'de> for PatchAgentRequestName {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///Body of `PATCH /api/agents/{id}/blocks/{block_id}` (and a user's): only the fields sent change; `metadata` is merged key by key. `version` is the version read: a block changed since is a 409, and nothing is written.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct PatchBlockRequest {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub description: ::std::option::Option<PatchBlockRequestDescription>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub label: ::std::option::Option<PatchBlockRequestLabel>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub limit: ::std::option::Option<::std::num::NonZeroU64>,
+        ///Merged into the stored metadata, top-level key by key; `null` clears it.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub metadata: ::std::option::Option<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+        >,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub read_only: ::std::option::Option<bool>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub value: ::std::option::Option<PatchBlockRequestValue>,
+        ///The block's version this change is based on.
+        pub version: i64,
+    }
+    impl PatchBlockRequest {
+        pub fn builder() -> builder::PatchBlockRequest {
+            Default::default()
+        }
+    }
+    ///`PatchBlockRequestDescription`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct PatchBlockRequestDescription(::std::string::String);
+    impl ::std::ops::Deref for PatchBlockRequestDescription {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<PatchBlockRequestDescription> for ::std::string::String {
+        fn from(value: PatchBlockRequestDescription) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for PatchBlockRequestDescription {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 2000usize {
+                return Err("longer than 2000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for PatchBlockRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for PatchBlockRequestDescription {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for PatchBlockRequestDescription {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`PatchBlockRequestLabel`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct PatchBlockRequestLabel(::std::string::String);
+    impl ::std::ops::Deref for PatchBlockRequestLabel {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<PatchBlockRequestLabel> for ::std::string::String {
+        fn from(value: PatchBlockRequestLabel) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for PatchBlockRequestLabel {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[A-Za-z][A-Za-z0-9_.\\-]{0,63}$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^[A-Za-z][A-Za-z0-9_.\\-]{0,63}$\"".into(),
+                );
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for PatchBlockRequestLabel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for PatchBlockRequestLabel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for PatchBlockRequestLabel {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///`PatchBlockRequestValue`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct PatchBlockRequestValue(::std::string::String);
+    impl ::std::ops::Deref for PatchBlockRequestValue {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<PatchBlockRequestValue> for ::std::string::String {
+        fn from(value: PatchBlockRequestValue) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for PatchBlockRequestValue {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 100000usize {
+                return Err("longer than 100000 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for PatchBlockRequestValue {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for PatchBlockRequestValue {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for PatchBlockRequestValue {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -10775,6 +11583,12 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         ///A search the server runs (BM25 and, with embeddings, vectors) over the documents of the tool's agent and of the session's users (in a task, the agent's): the model calls it, under the tool's name, with a `query`, and reads the best passages. No definition besides the name.
         #[serde(rename = "file_search")]
         FileSearch,
+        ///The built-in memory tools, run by the server: `memory_insert`, `memory_replace` and `memory_rethink` edit, by label, the memory blocks of the tool's agent and of the session's users (see `/api/agents/{id}/blocks`); each edit is listed with the turn and call that made it. The model calls them by those names (the tool's own name only labels it). No definition besides the name.
+        #[serde(rename = "memory")]
+        Memory,
+        ///A search the server runs over past messages, called by the model under the tool's name with a `query` (and optionally `roles`, `start_date`, `end_date`, `limit`): the messages of the session and of the other sessions of its users, ranked by BM25. No definition besides the name.
+        #[serde(rename = "conversation_search")]
+        ConversationSearch,
     }
     impl ::std::fmt::Display for ToolType {
         fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
@@ -10783,6 +11597,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 Self::ApiCall => f.write_str("api_call"),
                 Self::Mcp => f.write_str("mcp"),
                 Self::FileSearch => f.write_str("file_search"),
+                Self::Memory => f.write_str("memory"),
+                Self::ConversationSearch => f.write_str("conversation_search"),
             }
         }
     }
@@ -10796,6 +11612,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 "api_call" => Ok(Self::ApiCall),
                 "mcp" => Ok(Self::Mcp),
                 "file_search" => Ok(Self::FileSearch),
+                "memory" => Ok(Self::Memory),
+                "conversation_search" => Ok(Self::ConversationSearch),
                 _ => Err("invalid value".into()),
             }
         }
@@ -10991,6 +11809,21 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             value: ::std::string::String,
         ) -> ::std::result::Result<Self, self::error::ConversionError> {
             value.parse()
+        }
+    }
+    ///A part of an Agent File that has no counterpart here, and was not imported.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct Unmapped {
+        ///Where it is in the file (a JSON pointer, e.g. `/tools/2`).
+        pub path: ::std::string::String,
+        ///What it is (e.g. `tool "web_search"`).
+        pub what: ::std::string::String,
+        ///Why it was not imported, or what was kept of it.
+        pub why: ::std::string::String,
+    }
+    impl Unmapped {
+        pub fn builder() -> builder::Unmapped {
+            Default::default()
         }
     }
     ///Body of `POST /v1/conversations/{conversation_id}`.
@@ -11420,6 +12253,69 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
     impl User {
         pub fn builder() -> builder::User {
             Default::default()
+        }
+    }
+    ///`UserBlockCreateIdempotencyKey`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct UserBlockCreateIdempotencyKey(::std::string::String);
+    impl ::std::ops::Deref for UserBlockCreateIdempotencyKey {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<UserBlockCreateIdempotencyKey> for ::std::string::String {
+        fn from(value: UserBlockCreateIdempotencyKey) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for UserBlockCreateIdempotencyKey {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 255usize {
+                return Err("longer than 255 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[ -~]+$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err("doesn't match pattern \"^[ -~]+$\"".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for UserBlockCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String>
+    for UserBlockCreateIdempotencyKey {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for UserBlockCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
         }
     }
     ///`UserCreateIdempotencyKey`
@@ -11934,6 +12830,70 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct AgentFileImport {
+            agents: ::std::result::Result<
+                ::std::vec::Vec<super::ImportedAgent>,
+                ::std::string::String,
+            >,
+            unmapped: ::std::result::Result<
+                ::std::vec::Vec<super::Unmapped>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for AgentFileImport {
+            fn default() -> Self {
+                Self {
+                    agents: Err("no value supplied for agents".to_string()),
+                    unmapped: Err("no value supplied for unmapped".to_string()),
+                }
+            }
+        }
+        impl AgentFileImport {
+            pub fn agents<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::ImportedAgent>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agents = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for agents: {e}")
+                    });
+                self
+            }
+            pub fn unmapped<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Unmapped>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.unmapped = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for unmapped: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<AgentFileImport> for super::AgentFileImport {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: AgentFileImport,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agents: value.agents?,
+                    unmapped: value.unmapped?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::AgentFileImport> for AgentFileImport {
+            fn from(value: super::AgentFileImport) -> Self {
+                Self {
+                    agents: Ok(value.agents),
+                    unmapped: Ok(value.unmapped),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct ApiCallDef {
             headers: ::std::result::Result<
                 ::std::option::Option<
@@ -12347,6 +13307,396 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 Self {
                     always: Ok(value.always),
                     never: Ok(value.never),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct Block {
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            description: ::std::result::Result<
+                ::std::string::String,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            label: ::std::result::Result<::std::string::String, ::std::string::String>,
+            limit: ::std::result::Result<i64, ::std::string::String>,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            owner: ::std::result::Result<super::DocOwner, ::std::string::String>,
+            read_only: ::std::result::Result<bool, ::std::string::String>,
+            updated_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            value: ::std::result::Result<::std::string::String, ::std::string::String>,
+            version: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for Block {
+            fn default() -> Self {
+                Self {
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    description: Err("no value supplied for description".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    label: Err("no value supplied for label".to_string()),
+                    limit: Err("no value supplied for limit".to_string()),
+                    metadata: Ok(Default::default()),
+                    owner: Err("no value supplied for owner".to_string()),
+                    read_only: Err("no value supplied for read_only".to_string()),
+                    updated_at: Err("no value supplied for updated_at".to_string()),
+                    value: Err("no value supplied for value".to_string()),
+                    version: Err("no value supplied for version".to_string()),
+                }
+            }
+        }
+        impl Block {
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created_at: {e}")
+                    });
+                self
+            }
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for description: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn label<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.label = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for label: {e}")
+                    });
+                self
+            }
+            pub fn limit<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.limit = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for limit: {e}")
+                    });
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn owner<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::DocOwner>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.owner = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for owner: {e}")
+                    });
+                self
+            }
+            pub fn read_only<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.read_only = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for read_only: {e}")
+                    });
+                self
+            }
+            pub fn updated_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.updated_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for updated_at: {e}")
+                    });
+                self
+            }
+            pub fn value<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.value = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for value: {e}")
+                    });
+                self
+            }
+            pub fn version<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.version = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for version: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Block> for super::Block {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Block,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    created_at: value.created_at?,
+                    description: value.description?,
+                    id: value.id?,
+                    label: value.label?,
+                    limit: value.limit?,
+                    metadata: value.metadata?,
+                    owner: value.owner?,
+                    read_only: value.read_only?,
+                    updated_at: value.updated_at?,
+                    value: value.value?,
+                    version: value.version?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Block> for Block {
+            fn from(value: super::Block) -> Self {
+                Self {
+                    created_at: Ok(value.created_at),
+                    description: Ok(value.description),
+                    id: Ok(value.id),
+                    label: Ok(value.label),
+                    limit: Ok(value.limit),
+                    metadata: Ok(value.metadata),
+                    owner: Ok(value.owner),
+                    read_only: Ok(value.read_only),
+                    updated_at: Ok(value.updated_at),
+                    value: Ok(value.value),
+                    version: Ok(value.version),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct BlockEdit {
+            after: ::std::result::Result<::std::string::String, ::std::string::String>,
+            before: ::std::result::Result<::std::string::String, ::std::string::String>,
+            block_id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            created_at: ::std::result::Result<
+                ::chrono::DateTime<::chrono::offset::Utc>,
+                ::std::string::String,
+            >,
+            id: ::std::result::Result<::uuid::Uuid, ::std::string::String>,
+            op: ::std::result::Result<super::BlockEditOp, ::std::string::String>,
+            reverted_by: ::std::result::Result<
+                ::std::option::Option<::uuid::Uuid>,
+                ::std::string::String,
+            >,
+            source: ::std::result::Result<super::EditSource, ::std::string::String>,
+            version: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for BlockEdit {
+            fn default() -> Self {
+                Self {
+                    after: Err("no value supplied for after".to_string()),
+                    before: Err("no value supplied for before".to_string()),
+                    block_id: Err("no value supplied for block_id".to_string()),
+                    created_at: Err("no value supplied for created_at".to_string()),
+                    id: Err("no value supplied for id".to_string()),
+                    op: Err("no value supplied for op".to_string()),
+                    reverted_by: Ok(Default::default()),
+                    source: Err("no value supplied for source".to_string()),
+                    version: Err("no value supplied for version".to_string()),
+                }
+            }
+        }
+        impl BlockEdit {
+            pub fn after<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.after = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for after: {e}")
+                    });
+                self
+            }
+            pub fn before<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.before = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for before: {e}")
+                    });
+                self
+            }
+            pub fn block_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.block_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for block_id: {e}")
+                    });
+                self
+            }
+            pub fn created_at<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::chrono::DateTime<::chrono::offset::Utc>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.created_at = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for created_at: {e}")
+                    });
+                self
+            }
+            pub fn id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::uuid::Uuid>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.id = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for id: {e}"));
+                self
+            }
+            pub fn op<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::BlockEditOp>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.op = value
+                    .try_into()
+                    .map_err(|e| format!("error converting supplied value for op: {e}"));
+                self
+            }
+            pub fn reverted_by<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.reverted_by = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for reverted_by: {e}")
+                    });
+                self
+            }
+            pub fn source<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::EditSource>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.source = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for source: {e}")
+                    });
+                self
+            }
+            pub fn version<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.version = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for version: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<BlockEdit> for super::BlockEdit {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: BlockEdit,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    after: value.after?,
+                    before: value.before?,
+                    block_id: value.block_id?,
+                    created_at: value.created_at?,
+                    id: value.id?,
+                    op: value.op?,
+                    reverted_by: value.reverted_by?,
+                    source: value.source?,
+                    version: value.version?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::BlockEdit> for BlockEdit {
+            fn from(value: super::BlockEdit) -> Self {
+                Self {
+                    after: Ok(value.after),
+                    before: Ok(value.before),
+                    block_id: Ok(value.block_id),
+                    created_at: Ok(value.created_at),
+                    id: Ok(value.id),
+                    op: Ok(value.op),
+                    reverted_by: Ok(value.reverted_by),
+                    source: Ok(value.source),
+                    version: Ok(value.version),
                 }
             }
         }
@@ -16623,6 +17973,148 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct CreateBlockRequest {
+            description: ::std::result::Result<
+                super::CreateBlockRequestDescription,
+                ::std::string::String,
+            >,
+            label: ::std::result::Result<
+                super::CreateBlockRequestLabel,
+                ::std::string::String,
+            >,
+            limit: ::std::result::Result<::std::num::NonZeroU64, ::std::string::String>,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            read_only: ::std::result::Result<bool, ::std::string::String>,
+            value: ::std::result::Result<
+                super::CreateBlockRequestValue,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for CreateBlockRequest {
+            fn default() -> Self {
+                Self {
+                    description: Ok(super::defaults::create_block_request_description()),
+                    label: Err("no value supplied for label".to_string()),
+                    limit: Ok(
+                        super::defaults::default_nzu64::<::std::num::NonZeroU64, 5000>(),
+                    ),
+                    metadata: Ok(Default::default()),
+                    read_only: Ok(Default::default()),
+                    value: Ok(super::defaults::create_block_request_value()),
+                }
+            }
+        }
+        impl CreateBlockRequest {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::CreateBlockRequestDescription>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for description: {e}")
+                    });
+                self
+            }
+            pub fn label<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::CreateBlockRequestLabel>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.label = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for label: {e}")
+                    });
+                self
+            }
+            pub fn limit<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::num::NonZeroU64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.limit = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for limit: {e}")
+                    });
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn read_only<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.read_only = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for read_only: {e}")
+                    });
+                self
+            }
+            pub fn value<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::CreateBlockRequestValue>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.value = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for value: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<CreateBlockRequest> for super::CreateBlockRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: CreateBlockRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    label: value.label?,
+                    limit: value.limit?,
+                    metadata: value.metadata?,
+                    read_only: value.read_only?,
+                    value: value.value?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::CreateBlockRequest> for CreateBlockRequest {
+            fn from(value: super::CreateBlockRequest) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    label: Ok(value.label),
+                    limit: Ok(value.limit),
+                    metadata: Ok(value.metadata),
+                    read_only: Ok(value.read_only),
+                    value: Ok(value.value),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct CreateConversationRequest {
             items: ::std::result::Result<
                 ::std::option::Option<::std::vec::Vec<super::InputItem>>,
@@ -18667,6 +20159,146 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct EditSource {
+            agent_id: ::std::result::Result<
+                ::std::option::Option<::uuid::Uuid>,
+                ::std::string::String,
+            >,
+            execution_id: ::std::result::Result<
+                ::std::option::Option<::uuid::Uuid>,
+                ::std::string::String,
+            >,
+            message_id: ::std::result::Result<
+                ::std::option::Option<::uuid::Uuid>,
+                ::std::string::String,
+            >,
+            request_id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            session_id: ::std::result::Result<
+                ::std::option::Option<::uuid::Uuid>,
+                ::std::string::String,
+            >,
+            tool_call_id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for EditSource {
+            fn default() -> Self {
+                Self {
+                    agent_id: Ok(Default::default()),
+                    execution_id: Ok(Default::default()),
+                    message_id: Ok(Default::default()),
+                    request_id: Ok(Default::default()),
+                    session_id: Ok(Default::default()),
+                    tool_call_id: Ok(Default::default()),
+                }
+            }
+        }
+        impl EditSource {
+            pub fn agent_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for agent_id: {e}")
+                    });
+                self
+            }
+            pub fn execution_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.execution_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for execution_id: {e}")
+                    });
+                self
+            }
+            pub fn message_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.message_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for message_id: {e}")
+                    });
+                self
+            }
+            pub fn request_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.request_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for request_id: {e}")
+                    });
+                self
+            }
+            pub fn session_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.session_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for session_id: {e}")
+                    });
+                self
+            }
+            pub fn tool_call_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tool_call_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tool_call_id: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<EditSource> for super::EditSource {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: EditSource,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent_id: value.agent_id?,
+                    execution_id: value.execution_id?,
+                    message_id: value.message_id?,
+                    request_id: value.request_id?,
+                    session_id: value.session_id?,
+                    tool_call_id: value.tool_call_id?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::EditSource> for EditSource {
+            fn from(value: super::EditSource) -> Self {
+                Self {
+                    agent_id: Ok(value.agent_id),
+                    execution_id: Ok(value.execution_id),
+                    message_id: Ok(value.message_id),
+                    request_id: Ok(value.request_id),
+                    session_id: Ok(value.session_id),
+                    tool_call_id: Ok(value.tool_call_id),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct Embedding {
             embedding: ::std::result::Result<
                 super::EmbeddingVector,
@@ -19669,6 +21301,140 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct ImportedAgent {
+            agent: ::std::result::Result<super::Agent, ::std::string::String>,
+            blocks: ::std::result::Result<
+                ::std::vec::Vec<super::Block>,
+                ::std::string::String,
+            >,
+            messages: ::std::result::Result<i64, ::std::string::String>,
+            session_id: ::std::result::Result<
+                ::std::option::Option<::uuid::Uuid>,
+                ::std::string::String,
+            >,
+            source_id: ::std::result::Result<
+                ::std::option::Option<::std::string::String>,
+                ::std::string::String,
+            >,
+            tools: ::std::result::Result<
+                ::std::vec::Vec<super::Tool>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ImportedAgent {
+            fn default() -> Self {
+                Self {
+                    agent: Err("no value supplied for agent".to_string()),
+                    blocks: Err("no value supplied for blocks".to_string()),
+                    messages: Err("no value supplied for messages".to_string()),
+                    session_id: Ok(Default::default()),
+                    source_id: Ok(Default::default()),
+                    tools: Err("no value supplied for tools".to_string()),
+                }
+            }
+        }
+        impl ImportedAgent {
+            pub fn agent<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::Agent>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.agent = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for agent: {e}")
+                    });
+                self
+            }
+            pub fn blocks<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Block>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.blocks = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for blocks: {e}")
+                    });
+                self
+            }
+            pub fn messages<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.messages = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for messages: {e}")
+                    });
+                self
+            }
+            pub fn session_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.session_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for session_id: {e}")
+                    });
+                self
+            }
+            pub fn source_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::std::string::String>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.source_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for source_id: {e}")
+                    });
+                self
+            }
+            pub fn tools<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Tool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.tools = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for tools: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ImportedAgent> for super::ImportedAgent {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ImportedAgent,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    agent: value.agent?,
+                    blocks: value.blocks?,
+                    messages: value.messages?,
+                    session_id: value.session_id?,
+                    source_id: value.source_id?,
+                    tools: value.tools?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::ImportedAgent> for ImportedAgent {
+            fn from(value: super::ImportedAgent) -> Self {
+                Self {
+                    agent: Ok(value.agent),
+                    blocks: Ok(value.blocks),
+                    messages: Ok(value.messages),
+                    session_id: Ok(value.session_id),
+                    source_id: Ok(value.source_id),
+                    tools: Ok(value.tools),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct IncompleteDetails {
             reason: ::std::result::Result<::std::string::String, ::std::string::String>,
         }
@@ -20196,6 +21962,91 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         impl ::std::convert::From<super::ListResponseForApiKey>
         for ListResponseForApiKey {
             fn from(value: super::ListResponseForApiKey) -> Self {
+                Self { items: Ok(value.items) }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ListResponseForBlock {
+            items: ::std::result::Result<
+                ::std::vec::Vec<super::Block>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ListResponseForBlock {
+            fn default() -> Self {
+                Self {
+                    items: Err("no value supplied for items".to_string()),
+                }
+            }
+        }
+        impl ListResponseForBlock {
+            pub fn items<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::Block>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.items = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for items: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ListResponseForBlock>
+        for super::ListResponseForBlock {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ListResponseForBlock,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { items: value.items? })
+            }
+        }
+        impl ::std::convert::From<super::ListResponseForBlock> for ListResponseForBlock {
+            fn from(value: super::ListResponseForBlock) -> Self {
+                Self { items: Ok(value.items) }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct ListResponseForBlockEdit {
+            items: ::std::result::Result<
+                ::std::vec::Vec<super::BlockEdit>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for ListResponseForBlockEdit {
+            fn default() -> Self {
+                Self {
+                    items: Err("no value supplied for items".to_string()),
+                }
+            }
+        }
+        impl ListResponseForBlockEdit {
+            pub fn items<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::vec::Vec<super::BlockEdit>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.items = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for items: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<ListResponseForBlockEdit>
+        for super::ListResponseForBlockEdit {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: ListResponseForBlockEdit,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self { items: value.items? })
+            }
+        }
+        impl ::std::convert::From<super::ListResponseForBlockEdit>
+        for ListResponseForBlockEdit {
+            fn from(value: super::ListResponseForBlockEdit) -> Self {
                 Self { items: Ok(value.items) }
             }
         }
@@ -22309,6 +24160,176 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     metadata: Ok(value.metadata),
                     model: Ok(value.model),
                     name: Ok(value.name),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct PatchBlockRequest {
+            description: ::std::result::Result<
+                ::std::option::Option<super::PatchBlockRequestDescription>,
+                ::std::string::String,
+            >,
+            label: ::std::result::Result<
+                ::std::option::Option<super::PatchBlockRequestLabel>,
+                ::std::string::String,
+            >,
+            limit: ::std::result::Result<
+                ::std::option::Option<::std::num::NonZeroU64>,
+                ::std::string::String,
+            >,
+            metadata: ::std::result::Result<
+                ::std::option::Option<
+                    ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                >,
+                ::std::string::String,
+            >,
+            read_only: ::std::result::Result<
+                ::std::option::Option<bool>,
+                ::std::string::String,
+            >,
+            value: ::std::result::Result<
+                ::std::option::Option<super::PatchBlockRequestValue>,
+                ::std::string::String,
+            >,
+            version: ::std::result::Result<i64, ::std::string::String>,
+        }
+        impl ::std::default::Default for PatchBlockRequest {
+            fn default() -> Self {
+                Self {
+                    description: Ok(Default::default()),
+                    label: Ok(Default::default()),
+                    limit: Ok(Default::default()),
+                    metadata: Ok(Default::default()),
+                    read_only: Ok(Default::default()),
+                    value: Ok(Default::default()),
+                    version: Err("no value supplied for version".to_string()),
+                }
+            }
+        }
+        impl PatchBlockRequest {
+            pub fn description<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::PatchBlockRequestDescription>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.description = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for description: {e}")
+                    });
+                self
+            }
+            pub fn label<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::PatchBlockRequestLabel>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.label = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for label: {e}")
+                    });
+                self
+            }
+            pub fn limit<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<::std::num::NonZeroU64>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.limit = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for limit: {e}")
+                    });
+                self
+            }
+            pub fn metadata<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.metadata = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for metadata: {e}")
+                    });
+                self
+            }
+            pub fn read_only<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<bool>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.read_only = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for read_only: {e}")
+                    });
+                self
+            }
+            pub fn value<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::PatchBlockRequestValue>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.value = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for value: {e}")
+                    });
+                self
+            }
+            pub fn version<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<i64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.version = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for version: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<PatchBlockRequest> for super::PatchBlockRequest {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: PatchBlockRequest,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    description: value.description?,
+                    label: value.label?,
+                    limit: value.limit?,
+                    metadata: value.metadata?,
+                    read_only: value.read_only?,
+                    value: value.value?,
+                    version: value.version?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::PatchBlockRequest> for PatchBlockRequest {
+            fn from(value: super::PatchBlockRequest) -> Self {
+                Self {
+                    description: Ok(value.description),
+                    label: Ok(value.label),
+                    limit: Ok(value.limit),
+                    metadata: Ok(value.metadata),
+                    read_only: Ok(value.read_only),
+                    value: Ok(value.value),
+                    version: Ok(value.version),
                 }
             }
         }
@@ -26259,6 +28280,80 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             }
         }
         #[derive(Clone, Debug)]
+        pub struct Unmapped {
+            path: ::std::result::Result<::std::string::String, ::std::string::String>,
+            what: ::std::result::Result<::std::string::String, ::std::string::String>,
+            why: ::std::result::Result<::std::string::String, ::std::string::String>,
+        }
+        impl ::std::default::Default for Unmapped {
+            fn default() -> Self {
+                Self {
+                    path: Err("no value supplied for path".to_string()),
+                    what: Err("no value supplied for what".to_string()),
+                    why: Err("no value supplied for why".to_string()),
+                }
+            }
+        }
+        impl Unmapped {
+            pub fn path<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.path = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for path: {e}")
+                    });
+                self
+            }
+            pub fn what<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.what = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for what: {e}")
+                    });
+                self
+            }
+            pub fn why<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::string::String>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.why = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for why: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<Unmapped> for super::Unmapped {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: Unmapped,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    path: value.path?,
+                    what: value.what?,
+                    why: value.why?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::Unmapped> for Unmapped {
+            fn from(value: super::Unmapped) -> Self {
+                Self {
+                    path: Ok(value.path),
+                    what: Ok(value.what),
+                    why: Ok(value.why),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
         pub struct UpdateConversationRequest {
             metadata: ::std::result::Result<
                 ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -27006,6 +29101,12 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         pub(super) fn create_agent_request_model() -> super::CreateAgentRequestModel {
             super::CreateAgentRequestModel("".to_string())
         }
+        pub(super) fn create_block_request_description() -> super::CreateBlockRequestDescription {
+            super::CreateBlockRequestDescription("".to_string())
+        }
+        pub(super) fn create_block_request_value() -> super::CreateBlockRequestValue {
+            super::CreateBlockRequestValue("".to_string())
+        }
         pub(super) fn create_secret_request_description() -> super::CreateSecretRequestDescription {
             super::CreateSecretRequestDescription("".to_string())
         }
@@ -27226,9 +29327,34 @@ let response = client.agent_update()
     pub fn agent_update(&self) -> builder::AgentUpdate<'_> {
         builder::AgentUpdate::new(self)
     }
-    /**Delete an agent, with its documents, tools and tasks and the sessions in
+    /**Import a Letta Agent File (`.af`)
 
-which it is the only agent; it leaves the agent list of other sessions.
+The body is the file's JSON. Each agent in it becomes an agent here: its system prompt (as instructions), model and settings, tags (in metadata), memory blocks, tools (JSON-schema tools as `function` tools, whose Python source is kept in metadata and is not run here; Letta's memory tools as the built-in `memory` and `conversation_search` tools), MCP servers (as `mcp` tools) and messages (in a new session). Whatever has no counterpart here is listed in `unmapped`, with where it is and why. A body that is not an Agent File is a 422 that says why; nothing is written then. The body may be as large as the server's `request_body_max_bytes`.
+
+Dropshot's router takes no literal segment beside `{id}`, so the route is `POST /api/agents/{id}` and its one id is `import` (any other is a 404).
+
+Sends a `POST` request to `/api/agents/{id}`
+
+Arguments:
+- `id`: `import` (the route is `POST /api/agents/import`); any other id is a 404.
+- `user_id`: The user to put in the session that receives the file's messages (it must exist). Default: a session of the agent alone.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `body`
+```ignore
+let response = client.agent_import()
+    .id(id)
+    .user_id(user_id)
+    .idempotency_key(idempotency_key)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn agent_import(&self) -> builder::AgentImport<'_> {
+        builder::AgentImport::new(self)
+    }
+    /**Delete an agent, with its documents, tools, tasks, memory blocks (and
+
+their edits) and the sessions in which it is the only agent; it leaves the agent list of other sessions.
 
 Sends a `DELETE` request to `/api/agents/{id}`
 
@@ -27261,6 +29387,139 @@ let response = client.agent_patch()
 ```*/
     pub fn agent_patch(&self) -> builder::AgentPatch<'_> {
         builder::AgentPatch::new(self)
+    }
+    /**List an agent's memory blocks, by label
+
+Sends a `GET` request to `/api/agents/{id}/blocks`
+
+Arguments:
+- `id`: The agent's id.
+```ignore
+let response = client.agent_block_list()
+    .id(id)
+    .send()
+    .await;
+```*/
+    pub fn agent_block_list(&self) -> builder::AgentBlockList<'_> {
+        builder::AgentBlockList::new(self)
+    }
+    /**Add a memory block to an agent
+
+The block is in the system message of each of the agent's turns from then on. Its creation is its first edit.
+
+Sends a `POST` request to `/api/agents/{id}/blocks`
+
+Arguments:
+- `id`: The agent's id.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `body`
+```ignore
+let response = client.agent_block_create()
+    .id(id)
+    .idempotency_key(idempotency_key)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn agent_block_create(&self) -> builder::AgentBlockCreate<'_> {
+        builder::AgentBlockCreate::new(self)
+    }
+    /**Get a memory block of an agent
+
+Sends a `GET` request to `/api/agents/{id}/blocks/{block_id}`
+
+Arguments:
+- `id`: The agent's id.
+- `block_id`: The block's id.
+```ignore
+let response = client.agent_block_get()
+    .id(id)
+    .block_id(block_id)
+    .send()
+    .await;
+```*/
+    pub fn agent_block_get(&self) -> builder::AgentBlockGet<'_> {
+        builder::AgentBlockGet::new(self)
+    }
+    /**Delete a memory block of an agent, with its edits
+
+Sends a `DELETE` request to `/api/agents/{id}/blocks/{block_id}`
+
+Arguments:
+- `id`: The agent's id.
+- `block_id`: The block's id.
+```ignore
+let response = client.agent_block_delete()
+    .id(id)
+    .block_id(block_id)
+    .send()
+    .await;
+```*/
+    pub fn agent_block_delete(&self) -> builder::AgentBlockDelete<'_> {
+        builder::AgentBlockDelete::new(self)
+    }
+    /**Change a memory block of an agent
+
+`version` is the version read: if the block changed since, this is a 409 and nothing is written (read it again, and apply the change to what it is now). A new value is an edit, listed with this request's id.
+
+Sends a `PATCH` request to `/api/agents/{id}/blocks/{block_id}`
+
+Arguments:
+- `id`: The agent's id.
+- `block_id`: The block's id.
+- `body`
+```ignore
+let response = client.agent_block_patch()
+    .id(id)
+    .block_id(block_id)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn agent_block_patch(&self) -> builder::AgentBlockPatch<'_> {
+        builder::AgentBlockPatch::new(self)
+    }
+    /**List the edits of an agent's memory block, newest first: each change
+
+of its value, with the value before and after and where it came from (the request, or the turn, message and tool call).
+
+Sends a `GET` request to `/api/agents/{id}/blocks/{block_id}/edits`
+
+Arguments:
+- `id`: The agent's id.
+- `block_id`: The block's id.
+- `limit`: At most this many edits, newest first (1 to 1000). Default: 100.
+```ignore
+let response = client.agent_block_edits()
+    .id(id)
+    .block_id(block_id)
+    .limit(limit)
+    .send()
+    .await;
+```*/
+    pub fn agent_block_edits(&self) -> builder::AgentBlockEdits<'_> {
+        builder::AgentBlockEdits::new(self)
+    }
+    /**Revert an edit of an agent's memory block: its value goes back to what
+
+it was before the edit, as a new edit (`revert`). Only the block's latest change of value can be reverted (409 otherwise: revert the later ones first), and only once.
+
+Sends a `POST` request to `/api/agents/{id}/blocks/{block_id}/edits/{edit_id}/revert`
+
+Arguments:
+- `id`: The agent's id.
+- `block_id`: The block's id.
+- `edit_id`: The edit's id.
+```ignore
+let response = client.agent_block_revert()
+    .id(id)
+    .block_id(block_id)
+    .edit_id(edit_id)
+    .send()
+    .await;
+```*/
+    pub fn agent_block_revert(&self) -> builder::AgentBlockRevert<'_> {
+        builder::AgentBlockRevert::new(self)
     }
     /**List an agent's documents
 
@@ -27341,6 +29600,25 @@ let response = client.agent_doc_delete()
 ```*/
     pub fn agent_doc_delete(&self) -> builder::AgentDocDelete<'_> {
         builder::AgentDocDelete::new(self)
+    }
+    /**Export an agent as a Letta Agent File (`.af`)
+
+The file holds the agent, its memory blocks, its tools (its MCP tools also as MCP servers) and, when `session_id` is given, that session's messages. Importing it gives the same agent back.
+
+Sends a `GET` request to `/api/agents/{id}/export`
+
+Arguments:
+- `id`: The agent's id.
+- `session_id`: A session of the agent whose messages the file carries (at most the last 10,000). Default: none.
+```ignore
+let response = client.agent_export()
+    .id(id)
+    .session_id(session_id)
+    .send()
+    .await;
+```*/
+    pub fn agent_export(&self) -> builder::AgentExport<'_> {
+        builder::AgentExport::new(self)
     }
     /**Search an agent's documents by text (BM25)
 
@@ -28252,7 +30530,9 @@ let response = client.user_update()
     pub fn user_update(&self) -> builder::UserUpdate<'_> {
         builder::UserUpdate::new(self)
     }
-    /**Delete a user, its documents and the sessions in which it is the only user
+    /**Delete a user, its documents, its memory blocks (and their edits) and the
+
+sessions in which it is the only user.
 
 Sends a `DELETE` request to `/api/users/{user_id}`
 
@@ -28285,6 +30565,133 @@ let response = client.user_patch()
 ```*/
     pub fn user_patch(&self) -> builder::UserPatch<'_> {
         builder::UserPatch::new(self)
+    }
+    /**List a user's memory blocks, by label
+
+Sends a `GET` request to `/api/users/{user_id}/blocks`
+
+Arguments:
+- `user_id`: The user's id.
+```ignore
+let response = client.user_block_list()
+    .user_id(user_id)
+    .send()
+    .await;
+```*/
+    pub fn user_block_list(&self) -> builder::UserBlockList<'_> {
+        builder::UserBlockList::new(self)
+    }
+    /**Add a memory block to a user
+
+The block is in the system message of each turn of the sessions the user is in, from then on. Its creation is its first edit.
+
+Sends a `POST` request to `/api/users/{user_id}/blocks`
+
+Arguments:
+- `user_id`: The user's id.
+- `idempotency_key`: Makes retrying this POST safe. A repeat with the same key by the same tenant within 24 hours is not done again: it answers the first answer (status and body, with the header `Idempotent-Replayed: true`; a streamed chat or response, its events as they were sent, up to 1 MiB of them; a longer one is a 409 saying where the answer was saved); the same key on another request (another route or body, compared byte for byte) is a 409; a repeat while the first is still being served waits for its answer (up to 10 s, then a 409). Only successes are remembered: after a 4xx or 5xx nothing was written, and a repeat runs again. A client that got a timeout or a 5xx retries with the same key. 1 to 255 printable ASCII characters, e.g. a UUID.
+- `body`
+```ignore
+let response = client.user_block_create()
+    .user_id(user_id)
+    .idempotency_key(idempotency_key)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn user_block_create(&self) -> builder::UserBlockCreate<'_> {
+        builder::UserBlockCreate::new(self)
+    }
+    /**Get a memory block of a user
+
+Sends a `GET` request to `/api/users/{user_id}/blocks/{block_id}`
+
+Arguments:
+- `user_id`: The user's id.
+- `block_id`: The block's id.
+```ignore
+let response = client.user_block_get()
+    .user_id(user_id)
+    .block_id(block_id)
+    .send()
+    .await;
+```*/
+    pub fn user_block_get(&self) -> builder::UserBlockGet<'_> {
+        builder::UserBlockGet::new(self)
+    }
+    /**Delete a memory block of a user, with its edits
+
+Sends a `DELETE` request to `/api/users/{user_id}/blocks/{block_id}`
+
+Arguments:
+- `user_id`: The user's id.
+- `block_id`: The block's id.
+```ignore
+let response = client.user_block_delete()
+    .user_id(user_id)
+    .block_id(block_id)
+    .send()
+    .await;
+```*/
+    pub fn user_block_delete(&self) -> builder::UserBlockDelete<'_> {
+        builder::UserBlockDelete::new(self)
+    }
+    /**Change a memory block of a user; see `agent_block_patch`
+
+Sends a `PATCH` request to `/api/users/{user_id}/blocks/{block_id}`
+
+Arguments:
+- `user_id`: The user's id.
+- `block_id`: The block's id.
+- `body`
+```ignore
+let response = client.user_block_patch()
+    .user_id(user_id)
+    .block_id(block_id)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn user_block_patch(&self) -> builder::UserBlockPatch<'_> {
+        builder::UserBlockPatch::new(self)
+    }
+    /**List the edits of a user's memory block, newest first; see `agent_block_edits`
+
+Sends a `GET` request to `/api/users/{user_id}/blocks/{block_id}/edits`
+
+Arguments:
+- `user_id`: The user's id.
+- `block_id`: The block's id.
+- `limit`: At most this many edits, newest first (1 to 1000). Default: 100.
+```ignore
+let response = client.user_block_edits()
+    .user_id(user_id)
+    .block_id(block_id)
+    .limit(limit)
+    .send()
+    .await;
+```*/
+    pub fn user_block_edits(&self) -> builder::UserBlockEdits<'_> {
+        builder::UserBlockEdits::new(self)
+    }
+    /**Revert an edit of a user's memory block; see `agent_block_revert`
+
+Sends a `POST` request to `/api/users/{user_id}/blocks/{block_id}/edits/{edit_id}/revert`
+
+Arguments:
+- `user_id`: The user's id.
+- `block_id`: The block's id.
+- `edit_id`: The edit's id.
+```ignore
+let response = client.user_block_revert()
+    .user_id(user_id)
+    .block_id(block_id)
+    .edit_id(edit_id)
+    .send()
+    .await;
+```*/
+    pub fn user_block_revert(&self) -> builder::UserBlockRevert<'_> {
+        builder::UserBlockRevert::new(self)
     }
     /**List a user's documents
 
@@ -29360,6 +31767,182 @@ pub mod builder {
             }
         }
     }
+    /**Builder for [`Client::agent_import`]
+
+[`Client::agent_import`]: super::Client::agent_import*/
+    #[derive(Debug, Clone)]
+    pub struct AgentImport<'a> {
+        client: &'a super::Client,
+        id: Result<types::AgentImportId, String>,
+        user_id: Result<Option<::uuid::Uuid>, String>,
+        idempotency_key: Result<Option<types::AgentImportIdempotencyKey>, String>,
+        body: Result<
+            ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+            String,
+        >,
+    }
+    impl<'a> AgentImport<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                user_id: Ok(None),
+                idempotency_key: Ok(None),
+                body: Err("body was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AgentImportId>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| "conversion to `AgentImportId` for id failed".to_string());
+            self
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for user_id failed".to_string()
+                });
+            self
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AgentImportIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `AgentImportIdempotencyKey` for idempotency_key failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+            >,
+        {
+            self.body = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: serde_json :: Map < :: std :: string :: String , :: serde_json :: Value >` for body failed"
+                        .to_string()
+                });
+            self
+        }
+        ///Sends a `POST` request to `/api/agents/{id}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::AgentFileImport>, Error<types::Error>> {
+            let Self { client, id, user_id, idempotency_key, body } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
+            let body = body.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .query(&progenitor_client::QueryParam::new("user_id", &user_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agent_import",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
     /**Builder for [`Client::agent_delete`]
 
 [`Client::agent_delete`]: super::Client::agent_delete*/
@@ -29575,6 +32158,960 @@ pub mod builder {
                     )
                 }
                 408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agent_block_list`]
+
+[`Client::agent_block_list`]: super::Client::agent_block_list*/
+    #[derive(Debug, Clone)]
+    pub struct AgentBlockList<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> AgentBlockList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/agents/{id}/blocks`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ListResponseForBlock>, Error<types::Error>> {
+            let Self { client, id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/blocks", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agent_block_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agent_block_create`]
+
+[`Client::agent_block_create`]: super::Client::agent_block_create*/
+    #[derive(Debug, Clone)]
+    pub struct AgentBlockCreate<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        idempotency_key: Result<Option<types::AgentBlockCreateIdempotencyKey>, String>,
+        body: Result<types::builder::CreateBlockRequest, String>,
+    }
+    impl<'a> AgentBlockCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                idempotency_key: Ok(None),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::AgentBlockCreateIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `AgentBlockCreateIdempotencyKey` for idempotency_key failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CreateBlockRequest>,
+            <V as std::convert::TryInto<
+                types::CreateBlockRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `CreateBlockRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::CreateBlockRequest,
+            ) -> types::builder::CreateBlockRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/agents/{id}/blocks`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Block>, Error<types::Error>> {
+            let Self { client, id, idempotency_key, body } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::CreateBlockRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/blocks", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agent_block_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agent_block_get`]
+
+[`Client::agent_block_get`]: super::Client::agent_block_get*/
+    #[derive(Debug, Clone)]
+    pub struct AgentBlockGet<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        block_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> AgentBlockGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                block_id: Err("block_id was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn block_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.block_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for block_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/agents/{id}/blocks/{block_id}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Block>, Error<types::Error>> {
+            let Self { client, id, block_id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let block_id = block_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/blocks/{}", client.baseurl, encode_path(& id
+                .to_string()), encode_path(& block_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agent_block_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agent_block_delete`]
+
+[`Client::agent_block_delete`]: super::Client::agent_block_delete*/
+    #[derive(Debug, Clone)]
+    pub struct AgentBlockDelete<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        block_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> AgentBlockDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                block_id: Err("block_id was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn block_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.block_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for block_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `DELETE` request to `/api/agents/{id}/blocks/{block_id}`
+        pub async fn send(self) -> Result<ResponseValue<()>, Error<types::Error>> {
+            let Self { client, id, block_id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let block_id = block_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/blocks/{}", client.baseurl, encode_path(& id
+                .to_string()), encode_path(& block_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agent_block_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                204u16 => Ok(ResponseValue::empty(response)),
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agent_block_patch`]
+
+[`Client::agent_block_patch`]: super::Client::agent_block_patch*/
+    #[derive(Debug, Clone)]
+    pub struct AgentBlockPatch<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        block_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::PatchBlockRequest, String>,
+    }
+    impl<'a> AgentBlockPatch<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                block_id: Err("block_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn block_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.block_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for block_id failed".to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::PatchBlockRequest>,
+            <V as std::convert::TryInto<
+                types::PatchBlockRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `PatchBlockRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::PatchBlockRequest,
+            ) -> types::builder::PatchBlockRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PATCH` request to `/api/agents/{id}/blocks/{block_id}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Block>, Error<types::Error>> {
+            let Self { client, id, block_id, body } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let block_id = block_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::PatchBlockRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/blocks/{}", client.baseurl, encode_path(& id
+                .to_string()), encode_path(& block_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .patch(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agent_block_patch",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agent_block_edits`]
+
+[`Client::agent_block_edits`]: super::Client::agent_block_edits*/
+    #[derive(Debug, Clone)]
+    pub struct AgentBlockEdits<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        block_id: Result<::uuid::Uuid, String>,
+        limit: Result<Option<::std::num::NonZeroU64>, String>,
+    }
+    impl<'a> AgentBlockEdits<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                block_id: Err("block_id was not initialized".to_string()),
+                limit: Ok(None),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn block_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.block_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for block_id failed".to_string()
+                });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: num :: NonZeroU64` for limit failed"
+                        .to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/agents/{id}/blocks/{block_id}/edits`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<types::ListResponseForBlockEdit>,
+            Error<types::Error>,
+        > {
+            let Self { client, id, block_id, limit } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let block_id = block_id.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/blocks/{}/edits", client.baseurl, encode_path(& id
+                .to_string()), encode_path(& block_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agent_block_edits",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agent_block_revert`]
+
+[`Client::agent_block_revert`]: super::Client::agent_block_revert*/
+    #[derive(Debug, Clone)]
+    pub struct AgentBlockRevert<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        block_id: Result<::uuid::Uuid, String>,
+        edit_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> AgentBlockRevert<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                block_id: Err("block_id was not initialized".to_string()),
+                edit_id: Err("edit_id was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn block_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.block_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for block_id failed".to_string()
+                });
+            self
+        }
+        pub fn edit_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.edit_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for edit_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `POST` request to `/api/agents/{id}/blocks/{block_id}/edits/{edit_id}/revert`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Block>, Error<types::Error>> {
+            let Self { client, id, block_id, edit_id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let block_id = block_id.map_err(Error::InvalidRequest)?;
+            let edit_id = edit_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/blocks/{}/edits/{}/revert", client.baseurl,
+                encode_path(& id.to_string()), encode_path(& block_id.to_string()),
+                encode_path(& edit_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agent_block_revert",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -30212,6 +33749,126 @@ pub mod builder {
                     )
                 }
                 507u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agent_export`]
+
+[`Client::agent_export`]: super::Client::agent_export*/
+    #[derive(Debug, Clone)]
+    pub struct AgentExport<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        session_id: Result<Option<::uuid::Uuid>, String>,
+    }
+    impl<'a> AgentExport<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                session_id: Ok(None),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn session_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.session_id = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for session_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/agents/{id}/export`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<::serde_json::Map<::std::string::String, ::serde_json::Value>>,
+            Error<types::Error>,
+        > {
+            let Self { client, id, session_id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let session_id = session_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/export", client.baseurl, encode_path(& id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("session_id", &session_id))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agent_export",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -36944,6 +40601,962 @@ pub mod builder {
                     )
                 }
                 408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::user_block_list`]
+
+[`Client::user_block_list`]: super::Client::user_block_list*/
+    #[derive(Debug, Clone)]
+    pub struct UserBlockList<'a> {
+        client: &'a super::Client,
+        user_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> UserBlockList<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                user_id: Err("user_id was not initialized".to_string()),
+            }
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for user_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/users/{user_id}/blocks`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::ListResponseForBlock>, Error<types::Error>> {
+            let Self { client, user_id } = self;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/users/{}/blocks", client.baseurl, encode_path(& user_id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "user_block_list",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::user_block_create`]
+
+[`Client::user_block_create`]: super::Client::user_block_create*/
+    #[derive(Debug, Clone)]
+    pub struct UserBlockCreate<'a> {
+        client: &'a super::Client,
+        user_id: Result<::uuid::Uuid, String>,
+        idempotency_key: Result<Option<types::UserBlockCreateIdempotencyKey>, String>,
+        body: Result<types::builder::CreateBlockRequest, String>,
+    }
+    impl<'a> UserBlockCreate<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                user_id: Err("user_id was not initialized".to_string()),
+                idempotency_key: Ok(None),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for user_id failed".to_string()
+                });
+            self
+        }
+        pub fn idempotency_key<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::UserBlockCreateIdempotencyKey>,
+        {
+            self.idempotency_key = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `UserBlockCreateIdempotencyKey` for idempotency_key failed"
+                        .to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::CreateBlockRequest>,
+            <V as std::convert::TryInto<
+                types::CreateBlockRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `CreateBlockRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::CreateBlockRequest,
+            ) -> types::builder::CreateBlockRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `POST` request to `/api/users/{user_id}/blocks`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Block>, Error<types::Error>> {
+            let Self { client, user_id, idempotency_key, body } = self;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let idempotency_key = idempotency_key.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::CreateBlockRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/users/{}/blocks", client.baseurl, encode_path(& user_id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(2usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            if let Some(value) = idempotency_key {
+                header_map.append("idempotency-key", value.to_string().try_into()?);
+            }
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "user_block_create",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                201u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::user_block_get`]
+
+[`Client::user_block_get`]: super::Client::user_block_get*/
+    #[derive(Debug, Clone)]
+    pub struct UserBlockGet<'a> {
+        client: &'a super::Client,
+        user_id: Result<::uuid::Uuid, String>,
+        block_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> UserBlockGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                user_id: Err("user_id was not initialized".to_string()),
+                block_id: Err("block_id was not initialized".to_string()),
+            }
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for user_id failed".to_string()
+                });
+            self
+        }
+        pub fn block_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.block_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for block_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/users/{user_id}/blocks/{block_id}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Block>, Error<types::Error>> {
+            let Self { client, user_id, block_id } = self;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let block_id = block_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/users/{}/blocks/{}", client.baseurl, encode_path(& user_id
+                .to_string()), encode_path(& block_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "user_block_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::user_block_delete`]
+
+[`Client::user_block_delete`]: super::Client::user_block_delete*/
+    #[derive(Debug, Clone)]
+    pub struct UserBlockDelete<'a> {
+        client: &'a super::Client,
+        user_id: Result<::uuid::Uuid, String>,
+        block_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> UserBlockDelete<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                user_id: Err("user_id was not initialized".to_string()),
+                block_id: Err("block_id was not initialized".to_string()),
+            }
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for user_id failed".to_string()
+                });
+            self
+        }
+        pub fn block_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.block_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for block_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `DELETE` request to `/api/users/{user_id}/blocks/{block_id}`
+        pub async fn send(self) -> Result<ResponseValue<()>, Error<types::Error>> {
+            let Self { client, user_id, block_id } = self;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let block_id = block_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/users/{}/blocks/{}", client.baseurl, encode_path(& user_id
+                .to_string()), encode_path(& block_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .delete(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "user_block_delete",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                204u16 => Ok(ResponseValue::empty(response)),
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::user_block_patch`]
+
+[`Client::user_block_patch`]: super::Client::user_block_patch*/
+    #[derive(Debug, Clone)]
+    pub struct UserBlockPatch<'a> {
+        client: &'a super::Client,
+        user_id: Result<::uuid::Uuid, String>,
+        block_id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::PatchBlockRequest, String>,
+    }
+    impl<'a> UserBlockPatch<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                user_id: Err("user_id was not initialized".to_string()),
+                block_id: Err("block_id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for user_id failed".to_string()
+                });
+            self
+        }
+        pub fn block_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.block_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for block_id failed".to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::PatchBlockRequest>,
+            <V as std::convert::TryInto<
+                types::PatchBlockRequest,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `PatchBlockRequest` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::PatchBlockRequest,
+            ) -> types::builder::PatchBlockRequest,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PATCH` request to `/api/users/{user_id}/blocks/{block_id}`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Block>, Error<types::Error>> {
+            let Self { client, user_id, block_id, body } = self;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let block_id = block_id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::PatchBlockRequest::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/users/{}/blocks/{}", client.baseurl, encode_path(& user_id
+                .to_string()), encode_path(& block_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .patch(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "user_block_patch",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::user_block_edits`]
+
+[`Client::user_block_edits`]: super::Client::user_block_edits*/
+    #[derive(Debug, Clone)]
+    pub struct UserBlockEdits<'a> {
+        client: &'a super::Client,
+        user_id: Result<::uuid::Uuid, String>,
+        block_id: Result<::uuid::Uuid, String>,
+        limit: Result<Option<::std::num::NonZeroU64>, String>,
+    }
+    impl<'a> UserBlockEdits<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                user_id: Err("user_id was not initialized".to_string()),
+                block_id: Err("block_id was not initialized".to_string()),
+                limit: Ok(None),
+            }
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for user_id failed".to_string()
+                });
+            self
+        }
+        pub fn block_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.block_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for block_id failed".to_string()
+                });
+            self
+        }
+        pub fn limit<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::std::num::NonZeroU64>,
+        {
+            self.limit = value
+                .try_into()
+                .map(Some)
+                .map_err(|_| {
+                    "conversion to `:: std :: num :: NonZeroU64` for limit failed"
+                        .to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/users/{user_id}/blocks/{block_id}/edits`
+        pub async fn send(
+            self,
+        ) -> Result<
+            ResponseValue<types::ListResponseForBlockEdit>,
+            Error<types::Error>,
+        > {
+            let Self { client, user_id, block_id, limit } = self;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let block_id = block_id.map_err(Error::InvalidRequest)?;
+            let limit = limit.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/users/{}/blocks/{}/edits", client.baseurl, encode_path(& user_id
+                .to_string()), encode_path(& block_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .query(&progenitor_client::QueryParam::new("limit", &limit))
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "user_block_edits",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::user_block_revert`]
+
+[`Client::user_block_revert`]: super::Client::user_block_revert*/
+    #[derive(Debug, Clone)]
+    pub struct UserBlockRevert<'a> {
+        client: &'a super::Client,
+        user_id: Result<::uuid::Uuid, String>,
+        block_id: Result<::uuid::Uuid, String>,
+        edit_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> UserBlockRevert<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                user_id: Err("user_id was not initialized".to_string()),
+                block_id: Err("block_id was not initialized".to_string()),
+                edit_id: Err("edit_id was not initialized".to_string()),
+            }
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for user_id failed".to_string()
+                });
+            self
+        }
+        pub fn block_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.block_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for block_id failed".to_string()
+                });
+            self
+        }
+        pub fn edit_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.edit_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for edit_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `POST` request to `/api/users/{user_id}/blocks/{block_id}/edits/{edit_id}/revert`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Block>, Error<types::Error>> {
+            let Self { client, user_id, block_id, edit_id } = self;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let block_id = block_id.map_err(Error::InvalidRequest)?;
+            let edit_id = edit_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/users/{}/blocks/{}/edits/{}/revert", client.baseurl,
+                encode_path(& user_id.to_string()), encode_path(& block_id.to_string()),
+                encode_path(& edit_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "user_block_revert",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,

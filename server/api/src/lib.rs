@@ -189,7 +189,8 @@ pub trait AgentPlatformApi {
         body: JsonBody<PatchUserRequest>,
     ) -> Ok200<User>;
 
-    /// Delete a user, its documents and the sessions in which it is the only user.
+    /// Delete a user, its documents, its memory blocks (and their edits) and the
+    /// sessions in which it is the only user.
     #[endpoint { method = DELETE, path = "/api/users/{user_id}", tags = ["users"] }]
     async fn user_delete(rqctx: RequestContext<Self::Context>, path: PathParams<UserPath>) -> Deleted;
 
@@ -234,10 +235,179 @@ pub trait AgentPlatformApi {
         body: JsonBody<PatchAgentRequest>,
     ) -> Ok200<Agent>;
 
-    /// Delete an agent, with its documents, tools and tasks and the sessions in
-    /// which it is the only agent; it leaves the agent list of other sessions.
+    /// Delete an agent, with its documents, tools, tasks, memory blocks (and
+    /// their edits) and the sessions in which it is the only agent; it leaves
+    /// the agent list of other sessions.
     #[endpoint { method = DELETE, path = "/api/agents/{id}", tags = ["agents"] }]
     async fn agent_delete(rqctx: RequestContext<Self::Context>, path: PathParams<AgentPath>) -> Deleted;
+
+    /// Import a Letta Agent File (`.af`).
+    ///
+    /// The body is the file's JSON. Each agent in it becomes an agent here:
+    /// its system prompt (as instructions), model and settings, tags (in
+    /// metadata), memory blocks, tools (JSON-schema tools as `function`
+    /// tools, whose Python source is kept in metadata and is not run here;
+    /// Letta's memory tools as the built-in `memory` and
+    /// `conversation_search` tools), MCP servers (as `mcp` tools) and
+    /// messages (in a new session). Whatever has no counterpart here is
+    /// listed in `unmapped`, with where it is and why. A body that is not an
+    /// Agent File is a 422 that says why; nothing is written then. The body
+    /// may be as large as the server's `request_body_max_bytes`.
+    ///
+    /// Dropshot's router takes no literal segment beside `{id}`, so the
+    /// route is `POST /api/agents/{id}` and its one id is `import` (any other
+    /// is a 404).
+    #[endpoint { method = POST, path = "/api/agents/{id}", tags = ["agents"] }]
+    async fn agent_import(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentImportPath>,
+        query: QueryParams<AgentImportParams>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<AgentFile>,
+    ) -> Created<AgentFileImport>;
+
+    /// Export an agent as a Letta Agent File (`.af`).
+    ///
+    /// The file holds the agent, its memory blocks, its tools (its MCP
+    /// tools also as MCP servers) and, when `session_id` is given, that
+    /// session's messages. Importing it gives the same agent back.
+    #[endpoint { method = GET, path = "/api/agents/{id}/export", tags = ["agents"] }]
+    async fn agent_export(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        query: QueryParams<AgentExportParams>,
+    ) -> Ok200<AgentFile>;
+
+    // ------------------------------------------------------------ memory blocks
+
+    /// Add a memory block to an agent.
+    ///
+    /// The block is in the system message of each of the agent's turns from
+    /// then on. Its creation is its first edit.
+    #[endpoint { method = POST, path = "/api/agents/{id}/blocks", tags = ["memory"] }]
+    async fn agent_block_create(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<CreateBlockRequest>,
+    ) -> Created<Block>;
+
+    /// List an agent's memory blocks, by label.
+    #[endpoint { method = GET, path = "/api/agents/{id}/blocks", tags = ["memory"] }]
+    async fn agent_block_list(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+    ) -> Ok200<ListResponse<Block>>;
+
+    /// Get a memory block of an agent.
+    #[endpoint { method = GET, path = "/api/agents/{id}/blocks/{block_id}", tags = ["memory"] }]
+    async fn agent_block_get(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentBlockPath>,
+    ) -> Ok200<Block>;
+
+    /// Change a memory block of an agent.
+    ///
+    /// `version` is the version read: if the block changed since, this is a
+    /// 409 and nothing is written (read it again, and apply the change to
+    /// what it is now). A new value is an edit, listed with this request's id.
+    #[endpoint { method = PATCH, path = "/api/agents/{id}/blocks/{block_id}", tags = ["memory"] }]
+    async fn agent_block_patch(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentBlockPath>,
+        body: JsonBody<PatchBlockRequest>,
+    ) -> Ok200<Block>;
+
+    /// Delete a memory block of an agent, with its edits.
+    #[endpoint { method = DELETE, path = "/api/agents/{id}/blocks/{block_id}", tags = ["memory"] }]
+    async fn agent_block_delete(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentBlockPath>,
+    ) -> Deleted;
+
+    /// List the edits of an agent's memory block, newest first: each change
+    /// of its value, with the value before and after and where it came from
+    /// (the request, or the turn, message and tool call).
+    #[endpoint { method = GET, path = "/api/agents/{id}/blocks/{block_id}/edits", tags = ["memory"] }]
+    async fn agent_block_edits(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentBlockPath>,
+        query: QueryParams<BlockEditListParams>,
+    ) -> Ok200<ListResponse<BlockEdit>>;
+
+    /// Revert an edit of an agent's memory block: its value goes back to what
+    /// it was before the edit, as a new edit (`revert`). Only the block's
+    /// latest change of value can be reverted (409 otherwise: revert the
+    /// later ones first), and only once.
+    #[endpoint {
+        method = POST,
+        path = "/api/agents/{id}/blocks/{block_id}/edits/{edit_id}/revert",
+        tags = ["memory"]
+    }]
+    async fn agent_block_revert(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentBlockEditPath>,
+    ) -> Ok200<Block>;
+
+    /// Add a memory block to a user.
+    ///
+    /// The block is in the system message of each turn of the sessions the
+    /// user is in, from then on. Its creation is its first edit.
+    #[endpoint { method = POST, path = "/api/users/{user_id}/blocks", tags = ["memory"] }]
+    async fn user_block_create(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserPath>,
+        idempotency: IdempotencyKey,
+        body: JsonBody<CreateBlockRequest>,
+    ) -> Created<Block>;
+
+    /// List a user's memory blocks, by label.
+    #[endpoint { method = GET, path = "/api/users/{user_id}/blocks", tags = ["memory"] }]
+    async fn user_block_list(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserPath>,
+    ) -> Ok200<ListResponse<Block>>;
+
+    /// Get a memory block of a user.
+    #[endpoint { method = GET, path = "/api/users/{user_id}/blocks/{block_id}", tags = ["memory"] }]
+    async fn user_block_get(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserBlockPath>,
+    ) -> Ok200<Block>;
+
+    /// Change a memory block of a user; see `agent_block_patch`.
+    #[endpoint { method = PATCH, path = "/api/users/{user_id}/blocks/{block_id}", tags = ["memory"] }]
+    async fn user_block_patch(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserBlockPath>,
+        body: JsonBody<PatchBlockRequest>,
+    ) -> Ok200<Block>;
+
+    /// Delete a memory block of a user, with its edits.
+    #[endpoint { method = DELETE, path = "/api/users/{user_id}/blocks/{block_id}", tags = ["memory"] }]
+    async fn user_block_delete(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserBlockPath>,
+    ) -> Deleted;
+
+    /// List the edits of a user's memory block, newest first; see `agent_block_edits`.
+    #[endpoint { method = GET, path = "/api/users/{user_id}/blocks/{block_id}/edits", tags = ["memory"] }]
+    async fn user_block_edits(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserBlockPath>,
+        query: QueryParams<BlockEditListParams>,
+    ) -> Ok200<ListResponse<BlockEdit>>;
+
+    /// Revert an edit of a user's memory block; see `agent_block_revert`.
+    #[endpoint {
+        method = POST,
+        path = "/api/users/{user_id}/blocks/{block_id}/edits/{edit_id}/revert",
+        tags = ["memory"]
+    }]
+    async fn user_block_revert(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserBlockEditPath>,
+    ) -> Ok200<Block>;
 
     // ------------------------------------------------------------ sessions
 

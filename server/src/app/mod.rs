@@ -3,6 +3,7 @@
 //! Handlers call these functions with validated contract types and a tenant;
 //! they read and write through the [`Store`] trait only.
 
+pub mod agent_file;
 pub mod agents;
 mod changes;
 pub mod chat;
@@ -18,6 +19,7 @@ pub mod idempotency;
 pub mod keys;
 pub mod lease;
 pub mod locks;
+pub mod memory;
 pub mod messages;
 pub mod not_found;
 pub mod parts;

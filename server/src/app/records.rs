@@ -185,6 +185,7 @@ impl App {
             for k in owned {
                 ops.push(Op::DeleteScope { kind: *k, scope: id });
             }
+            ops.extend(self.block_delete_ops(t, id).await?);
             let mut gone = Vec::new();
             for sid in self.store.referencing(t.0, Kind::Session, id).await? {
                 let Some(mut s) = self.store.get(t.0, Kind::Session, sid).await? else { continue };

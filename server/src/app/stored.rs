@@ -241,6 +241,8 @@ pub enum StoredToolType {
     ApiCall,
     Mcp,
     FileSearch,
+    Memory,
+    ConversationSearch,
 }
 
 impl From<ToolType> for StoredToolType {
@@ -250,6 +252,8 @@ impl From<ToolType> for StoredToolType {
             ToolType::ApiCall => StoredToolType::ApiCall,
             ToolType::Mcp => StoredToolType::Mcp,
             ToolType::FileSearch => StoredToolType::FileSearch,
+            ToolType::Memory => StoredToolType::Memory,
+            ToolType::ConversationSearch => StoredToolType::ConversationSearch,
         }
     }
 }
@@ -261,6 +265,8 @@ impl From<StoredToolType> for ToolType {
             StoredToolType::ApiCall => ToolType::ApiCall,
             StoredToolType::Mcp => ToolType::Mcp,
             StoredToolType::FileSearch => ToolType::FileSearch,
+            StoredToolType::Memory => ToolType::Memory,
+            StoredToolType::ConversationSearch => ToolType::ConversationSearch,
         }
     }
 }

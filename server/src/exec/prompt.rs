@@ -136,6 +136,10 @@ pub async fn tool_call_step(env: &StepEnv<'_>, tool: &str, arguments: Value) -> 
             "tool {tool:?} is an MCP server: a tool_call step calls one tool; offer the server's tools \
              to a prompt step instead"
         )),
+        ToolType::Memory | ToolType::ConversationSearch => Err(format!(
+            "tool {tool:?} is one of the server's memory tools: the model calls those; offer it to a \
+             prompt step instead"
+        )),
         ToolType::FileSearch => {
             let query = arguments.get("query").and_then(Value::as_str).unwrap_or_default();
             let owner = DocOwner { id: env.agent.id, role: OwnerRole::Agent };
@@ -210,7 +214,16 @@ fn tool_spec(tool: &ToolDef) -> ToolSpec {
     let parameters = match (&tool.function, tool.kind) {
         (Some(f), _) => Value::Object(f.parameters.clone()),
         // An api_call tool says nothing of its arguments: any object.
-        (None, ToolType::ApiCall | ToolType::Mcp | ToolType::FileSearch) => json!({"type": "object"}),
+        (
+            None,
+            ToolType::ApiCall
+            | ToolType::Mcp
+            | ToolType::FileSearch
+            | ToolType::Memory
+            | ToolType::ConversationSearch,
+        ) => {
+            json!({"type": "object"})
+        }
         (None, ToolType::Function) => json!({"type": "object", "properties": {}}),
     };
     let description = (!tool.description.is_empty()).then(|| tool.description.clone());
@@ -237,7 +250,12 @@ async fn base_request(
         serde_json::from_value(Value::Object(settings)).map_err(|e| format!("prompt step: settings: {e}"))?;
     let mut tools: Vec<ToolSpec> = offered
         .iter()
-        .filter(|t| !matches!(t.kind, ToolType::Mcp | ToolType::FileSearch))
+        .filter(|t| {
+            !matches!(
+                t.kind,
+                ToolType::Mcp | ToolType::FileSearch | ToolType::Memory | ToolType::ConversationSearch
+            )
+        })
         .map(|t| tool_spec(t))
         .collect();
     // An mcp tool offers its server's tools (see `app::turn::tools`).
@@ -395,10 +413,9 @@ async fn run_calls(
                 format!("error: {name:?} is an MCP server, not one of its tools"),
             )),
             // Offered through the toolbox, run above.
-            (ToolType::FileSearch, Ok(_)) => messages.push(ChatMessage::tool_result(
-                &call.id,
-                format!("error: {name:?} is not offered in this step"),
-            )),
+            (ToolType::FileSearch | ToolType::Memory | ToolType::ConversationSearch, Ok(_)) => messages.push(
+                ChatMessage::tool_result(&call.id, format!("error: {name:?} is not offered in this step")),
+            ),
             (ToolType::Function, Ok(arguments)) => {
                 let paused = PausedPrompt {
                     messages: std::mem::take(messages),

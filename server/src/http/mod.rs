@@ -15,6 +15,7 @@ pub mod docs;
 pub mod error;
 pub mod executions;
 pub mod keys;
+pub mod memory;
 pub mod openai;
 pub mod openai_models;
 pub mod paging;
@@ -171,6 +172,128 @@ impl AgentPlatformApi for Impl {
 
     async fn agent_delete(rqctx: RequestContext<Ctx>, path: PathParams<AgentPath>) -> Deleted {
         agents::agent_delete(rqctx, path).await
+    }
+
+    async fn agent_import(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentImportPath>,
+        query: QueryParams<AgentImportParams>,
+        key: IdempotencyKey,
+        body: JsonBody<AgentFile>,
+    ) -> Created<AgentFileImport> {
+        memory::agent_import(rqctx, path, query, key, body).await
+    }
+
+    async fn agent_export(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        query: QueryParams<AgentExportParams>,
+    ) -> Ok200<AgentFile> {
+        memory::agent_export(rqctx, path, query).await
+    }
+
+    async fn agent_block_create(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        key: IdempotencyKey,
+        body: JsonBody<CreateBlockRequest>,
+    ) -> Created<Block> {
+        memory::block_create(rqctx, memory::of_agent(path.into_inner().id), key, body).await
+    }
+
+    async fn agent_block_list(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+    ) -> Ok200<ListResponse<Block>> {
+        memory::block_list(rqctx, memory::of_agent(path.into_inner().id)).await
+    }
+
+    async fn agent_block_get(rqctx: RequestContext<Ctx>, path: PathParams<AgentBlockPath>) -> Ok200<Block> {
+        let p = path.into_inner();
+        memory::block_get(rqctx, memory::of_agent(p.id), p.block_id).await
+    }
+
+    async fn agent_block_patch(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentBlockPath>,
+        body: JsonBody<PatchBlockRequest>,
+    ) -> Ok200<Block> {
+        let p = path.into_inner();
+        memory::block_patch(rqctx, memory::of_agent(p.id), p.block_id, body).await
+    }
+
+    async fn agent_block_delete(rqctx: RequestContext<Ctx>, path: PathParams<AgentBlockPath>) -> Deleted {
+        let p = path.into_inner();
+        memory::block_delete(rqctx, memory::of_agent(p.id), p.block_id).await
+    }
+
+    async fn agent_block_edits(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentBlockPath>,
+        query: QueryParams<BlockEditListParams>,
+    ) -> Ok200<ListResponse<BlockEdit>> {
+        let p = path.into_inner();
+        memory::block_edits(rqctx, memory::of_agent(p.id), p.block_id, query).await
+    }
+
+    async fn agent_block_revert(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentBlockEditPath>,
+    ) -> Ok200<Block> {
+        let p = path.into_inner();
+        memory::block_revert(rqctx, memory::of_agent(p.id), p.block_id, p.edit_id).await
+    }
+
+    async fn user_block_create(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<UserPath>,
+        key: IdempotencyKey,
+        body: JsonBody<CreateBlockRequest>,
+    ) -> Created<Block> {
+        memory::block_create(rqctx, memory::of_user(path.into_inner().user_id), key, body).await
+    }
+
+    async fn user_block_list(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<UserPath>,
+    ) -> Ok200<ListResponse<Block>> {
+        memory::block_list(rqctx, memory::of_user(path.into_inner().user_id)).await
+    }
+
+    async fn user_block_get(rqctx: RequestContext<Ctx>, path: PathParams<UserBlockPath>) -> Ok200<Block> {
+        let p = path.into_inner();
+        memory::block_get(rqctx, memory::of_user(p.user_id), p.block_id).await
+    }
+
+    async fn user_block_patch(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<UserBlockPath>,
+        body: JsonBody<PatchBlockRequest>,
+    ) -> Ok200<Block> {
+        let p = path.into_inner();
+        memory::block_patch(rqctx, memory::of_user(p.user_id), p.block_id, body).await
+    }
+
+    async fn user_block_delete(rqctx: RequestContext<Ctx>, path: PathParams<UserBlockPath>) -> Deleted {
+        let p = path.into_inner();
+        memory::block_delete(rqctx, memory::of_user(p.user_id), p.block_id).await
+    }
+
+    async fn user_block_edits(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<UserBlockPath>,
+        query: QueryParams<BlockEditListParams>,
+    ) -> Ok200<ListResponse<BlockEdit>> {
+        let p = path.into_inner();
+        memory::block_edits(rqctx, memory::of_user(p.user_id), p.block_id, query).await
+    }
+
+    async fn user_block_revert(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<UserBlockEditPath>,
+    ) -> Ok200<Block> {
+        let p = path.into_inner();
+        memory::block_revert(rqctx, memory::of_user(p.user_id), p.block_id, p.edit_id).await
     }
 
     async fn session_create(

@@ -81,6 +81,10 @@ pub enum Kind {
     /// A server's claim on a background response, until `expires_at` (id:
     /// the response's): on a shared store, one server runs it.
     RunLease = 20,
+    /// A memory block of an agent or a user (scope: its owner; unique name: its label).
+    Block = 21,
+    /// One change of a memory block's value, with its provenance (scope: the block).
+    BlockEdit = 22,
 }
 
 impl Kind {
@@ -106,6 +110,8 @@ impl Kind {
             Kind::Secret => "secret",
             Kind::Run => "background response",
             Kind::RunLease => "background response lease",
+            Kind::Block => "memory block",
+            Kind::BlockEdit => "memory block edit",
         }
     }
 }

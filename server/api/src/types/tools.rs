@@ -44,6 +44,18 @@ pub enum ToolType {
     /// the agent's): the model calls it, under the tool's name, with a
     /// `query`, and reads the best passages. No definition besides the name.
     FileSearch,
+    /// The built-in memory tools, run by the server: `memory_insert`,
+    /// `memory_replace` and `memory_rethink` edit, by label, the memory
+    /// blocks of the tool's agent and of the session's users (see
+    /// `/api/agents/{id}/blocks`); each edit is listed with the turn and call
+    /// that made it. The model calls them by those names (the tool's own name
+    /// only labels it). No definition besides the name.
+    Memory,
+    /// A search the server runs over past messages, called by the model under
+    /// the tool's name with a `query` (and optionally `roles`, `start_date`,
+    /// `end_date`, `limit`): the messages of the session and of the other
+    /// sessions of its users, ranked by BM25. No definition besides the name.
+    ConversationSearch,
 }
 
 fn empty_object_schema() -> JsonObject {

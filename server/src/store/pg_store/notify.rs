@@ -142,6 +142,8 @@ fn kind_of(code: u8) -> Option<Kind> {
         Secret,
         Run,
         RunLease,
+        Block,
+        BlockEdit,
     ]
     .into_iter()
     .find(|k| *k as u8 == code)
