@@ -4227,7 +4227,7 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         pub render_templates: bool,
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub situation: ::std::option::Option<::std::string::String>,
-        ///A minijinja (Jinja2) template for the system prompt; it must compile.
+        ///A minijinja (Jinja2) template for the system prompt; it must compile. It sees `agent`, `user`, `users`, `session`, `tools`, `docs` (recalled) and `blocks` (the memory blocks of the agent, then of the users: each `label`, `value`, `description`, `limit`, `chars`, `read_only`, `owner`). A template that does not mention `blocks` has the default section of memory blocks after it.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub system_template: ::std::option::Option<::std::string::String>,
         ///The most tokens a chat prompt may have (at least 1), or null.
@@ -11469,7 +11469,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             Default::default()
         }
     }
-    ///A call of a server-run tool (`api_call`, `mcp`, `file_search`) that the server made during a turn: the model's call, and what came of it.
+    ///A call of a server-run tool (`api_call`, `mcp`, `file_search`, the memory tools) that the server made during a turn: the model's call, and what came of it.
     #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
     pub struct ToolRun {
         ///The arguments, as the model wrote them (JSON text).
@@ -11518,6 +11518,11 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         Mcp,
         #[serde(rename = "file_search")]
         FileSearch,
+        #[serde(rename = "conversation_search")]
+        ConversationSearch,
+        ///An edit of a memory block (`memory_insert`, `memory_replace`, `memory_rethink`).
+        #[serde(rename = "memory")]
+        Memory,
     }
     impl ::std::fmt::Display for ToolRunType {
         fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
@@ -11525,6 +11530,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 Self::ApiCall => f.write_str("api_call"),
                 Self::Mcp => f.write_str("mcp"),
                 Self::FileSearch => f.write_str("file_search"),
+                Self::ConversationSearch => f.write_str("conversation_search"),
+                Self::Memory => f.write_str("memory"),
             }
         }
     }
@@ -11537,6 +11544,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 "api_call" => Ok(Self::ApiCall),
                 "mcp" => Ok(Self::Mcp),
                 "file_search" => Ok(Self::FileSearch),
+                "conversation_search" => Ok(Self::ConversationSearch),
+                "memory" => Ok(Self::Memory),
                 _ => Err("invalid value".into()),
             }
         }

@@ -20,6 +20,7 @@ pub mod keys;
 pub mod lease;
 pub mod locks;
 pub mod memory;
+pub mod memory_tools;
 pub mod messages;
 pub mod not_found;
 pub mod parts;

@@ -21,6 +21,7 @@ use uuid::Uuid;
 use super::expr::{Context, Evaluator, offload};
 use crate::api::types::{Agent, ChatSettings, PromptInput, PromptTools, Step, Task};
 use crate::api::types::{DocOwner, OwnerRole, ToolDef, ToolType};
+use crate::app::memory_tools::MemoryScope;
 use crate::app::turn::Ask;
 use crate::app::turn::plan::New;
 use crate::app::turn::tools::{McpSource, Toolbox, told};
@@ -38,6 +39,8 @@ pub struct StepEnv<'a> {
     pub tenant: Tenant,
     pub agent: &'a Agent,
     pub task: &'a Task,
+    /// The execution the step is of (what memory edits name).
+    pub execution: Uuid,
     /// The task's tools, plus the agent's when `inherit_tools` ([`task_tools`]).
     pub tools: &'a [ToolDef],
     pub eval: &'a Arc<Evaluator>,
@@ -274,6 +277,15 @@ async fn base_request(
         let owner = DocOwner { id: env.agent.id, role: OwnerRole::Agent };
         let description = (!t.description.is_empty()).then(|| t.description.clone());
         toolbox = toolbox.with_file_search_as(&t.name, description, vec![owner]);
+    }
+    // Memory tools edit the agent's blocks and search nothing but this step's (no session).
+    for t in offered.iter().filter(|t| t.kind == ToolType::Memory) {
+        let scope = MemoryScope {
+            agent: Some(env.agent.id),
+            execution: Some(env.execution),
+            ..MemoryScope::default()
+        };
+        toolbox = toolbox.with_memory_tool(t.kind, &t.name, &t.description, scope);
     }
     if let Some(unavailable) = listed.note() {
         return Err(format!("prompt step: {unavailable}"));

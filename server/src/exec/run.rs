@@ -589,6 +589,7 @@ impl Run {
             tenant: self.tenant,
             agent: &self.snapshot.agent,
             task: &self.snapshot.task,
+            execution: self.id,
             tools: &self.snapshot.tools,
             eval: &self.engine.eval,
             ctx,

@@ -29,11 +29,31 @@ pub const MAX_RENDER_BYTES: usize = 32 << 20;
 /// Longest one render may run.
 pub const MAX_RENDER_TIME: Duration = Duration::from_millis(500);
 
+/// The text of [`BLOCKS_SECTION`] (a macro, so that the default template can `concat!` it).
+macro_rules! memory_blocks_section {
+    () => {
+        r#"{% if blocks %}
+
+Memory blocks (kept in view in every conversation; edit those not read_only with your memory tools, if you have them):
+{% for block in blocks %}
+
+<{{ block.label }} chars="{{ block.chars }}/{{ block.limit }}"{% if block.read_only %} read_only="true"{% endif %}{% if block.owner == "user" %} of="the user"{% endif %}>
+{% if block.description %}{{ block.description }}
+---
+{% endif %}{{ block.value }}
+</{{ block.label }}>
+{% endfor %}
+{% endif %}
+"#
+    };
+}
+
 /// The built-in system prompt. Reads (all optional): `agent.name`,
 /// `agent.about`, `agent.instructions` (list of strings, or one string),
 /// `user` or `users` (`name`, `about`), `session.situation`, `tools`
 /// (`name`, `description`) and `docs` (`title`, `content` or `snippet`).
-pub const DEFAULT_SYSTEM_TEMPLATE: &str = r#"{% if agent.name %}
+pub const DEFAULT_SYSTEM_TEMPLATE: &str = concat!(
+    r#"{% if agent.name %}
 You are {{ agent.name }}{% if agent.about %}, {{ agent.about }}{% endif %}.
 {% else %}
 You are a helpful assistant.{% if agent.about %} {{ agent.about }}{% endif %}
@@ -84,7 +104,14 @@ Relevant documents:
 {{ doc.content or doc.snippet }}
 {% endfor %}
 {% endif %}
-"#;
+"#,
+    memory_blocks_section!()
+);
+
+/// The memory blocks' section of the system message: the end of the default
+/// template, and what follows a session's own template when that template
+/// does not place `blocks` itself.
+pub const BLOCKS_SECTION: &str = memory_blocks_section!();
 
 /// A template that does not compile or render.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -266,6 +293,32 @@ Relevant documents:
 Cells are small.
 ";
         assert_eq!(out, expected);
+    }
+
+    #[test]
+    fn default_template_ends_with_the_memory_blocks() {
+        let ctx = json!({
+            "agent": {"name": "Ada"},
+            "blocks": [
+                {"label": "persona", "value": "I am Ada.", "description": "", "limit": 100, "chars": 9, "read_only": true, "owner": "agent"},
+                {"label": "human", "value": "Name: Ann", "description": "About the user.", "limit": 50, "chars": 9, "read_only": false, "owner": "user"},
+            ],
+        });
+        let expected = "You are Ada.
+
+Memory blocks (kept in view in every conversation; edit those not read_only with your memory tools, if you have them):
+
+<persona chars=\"9/100\" read_only=\"true\">
+I am Ada.
+</persona>
+
+<human chars=\"9/50\" of=\"the user\">
+About the user.
+---
+Name: Ann
+</human>
+";
+        assert_eq!(render(DEFAULT_SYSTEM_TEMPLATE, &ctx).unwrap(), expected);
     }
 
     #[test]

@@ -281,9 +281,12 @@ pub enum ToolRunType {
     ApiCall,
     Mcp,
     FileSearch,
+    /// An edit of a memory block (`memory_insert`, `memory_replace`, `memory_rethink`).
+    Memory,
+    ConversationSearch,
 }
 
-/// A call of a server-run tool (`api_call`, `mcp`, `file_search`) that the
+/// A call of a server-run tool (`api_call`, `mcp`, `file_search`, the memory tools) that the
 /// server made during a turn: the model's call, and what came of it.
 #[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
 pub struct ToolRun {

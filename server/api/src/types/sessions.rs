@@ -80,6 +80,11 @@ pub struct CreateSessionRequest {
     #[serde(default)]
     pub situation: Option<String>,
     /// A minijinja (Jinja2) template for the system prompt; it must compile.
+    /// It sees `agent`, `user`, `users`, `session`, `tools`, `docs` (recalled)
+    /// and `blocks` (the memory blocks of the agent, then of the users: each
+    /// `label`, `value`, `description`, `limit`, `chars`, `read_only`,
+    /// `owner`). A template that does not mention `blocks` has the default
+    /// section of memory blocks after it.
     #[serde(default)]
     pub system_template: Option<String>,
     #[serde(default = "default_true")]

@@ -19,11 +19,12 @@ use super::super::records::decode;
 use super::super::{App, Error, Result, Tenant};
 use super::convert::{history_item, new_message, template_error, usage_or_count};
 use crate::api::types::{
-    Agent, ChatSettings, DocOwner, DocReference, OwnerRole, SearchMode, SearchRequest, User,
+    Agent, Block, ChatSettings, DocOwner, DocReference, OwnerRole, SearchMode, SearchRequest, User,
 };
 use crate::api::types::{ChatTool, ChatToolChoice, ChatUsage, ToolChoiceMode};
 use crate::api::types::{ContextOverflow, CreateMessageRequest, Message, Role, Session};
 use crate::api::types::{Tool, ToolType};
+use crate::models::template::BLOCKS_SECTION;
 use crate::models::tokens::{REPLY_PRIMING_TOKENS, message_tokens};
 use crate::models::{self, DEFAULT_SYSTEM_TEMPLATE, Provider, wire};
 use crate::store::{Kind, ListQuery};
@@ -152,7 +153,8 @@ impl App {
         let mut system = Vec::new();
         let mut new = ask.new;
         if let (Some(agent), Some(to)) = (ask.agent, ask.system) {
-            let context = template_context(agent, to.users, to.session, &ask.tools, &docs);
+            let blocks = self.turn_blocks(t, agent.id, to.users).await?;
+            let context = template_context(agent, to.users, to.session, &ask.tools, &docs, &blocks);
             system.push(wire::ChatMessage::system(system_message(to.session, &context)?));
             if let (true, Some(session), New::Saved(messages)) = (ask.render_templates, to.session, &mut new)
             {
@@ -183,6 +185,16 @@ impl App {
             ask.stream,
         );
         Ok(Plan { provider, request, docs, new_messages })
+    }
+
+    /// The memory blocks in a turn's system message: the agent's, then each
+    /// user's, each by label.
+    async fn turn_blocks(&self, t: Tenant, agent: Uuid, users: &[User]) -> Result<Vec<Block>> {
+        let mut blocks = self.blocks_of(t, agent).await?;
+        for user in users {
+            blocks.extend(self.blocks_of(t, user.id).await?);
+        }
+        Ok(blocks)
     }
 
     /// The model to call, and its provider: the request's, else the agent's,
@@ -442,13 +454,16 @@ pub fn wire_tool_choice(choice: ChatToolChoice) -> wire::ToolChoice {
     }
 }
 
-/// What templates see: `agent`, `user`, `users`, `session`, `tools`, `docs`.
+/// What templates see: `agent`, `user`, `users`, `session`, `tools`, `docs`,
+/// `blocks` (each: `label`, `value`, `description`, `limit`, `chars`,
+/// `read_only`, `owner`: `agent` or `user`).
 fn template_context(
     agent: &Agent,
     users: &[User],
     session: Option<&Session>,
     tools: &[wire::ToolSpec],
     docs: &[DocReference],
+    blocks: &[Block],
 ) -> Value {
     json!({
         "agent": agent,
@@ -458,6 +473,10 @@ fn template_context(
         "tools": tools.iter().map(|t| json!({"name": t.function.name, "description": t.function.description})).collect::<Vec<_>>(),
         "docs": docs.iter().map(|d| json!({
             "id": d.id, "title": d.title, "content": d.snippet.content, "snippet": d.snippet.content, "score": d.score,
+        })).collect::<Vec<_>>(),
+        "blocks": blocks.iter().map(|b| json!({
+            "label": b.label, "value": b.value, "description": b.description, "limit": b.limit,
+            "chars": b.value.chars().count(), "read_only": b.read_only, "owner": b.owner.role,
         })).collect::<Vec<_>>(),
     })
 }
@@ -469,6 +488,12 @@ fn system_message(session: Option<&Session>, context: &Value) -> Result<String> 
             .map_err(|e| Error::Internal(format!("the default system template: {e}")))?,
         Some((session, src)) => {
             let mut text = models::render(src, context).map_err(|e| template_error("system_template", e))?;
+            // A template that does not place the memory blocks has them after it.
+            if !src.contains("blocks") && context["blocks"].as_array().is_some_and(|b| !b.is_empty()) {
+                let blocks = models::render(BLOCKS_SECTION, context)
+                    .map_err(|e| Error::Internal(format!("the memory blocks' section: {e}")))?;
+                text = format!("{}\n{}", text.trim_end(), blocks.trim_end());
+            }
             // The default template places the situation itself.
             if let Some(situation) = session.situation.as_deref().filter(|s| !s.is_empty()) {
                 text = format!("{}\n\n{situation}", text.trim_end());

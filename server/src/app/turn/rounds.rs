@@ -208,6 +208,8 @@ impl Rounds {
         if let Some(checkpoint) = &self.checkpoint {
             checkpoint.commit(app, vec![(calling_id, calling.clone())]).await?;
         }
+        // The calling message's id, when it is saved under it: what memory edits name.
+        self.toolbox.calling = (self.answer_id.is_some() || self.checkpoint.is_some()).then_some(calling_id);
         // Past a limit nothing runs, not even after an approval: every call of
         // the server's is answered "not run", and the turn ends.
         let runs = match &limit {

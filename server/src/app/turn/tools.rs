@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use serde_json::{Map, Value, json};
 
+use super::super::memory_tools::{MemoryEdit, MemoryScope};
 use super::super::{App, Tenant};
 use crate::api::types::{
     ApiCallDef, DocOwner, HttpMethod, McpDef, OwnerRole, RequireApproval, SearchMode, SearchRequest, Session,
@@ -88,6 +89,10 @@ pub enum Runs {
     },
     /// Searches these owners' documents.
     FileSearch(Vec<DocOwner>),
+    /// Edits a memory block of the scope's owners.
+    Memory(MemoryEdit, Arc<MemoryScope>),
+    /// Searches the past messages of the scope's session and users.
+    ConversationSearch(Arc<MemoryScope>),
 }
 
 /// A tool the server runs, as offered to the model.
@@ -110,6 +115,9 @@ pub struct ServerTool {
 #[derive(Clone, Debug, Default)]
 pub struct Toolbox {
     tools: BTreeMap<String, ServerTool>,
+    /// The assistant message whose calls run now, when its id is known: what
+    /// a memory edit names as its provenance.
+    pub calling: Option<uuid::Uuid>,
 }
 
 impl Toolbox {
@@ -126,6 +134,8 @@ impl Toolbox {
     pub fn kind_of(&self, name: &str) -> ToolRunType {
         match self.get(name).map(|t| &t.runs) {
             Some(Runs::FileSearch(_)) => ToolRunType::FileSearch,
+            Some(Runs::Memory(..)) => ToolRunType::Memory,
+            Some(Runs::ConversationSearch(_)) => ToolRunType::ConversationSearch,
             Some(Runs::Mcp { .. }) => ToolRunType::Mcp,
             Some(Runs::ApiCall(_)) | None => ToolRunType::ApiCall,
         }
@@ -195,6 +205,86 @@ impl Toolbox {
         self
     }
 
+    /// The memory tools among stored tools (an agent's, or a session's
+    /// agents'): a `memory` tool offers `memory_insert`, `memory_replace` and
+    /// `memory_rethink` over its agent's blocks and `users`'; a
+    /// `conversation_search` tool, under its name, searches `session`'s
+    /// messages and those of `users`' other sessions.
+    pub fn with_stored_memory(
+        mut self,
+        stored: &[Tool],
+        users: &[uuid::Uuid],
+        session: Option<uuid::Uuid>,
+    ) -> Toolbox {
+        for tool in stored {
+            let scope =
+                MemoryScope { agent: Some(tool.agent_id), users: users.to_vec(), session, execution: None };
+            self = self.with_memory_tool(tool.kind, &tool.name, &tool.description, scope);
+        }
+        self
+    }
+
+    /// Offers what a tool of `kind` named `name` offers, if it is a memory
+    /// tool (`memory`, `conversation_search`), over `scope`.
+    pub fn with_memory_tool(
+        mut self,
+        kind: ToolType,
+        name: &str,
+        description: &str,
+        scope: MemoryScope,
+    ) -> Toolbox {
+        let scope = Arc::new(scope);
+        match kind {
+            ToolType::Memory => {
+                for edit in MemoryEdit::ALL {
+                    self.add(ServerTool {
+                        runs: Runs::Memory(edit, scope.clone()),
+                        spec: wire::ToolSpec::function(
+                            edit.name(),
+                            Some(edit.description().to_owned()),
+                            edit.parameters(),
+                        ),
+                        approval: false,
+                        server: None,
+                        // A rewrite twice is the rewrite once; an insert or a replace is not.
+                        idempotent: edit == MemoryEdit::Rethink,
+                    });
+                }
+            }
+            ToolType::ConversationSearch => {
+                let description = if description.is_empty() {
+                    "Searches the past messages of this conversation and of the user's other conversations \
+                     (best matches first)."
+                } else {
+                    description
+                };
+                self.add(ServerTool {
+                    runs: Runs::ConversationSearch(scope),
+                    spec: wire::ToolSpec::function(
+                        name,
+                        Some(description.to_owned()),
+                        json!({
+                            "type": "object",
+                            "properties": {
+                                "query": {"type": "string", "description": "The words to look for."},
+                                "roles": {"type": "array", "items": {"type": "string", "enum": ["user", "assistant", "system", "tool"]}, "description": "Only messages of these roles."},
+                                "start_date": {"type": "string", "description": "Only messages from this date (YYYY-MM-DD) or time (RFC 3339) on."},
+                                "end_date": {"type": "string", "description": "Only messages up to this date (inclusive) or before this time."},
+                                "limit": {"type": "integer", "description": "At most this many results (1 to 20; default 5)."},
+                            },
+                            "required": ["query"],
+                        }),
+                    ),
+                    approval: false,
+                    server: None,
+                    idempotent: true,
+                });
+            }
+            _ => {}
+        }
+        self
+    }
+
     /// Offers a search over `owners`' documents under `name`.
     pub fn with_file_search_as(
         mut self,
@@ -242,7 +332,12 @@ impl App {
                 let kind = toolbox.kind_of(name);
                 let outcome = match arguments(&call.function.arguments) {
                     Err(e) => Err(e),
-                    Ok(arguments) => self.run_one(t, &tool.runs, arguments).await,
+                    Ok(arguments) => match &tool.runs {
+                        Runs::Memory(edit, scope) => {
+                            self.memory_tool(t, scope, *edit, &arguments, &call.id, toolbox.calling).await
+                        }
+                        runs => self.run_one(t, runs, arguments).await,
+                    },
                 };
                 (kind, outcome)
             }
@@ -295,6 +390,14 @@ impl App {
                 match tokio::time::timeout(Duration::from_secs(30), search).await {
                     Ok(found) => found,
                     Err(_) => Err("file_search took longer than 30 s".into()),
+                }
+            }
+            Runs::Memory(..) => Err("a memory edit runs with its call (see run_tool)".into()),
+            Runs::ConversationSearch(scope) => {
+                let search = self.conversation_search(t, scope, &arguments);
+                match tokio::time::timeout(Duration::from_secs(30), search).await {
+                    Ok(found) => found,
+                    Err(_) => Err("conversation_search took longer than 30 s".into()),
                 }
             }
         }
@@ -458,7 +561,11 @@ impl App {
     /// session's own MCP servers.
     pub async fn session_toolbox(&self, t: Tenant, stored: &[Tool], session: &Session) -> (Toolbox, Listed) {
         let (toolbox, mut listed) = self.stored_toolbox(t, stored).await;
-        let mut toolbox = toolbox.with_stored_file_search(stored, &session.users);
+        let mut toolbox = toolbox.with_stored_file_search(stored, &session.users).with_stored_memory(
+            stored,
+            &session.users,
+            Some(session.id),
+        );
         let sources: Vec<McpSource<'_>> = session
             .mcp_servers
             .iter()

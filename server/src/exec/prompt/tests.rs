@@ -108,6 +108,7 @@ impl Fixture {
             tenant: Tenant(Uuid::from_u128(1)),
             agent: &self.agent,
             task: &self.task,
+            execution: Uuid::nil(),
             tools: &self.tools,
             eval: &self.eval,
             ctx: &self.ctx,
