@@ -96,13 +96,16 @@ impl App {
                 },
             )
             .await?;
+        // Ids chosen in advance: a memory edit names the message that called it.
+        let ids = plan.new_messages.iter().map(|_| Uuid::now_v7()).collect();
+        rounds.answer_id = Some(Uuid::now_v7());
         let saving = Saving {
             tenant: t,
             session: session_id,
             save: req.save,
             new_session: None,
             new_messages: std::mem::take(&mut plan.new_messages),
-            ids: None,
+            ids: Some(ids),
             lease: held.lease,
             lock: Some(held.lock),
         };
@@ -121,6 +124,7 @@ impl App {
                 After::End(ending) => ending,
             };
             let replies = turn.rounds.to_save(&answered, &ending);
+            turn.saving.with_round_ids(&turn.rounds, &ending);
             let response = chat_response(&turn.plan, &mut turn.rounds, answered, ending);
             self.save_turn(&turn.saving, replies, |_| Ok((Vec::new(), Some(&response)))).await?;
             return Ok(response);
@@ -230,6 +234,7 @@ impl Shape for ChatShape {
                     After::End(ending) => ending,
                 };
             let replies = self.turn.rounds.to_save(&answered, &ending);
+            self.turn.saving.with_round_ids(&self.turn.rounds, &ending);
             self.app.save_turn(&self.turn.saving, replies, |_| Ok((Vec::new(), None::<()>))).await?;
             let model = answered.model_or(&self.turn.plan.request);
             let mut last = self.new_runs();

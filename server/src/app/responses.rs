@@ -602,10 +602,7 @@ impl App {
         ending: Ending,
     ) -> Result<ModelResponse> {
         let replies = turn.rounds.to_save(&answered, &ending);
-        if let Some(ids) = &mut turn.saving.ids {
-            ids.truncate(turn.saving.new_messages.len());
-            ids.extend(turn.rounds.ids_to_save(&ending));
-        }
+        turn.saving.with_round_ids(&turn.rounds, &ending);
         let turn = &*turn;
         let usage = turn.rounds.total_usage(&answered.usage);
         let status = Status::of_answer(answered.answer.finish_reason(), ending.finish_reason.as_deref());

@@ -27,6 +27,7 @@ mod isolation;
 mod keys;
 mod lists;
 mod mcp_client;
+mod memory;
 mod openai;
 mod openai_compat;
 mod openai_socket;

@@ -30,6 +30,17 @@ pub struct Saving {
     pub lock: Option<KeyedGuard<(Tenant, Uuid)>>,
 }
 
+impl Saving {
+    /// Completes [`Saving::ids`] (when chosen in advance) with the ids of the
+    /// rounds' messages and the answer's, for the turn ending as `ending`.
+    pub fn with_round_ids(&mut self, rounds: &super::rounds::Rounds, ending: &super::rounds::Ending) {
+        if let Some(ids) = &mut self.ids {
+            ids.truncate(self.new_messages.len());
+            ids.extend(rounds.ids_to_save(ending));
+        }
+    }
+}
+
 impl App {
     /// Saves a turn: the new messages and `replies` (the agent loop's
     /// messages and the answer: see [`super::rounds`]) as
