@@ -5,7 +5,8 @@
 //! `POST /v1/chat/completions` with the agent as the model and the history
 //! in the request, and for `POST /v1/responses` continuing a chain of 1,000
 //! responses (`previous_response_id`) beside session chat on that chain's
-//! session (the same prompt).
+//! session (the same prompt); and session chat whose agent has 4 memory
+//! blocks beside the same chat without them.
 //!
 //! `cargo bench -p agent-platform-benches --bench chat`
 //!
@@ -37,6 +38,13 @@ const ROUNDS: usize = 500;
 const DOCS: usize = 100;
 /// The length of the chain of responses the Responses API is measured on.
 const TURNS: usize = 1000;
+/// The memory blocks of the agent of the second session (each value this text 8 times).
+const BLOCKS: [(&str, &str); 4] = [
+    ("persona", "I am Ada, a research assistant who reads biology papers closely. "),
+    ("human", "Bob is a biologist who studies membranes and asks short questions. "),
+    ("project", "We are writing a review of membrane proteins for a journal, due soon. "),
+    ("style", "Answers are brief, cite their sources, and avoid jargon where possible. "),
+];
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
@@ -69,6 +77,7 @@ async fn once(http: &reqwest::Client, url: &str, auth: Option<&str>, body: &[u8]
 }
 
 /// One request through the service and the same one sent straight to the provider.
+#[derive(Clone)]
 struct Case {
     label: &'static str,
     url: String,
@@ -172,30 +181,57 @@ async fn main() {
         .await
         .unwrap();
     let sid = session["id"].as_str().unwrap().to_owned();
+    // The same agent again, with memory blocks, in a session of the same
+    // messages and docs: what the blocks cost is the difference between the two.
+    let remembering: Value = post(
+        "/api/agents",
+        json!({"name": "Ada", "about": "a research assistant", "instructions": ["Be brief.", "Cite sources."]}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let rid = remembering["id"].as_str().unwrap().to_owned();
+    for (label, text) in BLOCKS {
+        let block =
+            json!({"label": label, "value": text.repeat(8), "description": format!("The {label} block.")});
+        assert_eq!(post(&format!("/api/agents/{rid}/blocks"), block).await.unwrap().status(), 201);
+    }
+    let with_blocks: Value =
+        post("/api/sessions", json!({"agent": rid, "user": user["id"]})).await.unwrap().json().await.unwrap();
+    let bid = with_blocks["id"].as_str().unwrap().to_owned();
     let started = Instant::now();
-    for chunk in (0..MESSAGES).collect::<Vec<_>>().chunks(50) {
-        let posts = chunk.iter().map(|i| {
-            let role = if i % 2 == 0 { "user" } else { "assistant" };
-            post(
-                &format!("/api/sessions/{sid}/messages"),
-                json!({"role": role, "content": format!("Message {i} about cells, membranes and proteins.")}),
-            )
-        });
-        for r in futures::future::join_all(posts).await {
-            assert_eq!(r.unwrap().status(), 201);
+    for session in [&sid, &bid] {
+        for chunk in (0..MESSAGES).collect::<Vec<_>>().chunks(50) {
+            let posts = chunk.iter().map(|i| {
+                let role = if i % 2 == 0 { "user" } else { "assistant" };
+                post(
+                    &format!("/api/sessions/{session}/messages"),
+                    json!({"role": role, "content": format!("Message {i} about cells, membranes and proteins.")}),
+                )
+            });
+            for r in futures::future::join_all(posts).await {
+                assert_eq!(r.unwrap().status(), 201);
+            }
         }
     }
     for i in 0..DOCS {
-        let owner = if i % 2 == 0 {
-            format!("/api/agents/{}/docs", agent["id"].as_str().unwrap())
+        let owners = if i % 2 == 0 {
+            vec![
+                format!("/api/agents/{}/docs", agent["id"].as_str().unwrap()),
+                format!("/api/agents/{rid}/docs"),
+            ]
         } else {
-            format!("/api/users/{}/docs", user["id"].as_str().unwrap())
+            vec![format!("/api/users/{}/docs", user["id"].as_str().unwrap())]
         };
-        let doc = json!({"title": format!("Doc {i}"), "content": [format!("Notes {i} on cells and membranes."), format!("Summary {i}: proteins fold.")]});
-        assert_eq!(post(&owner, doc).await.unwrap().status(), 201);
+        for owner in owners {
+            let doc = json!({"title": format!("Doc {i}"), "content": [format!("Notes {i} on cells and membranes."), format!("Summary {i}: proteins fold.")]});
+            assert_eq!(post(&owner, doc).await.unwrap().status(), 201);
+        }
     }
     println!(
-        "setup: session with {MESSAGES} messages, {DOCS} docs in {:.1} s",
+        "setup: two sessions with {MESSAGES} messages, {DOCS} docs in {:.1} s",
         started.elapsed().as_secs_f64()
     );
 
@@ -222,6 +258,20 @@ async fn main() {
     let completion_case = Case { label: "/v1 agent ", url: v1_url, body: completion, upstream };
     let prompt = |c: &Case| c.upstream["messages"].as_array().unwrap().len();
     let (session_prompt, completion_prompt) = (prompt(&session_case), prompt(&completion_case));
+    // Session chat with the agent's 4 memory blocks in the system message.
+    let blocks_url = format!("{base}/api/sessions/{bid}/chat");
+    let upstream = capture(&http, &fake, &blocks_url, &auth, &chat).await;
+    let system_chars = |u: &Value| u["messages"][0]["content"].as_str().unwrap().chars().count();
+    let (plain_system, blocks_system) = (system_chars(&session_case.upstream), system_chars(&upstream));
+    let blocks_case = Case { label: "session, 4 blocks ", url: blocks_url, body: chat.clone(), upstream };
+    let session_again = Case { label: "session ", ..session_case.clone() };
+    compare(&http, &auth, &upstream_url, &[session_again, blocks_case]).await;
+    println!(
+        "(session chat on two sessions of {MESSAGES} messages and the same docs, one agent without memory \
+         blocks, the other with 4 of about {} characters each: system messages of {plain_system} and \
+         {blocks_system} characters)",
+        BLOCKS[0].1.len() * 8
+    );
     compare(&http, &auth, &upstream_url, &[session_case, completion_case]).await;
     println!(
         "({ROUNDS} rounds, each one request of each case through the service then direct; session chat: a \

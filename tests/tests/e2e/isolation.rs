@@ -62,6 +62,11 @@ struct Records {
     /// A secret, named `s_` and this id's hex digits (see [`secret_name`]),
     /// when the server has a secrets key.
     secret: Option<Uuid>,
+    /// Memory blocks of the agent and of the user, and their first edits.
+    agent_block: Uuid,
+    user_block: Uuid,
+    agent_block_edit: Uuid,
+    user_block_edit: Uuid,
 }
 
 /// The name of the secret of [`Records::secret`] `id` (a secret's name is no uuid).
@@ -148,6 +153,16 @@ impl Records {
         let body = json!({"name": secret_name(secret), "value": format!("value of {tag}")});
         let r = call(s, key, "POST", "/api/secrets", Some(&body)).await;
         let secret = (r.status == 201).then_some(secret);
+        let block = json!({"label": "notes", "value": words});
+        let agent_block = post("POST", format!("/api/agents/{agent}/blocks"), block.clone(), 201).await;
+        let user_block = post("POST", format!("/api/users/{user}/blocks"), block, 201).await;
+        let first_edit = async |path: String| {
+            let r = call(s, key, "GET", &path, None).await;
+            assert_eq!(r.status, 200, "GET {path}: {}", r.body);
+            r.body["items"][0]["id"].as_str().unwrap().parse::<Uuid>().unwrap()
+        };
+        let agent_block_edit = first_edit(format!("/api/agents/{agent}/blocks/{agent_block}/edits")).await;
+        let user_block_edit = first_edit(format!("/api/users/{user}/blocks/{user_block}/edits")).await;
         Records {
             key: key.to_owned(),
             tag,
@@ -166,6 +181,10 @@ impl Records {
             response,
             run,
             secret,
+            agent_block,
+            user_block,
+            agent_block_edit,
+            user_block_edit,
         }
     }
 
@@ -206,6 +225,10 @@ impl Records {
             ("responses", "responses") => self.response.expect("a stored response needs a model provider"),
             ("secrets", "secrets") => self.secret.expect("a secret needs a secrets key"),
             ("sessions", "runs") => self.run.expect("a session's run needs a model provider"),
+            ("agents", "blocks") => self.agent_block,
+            ("users", "blocks") => self.user_block,
+            ("agents", "edits") => self.agent_block_edit,
+            ("users", "edits") => self.user_block_edit,
             _ => panic!("no record for a {collection} id under /api/{root}: add one to `Records`"),
         }
     }
@@ -292,6 +315,10 @@ async fn snapshot(s: &TestServer, r: &Records) -> Value {
         format!("/api/agents/{a}/docs/{}", r.agent_doc),
         format!("/api/users/{u}/docs"),
         format!("/api/users/{u}/docs/{}", r.user_doc),
+        format!("/api/agents/{a}/blocks"),
+        format!("/api/users/{u}/blocks"),
+        format!("/api/agents/{a}/blocks/{}/edits", r.agent_block),
+        format!("/api/users/{u}/blocks/{}/edits", r.user_block),
     ];
     reads.extend([format!("/api/agents/{a}/search?text=words"), format!("/api/users/{u}/search?text=words")]);
     let mut out = serde_json::Map::new();

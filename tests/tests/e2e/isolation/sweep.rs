@@ -136,6 +136,25 @@ fn sweep_table() -> BTreeMap<&'static str, Vec<Call>> {
         ("user_search_text", text_search()),
         ("user_search", search()),
         ("key_delete", vec![plain()]),
+        // Memory blocks: the revert (deeper) runs first for the owner, so its
+        // block is at version 1 when the patch comes.
+        ("agent_block_list", vec![plain()]),
+        ("agent_block_create", vec![body(json!({"label": "more", "value": "v"}))]),
+        ("agent_block_get", vec![plain()]),
+        ("agent_block_patch", vec![body(json!({"version": 1, "description": "patched"}))]),
+        ("agent_block_delete", vec![plain()]),
+        ("agent_block_edits", vec![plain(), query("limit=5")]),
+        ("agent_block_revert", vec![plain()]),
+        ("user_block_list", vec![plain()]),
+        ("user_block_create", vec![body(json!({"label": "more", "value": "v"}))]),
+        ("user_block_get", vec![plain()]),
+        ("user_block_patch", vec![body(json!({"version": 1, "description": "patched"}))]),
+        ("user_block_delete", vec![plain()]),
+        ("user_block_edits", vec![plain(), query("limit=5")]),
+        ("user_block_revert", vec![plain()]),
+        ("agent_export", vec![plain()]),
+        // Its one id is `import` (`POST /api/agents/import`): an agent's id is a 404, the owner's too.
+        ("agent_import", vec![Call { own: Some(404), ..body(json!({"agents": []})) }]),
         ("secret_update", vec![body(json!({"value": "replaced", "description": "d"}))]),
         ("secret_delete", vec![plain()]),
         // OpenAI's conversations: A's session, its items A's message.
