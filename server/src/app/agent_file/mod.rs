@@ -35,6 +35,11 @@ impl App {
     /// that user does not exist, and nothing is made).
     pub async fn agent_import(&self, t: Tenant, user: Option<Uuid>, file: AgentFile) -> Result<AgentFileImport> {
         let plan = parse::plan(&file.0).map_err(Error::Validation)?;
+        self.import_plan(t, user, plan).await
+    }
+
+    /// Makes what `plan` says; on any failure, deletes what it made.
+    async fn import_plan(&self, t: Tenant, user: Option<Uuid>, plan: parse::Plan) -> Result<AgentFileImport> {
         if let Some(user) = user {
             self.load(t, Kind::User, user).await?;
         }

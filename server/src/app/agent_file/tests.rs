@@ -222,3 +222,32 @@ fn blocks_longer_than_their_limit_raise_it_and_unused_parts_are_listed() {
     line(&p, "/blocks/2", "no agent");
     line(&p, "/groups/0", "group");
 }
+
+/// An import that fails part-way (here: its second tool's name is taken by
+/// its first, which the mapping never plans, so the store refuses it) leaves
+/// nothing behind: not the agent, its blocks, its first tool nor its session.
+#[tokio::test]
+async fn an_import_that_fails_part_way_deletes_what_it_made() {
+    use std::sync::Arc;
+
+    use crate::app::{App, Tenant};
+    use crate::store::sled_store::{Durability, SledStore};
+    use crate::store::{Kind, ListQuery, Store};
+
+    const T: Tenant = Tenant(uuid::Uuid::from_u128(7));
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(SledStore::open(dir.path(), Durability::Flush).unwrap());
+    let app = App::new(store.clone()).await.unwrap();
+    let mut p = planned(&object(MEMGPT));
+    let first = p.agents[0].tools[0].clone();
+    p.agents[0].tools.push(first);
+    let err = app.import_plan(T, None, p).await.expect_err("the second tool clashes");
+    assert!(matches!(err, crate::app::Error::Conflict(_)), "{err:?}");
+    let all = ListQuery::oldest_first(0, 1000);
+    assert!(app.agent_list(T, &all).await.unwrap().is_empty(), "the agent is deleted");
+    assert!(app.session_list(T, &all).await.unwrap().is_empty());
+    for kind in [Kind::Block, Kind::BlockEdit, Kind::Tool, Kind::Message] {
+        let left = store.scan_kind(kind).await.unwrap();
+        assert!(left.is_empty(), "{kind:?} left: {}", left.len());
+    }
+}
