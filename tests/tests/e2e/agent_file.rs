@@ -67,8 +67,16 @@ async fn an_imported_memgpt_agent_has_its_blocks_tools_and_messages_and_chats() 
     let labels: Vec<&str> = blocks.iter().map(|b| b.label.as_str()).collect();
     assert_eq!(labels, ["human", "persona"]);
     assert!(blocks[0].value.contains("First name: Chad"));
-    let edits =
-        s.client.agent_block_edits().id(a.agent.id).block_id(blocks[0].id).send().await.unwrap().into_inner().items;
+    let edits = s
+        .client
+        .agent_block_edits()
+        .id(a.agent.id)
+        .block_id(blocks[0].id)
+        .send()
+        .await
+        .unwrap()
+        .into_inner()
+        .items;
     assert_eq!(edits.len(), 1);
     assert_eq!(edits[0].op, types::BlockEditOp::Import);
 
@@ -86,7 +94,9 @@ async fn an_imported_memgpt_agent_has_its_blocks_tools_and_messages_and_chats() 
         ]
     );
     let weather = a.tools.iter().find(|t| t.name == "get_weather").unwrap();
-    assert!(weather.metadata.as_ref().unwrap()["letta_source_code"].as_str().unwrap().contains("def get_weather"));
+    assert!(
+        weather.metadata.as_ref().unwrap()["letta_source_code"].as_str().unwrap().contains("def get_weather")
+    );
 
     // What was not imported is listed.
     assert!(has_line(&made, "/tools/0", "the model's text is the answer"), "{:#?}", made.unmapped);
@@ -105,7 +115,10 @@ async fn an_imported_memgpt_agent_has_its_blocks_tools_and_messages_and_chats() 
     assert_eq!(roles, [Assistant, User, Assistant, Tool, Assistant]);
     assert_eq!(history[1].content, "Hi, I'm Chad. I love sailing.");
     assert_eq!(history[4].content, "Nice to meet you, Chad! Sailing sounds wonderful.");
-    assert_eq!(history[3].tool_call_id.as_deref(), Some(history[2].tool_calls.as_ref().unwrap()[0].id.as_str()));
+    assert_eq!(
+        history[3].tool_call_id.as_deref(),
+        Some(history[2].tool_calls.as_ref().unwrap()[0].id.as_str())
+    );
 
     // It chats: the model gets its history and its tools, and its answer is saved.
     fake.push(Behaviour::Text("You told me you love sailing.".into()));
@@ -121,7 +134,8 @@ async fn an_imported_memgpt_agent_has_its_blocks_tools_and_messages_and_chats() 
         .into_inner();
     assert_eq!(answer.choices[0].message.content.as_deref(), Some("You told me you love sailing."));
     let sent = fake.last_request().expect("a request upstream").body;
-    let texts: Vec<&str> = sent["messages"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
+    let texts: Vec<&str> =
+        sent["messages"].as_array().unwrap().iter().filter_map(|m| m["content"].as_str()).collect();
     assert!(texts[0].contains("You are MemGPT"), "the instructions are the system message: {texts:?}");
     assert!(texts.contains(&"Hi, I'm Chad. I love sailing."), "{texts:?}");
     assert_eq!(texts.last(), Some(&"What do I love?"));
@@ -227,7 +241,11 @@ async fn export_then_import_gives_the_same_agent_back() {
         r.body
     };
     post(format!("/api/agents/{id}/blocks"), json!({"label": "persona", "value": "I am Ada.", "description": "who I am", "limit": 300, "metadata": {"v": 1}})).await;
-    post(format!("/api/agents/{id}/blocks"), json!({"label": "rules", "value": "No guessing.", "read_only": true})).await;
+    post(
+        format!("/api/agents/{id}/blocks"),
+        json!({"label": "rules", "value": "No guessing.", "read_only": true}),
+    )
+    .await;
     let tools = [
         json!({"name": "lookup", "type": "function", "description": "Look a word up.",
                "function": {"parameters": {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]}},
@@ -260,8 +278,16 @@ async fn export_then_import_gives_the_same_agent_back() {
     assert_eq!(letta["llm_config"]["model"], "gpt-4o-mini");
     assert_eq!(letta["tags"], json!(["research"]));
     assert_eq!(letta["block_ids"], json!(["block-0", "block-1"]));
-    let letta_tools: Vec<&str> = file["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    for name in ["lookup", "memory_insert", "memory_replace", "memory_rethink", "conversation_search", "archival_memory_search"] {
+    let letta_tools: Vec<&str> =
+        file["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    for name in [
+        "lookup",
+        "memory_insert",
+        "memory_replace",
+        "memory_rethink",
+        "conversation_search",
+        "archival_memory_search",
+    ] {
         assert!(letta_tools.contains(&name), "{name} in {letta_tools:?}");
     }
     assert_eq!(file["mcp_servers"][0]["server_url"], "https://docs.example.com/mcp");

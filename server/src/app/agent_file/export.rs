@@ -39,7 +39,9 @@ fn text_param(description: &str) -> Value {
 
 /// Letta's tools that stand for a built-in tool here: (name, tool_type,
 /// description, parameters, required).
-fn letta_builtins(kind: ToolType) -> Vec<(&'static str, &'static str, &'static str, Value, Vec<&'static str>)> {
+fn letta_builtins(
+    kind: ToolType,
+) -> Vec<(&'static str, &'static str, &'static str, Value, Vec<&'static str>)> {
     match kind {
         ToolType::Memory => vec![
             (
@@ -165,7 +167,13 @@ fn role(r: Role) -> &'static str {
 }
 
 /// The Agent File of `agent` with these blocks, tools and messages.
-pub fn file(agent: &Agent, blocks: &[Block], tools: &[Tool], messages: &[Message], now: DateTime<Utc>) -> JsonObject {
+pub fn file(
+    agent: &Agent,
+    blocks: &[Block],
+    tools: &[Tool],
+    messages: &[Message],
+    now: DateTime<Utc>,
+) -> JsonObject {
     let agent_id = "agent-0";
     let letta_blocks: Vec<Value> = blocks
         .iter()
@@ -197,7 +205,14 @@ pub fn file(agent: &Agent, blocks: &[Block], tools: &[Tool], messages: &[Message
                     let name = if taken.iter().any(|t| t == name) { tool.name.as_str() } else { name };
                     taken.push(name.to_owned());
                     let params = json!({"type": "object", "properties": props, "required": required});
-                    let t = letta_tool(format!("tool-{}", letta_tools.len()), name, tool_type, description, params, ext_tool(def.clone()));
+                    let t = letta_tool(
+                        format!("tool-{}", letta_tools.len()),
+                        name,
+                        tool_type,
+                        description,
+                        params,
+                        ext_tool(def.clone()),
+                    );
                     letta_tools.push(t);
                 }
             }
@@ -208,7 +223,14 @@ pub fn file(agent: &Agent, blocks: &[Block], tools: &[Tool], messages: &[Message
                     .map(|f| Value::Object(f.parameters.clone()))
                     .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
                 let tool_type = meta_str(tool, "letta_tool_type").unwrap_or("custom");
-                let mut t = letta_tool(format!("tool-{}", letta_tools.len()), &tool.name, tool_type, &tool.description, params, ext_tool(def));
+                let mut t = letta_tool(
+                    format!("tool-{}", letta_tools.len()),
+                    &tool.name,
+                    tool_type,
+                    &tool.description,
+                    params,
+                    ext_tool(def),
+                );
                 if let Some(src) = meta_str(tool, "letta_source_code") {
                     t["source_code"] = json!(src);
                     t["source_type"] = json!(meta_str(tool, "letta_source_type").unwrap_or("python"));
@@ -253,7 +275,9 @@ pub fn file(agent: &Agent, blocks: &[Block], tools: &[Tool], messages: &[Message
         .enumerate()
         .map(|(i, m)| {
             let mut content = Vec::new();
-            if let Some(r) = m.metadata.as_ref().and_then(|md| md.0.get("letta_reasoning")).and_then(Value::as_str) {
+            if let Some(r) =
+                m.metadata.as_ref().and_then(|md| md.0.get("letta_reasoning")).and_then(Value::as_str)
+            {
                 content.push(json!({"type": "reasoning", "reasoning": r}));
             }
             content.push(json!({"type": "text", "text": m.content}));
@@ -332,7 +356,10 @@ pub fn file(agent: &Agent, blocks: &[Block], tools: &[Tool], messages: &[Message
     file.insert("sources".into(), json!([]));
     file.insert("tools".into(), Value::Array(letta_tools));
     file.insert("mcp_servers".into(), Value::Array(servers));
-    file.insert("metadata".into(), json!({"exported_by": format!("agent-platform {}", env!("CARGO_PKG_VERSION"))}));
+    file.insert(
+        "metadata".into(),
+        json!({"exported_by": format!("agent-platform {}", env!("CARGO_PKG_VERSION"))}),
+    );
     file.insert("created_at".into(), json!(now));
     file
 }

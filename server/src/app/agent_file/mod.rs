@@ -33,7 +33,12 @@ impl App {
     /// Makes the agents of an Agent File (see [`parse`] for what becomes
     /// what), their messages in a session with `user` when given (a 404 if
     /// that user does not exist, and nothing is made).
-    pub async fn agent_import(&self, t: Tenant, user: Option<Uuid>, file: AgentFile) -> Result<AgentFileImport> {
+    pub async fn agent_import(
+        &self,
+        t: Tenant,
+        user: Option<Uuid>,
+        file: AgentFile,
+    ) -> Result<AgentFileImport> {
         let plan = parse::plan(&file.0).map_err(Error::Validation)?;
         self.import_plan(t, user, plan).await
     }

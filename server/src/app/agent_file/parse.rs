@@ -271,9 +271,14 @@ fn tool_name_ok(s: &str) -> bool {
 /// to `max` characters; `fallback` when nothing is left.
 fn fit_name(raw: &str, max: usize, ascii: bool, ok: fn(&str) -> bool, fallback: &str) -> String {
     let keep = |c: char| {
-        if ascii { c.is_ascii_alphanumeric() || c == '_' } else { c.is_alphanumeric() || c == '_' || c == ' ' }
+        if ascii {
+            c.is_ascii_alphanumeric() || c == '_'
+        } else {
+            c.is_alphanumeric() || c == '_' || c == ' '
+        }
     };
-    let mapped: String = raw.trim().chars().map(|c| if keep(c) || (c == '-' && !ascii) { c } else { '_' }).collect();
+    let mapped: String =
+        raw.trim().chars().map(|c| if keep(c) || (c == '-' && !ascii) { c } else { '_' }).collect();
     let trimmed = mapped.trim_start_matches(|c: char| !c.is_alphabetic());
     let candidate = first_chars(trimmed, max).trim_end().to_owned();
     if ok(&candidate) { candidate } else { fallback.to_owned() }
@@ -400,9 +405,9 @@ fn current_format(file: &JsonObject, root: &At, cx: &mut Cx, out: &mut Vec<Agent
         }
         // `tools` of Letta's CreateAgent: tool names.
         for (j, name) in cx.array(a, "tools", at).iter().enumerate() {
-            let found = tools
-                .iter()
-                .position(|(_, t)| name.as_str().is_some_and(|n| t.get("name").and_then(Value::as_str) == Some(n)));
+            let found = tools.iter().position(|(_, t)| {
+                name.as_str().is_some_and(|n| t.get("name").and_then(Value::as_str) == Some(n))
+            });
             match found {
                 Some(k) => {
                     if !own_tools.iter().any(|(p, _)| p.pointer() == tools[k].0.pointer()) {
@@ -443,7 +448,11 @@ fn current_format(file: &JsonObject, root: &At, cx: &mut Cx, out: &mut Vec<Agent
     let others = [
         ("groups", "group", "multi-agent groups have no counterpart here"),
         ("files", "file", "files are not imported: add documents to the agent through /api/agents/{id}/docs"),
-        ("sources", "source", "sources are not imported: add documents to the agent through /api/agents/{id}/docs"),
+        (
+            "sources",
+            "source",
+            "sources are not imported: add documents to the agent through /api/agents/{id}/docs",
+        ),
         ("skills", "skill", "skills have no counterpart here"),
     ];
     for (key, what, why) in others {
@@ -595,7 +604,11 @@ fn agent(
         .or_else(|| llm_handle.map(|h| model_of_handle(h).to_owned()))
         .unwrap_or_default();
     if model.is_empty() {
-        cx.unmapped(&at.key("llm_config"), "model", "the file names none: the agent uses the server's default model");
+        cx.unmapped(
+            &at.key("llm_config"),
+            "model",
+            "the file names none: the agent uses the server's default model",
+        );
     }
     let mut settings = Map::new();
     let ranges: [(&str, f64, f64); 5] = [
@@ -617,11 +630,23 @@ fn agent(
             Some(x) if (lo..=hi).contains(&x) && (key != "max_tokens" || v.is_i64()) => {
                 settings.insert(key.into(), v.clone());
             }
-            _ => cx.unmapped(&vat, format!("{key} {}", compact(v, 40)), format!("out of range here ({lo} to {hi})")),
+            _ => cx.unmapped(
+                &vat,
+                format!("{key} {}", compact(v, 40)),
+                format!("out of range here ({lo} to {hi})"),
+            ),
         }
     }
     if let Some(l) = llm {
-        let handled = ["model", "handle", "temperature", "top_p", "frequency_penalty", "presence_penalty", "max_tokens"];
+        let handled = [
+            "model",
+            "handle",
+            "temperature",
+            "top_p",
+            "frequency_penalty",
+            "presence_penalty",
+            "max_tokens",
+        ];
         let rest: Vec<String> = l
             .iter()
             .filter(|(k, v)| !handled.contains(&k.as_str()) && is_set(v))
@@ -717,13 +742,7 @@ fn agent(
     let (tools, sends) = agent_tools(tools, agent_id, servers, used_servers, cx);
     let answers_by_send_message = sends || messages_in.iter().any(|(_, m)| calls_send_message(m));
     let messages = messages(&messages_in, at, system, answers_by_send_message, cx);
-    Some(AgentPlan {
-        source_id: agent_id.map(str::to_owned),
-        agent: agent_req,
-        blocks,
-        tools,
-        messages,
-    })
+    Some(AgentPlan { source_id: agent_id.map(str::to_owned), agent: agent_req, blocks, tools, messages })
 }
 
 /// The agent's tags: strings, or (old format) `{"tag": ...}` objects.
@@ -781,7 +800,8 @@ fn agent_blocks(blocks: Vec<(At, &JsonObject)>, cx: &mut Cx) -> Vec<CreateBlockR
         }
         let chars = value.chars().count() as i64;
         let given = b.get("limit").and_then(Value::as_i64);
-        let limit = given.unwrap_or(crate::api::types::DEFAULT_BLOCK_LIMIT).max(chars).clamp(1, MAX_BLOCK_LIMIT);
+        let limit =
+            given.unwrap_or(crate::api::types::DEFAULT_BLOCK_LIMIT).max(chars).clamp(1, MAX_BLOCK_LIMIT);
         if given.is_some_and(|g| g != limit) {
             cx.unmapped(
                 &at.key("limit"),
@@ -791,7 +811,11 @@ fn agent_blocks(blocks: Vec<(At, &JsonObject)>, cx: &mut Cx) -> Vec<CreateBlockR
         }
         let mut description = b.get("description").and_then(Value::as_str).unwrap_or("").to_owned();
         if description.chars().count() > 2000 {
-            cx.unmapped(&at.key("description"), format!("block {label:?}'s description"), "cut to 2,000 characters");
+            cx.unmapped(
+                &at.key("description"),
+                format!("block {label:?}'s description"),
+                "cut to 2,000 characters",
+            );
             description = first_chars(&description, 2000);
         }
         let meta_key = if b.contains_key("metadata") { "metadata" } else { "metadata_" };
@@ -799,7 +823,11 @@ fn agent_blocks(blocks: Vec<(At, &JsonObject)>, cx: &mut Cx) -> Vec<CreateBlockR
         if let Some(Value::Object(m)) = &metadata
             && let Some((_, why)) = metadata_violation(m)
         {
-            cx.unmapped(&at.key(meta_key), format!("block {label:?}'s metadata"), format!("not imported: {why}"));
+            cx.unmapped(
+                &at.key(meta_key),
+                format!("block {label:?}'s metadata"),
+                format!("not imported: {why}"),
+            );
             metadata = None;
         }
         let req = json!({
@@ -919,11 +947,17 @@ fn agent_tools(
                 what,
                 json!({"name": "conversation_search", "type": "conversation_search"}),
             ),
-            Kind::FileSearch => {
-                push(&mut out, cx, &at, what, json!({"name": "archival_memory_search", "type": "file_search"}))
-            }
+            Kind::FileSearch => push(
+                &mut out,
+                cx,
+                &at,
+                what,
+                json!({"name": "archival_memory_search", "type": "file_search"}),
+            ),
             Kind::Skip(why) => cx.unmapped(&at, what, why),
-            Kind::Mcp(None) => cx.unmapped(&at, what, "an MCP tool of a server the file's `mcp_servers` does not hold"),
+            Kind::Mcp(None) => {
+                cx.unmapped(&at, what, "an MCP tool of a server the file's `mcp_servers` does not hold")
+            }
             Kind::Mcp(Some(k)) => {
                 used_servers.insert(k);
                 mcp.entry(k).or_insert_with(|| (at.clone(), Vec::new())).1.push(name.to_owned());
@@ -984,7 +1018,11 @@ fn agent_tools(
         let before = out.len();
         push(&mut out, cx, &tool_at, what.clone(), req);
         if out.len() > before && name != server_name {
-            cx.unmapped(&s.at.key("server_name"), what, format!("its tool is named {name:?} (a tool name's pattern)"));
+            cx.unmapped(
+                &s.at.key("server_name"),
+                what,
+                format!("its tool is named {name:?} (a tool name's pattern)"),
+            );
         }
     }
     (out, sends)
@@ -997,7 +1035,10 @@ fn function_tool(t: &JsonObject, name: &str) -> (Value, Vec<(&'static str, Strin
     let tool_name =
         if tool_name_ok(name) { name.to_owned() } else { fit_name(name, 40, true, tool_name_ok, "tool") };
     if tool_name != name {
-        notes.push(("name", format!("imported as {tool_name:?}: a tool name here has at most 40 letters, digits or `_`")));
+        notes.push((
+            "name",
+            format!("imported as {tool_name:?}: a tool name here has at most 40 letters, digits or `_`"),
+        ));
     }
     let schema = t.get("json_schema").and_then(Value::as_object);
     let description = t
@@ -1005,11 +1046,10 @@ fn function_tool(t: &JsonObject, name: &str) -> (Value, Vec<(&'static str, Strin
         .and_then(Value::as_str)
         .or_else(|| schema.and_then(|s| s.get("description")).and_then(Value::as_str))
         .unwrap_or("");
-    let mut parameters = schema
-        .and_then(|s| s.get("parameters"))
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_else(|| json!({"type": "object", "properties": {}}).as_object().cloned().unwrap_or_default());
+    let mut parameters =
+        schema.and_then(|s| s.get("parameters")).and_then(Value::as_object).cloned().unwrap_or_else(|| {
+            json!({"type": "object", "properties": {}}).as_object().cloned().unwrap_or_default()
+        });
     // Letta adds `request_heartbeat` to every tool's parameters: its own
     // loop's flag, not an argument of the tool.
     if let Some(Value::Object(props)) = parameters.get_mut("properties") {
@@ -1070,11 +1110,9 @@ fn function_tool(t: &JsonObject, name: &str) -> (Value, Vec<(&'static str, Strin
 }
 
 fn calls_send_message(m: &JsonObject) -> bool {
-    m.get("tool_calls")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .any(|c| c.get("function").and_then(|f| f.get("name")).and_then(Value::as_str) == Some("send_message"))
+    m.get("tool_calls").and_then(Value::as_array).into_iter().flatten().any(|c| {
+        c.get("function").and_then(|f| f.get("name")).and_then(Value::as_str) == Some("send_message")
+    })
 }
 
 /// A message's text and reasoning: `content` as a string or a list of parts
@@ -1089,7 +1127,11 @@ fn content_of(m: &JsonObject) -> (String, String, usize) {
         Some(Value::Array(parts)) => {
             for p in parts {
                 let kind = p.get("type").and_then(Value::as_str).unwrap_or("text");
-                match (kind, p.get("text").and_then(Value::as_str), p.get("reasoning").and_then(Value::as_str)) {
+                match (
+                    kind,
+                    p.get("text").and_then(Value::as_str),
+                    p.get("reasoning").and_then(Value::as_str),
+                ) {
                     ("text", Some(t), _) => text.push(t.to_owned()),
                     ("reasoning", _, Some(r)) => reasoning.push(r.to_owned()),
                     _ => other += 1,
@@ -1148,7 +1190,8 @@ fn messages(
         let role = m.get("role").and_then(Value::as_str).unwrap_or("");
         let (text, mut reasoning, other) = content_of(m);
         d.other_parts += other;
-        let name = m.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()).map(|n| first_chars(n, 255));
+        let name =
+            m.get("name").and_then(Value::as_str).filter(|n| !n.is_empty()).map(|n| first_chars(n, 255));
         let mut req = Map::new();
         match role {
             "system" => {
@@ -1284,9 +1327,21 @@ fn messages(
             "assistant messages' inner monologue (reasoning)",
             "kept in each message's metadata (letta_reasoning); the model is not sent it again",
         ),
-        (d.thoughts_only, "assistant messages of inner monologue alone", "not imported: they say nothing to the user and call nothing"),
-        (d.unanswered_calls, "tool calls with no result in the file", "not imported: a call is kept with its result"),
-        (d.orphan_results, "tool results of no call in the file", "not imported: a result is kept with its call"),
+        (
+            d.thoughts_only,
+            "assistant messages of inner monologue alone",
+            "not imported: they say nothing to the user and call nothing",
+        ),
+        (
+            d.unanswered_calls,
+            "tool calls with no result in the file",
+            "not imported: a call is kept with its result",
+        ),
+        (
+            d.orphan_results,
+            "tool results of no call in the file",
+            "not imported: a result is kept with its call",
+        ),
         (d.other_parts, "content parts other than text (images, ...)", "not imported: only text parts are"),
     ];
     for (n, what, why) in lines {

@@ -48,7 +48,10 @@ fn a_memgpt_agent_in_the_current_format_maps_agent_blocks_tools_and_messages() {
     assert!(a.agent.about.starts_with("A MemGPT agent"));
     let settings = a.agent.default_settings.clone().expect("settings");
     assert_eq!((settings.temperature, settings.max_tokens), (Some(0.7), Some(1024)));
-    assert_eq!(a.agent.metadata.clone().unwrap().0, *json!({"tags": ["memgpt", "demo"]}).as_object().unwrap());
+    assert_eq!(
+        a.agent.metadata.clone().unwrap().0,
+        *json!({"tags": ["memgpt", "demo"]}).as_object().unwrap()
+    );
 
     let blocks: Vec<(&str, i64, bool)> =
         a.blocks.iter().map(|b| (b.label.as_str(), b.limit, b.read_only)).collect();
@@ -169,7 +172,10 @@ fn what_is_not_an_agent_file_is_refused_naming_where() {
     let issues = refused(json!({"agents": []}));
     assert_eq!(issues[0].loc, loc(&["body", "agents"]));
     let issues = refused(json!({"agents": [{"name": "a", "system": 5}]}));
-    assert_eq!((issues[0].loc.clone(), issues[0].kind.as_str()), (loc(&["body", "agents", "0", "system"]), "string_type"));
+    assert_eq!(
+        (issues[0].loc.clone(), issues[0].kind.as_str()),
+        (loc(&["body", "agents", "0", "system"]), "string_type")
+    );
     let issues = refused(json!({"agents": [{"name": "a", "block_ids": ["block-9"]}], "blocks": []}));
     assert_eq!(issues[0].loc, loc(&["body", "agents", "0", "block_ids", "0"]));
     let issues = refused(json!({"agents": [{"name": "a", "messages": [1]}]}));
@@ -196,7 +202,9 @@ fn names_labels_and_long_sources_are_made_to_fit_and_said_so() {
     let kept = meta["letta_source_code"].as_str().unwrap();
     assert!(long.starts_with(kept) && kept.len() < long.len() && kept.len() > 8000, "{}", kept.len());
     assert_eq!(meta["letta_source_code_truncated"], true);
-    assert!(line(&p, "/tools/6/source_code", "get_weather").why.contains(&format!("of {} bytes", long.len())));
+    assert!(
+        line(&p, "/tools/6/source_code", "get_weather").why.contains(&format!("of {} bytes", long.len()))
+    );
 }
 
 #[test]
