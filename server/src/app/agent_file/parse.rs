@@ -741,6 +741,14 @@ fn agent(
     let blocks = agent_blocks(blocks, cx);
     let (tools, sends) = agent_tools(tools, agent_id, servers, used_servers, cx);
     let answers_by_send_message = sends || messages_in.iter().any(|(_, m)| calls_send_message(m));
+    if answers_by_send_message && system.contains("send_message") {
+        cx.unmapped(
+            &at.key("system"),
+            "the system prompt's mentions of send_message",
+            "kept as written, but send_message is not offered here (the model's text is the answer): \
+             edit the agent's instructions to match",
+        );
+    }
     let messages = messages(&messages_in, at, system, answers_by_send_message, cx);
     Some(AgentPlan { source_id: agent_id.map(str::to_owned), agent: agent_req, blocks, tools, messages })
 }
@@ -1325,7 +1333,7 @@ fn messages(
         (
             d.thoughts_kept,
             "assistant messages' inner monologue (reasoning)",
-            "kept in each message's metadata (letta_reasoning); the model is not sent it again",
+            "kept in each message's metadata (letta_reasoning); the model is not sent it",
         ),
         (
             d.thoughts_only,

@@ -115,6 +115,7 @@ fn a_memgpt_agent_in_the_current_format_maps_agent_blocks_tools_and_messages() {
     line(&p, "/agents/0/timezone", "UTC");
     line(&p, "/agents/0/llm_config", "context_window");
     line(&p, "/agents/0/messages/0", "system prompt");
+    line(&p, "/agents/0/system", "send_message");
     line(&p, "/agents/0/messages", "results of send_message");
     line(&p, "/agents/0/messages", "inner monologue");
     // The read-only flags and ids of the file are not listed.
