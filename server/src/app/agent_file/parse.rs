@@ -855,7 +855,7 @@ fn agent_blocks(blocks: Vec<(At, &JsonObject)>, cx: &mut Cx) -> Vec<CreateBlockR
 }
 
 /// What a Letta tool is here.
-enum Kind {
+enum LettaTool {
     /// Exactly this tool (from this server's export).
     Exact(Value),
     Memory,
@@ -866,21 +866,21 @@ enum Kind {
     Skip(String),
 }
 
-fn tool_kind(t: &JsonObject, name: &str, servers: &[Server]) -> Kind {
+fn tool_kind(t: &JsonObject, name: &str, servers: &[Server]) -> LettaTool {
     let meta = t.get("metadata_").and_then(Value::as_object);
     if let Some(exact) = meta.and_then(|m| m.get(EXTENSION)).and_then(|e| e.get("tool")) {
-        return Kind::Exact(exact.clone());
+        return LettaTool::Exact(exact.clone());
     }
     let tool_type = t.get("tool_type").and_then(Value::as_str).unwrap_or("");
     if LETTA_MEMORY_TOOLS.contains(&name) {
-        return Kind::Memory;
+        return LettaTool::Memory;
     }
     match name {
-        "conversation_search" | "conversation_search_date" => return Kind::ConversationSearch,
-        "archival_memory_search" => return Kind::FileSearch,
-        "send_message" => return Kind::Skip("not needed: the model's text is the answer".into()),
+        "conversation_search" | "conversation_search_date" => return LettaTool::ConversationSearch,
+        "archival_memory_search" => return LettaTool::FileSearch,
+        "send_message" => return LettaTool::Skip("not needed: the model's text is the answer".into()),
         "archival_memory_insert" => {
-            return Kind::Skip(
+            return LettaTool::Skip(
                 "no counterpart: the model does not add documents here; add them through /api/agents/{id}/docs".into(),
             );
         }
@@ -901,15 +901,15 @@ fn tool_kind(t: &JsonObject, name: &str, servers: &[Server]) -> Kind {
             .iter()
             .position(|s| server_id.is_some() && s.id == server_id)
             .or_else(|| servers.iter().position(|s| server_name.is_some() && s.name == server_name));
-        return Kind::Mcp(found);
+        return LettaTool::Mcp(found);
     }
     if tool_type.starts_with("letta_") {
-        return Kind::Skip(format!("a Letta built-in ({tool_type}) with no counterpart here"));
+        return LettaTool::Skip(format!("a Letta built-in ({tool_type}) with no counterpart here"));
     }
     if t.get("json_schema").is_some_and(Value::is_object) {
-        return Kind::Function;
+        return LettaTool::Function;
     }
-    Kind::Skip("it has no json_schema: its parameters are unknown".into())
+    LettaTool::Skip("it has no json_schema: its parameters are unknown".into())
 }
 
 /// The agent's tools, and whether it has `send_message`.
@@ -946,31 +946,31 @@ fn agent_tools(
             sends = true;
         }
         match tool_kind(t, name, servers) {
-            Kind::Exact(req) => push(&mut out, cx, &at, what, req),
-            Kind::Memory => push(&mut out, cx, &at, what, json!({"name": "memory", "type": "memory"})),
-            Kind::ConversationSearch => push(
+            LettaTool::Exact(req) => push(&mut out, cx, &at, what, req),
+            LettaTool::Memory => push(&mut out, cx, &at, what, json!({"name": "memory", "type": "memory"})),
+            LettaTool::ConversationSearch => push(
                 &mut out,
                 cx,
                 &at,
                 what,
                 json!({"name": "conversation_search", "type": "conversation_search"}),
             ),
-            Kind::FileSearch => push(
+            LettaTool::FileSearch => push(
                 &mut out,
                 cx,
                 &at,
                 what,
                 json!({"name": "archival_memory_search", "type": "file_search"}),
             ),
-            Kind::Skip(why) => cx.unmapped(&at, what, why),
-            Kind::Mcp(None) => {
+            LettaTool::Skip(why) => cx.unmapped(&at, what, why),
+            LettaTool::Mcp(None) => {
                 cx.unmapped(&at, what, "an MCP tool of a server the file's `mcp_servers` does not hold")
             }
-            Kind::Mcp(Some(k)) => {
+            LettaTool::Mcp(Some(k)) => {
                 used_servers.insert(k);
                 mcp.entry(k).or_insert_with(|| (at.clone(), Vec::new())).1.push(name.to_owned());
             }
-            Kind::Function => {
+            LettaTool::Function => {
                 let (req, notes) = function_tool(t, name);
                 for (why_at, why) in notes {
                     cx.unmapped(&at.key(why_at), what.clone(), why);
