@@ -137,6 +137,26 @@ impl Claim {
         CLAIM.scope(self.clone(), fut).await
     }
 
+    /// Runs `fut` with no claim visible to [`App::commit_answering`], for a
+    /// request made of several commits (an Agent File's import): none of its
+    /// commits remembers its own answer as the request's; the request's answer
+    /// is remembered once it is known ([`App::idempotency_save`], by the
+    /// caller that holds the claim).
+    pub async fn hidden<F: Future>(fut: F) -> F::Output {
+        let Ok(claim) = CLAIM.try_with(Arc::clone) else { return fut.await };
+        let spent = Claim {
+            tenant: claim.tenant,
+            id: claim.id,
+            key: claim.key.clone(),
+            fingerprint: claim.fingerprint.clone(),
+            request: claim.request.clone(),
+            status: claim.status,
+            saved: true.into(),
+            streamed: false.into(),
+        };
+        CLAIM.scope(Arc::new(spent), fut).await
+    }
+
     /// True once the answer is in the store.
     pub fn saved(&self) -> bool {
         self.saved.load(Ordering::SeqCst)

@@ -9,6 +9,7 @@
 //! `cargo test -p agent-platform-tests -- agents::` or
 //! `cargo test -p agent-platform-tests --test e2e -- crash:: --nocapture`.
 
+mod agent_file;
 mod agent_loop;
 mod agents;
 mod background;
