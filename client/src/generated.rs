@@ -820,6 +820,9 @@ pub mod types {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub reverted_by: ::std::option::Option<::uuid::Uuid>,
         pub source: EditSource,
+        ///`applied`, or for learning's proposals `proposed` until a person approves (then `applied`) or rejects (`rejected`) it.
+        #[serde(default = "defaults::block_edit_status")]
+        pub status: EditStatus,
         ///The block's version this edit made.
         pub version: i64,
     }
@@ -4892,6 +4895,9 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         ///The execution of a task's `prompt` step that called the tool.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub execution_id: ::std::option::Option<::uuid::Uuid>,
+        ///The learning job that made (or proposed) it, after the turn whose answer is `message_id`.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub learning_job_id: ::std::option::Option<::uuid::Uuid>,
         ///The assistant message that called the tool.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub message_id: ::std::option::Option<::uuid::Uuid>,
@@ -4908,6 +4914,68 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
     impl EditSource {
         pub fn builder() -> builder::EditSource {
             Default::default()
+        }
+    }
+    ///Whether an edit is in the block, or waits for a person.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum EditStatus {
+        ///In the block's value.
+        #[serde(rename = "applied")]
+        Applied,
+        ///Proposed by learning in `approve` mode: not in the block until a person approves it.
+        #[serde(rename = "proposed")]
+        Proposed,
+        ///A proposal a person rejected (or that no longer fit the block).
+        #[serde(rename = "rejected")]
+        Rejected,
+    }
+    impl ::std::fmt::Display for EditStatus {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Applied => f.write_str("applied"),
+                Self::Proposed => f.write_str("proposed"),
+                Self::Rejected => f.write_str("rejected"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for EditStatus {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "applied" => Ok(Self::Applied),
+                "proposed" => Ok(Self::Proposed),
+                "rejected" => Ok(Self::Rejected),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for EditStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for EditStatus {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
         }
     }
     ///One input's vector.
@@ -6383,6 +6451,218 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     impl<'de> ::serde::Deserialize<'de> for KeyCreateIdempotencyKey {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///What learning does with the edits it makes.
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Copy,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd
+    )]
+    pub enum LearningMode {
+        ///Edits go into the user's blocks at once.
+        #[serde(rename = "apply")]
+        Apply,
+        ///Edits are proposed (`status: proposed`): a person approves or rejects each (`POST …/edits/{edit_id}/approve` or `…/reject`).
+        #[serde(rename = "approve")]
+        Approve,
+    }
+    impl ::std::fmt::Display for LearningMode {
+        fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+            match *self {
+                Self::Apply => f.write_str("apply"),
+                Self::Approve => f.write_str("approve"),
+            }
+        }
+    }
+    impl ::std::str::FromStr for LearningMode {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            match value {
+                "apply" => Ok(Self::Apply),
+                "approve" => Ok(Self::Approve),
+                _ => Err("invalid value".into()),
+            }
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for LearningMode {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for LearningMode {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    ///How an agent learns about its users after each turn: a background job reads the turn and asks a model to keep durable facts about the users in their memory blocks. Body of `PUT /api/agents/{id}/learning`.
+    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    pub struct LearningPolicy {
+        ///The labels of the users' blocks it may write (1 to 100 labels). Default: every block of the users that is not read-only.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub blocks: ::std::option::Option<::std::vec::Vec<LearningPolicyBlocksItem>>,
+        ///Learn after each saved turn of a session with users. Default: false.
+        #[serde(default)]
+        pub enabled: bool,
+        ///The most edits one turn's learning makes (1 to 20). Default: 5.
+        #[serde(default = "defaults::default_nzu64::<::std::num::NonZeroU64, 5>")]
+        pub max_edits: ::std::num::NonZeroU64,
+        #[serde(default = "defaults::learning_policy_mode")]
+        pub mode: LearningMode,
+        ///The model that reads the turn. Default: the agent's.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        pub model: ::std::option::Option<LearningPolicyModel>,
+    }
+    impl ::std::default::Default for LearningPolicy {
+        fn default() -> Self {
+            Self {
+                blocks: Default::default(),
+                enabled: Default::default(),
+                max_edits: defaults::default_nzu64::<::std::num::NonZeroU64, 5>(),
+                mode: defaults::learning_policy_mode(),
+                model: Default::default(),
+            }
+        }
+    }
+    impl LearningPolicy {
+        pub fn builder() -> builder::LearningPolicy {
+            Default::default()
+        }
+    }
+    ///`LearningPolicyBlocksItem`
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct LearningPolicyBlocksItem(::std::string::String);
+    impl ::std::ops::Deref for LearningPolicyBlocksItem {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<LearningPolicyBlocksItem> for ::std::string::String {
+        fn from(value: LearningPolicyBlocksItem) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for LearningPolicyBlocksItem {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 64usize {
+                return Err("longer than 64 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+            { crate::unicode_regex("^[A-Za-z][A-Za-z0-9_.\\-]{0,63}$").unwrap() });
+            if PATTERN.find(value).is_none() {
+                return Err(
+                    "doesn't match pattern \"^[A-Za-z][A-Za-z0-9_.\\-]{0,63}$\"".into(),
+                );
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for LearningPolicyBlocksItem {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for LearningPolicyBlocksItem {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for LearningPolicyBlocksItem {
+        fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+        where
+            D: ::serde::Deserializer<'de>,
+        {
+            ::std::string::String::deserialize(deserializer)?
+                .parse()
+                .map_err(|e: self::error::ConversionError| {
+                    <D::Error as ::serde::de::Error>::custom(e.to_string())
+                })
+        }
+    }
+    ///The model that reads the turn. Default: the agent's.
+    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[serde(transparent)]
+    pub struct LearningPolicyModel(::std::string::String);
+    impl ::std::ops::Deref for LearningPolicyModel {
+        type Target = ::std::string::String;
+        fn deref(&self) -> &::std::string::String {
+            &self.0
+        }
+    }
+    impl ::std::convert::From<LearningPolicyModel> for ::std::string::String {
+        fn from(value: LearningPolicyModel) -> Self {
+            value.0
+        }
+    }
+    impl ::std::str::FromStr for LearningPolicyModel {
+        type Err = self::error::ConversionError;
+        fn from_str(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            if value.chars().count() > 200usize {
+                return Err("longer than 200 characters".into());
+            }
+            if value.chars().count() < 1usize {
+                return Err("shorter than 1 characters".into());
+            }
+            Ok(Self(value.to_string()))
+        }
+    }
+    impl ::std::convert::TryFrom<&str> for LearningPolicyModel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: &str,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl ::std::convert::TryFrom<::std::string::String> for LearningPolicyModel {
+        type Error = self::error::ConversionError;
+        fn try_from(
+            value: ::std::string::String,
+        ) -> ::std::result::Result<Self, self::error::ConversionError> {
+            value.parse()
+        }
+    }
+    impl<'de> ::serde::Deserialize<'de> for LearningPolicyModel {
         fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
         where
             D: ::serde::Deserializer<'de>,
@@ -13553,6 +13833,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::string::String,
             >,
             source: ::std::result::Result<super::EditSource, ::std::string::String>,
+            status: ::std::result::Result<super::EditStatus, ::std::string::String>,
             version: ::std::result::Result<i64, ::std::string::String>,
         }
         impl ::std::default::Default for BlockEdit {
@@ -13566,6 +13847,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     op: Err("no value supplied for op".to_string()),
                     reverted_by: Ok(Default::default()),
                     source: Err("no value supplied for source".to_string()),
+                    status: Ok(super::defaults::block_edit_status()),
                     version: Err("no value supplied for version".to_string()),
                 }
             }
@@ -13663,6 +13945,18 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     });
                 self
             }
+            pub fn status<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::EditStatus>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.status = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for status: {e}")
+                    });
+                self
+            }
             pub fn version<T>(mut self, value: T) -> Self
             where
                 T: ::std::convert::TryInto<i64>,
@@ -13690,6 +13984,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     op: value.op?,
                     reverted_by: value.reverted_by?,
                     source: value.source?,
+                    status: value.status?,
                     version: value.version?,
                 })
             }
@@ -13705,6 +14000,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     op: Ok(value.op),
                     reverted_by: Ok(value.reverted_by),
                     source: Ok(value.source),
+                    status: Ok(value.status),
                     version: Ok(value.version),
                 }
             }
@@ -20177,6 +20473,10 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 ::std::option::Option<::uuid::Uuid>,
                 ::std::string::String,
             >,
+            learning_job_id: ::std::result::Result<
+                ::std::option::Option<::uuid::Uuid>,
+                ::std::string::String,
+            >,
             message_id: ::std::result::Result<
                 ::std::option::Option<::uuid::Uuid>,
                 ::std::string::String,
@@ -20199,6 +20499,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 Self {
                     agent_id: Ok(Default::default()),
                     execution_id: Ok(Default::default()),
+                    learning_job_id: Ok(Default::default()),
                     message_id: Ok(Default::default()),
                     request_id: Ok(Default::default()),
                     session_id: Ok(Default::default()),
@@ -20228,6 +20529,20 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     .try_into()
                     .map_err(|e| {
                         format!("error converting supplied value for execution_id: {e}")
+                    });
+                self
+            }
+            pub fn learning_job_id<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::option::Option<::uuid::Uuid>>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.learning_job_id = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!(
+                            "error converting supplied value for learning_job_id: {e}"
+                        )
                     });
                 self
             }
@@ -20288,6 +20603,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 Ok(Self {
                     agent_id: value.agent_id?,
                     execution_id: value.execution_id?,
+                    learning_job_id: value.learning_job_id?,
                     message_id: value.message_id?,
                     request_id: value.request_id?,
                     session_id: value.session_id?,
@@ -20300,6 +20616,7 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                 Self {
                     agent_id: Ok(value.agent_id),
                     execution_id: Ok(value.execution_id),
+                    learning_job_id: Ok(value.learning_job_id),
                     message_id: Ok(value.message_id),
                     request_id: Ok(value.request_id),
                     session_id: Ok(value.session_id),
@@ -21886,6 +22203,129 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
                     has_more: Ok(value.has_more),
                     last_id: Ok(value.last_id),
                     object: Ok(value.object),
+                }
+            }
+        }
+        #[derive(Clone, Debug)]
+        pub struct LearningPolicy {
+            blocks: ::std::result::Result<
+                ::std::option::Option<::std::vec::Vec<super::LearningPolicyBlocksItem>>,
+                ::std::string::String,
+            >,
+            enabled: ::std::result::Result<bool, ::std::string::String>,
+            max_edits: ::std::result::Result<
+                ::std::num::NonZeroU64,
+                ::std::string::String,
+            >,
+            mode: ::std::result::Result<super::LearningMode, ::std::string::String>,
+            model: ::std::result::Result<
+                ::std::option::Option<super::LearningPolicyModel>,
+                ::std::string::String,
+            >,
+        }
+        impl ::std::default::Default for LearningPolicy {
+            fn default() -> Self {
+                Self {
+                    blocks: Ok(Default::default()),
+                    enabled: Ok(Default::default()),
+                    max_edits: Ok(
+                        super::defaults::default_nzu64::<::std::num::NonZeroU64, 5>(),
+                    ),
+                    mode: Ok(super::defaults::learning_policy_mode()),
+                    model: Ok(Default::default()),
+                }
+            }
+        }
+        impl LearningPolicy {
+            pub fn blocks<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<
+                        ::std::vec::Vec<super::LearningPolicyBlocksItem>,
+                    >,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.blocks = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for blocks: {e}")
+                    });
+                self
+            }
+            pub fn enabled<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<bool>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.enabled = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for enabled: {e}")
+                    });
+                self
+            }
+            pub fn max_edits<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<::std::num::NonZeroU64>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.max_edits = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for max_edits: {e}")
+                    });
+                self
+            }
+            pub fn mode<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<super::LearningMode>,
+                T::Error: ::std::fmt::Display,
+            {
+                self.mode = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for mode: {e}")
+                    });
+                self
+            }
+            pub fn model<T>(mut self, value: T) -> Self
+            where
+                T: ::std::convert::TryInto<
+                    ::std::option::Option<super::LearningPolicyModel>,
+                >,
+                T::Error: ::std::fmt::Display,
+            {
+                self.model = value
+                    .try_into()
+                    .map_err(|e| {
+                        format!("error converting supplied value for model: {e}")
+                    });
+                self
+            }
+        }
+        impl ::std::convert::TryFrom<LearningPolicy> for super::LearningPolicy {
+            type Error = super::error::ConversionError;
+            fn try_from(
+                value: LearningPolicy,
+            ) -> ::std::result::Result<Self, super::error::ConversionError> {
+                Ok(Self {
+                    blocks: value.blocks?,
+                    enabled: value.enabled?,
+                    max_edits: value.max_edits?,
+                    mode: value.mode?,
+                    model: value.model?,
+                })
+            }
+        }
+        impl ::std::convert::From<super::LearningPolicy> for LearningPolicy {
+            fn from(value: super::LearningPolicy) -> Self {
+                Self {
+                    blocks: Ok(value.blocks),
+                    enabled: Ok(value.enabled),
+                    max_edits: Ok(value.max_edits),
+                    mode: Ok(value.mode),
+                    model: Ok(value.model),
                 }
             }
         }
@@ -29101,6 +29541,9 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         {
             T::try_from(::std::num::NonZeroU64::try_from(V).unwrap()).unwrap()
         }
+        pub(super) fn block_edit_status() -> super::EditStatus {
+            super::EditStatus::Applied
+        }
         pub(super) fn chat_tool_type() -> super::ToolCallType {
             super::ToolCallType::Function
         }
@@ -29141,6 +29584,9 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
             ]
                 .into_iter()
                 .collect()
+        }
+        pub(super) fn learning_policy_mode() -> super::LearningMode {
+            super::LearningMode::Apply
         }
         pub(super) fn named_tool_choice_type() -> super::ToolCallType {
             super::ToolCallType::Function
@@ -29628,6 +30074,42 @@ let response = client.agent_export()
 ```*/
     pub fn agent_export(&self) -> builder::AgentExport<'_> {
         builder::AgentExport::new(self)
+    }
+    /**How the agent learns about its users after each turn (the default
+
+policy, disabled, when none was set).
+
+Sends a `GET` request to `/api/agents/{id}/learning`
+
+Arguments:
+- `id`: The agent's id.
+```ignore
+let response = client.agent_learning_get()
+    .id(id)
+    .send()
+    .await;
+```*/
+    pub fn agent_learning_get(&self) -> builder::AgentLearningGet<'_> {
+        builder::AgentLearningGet::new(self)
+    }
+    /**Set how the agent learns about its users after each turn
+
+Enabled, each saved turn of a session of the agent with users (session chat, `/v1/responses`, session runs) starts a learning job in the turn's own commit. The job runs in the background, across restarts: it sends the turn's messages and the users' writable blocks to the model (`model`, else the agent's) with the memory tools, and makes at most `max_edits` of the edits the model calls, on the blocks the policy allows, each recorded with the job, the session and the turn's answer as its source; in `approve` mode they are proposed instead. A job's edits and its end are one commit: it is never applied twice. A job whose model fails is tried again, at most `executions.max_step_attempts` times, then dropped with a log line.
+
+Sends a `PUT` request to `/api/agents/{id}/learning`
+
+Arguments:
+- `id`: The agent's id.
+- `body`
+```ignore
+let response = client.agent_learning_put()
+    .id(id)
+    .body(body)
+    .send()
+    .await;
+```*/
+    pub fn agent_learning_put(&self) -> builder::AgentLearningPut<'_> {
+        builder::AgentLearningPut::new(self)
     }
     /**Search an agent's documents by text (BM25)
 
@@ -30682,6 +31164,46 @@ let response = client.user_block_edits()
 ```*/
     pub fn user_block_edits(&self) -> builder::UserBlockEdits<'_> {
         builder::UserBlockEdits::new(self)
+    }
+    /**Approve an edit that learning proposed: it goes into the block (a 409
+
+when the block changed since the proposal: it no longer fits).
+
+Sends a `POST` request to `/api/users/{user_id}/blocks/{block_id}/edits/{edit_id}/approve`
+
+Arguments:
+- `user_id`: The user's id.
+- `block_id`: The block's id.
+- `edit_id`: The edit's id.
+```ignore
+let response = client.user_block_approve()
+    .user_id(user_id)
+    .block_id(block_id)
+    .edit_id(edit_id)
+    .send()
+    .await;
+```*/
+    pub fn user_block_approve(&self) -> builder::UserBlockApprove<'_> {
+        builder::UserBlockApprove::new(self)
+    }
+    /**Reject an edit that learning proposed: it stays listed, `rejected`
+
+Sends a `POST` request to `/api/users/{user_id}/blocks/{block_id}/edits/{edit_id}/reject`
+
+Arguments:
+- `user_id`: The user's id.
+- `block_id`: The block's id.
+- `edit_id`: The edit's id.
+```ignore
+let response = client.user_block_reject()
+    .user_id(user_id)
+    .block_id(block_id)
+    .edit_id(edit_id)
+    .send()
+    .await;
+```*/
+    pub fn user_block_reject(&self) -> builder::UserBlockReject<'_> {
+        builder::UserBlockReject::new(self)
     }
     /**Revert an edit of a user's memory block; see `agent_block_revert`
 
@@ -33878,6 +34400,256 @@ pub mod builder {
                     )
                 }
                 503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agent_learning_get`]
+
+[`Client::agent_learning_get`]: super::Client::agent_learning_get*/
+    #[derive(Debug, Clone)]
+    pub struct AgentLearningGet<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> AgentLearningGet<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `GET` request to `/api/agents/{id}/learning`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::LearningPolicy>, Error<types::Error>> {
+            let Self { client, id } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/learning", client.baseurl, encode_path(& id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .get(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agent_learning_get",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::agent_learning_put`]
+
+[`Client::agent_learning_put`]: super::Client::agent_learning_put*/
+    #[derive(Debug, Clone)]
+    pub struct AgentLearningPut<'a> {
+        client: &'a super::Client,
+        id: Result<::uuid::Uuid, String>,
+        body: Result<types::builder::LearningPolicy, String>,
+    }
+    impl<'a> AgentLearningPut<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                id: Err("id was not initialized".to_string()),
+                body: Ok(::std::default::Default::default()),
+            }
+        }
+        pub fn id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for id failed".to_string()
+                });
+            self
+        }
+        pub fn body<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<types::LearningPolicy>,
+            <V as std::convert::TryInto<
+                types::LearningPolicy,
+            >>::Error: std::fmt::Display,
+        {
+            self.body = value
+                .try_into()
+                .map(From::from)
+                .map_err(|s| {
+                    format!("conversion to `LearningPolicy` for body failed: {}", s)
+                });
+            self
+        }
+        pub fn body_map<F>(mut self, f: F) -> Self
+        where
+            F: std::ops::FnOnce(
+                types::builder::LearningPolicy,
+            ) -> types::builder::LearningPolicy,
+        {
+            self.body = self.body.map(f);
+            self
+        }
+        ///Sends a `PUT` request to `/api/agents/{id}/learning`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::LearningPolicy>, Error<types::Error>> {
+            let Self { client, id, body } = self;
+            let id = id.map_err(Error::InvalidRequest)?;
+            let body = body
+                .and_then(|v| {
+                    types::LearningPolicy::try_from(v).map_err(|e| e.to_string())
+                })
+                .map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/agents/{}/learning", client.baseurl, encode_path(& id
+                .to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .put(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .json(&body)
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "agent_learning_put",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                408u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,
@@ -41449,6 +42221,296 @@ pub mod builder {
                     )
                 }
                 503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::user_block_approve`]
+
+[`Client::user_block_approve`]: super::Client::user_block_approve*/
+    #[derive(Debug, Clone)]
+    pub struct UserBlockApprove<'a> {
+        client: &'a super::Client,
+        user_id: Result<::uuid::Uuid, String>,
+        block_id: Result<::uuid::Uuid, String>,
+        edit_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> UserBlockApprove<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                user_id: Err("user_id was not initialized".to_string()),
+                block_id: Err("block_id was not initialized".to_string()),
+                edit_id: Err("edit_id was not initialized".to_string()),
+            }
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for user_id failed".to_string()
+                });
+            self
+        }
+        pub fn block_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.block_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for block_id failed".to_string()
+                });
+            self
+        }
+        pub fn edit_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.edit_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for edit_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `POST` request to `/api/users/{user_id}/blocks/{block_id}/edits/{edit_id}/approve`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::Block>, Error<types::Error>> {
+            let Self { client, user_id, block_id, edit_id } = self;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let block_id = block_id.map_err(Error::InvalidRequest)?;
+            let edit_id = edit_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/users/{}/blocks/{}/edits/{}/approve", client.baseurl,
+                encode_path(& user_id.to_string()), encode_path(& block_id.to_string()),
+                encode_path(& edit_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "user_block_approve",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                _ => Err(Error::UnexpectedResponse(response)),
+            }
+        }
+    }
+    /**Builder for [`Client::user_block_reject`]
+
+[`Client::user_block_reject`]: super::Client::user_block_reject*/
+    #[derive(Debug, Clone)]
+    pub struct UserBlockReject<'a> {
+        client: &'a super::Client,
+        user_id: Result<::uuid::Uuid, String>,
+        block_id: Result<::uuid::Uuid, String>,
+        edit_id: Result<::uuid::Uuid, String>,
+    }
+    impl<'a> UserBlockReject<'a> {
+        pub fn new(client: &'a super::Client) -> Self {
+            Self {
+                client: client,
+                user_id: Err("user_id was not initialized".to_string()),
+                block_id: Err("block_id was not initialized".to_string()),
+                edit_id: Err("edit_id was not initialized".to_string()),
+            }
+        }
+        pub fn user_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.user_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for user_id failed".to_string()
+                });
+            self
+        }
+        pub fn block_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.block_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for block_id failed".to_string()
+                });
+            self
+        }
+        pub fn edit_id<V>(mut self, value: V) -> Self
+        where
+            V: std::convert::TryInto<::uuid::Uuid>,
+        {
+            self.edit_id = value
+                .try_into()
+                .map_err(|_| {
+                    "conversion to `:: uuid :: Uuid` for edit_id failed".to_string()
+                });
+            self
+        }
+        ///Sends a `POST` request to `/api/users/{user_id}/blocks/{block_id}/edits/{edit_id}/reject`
+        pub async fn send(
+            self,
+        ) -> Result<ResponseValue<types::BlockEdit>, Error<types::Error>> {
+            let Self { client, user_id, block_id, edit_id } = self;
+            let user_id = user_id.map_err(Error::InvalidRequest)?;
+            let block_id = block_id.map_err(Error::InvalidRequest)?;
+            let edit_id = edit_id.map_err(Error::InvalidRequest)?;
+            let url = format!(
+                "{}/api/users/{}/blocks/{}/edits/{}/reject", client.baseurl,
+                encode_path(& user_id.to_string()), encode_path(& block_id.to_string()),
+                encode_path(& edit_id.to_string()),
+            );
+            let mut header_map = ::reqwest::header::HeaderMap::with_capacity(1usize);
+            header_map
+                .append(
+                    ::reqwest::header::HeaderName::from_static("api-version"),
+                    ::reqwest::header::HeaderValue::from_static(
+                        super::Client::api_version(),
+                    ),
+                );
+            #[allow(unused_mut)]
+            let mut request = client
+                .client
+                .post(url)
+                .header(
+                    ::reqwest::header::ACCEPT,
+                    ::reqwest::header::HeaderValue::from_static("application/json"),
+                )
+                .headers(header_map)
+                .build()?;
+            let info = OperationInfo {
+                operation_id: "user_block_reject",
+            };
+            client.pre(&mut request, &info).await?;
+            let result = client.exec(request, &info).await;
+            client.post(&result, &info).await?;
+            let response = result?;
+            match response.status().as_u16() {
+                200u16 => ResponseValue::from_response(response).await,
+                400u16..=499u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                401u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                409u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                422u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                500u16..=599u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                503u16 => {
+                    Err(
+                        Error::ErrorResponse(
+                            ResponseValue::from_response(response).await?,
+                        ),
+                    )
+                }
+                507u16 => {
                     Err(
                         Error::ErrorResponse(
                             ResponseValue::from_response(response).await?,

@@ -56,6 +56,7 @@ impl Running {
         self.engine.stop().await;
         // Background responses stop here and go on at the next start (or on another server).
         self.app.background.stop();
+        self.app.stop_learning().await;
         if let Err(e) = self.app.search.close() {
             eprintln!(
                 "the search index was not closed cleanly ({e}): the next start checks it against the store"
@@ -155,6 +156,7 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
     // the last stop go on) as soon as the server answers.
     let engine = crate::exec::engine::Engine::start(&app, &cfg.executions, &cfg.tools, log.clone()).await?;
     app.start_background_runs(&cfg.tools, &cfg.executions, log.clone()).await?;
+    app.start_learning(&cfg.executions, &cfg.tools, log.clone()).await?;
     let sockets = crate::http::socket::Limits {
         max_message_bytes: cfg.server.request_body_max_bytes,
         idle_timeout: std::time::Duration::from_secs(cfg.server.websocket_idle_timeout_s),

@@ -243,7 +243,7 @@ impl Raw {
 /// Every record, in any tenant, whose owner or participant is gone: a
 /// message or stored response without its session, a tool, task or doc
 /// without its agent (or user), a memory block without its agent or user, an
-/// edit without its block, a session naming a missing participant or
+/// edit without its block, a learning policy without its agent, a session naming a missing participant or
 /// left with users but without agents.
 pub async fn orphans_in(store: &dyn Store) -> Vec<String> {
     let exists =
@@ -273,6 +273,7 @@ pub async fn orphans_in(store: &dyn Store) -> Vec<String> {
         (Kind::Doc, &[Kind::Agent, Kind::User][..]),
         (Kind::Block, &[Kind::Agent, Kind::User][..]),
         (Kind::BlockEdit, &[Kind::Block][..]),
+        (Kind::LearningPolicy, &[Kind::Agent][..]),
     ] {
         for (tenant, r) in store.scan_kind(kind).await.unwrap() {
             let mut owned = false;

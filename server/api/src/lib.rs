@@ -280,6 +280,57 @@ pub trait AgentPlatformApi {
 
     // ------------------------------------------------------------ memory blocks
 
+    /// How the agent learns about its users after each turn (the default
+    /// policy, disabled, when none was set).
+    #[endpoint { method = GET, path = "/api/agents/{id}/learning", tags = ["memory"] }]
+    async fn agent_learning_get(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+    ) -> Ok200<LearningPolicy>;
+
+    /// Set how the agent learns about its users after each turn.
+    ///
+    /// Enabled, each saved turn of a session of the agent with users (session
+    /// chat, `/v1/responses`, session runs) starts a learning job in the
+    /// turn's own commit. The job runs in the background, across restarts:
+    /// it sends the turn's messages and the users' writable blocks to the
+    /// model (`model`, else the agent's) with the memory tools, and makes at
+    /// most `max_edits` of the edits the model calls, on the blocks the
+    /// policy allows, each recorded with the job, the session and the
+    /// turn's answer as its source; in `approve` mode they are proposed
+    /// instead. A job's edits and its end are one commit: it is never
+    /// applied twice. A job whose model fails is tried again, at most
+    /// `executions.max_step_attempts` times, then dropped with a log line.
+    #[endpoint { method = PUT, path = "/api/agents/{id}/learning", tags = ["memory"] }]
+    async fn agent_learning_put(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<AgentPath>,
+        body: JsonBody<LearningPolicy>,
+    ) -> Ok200<LearningPolicy>;
+
+    /// Approve an edit that learning proposed: it goes into the block (a 409
+    /// when the block changed since the proposal: it no longer fits).
+    #[endpoint {
+        method = POST,
+        path = "/api/users/{user_id}/blocks/{block_id}/edits/{edit_id}/approve",
+        tags = ["memory"]
+    }]
+    async fn user_block_approve(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserBlockEditPath>,
+    ) -> Ok200<Block>;
+
+    /// Reject an edit that learning proposed: it stays listed, `rejected`.
+    #[endpoint {
+        method = POST,
+        path = "/api/users/{user_id}/blocks/{block_id}/edits/{edit_id}/reject",
+        tags = ["memory"]
+    }]
+    async fn user_block_reject(
+        rqctx: RequestContext<Self::Context>,
+        path: PathParams<UserBlockEditPath>,
+    ) -> Ok200<BlockEdit>;
+
     /// Add a memory block to an agent.
     ///
     /// The block is in the system message of each of the agent's turns from

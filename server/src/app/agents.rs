@@ -101,7 +101,13 @@ impl App {
     }
 
     pub async fn agent_delete(&self, t: Tenant, id: Uuid) -> Result<()> {
-        self.delete_participant(t, Kind::Agent, id, &[Kind::Doc, Kind::Tool, Kind::Task]).await?;
+        self.delete_participant(
+            t,
+            Kind::Agent,
+            id,
+            &[Kind::Doc, Kind::Tool, Kind::Task, Kind::LearningPolicy],
+        )
+        .await?;
         self.forget_docs_of(t, DocOwner { id, role: OwnerRole::Agent }).await;
         Ok(())
     }

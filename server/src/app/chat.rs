@@ -20,6 +20,8 @@ use chrono::Utc;
 use futures::future::BoxFuture;
 use uuid::Uuid;
 
+use super::learning::LearnAfter;
+
 use super::turn::convert::{answer_id, contract_chunk, from_wire_call};
 use super::turn::drive::{self, End, Items};
 use super::turn::plan::{New, tool_specs, wire_tool_choice};
@@ -42,6 +44,8 @@ pub struct ChatTurn {
     saving: Saving,
     /// The agent loop over the server-run tools (see [`super::turn::rounds`]).
     rounds: Rounds,
+    /// Learning after the turn, when the agent's policy has it.
+    learning: Option<LearnAfter>,
 }
 
 impl App {
@@ -109,7 +113,8 @@ impl App {
             lease: held.lease,
             lock: Some(held.lock),
         };
-        Ok(ChatTurn { plan, saving, rounds })
+        let learning = self.learn_after(t, agent.id, session).await?;
+        Ok(ChatTurn { plan, saving, rounds, learning })
     }
 
     /// A chat answered whole: the model's answer (after the rounds of the
@@ -126,7 +131,18 @@ impl App {
             let replies = turn.rounds.to_save(&answered, &ending);
             turn.saving.with_round_ids(&turn.rounds, &ending);
             let response = chat_response(&turn.plan, &mut turn.rounds, answered, ending);
-            self.save_turn(&turn.saving, replies, |_| Ok((Vec::new(), Some(&response)))).await?;
+            let mut job = None;
+            let learning = turn.learning.as_ref();
+            self.save_turn(&turn.saving, replies, |made| {
+                Ok((
+                    LearnAfter::ops(learning, made.iter().map(|m| m.id).collect(), &mut job)?,
+                    Some(&response),
+                ))
+            })
+            .await?;
+            if let (Some(job), true) = (job, turn.saving.save) {
+                self.learning_enqueue(t, job);
+            }
             return Ok(response);
         }
     }
@@ -235,7 +251,19 @@ impl Shape for ChatShape {
                 };
             let replies = self.turn.rounds.to_save(&answered, &ending);
             self.turn.saving.with_round_ids(&self.turn.rounds, &ending);
-            self.app.save_turn(&self.turn.saving, replies, |_| Ok((Vec::new(), None::<()>))).await?;
+            let mut job = None;
+            let learning = self.turn.learning.as_ref();
+            self.app
+                .save_turn(&self.turn.saving, replies, |made| {
+                    Ok((
+                        LearnAfter::ops(learning, made.iter().map(|m| m.id).collect(), &mut job)?,
+                        None::<()>,
+                    ))
+                })
+                .await?;
+            if let (Some(job), true) = (job, self.turn.saving.save) {
+                self.app.learning_enqueue(t, job);
+            }
             let model = answered.model_or(&self.turn.plan.request);
             let mut last = self.new_runs();
             if let Some(reason) = ending.finish_reason.clone() {

@@ -27,8 +27,8 @@ use super::records::{RETRIES, Resource, decode, decode_data, encode, merge_metad
 use super::{App, Error, Result, Tenant};
 use crate::api::error::{Issue, LocPart};
 use crate::api::types::{
-    Block, BlockEdit, BlockEditOp, CreateBlockRequest, DocOwner, EditSource, MAX_BLOCKS_PER_OWNER, OwnerRole,
-    PatchBlockRequest,
+    Block, BlockEdit, BlockEditOp, CreateBlockRequest, DocOwner, EditSource, EditStatus,
+    MAX_BLOCKS_PER_OWNER, OwnerRole, PatchBlockRequest,
 };
 use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError, now};
 
@@ -101,6 +101,28 @@ pub struct EditData {
     pub source: Provenance,
     #[serde(default)]
     pub reverted_by: Option<Uuid>,
+    #[serde(default)]
+    pub status: StoredEditStatus,
+}
+
+/// Whether an edit is in its block, as stored.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StoredEditStatus {
+    #[default]
+    Applied,
+    Proposed,
+    Rejected,
+}
+
+impl From<StoredEditStatus> for EditStatus {
+    fn from(s: StoredEditStatus) -> Self {
+        match s {
+            StoredEditStatus::Applied => EditStatus::Applied,
+            StoredEditStatus::Proposed => EditStatus::Proposed,
+            StoredEditStatus::Rejected => EditStatus::Rejected,
+        }
+    }
 }
 
 /// What made an edit, as stored.
@@ -146,6 +168,8 @@ pub struct Provenance {
     pub request_id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learning_job_id: Option<Uuid>,
 }
 
 impl Provenance {
@@ -164,6 +188,7 @@ impl From<Provenance> for EditSource {
             tool_call_id: p.tool_call_id,
             request_id: p.request_id,
             execution_id: p.execution_id,
+            learning_job_id: p.learning_job_id,
         }
     }
 }
@@ -181,6 +206,7 @@ impl Resource for BlockEdit {
             version: d.version,
             source: d.source.into(),
             reverted_by: d.reverted_by,
+            status: d.status.into(),
             created_at: rec.created_at,
         }
     }
@@ -215,7 +241,15 @@ fn edit_record(
     version: u64,
     source: Provenance,
 ) -> Result<Record> {
-    let data = EditData { op, before, after, version: version as i64, source, reverted_by: None };
+    let data = EditData {
+        op,
+        before,
+        after,
+        version: version as i64,
+        source,
+        reverted_by: None,
+        status: StoredEditStatus::Applied,
+    };
     Ok(Record::fresh(Kind::BlockEdit, block, encode(&data)?))
 }
 
@@ -449,6 +483,11 @@ impl App {
             if let Some(by) = reverted.reverted_by {
                 return Err(Error::Conflict(format!("edit {edit} was reverted already (by edit {by})")));
             }
+            if reverted.status != StoredEditStatus::Applied {
+                return Err(Error::Conflict(format!(
+                    "edit {edit} is a proposal that was not applied: there is nothing to revert"
+                )));
+            }
             let mut data = decode_data::<Block>(&rec)?;
             if data.value != reverted.after {
                 return Err(Error::Conflict(format!(
@@ -491,6 +530,72 @@ impl App {
             }
         }
         Err(StoreError::Stale.into())
+    }
+
+    /// Approves (into the block) or rejects a proposed edit (learning's, in
+    /// `approve` mode). An approval needs the block as it was when the edit
+    /// was proposed (a 409 otherwise).
+    pub async fn block_decide(
+        &self,
+        t: Tenant,
+        owner: DocOwner,
+        id: Uuid,
+        edit: Uuid,
+        approve: bool,
+        source: Provenance,
+    ) -> Result<(Block, BlockEdit)> {
+        let _queue = self.lock_record(t, Kind::Block, id).await;
+        let mut rec = self.block_record(t, owner, id).await?;
+        let mut edit_rec = self.load_in(t, Kind::BlockEdit, id, edit).await?;
+        let mut proposed = decode_data::<BlockEdit>(&edit_rec)?;
+        if proposed.status != StoredEditStatus::Proposed {
+            return Err(Error::Conflict(format!("edit {edit} is no proposal waiting for a decision")));
+        }
+        let mut data = decode_data::<Block>(&rec)?;
+        let edit_version = edit_rec.version;
+        let mut ops = Vec::new();
+        if approve {
+            if data.value != proposed.before {
+                return Err(Error::Conflict(format!(
+                    "memory block {id} changed since edit {edit} was proposed: it no longer fits; reject it"
+                )));
+            }
+            if chars(&proposed.after) > data.limit {
+                return Err(Error::Conflict(format!(
+                    "edit {edit} would make the block {} characters long, over its limit of {}: raise the limit first",
+                    chars(&proposed.after),
+                    data.limit
+                )));
+            }
+            let expect = Expect::Version(rec.version);
+            data.value = proposed.after.clone();
+            rec.data = encode(&data)?;
+            rec.updated_at = now().max(rec.created_at);
+            proposed.status = StoredEditStatus::Applied;
+            proposed.version = next_version(expect) as i64;
+            if proposed.source.request_id.is_none() {
+                proposed.source.request_id = source.request_id;
+            }
+            ops.push(Op::Put { record: rec.clone(), expect });
+        } else {
+            proposed.status = StoredEditStatus::Rejected;
+        }
+        edit_rec.data = encode(&proposed)?;
+        ops.push(Op::Put { record: edit_rec.clone(), expect: Expect::Version(edit_version) });
+        match self.store.commit(t.0, ops).await {
+            Ok(()) => {}
+            Err(StoreError::Stale) => {
+                return Err(Error::Conflict(format!(
+                    "memory block {id} changed meanwhile: send the request again"
+                )));
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let mut block = decode::<Block>(&rec)?;
+        if approve {
+            block.version = proposed.version;
+        }
+        Ok((block, decode::<BlockEdit>(&edit_rec)?))
     }
 
     /// The ops that delete every block of `owner` and their edits (for the

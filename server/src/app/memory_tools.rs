@@ -34,6 +34,11 @@ pub enum MemoryEdit {
 impl MemoryEdit {
     pub const ALL: [MemoryEdit; 3] = [MemoryEdit::Insert, MemoryEdit::Replace, MemoryEdit::Rethink];
 
+    /// The edit a function of this name makes.
+    pub fn named(name: &str) -> Option<MemoryEdit> {
+        MemoryEdit::ALL.into_iter().find(|e| e.name() == name)
+    }
+
     /// The function's name, as the model calls it.
     pub fn name(self) -> &'static str {
         match self {
@@ -94,7 +99,7 @@ impl MemoryEdit {
         }
     }
 
-    fn op(self) -> StoredEditOp {
+    pub(crate) fn op(self) -> StoredEditOp {
         match self {
             MemoryEdit::Insert => StoredEditOp::Insert,
             MemoryEdit::Replace => StoredEditOp::Replace,
@@ -103,7 +108,7 @@ impl MemoryEdit {
     }
 
     /// The new value of `value` after this edit with `args`, or why there is none.
-    fn apply(self, value: &str, label: &str, args: &Map<String, Value>) -> Result<String, String> {
+    pub(crate) fn apply(self, value: &str, label: &str, args: &Map<String, Value>) -> Result<String, String> {
         let text = |key: &str| -> Result<String, String> {
             match args.get(key) {
                 Some(Value::String(s)) => Ok(s.clone()),
@@ -202,6 +207,7 @@ impl App {
             tool_call_id: Some(call.to_owned()),
             request_id: None,
             execution_id: scope.execution,
+            learning_job_id: None,
         };
         let _queue = self.lock_record(t, Kind::Block, block).await;
         for _ in 0..RETRIES {
@@ -236,6 +242,7 @@ impl App {
                 version: version as i64,
                 source: source.clone(),
                 reverted_by: None,
+                status: super::memory::StoredEditStatus::Applied,
             };
             let edit_rec =
                 Record::fresh(Kind::BlockEdit, block, encode(&edit_data).map_err(|e| e.to_string())?);

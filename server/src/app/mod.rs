@@ -17,6 +17,7 @@ pub mod executions;
 pub mod history;
 pub mod idempotency;
 pub mod keys;
+pub mod learning;
 pub mod lease;
 pub mod locks;
 pub mod memory;
@@ -165,6 +166,8 @@ pub struct App {
     pub tool_runner: Arc<turn::tools::ToolRunner>,
     /// The background responses this server runs (see [`responses::BackgroundRuns`]).
     pub background: Arc<responses::BackgroundRuns>,
+    /// The learning jobs this server runs (see [`learning`]).
+    pub learning: Arc<learning::Learning>,
 }
 
 impl App {
@@ -223,6 +226,7 @@ impl App {
             followers: Default::default(),
             tool_runner: Default::default(),
             background: Default::default(),
+            learning: Default::default(),
         };
         changes::forget_on_changes(&app);
         docs::start_index(&app, start).await?;

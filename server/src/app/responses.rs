@@ -29,6 +29,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use uuid::Uuid;
 
+use super::learning::LearnAfter;
+
 pub use self::background::BackgroundRuns;
 pub use self::chains::{Chain, Chains};
 use self::events::Events;
@@ -246,6 +248,8 @@ pub struct ResponseTurn {
     remember: Option<(Chains, Session, History)>,
     /// A background response's run: what it committed before the end.
     background: Option<Arc<background::RunCheckpoint>>,
+    /// Learning after the turn, when the agent's policy has it (and the response is stored).
+    learning: Option<LearnAfter>,
 }
 
 impl ResponseTurn {
@@ -495,6 +499,11 @@ impl App {
             lease,
             lock,
         };
+        // A response not stored keeps nothing, and learns nothing.
+        let learning = match (&agent, store) {
+            (Some(agent), true) => self.learn_after(t, agent.id, &session).await?,
+            _ => None,
+        };
         let remember = match chains {
             Some(chains) if !store => Some((chains.clone(), session, history)),
             _ => None,
@@ -510,6 +519,7 @@ impl App {
             listed_tools,
             decided: decided_count,
             background: None,
+            learning,
         })
     }
 
@@ -609,6 +619,7 @@ impl App {
         let head = &turn.head;
         let made_count = replies.len();
         let mut conversation = Vec::new();
+        let mut job = None;
         let answer = self
             .save_turn(&turn.saving, replies, |made| {
                 if turn.remember.is_some() {
@@ -644,9 +655,15 @@ impl App {
                 };
                 let mut ops = vec![Op::Put { record, expect }];
                 ops.extend(tail);
+                let turn_messages =
+                    data.input_messages.iter().chain(&data.output_messages).copied().collect();
+                ops.extend(LearnAfter::ops(turn.learning.as_ref(), turn_messages, &mut job)?);
                 Ok((ops, Some(response)))
             })
             .await?;
+        if let (Some(job), true) = (job, turn.saving.save) {
+            self.learning_enqueue(turn.saving.tenant, job);
+        }
         if let Some((chains, session, history)) = &turn.remember {
             chains.insert(head.id, Chain::then(session.clone(), history, conversation));
         }

@@ -138,3 +138,43 @@ pub async fn agent_export(
     let session = query.into_inner().session_id;
     run(&rqctx, |app, t| async move { app.agent_export(t, id, session).await.map(HttpResponseOk) }).await
 }
+
+pub async fn learning_get(rqctx: RequestContext<Ctx>, path: PathParams<AgentPath>) -> Ok200<LearningPolicy> {
+    let id = path.into_inner().id;
+    run(&rqctx, |app, t| async move { app.learning_get(t, id).await.map(HttpResponseOk) }).await
+}
+
+pub async fn learning_put(
+    rqctx: RequestContext<Ctx>,
+    path: PathParams<AgentPath>,
+    body: JsonBody<LearningPolicy>,
+) -> Ok200<LearningPolicy> {
+    let id = path.into_inner().id;
+    let body = body.into_inner();
+    run(&rqctx, |app, t| async move { app.learning_put(t, id, body).await.map(HttpResponseOk) }).await
+}
+
+pub async fn block_approve(rqctx: RequestContext<Ctx>, path: PathParams<UserBlockEditPath>) -> Ok200<Block> {
+    let p = path.into_inner();
+    let source = by_request(&rqctx);
+    run(&rqctx, |app, t| async move {
+        app.block_decide(t, of_user(p.user_id), p.block_id, p.edit_id, true, source)
+            .await
+            .map(|(block, _)| HttpResponseOk(block))
+    })
+    .await
+}
+
+pub async fn block_reject(
+    rqctx: RequestContext<Ctx>,
+    path: PathParams<UserBlockEditPath>,
+) -> Ok200<BlockEdit> {
+    let p = path.into_inner();
+    let source = by_request(&rqctx);
+    run(&rqctx, |app, t| async move {
+        app.block_decide(t, of_user(p.user_id), p.block_id, p.edit_id, false, source)
+            .await
+            .map(|(_, edit)| HttpResponseOk(edit))
+    })
+    .await
+}

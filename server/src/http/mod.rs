@@ -288,6 +288,35 @@ impl AgentPlatformApi for Impl {
         memory::block_edits(rqctx, memory::of_user(p.user_id), p.block_id, query).await
     }
 
+    async fn agent_learning_get(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+    ) -> Ok200<LearningPolicy> {
+        memory::learning_get(rqctx, path).await
+    }
+
+    async fn agent_learning_put(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<AgentPath>,
+        body: JsonBody<LearningPolicy>,
+    ) -> Ok200<LearningPolicy> {
+        memory::learning_put(rqctx, path, body).await
+    }
+
+    async fn user_block_approve(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<UserBlockEditPath>,
+    ) -> Ok200<Block> {
+        memory::block_approve(rqctx, path).await
+    }
+
+    async fn user_block_reject(
+        rqctx: RequestContext<Ctx>,
+        path: PathParams<UserBlockEditPath>,
+    ) -> Ok200<BlockEdit> {
+        memory::block_reject(rqctx, path).await
+    }
+
     async fn user_block_revert(
         rqctx: RequestContext<Ctx>,
         path: PathParams<UserBlockEditPath>,

@@ -85,6 +85,11 @@ pub enum Kind {
     Block = 21,
     /// One change of a memory block's value, with its provenance (scope: the block).
     BlockEdit = 22,
+    /// An agent's learning policy (id and scope: the agent's).
+    LearningPolicy = 23,
+    /// A learning job after a turn, until it has run (scope: the nil id, one
+    /// list per tenant): what the users' blocks should keep of the turn.
+    LearningJob = 24,
 }
 
 impl Kind {
@@ -112,6 +117,8 @@ impl Kind {
             Kind::RunLease => "background response lease",
             Kind::Block => "memory block",
             Kind::BlockEdit => "memory block edit",
+            Kind::LearningPolicy => "learning policy",
+            Kind::LearningJob => "learning job",
         }
     }
 }

@@ -18,6 +18,10 @@ fn patch(v: Value) -> types::PatchBlockRequest {
     serde_json::from_value(v).unwrap()
 }
 
+fn learning(v: Value) -> types::LearningPolicy {
+    serde_json::from_value(v).unwrap()
+}
+
 fn user_says(text: &str) -> types::ChatRequest {
     serde_json::from_value(json!({"messages": [{"role": "user", "content": text}]})).unwrap()
 }
@@ -326,5 +330,144 @@ async fn the_model_is_told_why_an_edit_cannot_be_made_and_nothing_changes() {
     let system = system_of(&t.fake, n);
     assert!(system.starts_with("You are terse.\n"), "{system}");
     assert!(system.contains("<persona chars="), "{system}");
+    t.s.stop().await;
+}
+
+/// Polls (at most 20 s) until `done` holds of the user's `human` block's edits.
+async fn edits_until(
+    t: &Setup,
+    block: Uuid,
+    done: impl Fn(&[types::BlockEdit]) -> bool,
+) -> Vec<types::BlockEdit> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let edits =
+            t.s.client
+                .user_block_edits()
+                .user_id(t.user)
+                .block_id(block)
+                .send()
+                .await
+                .unwrap()
+                .into_inner()
+                .items;
+        if done(&edits) {
+            return edits;
+        }
+        assert!(std::time::Instant::now() < deadline, "learning did not happen: {edits:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_agent_that_learns_keeps_facts_about_its_users_after_each_turn_once_across_a_restart() {
+    let mut t = setup().await;
+    let c = t.s.client.clone();
+    let policy: types::LearningPolicy = c.agent_learning_get().id(t.agent).send().await.unwrap().into_inner();
+    assert!(!policy.enabled, "off by default");
+    let on = learning(json!({"enabled": true, "blocks": ["human"]}));
+    c.agent_learning_put().id(t.agent).body(on).send().await.unwrap();
+    let session = t.s.create_session(&[t.agent], &[t.user]).await.id;
+    let human = t.human().await.id;
+
+    // The turn's answer, then the learning job's model call: it keeps a fact.
+    t.fake.push(Behaviour::Text("Nice to meet you.".into()));
+    let fact = json!({"label": "human", "new_str": "Works as a nurse."}).to_string();
+    t.fake.push(Behaviour::ToolCall { name: "memory_insert".into(), arguments: fact });
+    t.chat(session, "I work as a nurse.").await;
+    let edits = edits_until(&t, human, |e| e.len() == 2).await;
+    assert_eq!(t.human().await.value, "Works as a nurse.");
+    let learned = &edits[0];
+    assert_eq!((learned.op, learned.status), (types::BlockEditOp::Insert, types::EditStatus::Applied));
+    assert!(learned.source.learning_job_id.is_some());
+    assert_eq!((learned.source.agent_id, learned.source.session_id), (Some(t.agent), Some(session)));
+    let saved = c.message_list().id(session).send().await.unwrap().into_inner().items;
+    assert_eq!(learned.source.message_id, Some(saved.last().unwrap().id), "the turn's answer");
+    // What the job sent: the users' writable blocks (not the agent's), the turn, the memory tools.
+    let asked = &t.fake.requests()[1].body;
+    let system = asked["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains("<human chars=\"0/200\">") && !system.contains("persona"), "{system}");
+    let turn = asked["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        turn.contains("user: I work as a nurse.") && turn.contains("assistant: Nice to meet you."),
+        "{turn}"
+    );
+    assert_eq!(asked["tools"].as_array().unwrap().len(), 3);
+
+    // Approve mode: proposed, not applied, until a person decides.
+    let approve = learning(json!({"enabled": true, "mode": "approve"}));
+    c.agent_learning_put().id(t.agent).body(approve).send().await.unwrap();
+    t.fake.push(Behaviour::Text("Noted.".into()));
+    let promoted = json!({"label": "human", "old_str": "a nurse", "new_str": "a head nurse"}).to_string();
+    t.fake.push(Behaviour::ToolCall { name: "memory_replace".into(), arguments: promoted });
+    t.chat(session, "I was promoted to head nurse.").await;
+    let edits = edits_until(&t, human, |e| e.len() == 3).await;
+    assert_eq!(edits[0].status, types::EditStatus::Proposed);
+    assert_eq!(t.human().await.value, "Works as a nurse.", "a proposal changes nothing");
+    let approved = c
+        .user_block_approve()
+        .user_id(t.user)
+        .block_id(human)
+        .edit_id(edits[0].id)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((approved.value.as_str(), approved.version), ("Works as a head nurse.", 2));
+    let again = c.user_block_approve().user_id(t.user).block_id(human).edit_id(edits[0].id).send().await;
+    assert_eq!(status_of(again), 409, "decided once");
+    let rejected = c.user_block_reject().user_id(t.user).block_id(human).edit_id(edits[0].id).send().await;
+    assert_eq!(status_of(rejected), 409, "an applied edit is no proposal");
+    t.fake.push(Behaviour::Text("I see.".into()));
+    let guess = json!({"label": "human", "new_str": "Dislikes night shifts."}).to_string();
+    t.fake.push(Behaviour::ToolCall { name: "memory_insert".into(), arguments: guess });
+    t.chat(session, "Night shifts again this week.").await;
+    let edits = edits_until(&t, human, |e| e.len() == 4).await;
+    let rejected = c
+        .user_block_reject()
+        .user_id(t.user)
+        .block_id(human)
+        .edit_id(edits[0].id)
+        .send()
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (rejected.status, rejected.after.as_str()),
+        (types::EditStatus::Rejected, "Works as a head nurse.\nDislikes night shifts.")
+    );
+    assert_eq!(t.human().await.value, "Works as a head nurse.", "a rejected proposal changes nothing");
+
+    // A job under way when the server stops begins again at the next start, and is applied once.
+    let apply = learning(json!({"enabled": true}));
+    c.agent_learning_put().id(t.agent).body(apply).send().await.unwrap();
+    t.fake.push(Behaviour::Text("Sure.".into()));
+    t.fake.push(Behaviour::Hang(std::time::Duration::from_secs(60)));
+    let requests = t.fake.requests().len();
+    t.chat(session, "I live in Bergen.").await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while t.fake.requests().len() < requests + 2 {
+        assert!(std::time::Instant::now() < deadline, "the job never called the model");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let city = json!({"label": "human", "new_str": "Lives in Bergen."}).to_string();
+    t.fake.push(Behaviour::ToolCall { name: "memory_insert".into(), arguments: city });
+    t.s.restart().await;
+    let c = t.s.client.clone();
+    // The approved proposal is one edit, now applied: create, insert, replace, the rejected one, insert.
+    let edits = edits_until(&t, human, |e| e.len() == 5).await;
+    assert_eq!(t.human().await.value, "Works as a head nurse.\nLives in Bergen.");
+    assert_eq!(edits.iter().filter(|e| e.after.contains("Bergen")).count(), 1, "applied once: {edits:?}");
+
+    // Disabled: a turn starts no job.
+    let off = learning(json!({"enabled": false}));
+    c.agent_learning_put().id(t.agent).body(off).send().await.unwrap();
+    let requests = t.fake.requests().len();
+    t.chat(session, "I like jazz.").await;
+    assert_eq!(t.fake.requests().len(), requests + 1);
+    assert_eq!(
+        c.user_block_edits().user_id(t.user).block_id(human).send().await.unwrap().into_inner().items.len(),
+        5
+    );
     t.s.stop().await;
 }

@@ -213,6 +213,10 @@ pub struct EditSource {
     /// The execution of a task's `prompt` step that called the tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution_id: Option<Uuid>,
+    /// The learning job that made (or proposed) it, after the turn whose
+    /// answer is `message_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub learning_job_id: Option<Uuid>,
 }
 
 /// One change of a block's value (or its creation), with its provenance.
@@ -231,6 +235,10 @@ pub struct BlockEdit {
     /// The edit that reverted this one, if any.
     #[serde(default)]
     pub reverted_by: Option<Uuid>,
+    /// `applied`, or for learning's proposals `proposed` until a person
+    /// approves (then `applied`) or rejects (`rejected`) it.
+    #[serde(default)]
+    pub status: EditStatus,
     pub created_at: DateTime<Utc>,
 }
 
@@ -319,3 +327,68 @@ pub struct AgentFileImport {
 #[serde(transparent)]
 pub struct AgentFile(pub super::common::JsonObject);
 impl Check for AgentFile {}
+
+/// Whether an edit is in the block, or waits for a person.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum EditStatus {
+    /// In the block's value.
+    #[default]
+    Applied,
+    /// Proposed by learning in `approve` mode: not in the block until a
+    /// person approves it.
+    Proposed,
+    /// A proposal a person rejected (or that no longer fit the block).
+    Rejected,
+}
+
+/// What learning does with the edits it makes.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum LearningMode {
+    /// Edits go into the user's blocks at once.
+    #[default]
+    Apply,
+    /// Edits are proposed (`status: proposed`): a person approves or rejects
+    /// each (`POST …/edits/{edit_id}/approve` or `…/reject`).
+    Approve,
+}
+
+/// How an agent learns about its users after each turn: a background job
+/// reads the turn and asks a model to keep durable facts about the users in
+/// their memory blocks. Body of `PUT /api/agents/{id}/learning`.
+#[derive(Clone, Debug, Serialize, Deserialize, JsonSchema, PartialEq)]
+pub struct LearningPolicy {
+    /// Learn after each saved turn of a session with users. Default: false.
+    #[serde(default)]
+    pub enabled: bool,
+    /// The model that reads the turn. Default: the agent's.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = 200))]
+    pub model: Option<String>,
+    /// The labels of the users' blocks it may write (1 to 100 labels).
+    /// Default: every block of the users that is not read-only.
+    #[serde(default)]
+    #[schemars(
+        length(min = 1, max = 100),
+        inner(length(min = 1, max = 64), regex(path = "BLOCK_LABEL_PATTERN"))
+    )]
+    pub blocks: Option<Vec<String>>,
+    #[serde(default)]
+    pub mode: LearningMode,
+    /// The most edits one turn's learning makes (1 to 20). Default: 5.
+    #[serde(default = "default_max_edits")]
+    #[schemars(range(min = 1, max = 20))]
+    pub max_edits: i64,
+}
+impl Check for LearningPolicy {}
+
+fn default_max_edits() -> i64 {
+    5
+}
+
+impl Default for LearningPolicy {
+    fn default() -> Self {
+        LearningPolicy { enabled: false, model: None, blocks: None, mode: LearningMode::Apply, max_edits: 5 }
+    }
+}

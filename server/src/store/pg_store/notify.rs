@@ -144,6 +144,8 @@ fn kind_of(code: u8) -> Option<Kind> {
         RunLease,
         Block,
         BlockEdit,
+        LearningPolicy,
+        LearningJob,
     ]
     .into_iter()
     .find(|k| *k as u8 == code)

@@ -153,6 +153,11 @@ fn sweep_table() -> BTreeMap<&'static str, Vec<Call>> {
         ("user_block_edits", vec![plain(), query("limit=5")]),
         ("user_block_revert", vec![plain()]),
         ("agent_export", vec![plain()]),
+        ("agent_learning_get", vec![plain()]),
+        ("agent_learning_put", vec![body(json!({"enabled": false, "mode": "approve"}))]),
+        // The edit is the block's creation, no proposal: a 409 for its owner (after the lookups).
+        ("user_block_approve", vec![Call { own: Some(409), ..plain() }]),
+        ("user_block_reject", vec![Call { own: Some(409), ..plain() }]),
         // Its one id is `import` (`POST /api/agents/import`): an agent's id is a 404, the owner's too.
         ("agent_import", vec![Call { own: Some(404), ..body(json!({"agents": []})) }]),
         ("secret_update", vec![body(json!({"value": "replaced", "description": "d"}))]),
