@@ -95,8 +95,44 @@ impl LearnAfter {
     }
 }
 
+/// A learning policy's stored fields (the contract's [`LearningPolicy`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+struct PolicyData {
+    #[serde(default)]
+    enabled: bool,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    blocks: Option<Vec<String>>,
+    #[serde(default)]
+    approve: bool,
+    #[serde(default)]
+    max_edits: Option<i64>,
+}
+
+impl From<&LearningPolicy> for PolicyData {
+    fn from(p: &LearningPolicy) -> Self {
+        PolicyData {
+            enabled: p.enabled,
+            model: p.model.clone(),
+            blocks: p.blocks.clone(),
+            approve: p.mode == LearningMode::Approve,
+            max_edits: Some(p.max_edits),
+        }
+    }
+}
+
+/// The policy a record keeps (an unreadable one: the default, disabled).
 fn stored_policy(rec: &Record) -> LearningPolicy {
-    serde_json::from_value(rec.data.clone()).unwrap_or_default()
+    let d: PolicyData = serde_json::from_value(rec.data.clone()).unwrap_or_default();
+    let default = LearningPolicy::default();
+    LearningPolicy {
+        enabled: d.enabled,
+        model: d.model,
+        blocks: d.blocks,
+        mode: if d.approve { LearningMode::Approve } else { LearningMode::Apply },
+        max_edits: d.max_edits.unwrap_or(default.max_edits),
+    }
 }
 
 impl App {
@@ -125,7 +161,7 @@ impl App {
             }
             None => (Record::new(Kind::LearningPolicy, agent, agent, Value::Null), Expect::Absent),
         };
-        rec.data = encode(&policy)?;
+        rec.data = encode(&PolicyData::from(&policy))?;
         rec.updated_at = now().max(rec.created_at);
         let ops = vec![Op::Put { record: rec, expect }, Op::Require { kind: Kind::Agent, id: agent }];
         match self.store.commit(t.0, ops).await {
