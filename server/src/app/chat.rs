@@ -117,6 +117,26 @@ impl App {
         Ok(ChatTurn { plan, saving, rounds, learning })
     }
 
+    /// Saves a chat's turn (with `answer`, remembered for its
+    /// `Idempotency-Key`), and the learning job after it when the agent learns.
+    async fn save_chat_turn<A: serde::Serialize>(
+        &self,
+        turn: &ChatTurn,
+        replies: Vec<crate::api::types::CreateMessageRequest>,
+        answer: Option<&A>,
+    ) -> Result<()> {
+        let mut job = None;
+        let learning = turn.learning.as_ref();
+        self.save_turn(&turn.saving, replies, |made| {
+            Ok((LearnAfter::ops(learning, made.iter().map(|m| m.id).collect(), &mut job)?, answer))
+        })
+        .await?;
+        if let (Some(job), true) = (job, turn.saving.save) {
+            self.learning_enqueue(turn.saving.tenant, job);
+        }
+        Ok(())
+    }
+
     /// A chat answered whole: the model's answer (after the rounds of the
     /// server-run tools it calls), saved when `save`.
     pub async fn chat(&self, t: Tenant, session: Uuid, req: ChatRequest) -> Result<ChatResponse> {
@@ -131,18 +151,7 @@ impl App {
             let replies = turn.rounds.to_save(&answered, &ending);
             turn.saving.with_round_ids(&turn.rounds, &ending);
             let response = chat_response(&turn.plan, &mut turn.rounds, answered, ending);
-            let mut job = None;
-            let learning = turn.learning.as_ref();
-            self.save_turn(&turn.saving, replies, |made| {
-                Ok((
-                    LearnAfter::ops(learning, made.iter().map(|m| m.id).collect(), &mut job)?,
-                    Some(&response),
-                ))
-            })
-            .await?;
-            if let (Some(job), true) = (job, turn.saving.save) {
-                self.learning_enqueue(t, job);
-            }
+            self.save_chat_turn(&turn, replies, Some(&response)).await?;
             return Ok(response);
         }
     }
@@ -251,19 +260,7 @@ impl Shape for ChatShape {
                 };
             let replies = self.turn.rounds.to_save(&answered, &ending);
             self.turn.saving.with_round_ids(&self.turn.rounds, &ending);
-            let mut job = None;
-            let learning = self.turn.learning.as_ref();
-            self.app
-                .save_turn(&self.turn.saving, replies, |made| {
-                    Ok((
-                        LearnAfter::ops(learning, made.iter().map(|m| m.id).collect(), &mut job)?,
-                        None::<()>,
-                    ))
-                })
-                .await?;
-            if let (Some(job), true) = (job, self.turn.saving.save) {
-                self.app.learning_enqueue(t, job);
-            }
+            self.app.save_chat_turn(&self.turn, replies, None::<&()>).await?;
             let model = answered.model_or(&self.turn.plan.request);
             let mut last = self.new_runs();
             if let Some(reason) = ending.finish_reason.clone() {

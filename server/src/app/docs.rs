@@ -73,7 +73,8 @@ impl Resource for Doc {
     }
 }
 
-fn owner_kind(role: OwnerRole) -> Kind {
+/// The kind of record an owner of `role` is.
+pub(crate) fn owner_kind(role: OwnerRole) -> Kind {
     match role {
         OwnerRole::Agent => Kind::Agent,
         OwnerRole::User => Kind::User,

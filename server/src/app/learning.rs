@@ -27,7 +27,7 @@ use serde_json::{Map, Value};
 use tokio::sync::Semaphore;
 use uuid::Uuid;
 
-use super::memory::{BlockData, EditData, Provenance, StoredEditStatus};
+use super::memory::{BlockData, Provenance, StoredEditStatus, edit_record};
 use super::memory_tools::MemoryEdit;
 use super::records::{decode, decode_data, encode};
 use super::{App, Error, Result, Tenant};
@@ -445,19 +445,10 @@ impl App {
             let op = if edits.len() == 1 { edits[0].op() } else { MemoryEdit::Rethink.op() };
             let proposed = policy.mode == LearningMode::Approve;
             let version = if proposed { r.version } else { r.version + 1 };
-            let edit = EditData {
-                op,
-                before,
-                after: data.value.clone(),
-                version: version as i64,
-                source: source.clone(),
-                reverted_by: None,
-                status: if proposed { StoredEditStatus::Proposed } else { StoredEditStatus::Applied },
-            };
-            ops.push(Op::Put {
-                record: Record::fresh(Kind::BlockEdit, block, encode(&edit).map_err(|e| e.to_string())?),
-                expect: Expect::Absent,
-            });
+            let status = if proposed { StoredEditStatus::Proposed } else { StoredEditStatus::Applied };
+            let edit = edit_record(block, op, before, data.value.clone(), version, source.clone(), status)
+                .map_err(|e| e.to_string())?;
+            ops.push(Op::Put { record: edit, expect: Expect::Absent });
             if proposed {
                 ops.push(Op::Require { kind: Kind::Block, id: block });
             } else {

@@ -23,7 +23,9 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::docs::owner_kind;
 use super::records::{RETRIES, Resource, decode, decode_data, encode, merge_metadata};
+use super::stored::StoredOwnerRole;
 use super::{App, Error, Result, Tenant};
 use crate::api::error::{Issue, LocPart};
 use crate::api::types::{
@@ -35,7 +37,7 @@ use crate::store::{Expect, Kind, ListQuery, Op, Record, StoreError, now};
 /// A block's stored fields (besides id, owner id = scope, label = unique name, metadata).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct BlockData {
-    pub role: StoredRole,
+    pub role: StoredOwnerRole,
     pub label: String,
     pub value: String,
     #[serde(default)]
@@ -43,32 +45,6 @@ pub struct BlockData {
     pub limit: i64,
     #[serde(default)]
     pub read_only: bool,
-}
-
-/// The owner's kind, as stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum StoredRole {
-    Agent,
-    User,
-}
-
-impl From<OwnerRole> for StoredRole {
-    fn from(r: OwnerRole) -> Self {
-        match r {
-            OwnerRole::Agent => StoredRole::Agent,
-            OwnerRole::User => StoredRole::User,
-        }
-    }
-}
-
-impl From<StoredRole> for OwnerRole {
-    fn from(r: StoredRole) -> Self {
-        match r {
-            StoredRole::Agent => OwnerRole::Agent,
-            StoredRole::User => OwnerRole::User,
-        }
-    }
 }
 
 impl Resource for Block {
@@ -212,13 +188,6 @@ impl Resource for BlockEdit {
     }
 }
 
-fn owner_kind(role: OwnerRole) -> Kind {
-    match role {
-        OwnerRole::Agent => Kind::Agent,
-        OwnerRole::User => Kind::User,
-    }
-}
-
 fn chars(s: &str) -> i64 {
     s.chars().count() as i64
 }
@@ -232,24 +201,18 @@ fn body_issue(field: &str, kind: &str, msg: String) -> Error {
     }])
 }
 
-/// The record of an edit that made `version` of `block`.
-fn edit_record(
+/// The record of an edit of `block` (`version`: the block's version it
+/// made, or, proposed, the one it was proposed on).
+pub(crate) fn edit_record(
     block: Uuid,
     op: StoredEditOp,
     before: String,
     after: String,
     version: u64,
     source: Provenance,
+    status: StoredEditStatus,
 ) -> Result<Record> {
-    let data = EditData {
-        op,
-        before,
-        after,
-        version: version as i64,
-        source,
-        reverted_by: None,
-        status: StoredEditStatus::Applied,
-    };
+    let data = EditData { op, before, after, version: version as i64, source, reverted_by: None, status };
     Ok(Record::fresh(Kind::BlockEdit, block, encode(&data)?))
 }
 
@@ -305,7 +268,7 @@ impl App {
         let mut rec = Record::fresh(Kind::Block, owner.id, encode(&data)?);
         rec.unique = Some(req.label);
         rec.metadata = req.metadata.map(crate::api::types::Metadata::into_inner);
-        let edit = edit_record(rec.id, op, String::new(), data.value, 0, source)?;
+        let edit = edit_record(rec.id, op, String::new(), data.value, 0, source, StoredEditStatus::Applied)?;
         let answer = decode::<Block>(&rec)?;
         let ops = vec![
             Op::Put { record: rec, expect: Expect::Absent },
@@ -415,6 +378,7 @@ impl App {
                 data.value.clone(),
                 next_version(expect),
                 source,
+                StoredEditStatus::Applied,
             )?;
             ops.push(Op::Put { record: edit, expect: Expect::Absent });
         }
@@ -509,6 +473,7 @@ impl App {
                 reverted.before.clone(),
                 next_version(expect),
                 source.clone(),
+                StoredEditStatus::Applied,
             )?;
             reverted.reverted_by = Some(new.id);
             let edit_version = edit_rec.version;

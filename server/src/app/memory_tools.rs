@@ -13,12 +13,12 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
-use super::memory::{BlockData, EditData, Provenance, StoredEditOp};
+use super::memory::{BlockData, Provenance, StoredEditOp, StoredEditStatus, edit_record};
 use super::records::{RETRIES, decode, decode_data, encode};
 use super::{App, Tenant};
 use crate::api::types::{Block, Message, Role};
 use crate::search::tokenize;
-use crate::store::{Direction, Expect, Kind, ListQuery, Op, Record, StoreError, now};
+use crate::store::{Direction, Expect, Kind, ListQuery, Op, StoreError, now};
 
 /// An edit the model asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -235,17 +235,17 @@ impl App {
             }
             let expect = Expect::Version(rec.version);
             let version = rec.version + 1;
-            let edit_data = EditData {
-                op: edit.op(),
-                before: std::mem::replace(&mut data.value, value.clone()),
-                after: value.clone(),
-                version: version as i64,
-                source: source.clone(),
-                reverted_by: None,
-                status: super::memory::StoredEditStatus::Applied,
-            };
-            let edit_rec =
-                Record::fresh(Kind::BlockEdit, block, encode(&edit_data).map_err(|e| e.to_string())?);
+            let before = std::mem::replace(&mut data.value, value.clone());
+            let edit_rec = edit_record(
+                block,
+                edit.op(),
+                before,
+                value.clone(),
+                version,
+                source.clone(),
+                StoredEditStatus::Applied,
+            )
+            .map_err(|e| e.to_string())?;
             rec.data = encode(&data).map_err(|e| e.to_string())?;
             rec.updated_at = now().max(rec.created_at);
             let ops =
