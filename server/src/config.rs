@@ -16,6 +16,7 @@
 //! vector_graph_min = 20000    # an owner with this many vectors is searched through an
 //!                             # approximate-nearest-neighbour graph on disk (fewer: exactly)
 //! max_keys_per_tenant = 100   # API keys a tenant may hold (POST /api/keys beyond it: 409)
+//! console = true              # the web console at /console (false: 404 there; AGENT_PLATFORM_CONSOLE)
 //!
 //! [store]
 //! backend = "sled"            # or "postgres": many servers on one database
@@ -388,6 +389,9 @@ pub struct ServerConfig {
     /// API keys a tenant may create through the API (`POST /api/keys`) before
     /// it must delete one; the CLI's `keys create` is not held to it.
     pub max_keys_per_tenant: usize,
+    /// Whether `GET /console` serves the web console (a 404 when off). It
+    /// uses the public API only, with a key the person enters.
+    pub console: bool,
 }
 
 impl Default for ServerConfig {
@@ -409,6 +413,7 @@ impl Default for ServerConfig {
             store_cache_mb: crate::store::sled_store::DEFAULT_CACHE_BYTES >> 20,
             vector_graph_min: crate::search::DEFAULT_VECTOR_GRAPH_MIN,
             max_keys_per_tenant: crate::app::keys::DEFAULT_MAX_KEYS_PER_TENANT,
+            console: true,
         }
     }
 }
@@ -603,6 +608,13 @@ impl Config {
         if let Some(v) = env("AGENT_PLATFORM_MAX_KEYS_PER_TENANT") {
             self.server.max_keys_per_tenant = parse("AGENT_PLATFORM_MAX_KEYS_PER_TENANT", v)?;
         }
+        if let Some(v) = env("AGENT_PLATFORM_CONSOLE") {
+            self.server.console = match v.trim() {
+                "true" | "1" | "on" => true,
+                "false" | "0" | "off" => false,
+                _ => anyhow::bail!("AGENT_PLATFORM_CONSOLE={v:?}: expected true or false"),
+            };
+        }
         if self.server.max_keys_per_tenant == 0 {
             anyhow::bail!("max_keys_per_tenant = 0: expected at least 1 (a tenant needs a key)");
         }
@@ -683,6 +695,20 @@ mod tests {
         cfg.models.max_answer_bytes = Some(0);
         let zero = crate::models::Providers::from_config(&cfg.models, |_| None).unwrap_err();
         assert_eq!(zero, crate::models::ConfigError::BadMaxAnswerBytes);
+    }
+
+    #[test]
+    fn console_is_on_unless_the_file_or_the_environment_turns_it_off() {
+        assert!(Config::default().server.console);
+        let mut cfg: Config = toml::from_str("[server]\nconsole = false\n").unwrap();
+        assert!(!cfg.server.console);
+        let env = |v: &'static str| move |k: &str| (k == "AGENT_PLATFORM_CONSOLE").then(|| v.into());
+        cfg.apply_env(env("true")).unwrap();
+        assert!(cfg.server.console);
+        cfg.apply_env(env("off")).unwrap();
+        assert!(!cfg.server.console);
+        let err = cfg.apply_env(env("maybe")).unwrap_err();
+        assert!(err.to_string().contains("AGENT_PLATFORM_CONSOLE"), "{err}");
     }
 
     #[test]

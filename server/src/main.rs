@@ -269,6 +269,9 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     }
     eprintln!("  health:  curl http://{addr}/api/healthz");
     eprintln!("  spec:    http://{addr}/api/openapi.json");
+    if cfg.server.console {
+        eprintln!("  console: http://{addr}/console");
+    }
     let models = &running.server.app_private().app.models;
     if models.is_empty() {
         eprintln!("  models:  none (chat answers 503; set OPENAI_BASE_URL or add [[models.providers]])");

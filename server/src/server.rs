@@ -163,7 +163,8 @@ pub async fn start_with_env(cfg: &Config, env: impl Fn(&str) -> Option<String>) 
         lifetime: crate::http::socket::LIFETIME,
     };
     let (closing, _) = tokio::sync::watch::channel(false);
-    let ctx = Ctx { app: app.clone(), spec, body_read_timeout, sockets, closing };
+    let ctx =
+        Ctx { app: app.clone(), spec, body_read_timeout, sockets, closing, console: cfg.server.console };
     let server = ServerBuilder::new(api, ctx, log.clone())
         .config(config)
         .connections(connections)

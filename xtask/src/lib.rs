@@ -1,14 +1,17 @@
-//! Code generation for agent-platform: the OpenAPI document and the client.
+//! Code generation for agent-platform: the OpenAPI document, the client and
+//! the web console's API module.
 //!
 //! `spec/openapi.json` is written from the contract crate's Dropshot API trait
 //! (`agent-platform-api`, the only crate of ours this one depends on: no server
 //! is compiled or run); `client/src/generated.rs` is written by progenitor from
-//! that document. Both are checked in; `tests/fresh.rs` fails when either is
-//! stale, and `cargo xtask generate --check` shows how.
+//! that document, and `server/console/api.gen.js` by [`console`]. All are
+//! checked in; `tests/fresh.rs` fails when one is stale, and
+//! `cargo xtask generate --check` shows how.
 
 use std::path::{Path, PathBuf};
 
 pub mod binaries;
+pub mod console;
 pub mod patterns;
 
 pub const SPEC_PATH: &str = "spec/openapi.json";
@@ -61,7 +64,8 @@ pub fn client_text(spec: &str) -> anyhow::Result<String> {
 pub fn generated_files() -> anyhow::Result<Vec<(&'static str, String)>> {
     let spec = spec_text();
     let client = client_text(&spec)?;
-    Ok(vec![(SPEC_PATH, spec), (CLIENT_PATH, client)])
+    let console = console::console_api_text(&spec)?;
+    Ok(vec![(SPEC_PATH, spec), (CLIENT_PATH, client), (console::CONSOLE_API_PATH, console)])
 }
 
 /// A generated file whose checked-in text differs from what it should be.

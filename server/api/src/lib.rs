@@ -76,6 +76,19 @@ pub trait AgentPlatformApi {
     #[endpoint { method = GET, path = "/api/openapi.json", tags = ["service"] }]
     async fn openapi_document(rqctx: RequestContext<Self::Context>) -> Ok200<serde_json::Map<String, Value>>;
 
+    /// The web console: its page (`/console`, and any path below it that is no
+    /// asset) and its assets (`/console/app.js`, …), embedded in the binary.
+    ///
+    /// Unpublished: it is no part of the API, which the console only uses. No API
+    /// key is needed to load it (the person signs in on the page). The one route
+    /// answers `/console` too (the wildcard takes no segment then). A server
+    /// whose `[server] console` is off answers 404.
+    #[endpoint { method = GET, path = "/console/{path:.*}", unpublished = true }]
+    async fn console(
+        rqctx: RequestContext<Self::Context>,
+        path: dropshot::Path<ConsolePath>,
+    ) -> Result<http::Response<dropshot::Body>, ApiError>;
+
     // ------------------------------------------------------------ API keys
 
     /// Create an API key for the caller's tenant.

@@ -19,6 +19,8 @@ pub struct Ctx {
     /// Set when the server shuts down: WebSockets (which the HTTP server no
     /// longer tracks once upgraded) close then.
     pub closing: tokio::sync::watch::Sender<bool>,
+    /// Whether `/console` serves the web console (`[server] console`).
+    pub console: bool,
 }
 
 impl BodyReadTimeout for Ctx {

@@ -10,6 +10,7 @@
 
 pub mod agents;
 pub mod chat;
+pub mod console;
 pub mod context;
 pub mod docs;
 pub mod error;
@@ -52,6 +53,13 @@ impl AgentPlatformApi for Impl {
 
     async fn openapi_document(rqctx: RequestContext<Ctx>) -> Ok200<serde_json::Map<String, Value>> {
         service::openapi_document(rqctx).await
+    }
+
+    async fn console(
+        rqctx: RequestContext<Ctx>,
+        path: dropshot::Path<ConsolePath>,
+    ) -> Result<http::Response<dropshot::Body>, ApiError> {
+        console::console(rqctx, path).await
     }
 
     async fn key_create(rqctx: RequestContext<Ctx>, key: IdempotencyKey) -> Created<ApiKeyCreated> {

@@ -27,3 +27,10 @@ pub enum SearchStatus {
     /// 503 `store_unavailable`.
     Failed,
 }
+
+/// The path of a web console asset, below `/console` (none: the page itself).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ConsolePath {
+    /// The segments after `/console/`, e.g. `["app.js"]`.
+    pub path: Vec<String>,
+}
