@@ -18,6 +18,7 @@ use serde_json::Value;
 use uuid::Uuid;
 
 pub mod backend;
+pub mod browser;
 pub mod executions;
 pub mod http_target;
 pub mod mcp;

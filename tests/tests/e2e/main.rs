@@ -14,6 +14,7 @@ mod agent_loop;
 mod agents;
 mod background;
 mod bounds;
+mod browser;
 mod cascades;
 mod chat;
 mod console;
