@@ -147,7 +147,9 @@ export function pager(name, load, render, pageSize = 20) {
       "aria-label": `Next page of ${name}`, disabled: items.length < pageSize,
     });
     const range = items.length ? `${offset + 1}–${offset + items.length}` : "—";
-    box.replaceChildren(render(items), h("div", { class: "pager" }, prev, h("span", { class: "muted" }, range), next));
+    // One page in all: no pager.
+    const alone = offset === 0 && items.length < pageSize;
+    box.replaceChildren(render(items), alone ? "" : h("div", { class: "pager" }, prev, h("span", { class: "muted" }, range), next));
   };
   box.reload = () => show().catch(showError);
   box.reload();
@@ -166,9 +168,12 @@ export function when(value) {
   return h("time", { datetime: d.toISOString() }, d.toLocaleString());
 }
 
-/** A short id with its full value as a tooltip. */
+/**
+ * A short id with its full value as a tooltip: its end, since ids (UUIDv7)
+ * made about the same time share their first digits.
+ */
 export function shortId(id) {
-  return h("code", { title: id }, String(id).slice(0, 8) + "…");
+  return h("code", { title: id }, "…" + String(id).slice(-8));
 }
 
 /** A status word as a coloured badge. */

@@ -166,13 +166,20 @@ impl Browser {
     }
 
     /// The URLs the page requested that are not on `origin` (e.g.
-    /// `http://127.0.0.1:4711`); `data:` URLs stay in the page and are allowed.
+    /// `http://127.0.0.1:4711`); `data:` URLs stay in the page and are allowed,
+    /// and `chrome://` URLs are the browser's own pages (the new tab page it
+    /// starts on loads dozens), never the network.
     pub async fn requests_elsewhere(&self, origin: &str) -> Vec<String> {
         let prefix = format!("{origin}/");
         self.requested_urls()
             .await
             .into_iter()
-            .filter(|url| !(url.starts_with(&prefix) || url == origin || url.starts_with("data:")))
+            .filter(|url| {
+                !(url.starts_with(&prefix)
+                    || url == origin
+                    || url.starts_with("data:")
+                    || url.starts_with("chrome://"))
+            })
             .collect()
     }
 

@@ -16,7 +16,7 @@ export async function list({ main }) {
   const conversations = pager("conversations", async (limit, offset) =>
     (await call("session_list", { query: { limit, offset } })).items,
   (items) => table("Conversations (sessions)", [
-    ["Conversation", (s) => h("a", { href: `#/openai/conversations/${convId(s.id)}` }, h("code", {}, convId(s.id).slice(0, 13) + "…"))],
+    ["Conversation", (s) => h("a", { href: `#/openai/conversations/${convId(s.id)}` }, h("code", { title: convId(s.id) }, "conv_…" + convId(s.id).slice(-8)))],
     ["Agents", (s) => String(s.agents.length)],
     ["Updated", (s) => when(s.updated_at)],
   ], items));

@@ -190,19 +190,19 @@ function playground(session, reload, signal) {
   /** @param {import("../api.gen.js").PendingApproval[]} calls */
   const approvals = (calls) => {
     const decisions = calls.map((c) => {
-      const approve = h("input", { type: "radio", name: `approve-${c.id}`, value: "yes", checked: true });
-      const deny = h("input", { type: "radio", name: `approve-${c.id}`, value: "no" });
+      const decision = h("select", { name: `decision-${c.id}` },
+        h("option", { value: "approve" }, "Approve: run it"), h("option", { value: "deny" }, "Deny: tell the model it was denied"));
       const reason = h("input", { name: `reason-${c.id}` });
       const box = h("fieldset", { class: "approval" },
         h("legend", {}, "Run ", h("code", {}, c.tool), c.server ? ` of ${c.server}` : "", "?"),
         h("pre", { class: "json" }, pretty(c.arguments)),
-        h("div", { class: "row" }, check("Approve", approve), check("Deny", deny), field("Reason (if denied)", reason)));
-      return { c, approve, reason, box };
+        h("div", { class: "row" }, field(`Decision on ${c.tool}`, decision), field("Reason (optional)", reason)));
+      return { c, decision, reason, box };
     });
     return h("div", {}, h("h3", {}, "Waiting for your approval"), decisions.map((d) => d.box),
       button("Send decisions", () => turn({
         messages: [],
-        approvals: decisions.map((d) => ({ id: d.c.id, approve: d.approve.checked, reason: d.reason.value || null })),
+        approvals: decisions.map((d) => ({ id: d.c.id, approve: d.decision.value === "approve", reason: d.reason.value || null })),
       })));
   };
 

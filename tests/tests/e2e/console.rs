@@ -1,10 +1,17 @@
-//! The web console (`GET /console/…`), as the server serves it: the page and
+//! The web console (`GET /console/…`): as the server serves it (the page and
 //! every module it imports, with the console's headers and no API key; a
 //! missing file is a 404 in the API's error shape; a server with the console
-//! turned off (config or environment) answers 404; the spec does not list it.
+//! turned off, by config or environment, answers 404; the spec does not list
+//! it), and walked in a real browser against a live server on the fake model
+//! provider: each page does its job, requests nothing but this server, logs
+//! no error, and has every control labelled and reached by Tab.
 
 use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
+use agent_platform::models::ModelsConfig;
+use agent_platform::models::fake_upstream::{Behaviour, FakeUpstream};
+use agent_platform_tests::browser::{Browser, WAIT};
 use agent_platform_tests::{Process, TestServer};
 
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; \
@@ -174,4 +181,239 @@ async fn a_server_with_the_console_off_answers_404_there() {
     let p = Process::serve_with_env(dir.path(), &[("AGENT_PLATFORM_CONSOLE", "true")]);
     assert_eq!(get(&p.base, "/console").await.status, 200);
     p.stop();
+}
+
+/// Waits until `script` (a function body) answers something truthy; answers it.
+async fn until(b: &Browser, what: &str, script: &str) -> serde_json::Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let got = b.client.execute(script, vec![]).await.expect("the script runs");
+        if !(got.is_null() || got == false || got == "") {
+            return got;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never {what} within {WAIT:?}; the page shows:\n{}",
+            b.text().await
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Goes to a page of the console by its navigation link (as a person would).
+async fn nav(b: &Browser, hash: &str, shows: &str) {
+    b.click(&format!("nav a[href='{hash}']")).await;
+    b.wait_for_text(shows).await;
+}
+
+/// Sign in, then each page does its job: an agent made, a document added
+/// and searched (scores shown), a chat whose answer streams in piece by
+/// piece, a task (YAML) whose execution's transitions arrive live and which
+/// is resumed with input, a /v1 response and a conversation opened, a key
+/// created and revoked, the health page. Every page: nothing requested but
+/// the server, no error logged, every control labelled and reached by Tab; a
+/// screenshot of each.
+#[tokio::test]
+async fn each_page_does_its_job_in_a_real_browser() {
+    let Some(b) = Browser::start().await else { return };
+    let fake = FakeUpstream::start().await;
+    let s = TestServer::with_models(ModelsConfig {
+        embedding_model: Some("embedder".into()),
+        ..agent_platform_tests::fake_models(&fake, 30.0)
+    })
+    .await;
+    let origin = s.base.clone();
+
+    // Sign-in: a wrong key is refused with the API's message and request id;
+    // the right one opens the agents.
+    b.open(&format!("{origin}/console")).await;
+    b.fill("input[name=key]", "ap_not_a_key_at_all").await;
+    b.click("form[aria-label='Sign in'] button[type=submit]").await;
+    let refused = b.wait_for_text("Error 401").await;
+    assert!(refused.contains("request id"), "{refused}");
+    b.check_page("sign-in", &origin, &["401"]).await;
+    b.fill("input[name=key]", &s.key).await;
+    b.click("form[aria-label='Sign in'] button[type=submit]").await;
+    b.wait_for_text("New agent").await;
+    let stored: String = serde_json::from_value(
+        b.client
+            .execute("return sessionStorage.getItem('agent-platform.console.key')", vec![])
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(stored, s.key, "the key is kept for the tab's session");
+    let local = b.client.execute("return localStorage.length", vec![]).await.unwrap();
+    assert_eq!(local, 0, "nothing in localStorage");
+
+    // Agents: create one; it opens.
+    b.fill("input[name=name]", "Helper").await;
+    b.fill("textarea[name=instructions]", "Be brief.\nCite documents.").await;
+    b.click("form[aria-label='New agent'] button[type=submit]").await;
+    b.wait_for_text("Search tester").await;
+    let agents = s.raw("GET", "/api/agents", None).await;
+    assert_eq!(agents.body["items"][0]["name"], "Helper", "{}", agents.body);
+    assert_eq!(agents.body["items"][0]["instructions"], serde_json::json!(["Be brief.", "Cite documents."]));
+
+    // Its tools: add one.
+    b.fill("input[name=tool-name]", "weather").await;
+    b.fill("input[name=tool-description]", "The weather in a city.").await;
+    b.fill(
+        "textarea[name=tool-definition]",
+        r#"{"parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}"#,
+    )
+    .await;
+    b.click("form[aria-label='New tool'] button[type=submit]").await;
+    b.wait_for_text("The weather in a city.").await;
+
+    // A document, then a search of it: text, then hybrid (the fake embeds).
+    b.fill("input[name=doc-title]", "Pets").await;
+    b.fill("textarea[name=doc-content]", "Cats purr when they are content.\n\nDogs bark at strangers.").await;
+    b.click("form[aria-label='New document'] button[type=submit]").await;
+    until(
+        &b,
+        "the document listed",
+        "return [...document.querySelectorAll('td')].some((td) => td.textContent === 'Pets')",
+    )
+    .await;
+    b.fill("input[name=search-text]", "purr").await;
+    b.click("form[aria-label='Search tester'] button[type=submit]").await;
+    b.wait_for_text("(text)").await;
+    let scores = until(&b, "scores shown", "const s = [...document.querySelectorAll('.score')].map((e) => e.textContent); return s.length ? s : null").await;
+    let top: f64 = scores[0].as_str().unwrap().parse().unwrap();
+    assert!(top > 0.0, "{scores}");
+    assert!(b.text().await.contains("Cats purr when they are content."));
+    b.find("select[name=search-mode]").await.select_by_value("hybrid").await.unwrap();
+    b.click("form[aria-label='Search tester'] button[type=submit]").await;
+    b.wait_for_text("(hybrid)").await;
+    b.check_page("agent", &origin, &[]).await;
+    nav(&b, "#/agents", "All agents").await;
+    b.check_page("agents", &origin, &[]).await;
+
+    // Sessions: a user, a session of the agent and the user, a chat whose
+    // answer streams in: part of it shows while the rest is on its way.
+    nav(&b, "#/sessions", "New session").await;
+    b.fill("input[name=user-name]", "Ada").await;
+    b.click("form[aria-label='New user'] button[type=submit]").await;
+    until(
+        &b,
+        "the user in the select",
+        "return document.querySelectorAll('select[name=users] option:checked').length === 1",
+    )
+    .await;
+    b.click("form[aria-label='New session'] button[type=submit]").await;
+    b.find("form[aria-label=Chat]").await;
+    let pieces = ["Streamed ", "answers ", "arrive ", "piece ", "by ", "piece."];
+    fake.push(Behaviour::StreamWithDelays {
+        chunks: pieces.iter().map(|p| p.to_string()).collect(),
+        delay: Duration::from_millis(300),
+    });
+    b.fill("textarea[name=chat-message]", "Tell me about streams").await;
+    b.click("form[aria-label=Chat] button[type=submit]").await;
+    let partial = until(
+        &b,
+        "part of the answer shown",
+        "const t = document.querySelector('.chat-out')?.innerText || ''; \
+         return t.includes('Streamed') && !t.includes('piece.') ? t : null",
+    )
+    .await;
+    assert!(!partial.as_str().unwrap().contains("Done"), "{partial}");
+    until(
+        &b,
+        "the whole answer",
+        "return (document.querySelector('.chat-out')?.innerText || '').includes('Done (stop)')",
+    )
+    .await;
+    let text = b.wait_for_text("Streamed answers arrive piece by piece.").await;
+    assert!(text.contains("Tell me about streams"), "the history shows the question: {text}");
+    b.check_page("session", &origin, &[]).await;
+    nav(&b, "#/sessions", "All sessions").await;
+    b.check_page("sessions", &origin, &[]).await;
+
+    // Tasks: a task that is not valid shows the API's message and request
+    // id; the example (YAML, a wait for input) is created; an execution
+    // started from the form its input_schema makes; its transitions arrive
+    // live; resumed with input, it finishes.
+    nav(&b, "#/tasks", "New task for this agent").await;
+    let example = b.find("textarea[name=task-definition]").await.prop("value").await.unwrap().unwrap();
+    b.fill("textarea[name=task-definition]", "name: broken\nmain: []\n").await;
+    b.click("form[aria-label='New task'] button[type=submit]").await;
+    let shown = b.wait_for_text("Error 422").await;
+    assert!(shown.contains("request id") && shown.contains("main"), "{shown}");
+    b.check_page("tasks", &origin, &["422"]).await;
+    b.fill("textarea[name=task-definition]", &example).await;
+    b.click("form[aria-label='New task'] button[type=submit]").await;
+    b.fill("input[name=input-name]", "Ada").await;
+    b.check_page("task", &origin, &[]).await;
+    b.click("form[aria-label='Start an execution'] button[type=submit]").await;
+    until(&b, "the wait transition", "return document.querySelector('.timeline li.t-wait')").await;
+    b.wait_for_text("How are you, Ada?").await;
+    b.wait_for_text("awaiting_input").await;
+    b.check_page("execution-waiting", &origin, &[]).await;
+    b.fill("textarea[name=resume-input]", r#"{"mood": "fine"}"#).await;
+    b.click("form[aria-label='Resume the execution'] button[type=submit]").await;
+    until(&b, "the finish transition", "return document.querySelector('.timeline li.t-finish')").await;
+    let done = b.wait_for_text("ended.").await;
+    assert!(done.contains("Glad you are fine") && done.contains("succeeded"), "{done}");
+    let kinds = b
+        .client
+        .execute("return [...document.querySelectorAll('.timeline li')].map((li) => li.className)", vec![])
+        .await
+        .unwrap();
+    assert_eq!(kinds, serde_json::json!(["t-init", "t-step", "t-wait", "t-resume", "t-step", "t-finish"]));
+    b.check_page("execution", &origin, &[]).await;
+
+    // /v1: a response made on the page opens with its items; a conversation opens.
+    nav(&b, "#/openai", "New response").await;
+    b.fill("textarea[name=response-input]", "What is up?").await;
+    b.click("form[aria-label='New response'] button[type=submit]").await;
+    b.wait_for_text("Input items").await;
+    until(&b, "the response's items", "return document.querySelectorAll('.message').length >= 2").await;
+    let shown = b.text().await;
+    assert!(
+        shown.contains("completed") && shown.matches("What is up?").count() >= 2,
+        "input and echoed output: {shown}"
+    );
+    b.check_page("response", &origin, &[]).await;
+    nav(&b, "#/openai", "Conversations").await;
+    b.check_page("openai", &origin, &[]).await;
+    b.click("a[href^='#/openai/conversations/']").await;
+    b.wait_for_text("Items").await;
+    until(&b, "the conversation's items", "return document.querySelectorAll('.message').length >= 2").await;
+    b.check_page("conversation", &origin, &[]).await;
+
+    // Keys: one created is shown once and works; revoked, it is refused.
+    nav(&b, "#/keys", "New key").await;
+    b.click("main section button").await;
+    let key = until(&b, "the new key", "return document.querySelector('.new-key')?.textContent").await;
+    let key = key.as_str().unwrap().to_string();
+    assert!(key.starts_with("ap_"), "{key}");
+    let auth = format!("Bearer {key}");
+    assert_eq!(s.raw_with("GET", "/api/agents", None, Some(&auth)).await.status, 200, "the new key works");
+    until(&b, "two keys listed", "return document.querySelectorAll('tbody tr').length === 2").await;
+    b.check_page("keys", &origin, &[]).await;
+    b.click(&format!("button[aria-label='Revoke key {}']", &key[..11])).await;
+    until(&b, "one key listed", "return document.querySelectorAll('tbody tr').length === 1").await;
+    assert_eq!(
+        s.raw_with("GET", "/api/agents", None, Some(&auth)).await.status,
+        401,
+        "the revoked key is refused"
+    );
+
+    // Health: the store, search and the fake provider.
+    nav(&b, "#/health", "Providers and their models").await;
+    let health = b.wait_for_text("ready").await;
+    assert!(health.contains("1 agent(s) answer as models"), "{health}");
+    b.check_page("health", &origin, &[]).await;
+
+    // Signing out forgets the key.
+    b.click("#sign-out").await;
+    b.find("input[name=key]").await;
+    let gone = b
+        .client
+        .execute("return sessionStorage.getItem('agent-platform.console.key')", vec![])
+        .await
+        .unwrap();
+    assert_eq!(gone, serde_json::Value::Null, "the key is forgotten");
+    s.stop().await;
 }
