@@ -417,3 +417,58 @@ async fn each_page_does_its_job_in_a_real_browser() {
     assert_eq!(gone, serde_json::Value::Null, "the key is forgotten");
     s.stop().await;
 }
+
+/// Opens the console and signs in with `key`.
+async fn sign_in(b: &Browser, origin: &str, key: &str) {
+    b.open(&format!("{origin}/console")).await;
+    b.fill("input[name=key]", key).await;
+    b.click("form[aria-label='Sign in'] button[type=submit]").await;
+    b.wait_for_text("New agent").await;
+}
+
+/// The chat playground with an agent whose MCP server's tools need approval:
+/// the streamed turn stops at the call, the page asks, the person approves,
+/// the call runs in the server and the model goes on; the history shows the
+/// call and its output inline.
+#[tokio::test]
+async fn a_call_that_needs_approval_is_approved_on_the_chat_playground() {
+    let Some(b) = Browser::start().await else { return };
+    let fake = FakeUpstream::start().await;
+    let mcp = agent_platform_tests::mcp::FakeMcp::start();
+    let s = TestServer::with_config(|c| {
+        c.models = agent_platform_tests::fake_models(&fake, 30.0);
+        c.tools.allowed_hosts = vec!["127.0.0.1".into()];
+    })
+    .await;
+    let agent = s.create_agent("Calculator").await;
+    let tool = serde_json::json!({"name": "fake", "type": "mcp", "mcp": {"server_url": mcp.url, "allowed_tools": ["add"], "require_approval": "always"}});
+    let made = s.raw("POST", &format!("/api/agents/{}/tools", agent.id), Some(&tool.to_string())).await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    let session = s.create_session(&[agent.id], &[]).await;
+    let origin = s.base.clone();
+
+    sign_in(&b, &origin, &s.key).await;
+    b.open(&format!("{origin}/console#/sessions/{}", session.id)).await;
+    b.find("form[aria-label=Chat]").await;
+    fake.push(Behaviour::ToolCalls(vec![("add".into(), r#"{"a": 2, "b": 3}"#.into())]));
+    b.fill("textarea[name=chat-message]", "What is 2 + 3?").await;
+    b.click("form[aria-label=Chat] button[type=submit]").await;
+    let asked = b.wait_for_text("Waiting for your approval").await;
+    assert!(asked.contains("Run add of fake?") && asked.contains("approval_required"), "{asked}");
+    b.check_page("chat-approval", &origin, &[]).await;
+    assert_eq!(mcp.calls_of("add").await, 0, "not run before the approval");
+
+    b.click(".approval ~ button").await;
+    let text = b.wait_for_text("Done (stop)").await;
+    assert!(text.contains("Ran add"), "the server's run of the call: {text}");
+    assert_eq!(mcp.calls_of("add").await, 1, "run once, on approval");
+    // The history: the assistant's call of add with its arguments, and its output.
+    until(&b, "the call's output in the history", "return [...document.querySelectorAll('.messages .message.tool pre')].some((p) => p.textContent === '5')").await;
+    let history =
+        b.client.execute("return document.querySelector('.messages').innerText", vec![]).await.unwrap();
+    let history = history.as_str().unwrap();
+    assert!(history.contains("Calls add") && history.contains("\"a\": 2"), "{history}");
+    assert!(history.contains("Output of call"), "{history}");
+    b.check_page("session-tool-calls", &origin, &[]).await;
+    s.stop().await;
+}
