@@ -61,6 +61,8 @@ export async function detail({ main, params, signal }) {
   /** @type {import("../api.gen.js").Session} */
   const session = await call("session_get", { path: { id: params.id } });
   const agents = await Promise.all(session.agents.map((id) => call("agent_get", { path: { id } }).catch(() => ({ id, name: id }))));
+  const users = await Promise.all((session.users ?? []).map((user_id) =>
+    call("user_get", { path: { user_id } }).catch(() => ({ id: user_id, name: user_id }))));
 
   const history = h("div", { class: "messages", "aria-live": "off" });
   const older = h("div");
@@ -85,7 +87,7 @@ export async function detail({ main, params, signal }) {
     h("h1", {}, "Session ", h("span", { class: "muted" }, shortId(session.id))),
     h("dl", { class: "facts" },
       h("dt", {}, "Agents"), h("dd", {}, agents.map((a, i) => [i ? ", " : "", h("a", { href: `#/agents/${a.id}` }, a.name)])),
-      h("dt", {}, "Users"), h("dd", {}, (session.users ?? []).length ? (session.users ?? []).map((u) => shortId(u)) : "none"),
+      h("dt", {}, "Users"), h("dd", {}, users.length ? users.map((u, i) => [i ? ", " : "", u.name || shortId(u.id)]) : "none"),
       h("dt", {}, "Created"), h("dd", {}, when(session.created_at)),
       h("dt", {}, "As a conversation"), h("dd", {}, h("a", { href: `#/openai/conversations/${session.id}` }, "its /v1 items"))),
     h("div", { class: "grid" },

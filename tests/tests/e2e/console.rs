@@ -362,6 +362,16 @@ async fn each_page_does_its_job_in_a_real_browser() {
         .unwrap();
     assert_eq!(kinds, serde_json::json!(["t-init", "t-step", "t-wait", "t-resume", "t-step", "t-finish"]));
     b.check_page("execution", &origin, &[]).await;
+    // Another execution, cancelled while it waits.
+    b.click("a[href^='#/tasks/']").await;
+    b.fill("input[name=input-name]", "Bob").await;
+    b.click("form[aria-label='Start an execution'] button[type=submit]").await;
+    b.wait_for_text("How are you, Bob?").await;
+    b.fill("input[name=cancel-reason]", "changed my mind").await;
+    b.click("form[aria-label='Cancel the execution'] button[type=submit]").await;
+    until(&b, "the cancelled transition", "return document.querySelector('.timeline li.t-cancelled')").await;
+    let cancelled = b.wait_for_text("ended.").await;
+    assert!(cancelled.contains("changed my mind"), "{cancelled}");
 
     // /v1: a response made on the page opens with its items; a conversation opens.
     nav(&b, "#/openai", "New response").await;
