@@ -47,6 +47,7 @@ let leaving = new AbortController();
 function match(pattern, segments) {
   const parts = pattern.split("/");
   if (parts.length !== segments.length) return null;
+  /** @type {Record<string, string>} */
   const params = {};
   for (let i = 0; i < parts.length; i += 1) {
     if (parts[i].startsWith(":")) params[parts[i].slice(1)] = decodeURIComponent(segments[i]);

@@ -9,18 +9,19 @@ let nextId = 0;
  * An element: `h("button", {type: "button", onclick: f}, "Save")`. Attributes
  * named `on…` become event listeners; `null`/`false` attributes are left out;
  * children are nodes or text (arrays are flattened, null skipped).
- * @param {string} tag
+ * @template {keyof HTMLElementTagNameMap} K
+ * @param {K} tag
  * @param {Record<string, any>} [attrs]
  * @param {...any} children
- * @returns {HTMLElement}
+ * @returns {HTMLElementTagNameMap[K]}
  */
 export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs)) {
     if (value === null || value === undefined || value === false) continue;
     if (name.startsWith("on")) el.addEventListener(name.slice(2), value);
-    else if (name === "value") el.value = value;
-    else if (name === "checked") el.checked = value;
+    else if (name === "value") /** @type {HTMLInputElement} */ (el).value = value;
+    else if (name === "checked") /** @type {HTMLInputElement} */ (el).checked = value;
     else if (value === true) el.setAttribute(name, "");
     else el.setAttribute(name, String(value));
   }
@@ -74,7 +75,7 @@ export function button(label, action, attrs = {}) {
 /**
  * Runs `action` with `control` disabled and `aria-busy` set, so long work
  * shows (the stylesheet draws a spinner); errors go to the page's error box.
- * @param {HTMLElement} control
+ * @param {HTMLButtonElement} control
  * @param {() => Promise<unknown>} action
  */
 export async function busy(control, action) {
@@ -135,7 +136,8 @@ export function table(caption, columns, rows) {
  * @param {number} [pageSize]
  */
 export function pager(name, load, render, pageSize = 20) {
-  const box = h("div", { class: "paged" });
+  /** @type {HTMLDivElement & {reload: () => void}} */
+  const box = Object.assign(h("div", { class: "paged" }), { reload: () => {} });
   let offset = 0;
   const show = async () => {
     box.replaceChildren(h("p", { class: "loading", "aria-busy": "true" }, `Loading ${name}…`));
@@ -193,7 +195,7 @@ export function setErrorBox(el) {
  * @param {unknown} e
  */
 export function showError(e) {
-  if (e && e.name === "AbortError") return;
+  if (e instanceof Error && e.name === "AbortError") return;
   const box = errorBox;
   if (!box) return;
   const parts = [];
@@ -212,13 +214,15 @@ export function clearError() {
   errorBox?.replaceChildren();
 }
 
+let sayTimer = 0;
+
 /** Says something briefly in the status line (read by screen readers). */
 export function say(text) {
   const status = document.getElementById("status");
   if (!status) return;
   status.textContent = text;
-  clearTimeout(say.timer);
-  say.timer = setTimeout(() => { status.textContent = ""; }, 4000);
+  clearTimeout(sayTimer);
+  sayTimer = setTimeout(() => { status.textContent = ""; }, 4000);
 }
 
 /** A section with a heading. */

@@ -153,6 +153,7 @@ function playground(session, reload, signal) {
     let pending = [];
     let finish = null;
     if (streamed.checked) {
+      /** @type {{message: string, code?: string} | null} */
       let failure = null;
       const requestId = await stream("session_chat", { path: { id: session.id }, body: { ...body, stream: true }, signal }, (e) => {
         if (e.data === "[DONE]") return;

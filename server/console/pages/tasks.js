@@ -150,15 +150,16 @@ export function inputForm(schema) {
       });
     }
     const label = `${s.title ?? name}${required.has(name) ? "" : " (optional)"}`;
-    const el = s.type === "boolean" ? check(label, control) : field(label, control, s.description);
+    const el = s.type === "boolean" ? check(label, /** @type {HTMLInputElement} */ (control)) : field(label, control, s.description);
     return { name, s, control, el };
   });
   return {
     fields: h("div", {}, controls.map((c) => c.el)),
     value: () => {
+      /** @type {Record<string, unknown>} */
       const out = {};
       for (const { name, s, control } of controls) {
-        if (s.type === "boolean") out[name] = control.checked;
+        if (control instanceof HTMLInputElement && control.type === "checkbox") out[name] = control.checked;
         else if (control.value === "") continue;
         else if (Array.isArray(s.enum)) out[name] = JSON.parse(control.value);
         else if (s.type === "string") out[name] = control.value;
@@ -201,7 +202,7 @@ export async function execution({ main, params, signal }) {
   const add = (t) => {
     n += 1;
     const at = new Date(t.created_at);
-    const took = previous ? `${Math.max(0, at - previous)} ms after the previous` : "first";
+    const took = previous ? `${Math.max(0, at.getTime() - previous.getTime())} ms after the previous` : "first";
     previous = at;
     const place = `${t.current.workflow}[${t.current.step}]`;
     const next = t.next ? ` → ${t.next.workflow}[${t.next.step}]` : "";
@@ -245,6 +246,7 @@ export async function execution({ main, params, signal }) {
   // ends after the last (finish, error, cancelled).
   live.textContent = "following live…";
   live.setAttribute("aria-busy", "true");
+  /** @type {{message: string, code?: string} | null} */
   let failure = null;
   await stream("transition_stream", { path: { id: e.id }, signal }, (ev) => {
     if (ev.event === "error") {
