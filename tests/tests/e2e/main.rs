@@ -16,6 +16,7 @@ mod background;
 mod bounds;
 mod cascades;
 mod chat;
+mod cli;
 mod contention;
 mod crash;
 mod disk_full;
