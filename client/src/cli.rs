@@ -470,7 +470,7 @@ async fn chat(client: &Client, args: ChatArgs, printer: &Printer<'_>) -> anyhow:
 }
 
 /// The most times `executions-watch` connects again in a row without
-/// receiving a transition, when its stream is cut.
+/// receiving a transition, when its stream breaks.
 const RECONNECTS: u32 = 3;
 
 /// `executions-watch`: each transition as a JSON line, until a terminal one;
@@ -493,8 +493,13 @@ async fn watch(client: &Client, id: uuid::Uuid) -> anyhow::Result<i32> {
                         break 'connect t.type_;
                     }
                 }
-                Err(ChatStreamError::Cut | ChatStreamError::Http(_)) if tries < RECONNECTS => {
+                // A connection that broke (it ended, or its body failed mid-event).
+                Err(e @ (ChatStreamError::Cut | ChatStreamError::Http(_) | ChatStreamError::Invalid(_)))
+                    if tries < RECONNECTS =>
+                {
                     tries += 1;
+                    let after = last.map(|id| format!(" after transition {id}")).unwrap_or_default();
+                    eprintln!("the stream broke ({e}); connecting again{after}");
                     continue 'connect;
                 }
                 Err(e) => return Err(stream_error(e)),
@@ -529,6 +534,21 @@ mod tests {
         assert!(!names.contains(&"transition-stream") && !names.contains(&"openai-response-socket"));
         let chat = api.find_subcommand("session-chat").unwrap();
         assert!(chat.get_arguments().all(|a| a.get_id() != "stream"), "chats have no --stream");
+    }
+
+    #[test]
+    fn api_help_lists_every_operation_with_its_summary() {
+        let help = command().render_help().to_string();
+        for op in CliCommand::iter() {
+            let about =
+                Cli::<Printer>::get_command(op).get_about().map(|a| a.to_string()).unwrap_or_default();
+            let (summary, _) = split_about(&about);
+            let line = help.lines().find(|l| l.split_whitespace().next() == Some(&command_name(op)));
+            let line = line.unwrap_or_else(|| panic!("{} is not listed:\n{help}", command_name(op)));
+            let first_word =
+                summary.split_whitespace().next().unwrap_or_else(|| panic!("{op:?} has no summary"));
+            assert!(line.contains(first_word), "{line}");
+        }
     }
 
     #[test]

@@ -111,6 +111,41 @@ impl Ctx {
     }
 }
 
+/// A TCP proxy to the server whose connections the test can break.
+struct Proxy {
+    /// `http://127.0.0.1:<its port>`.
+    url: String,
+    cut: tokio::sync::broadcast::Sender<()>,
+}
+
+impl Proxy {
+    async fn to(server: std::net::SocketAddr) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (cut, _) = tokio::sync::broadcast::channel(1);
+        let cuts = cut.clone();
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let mut cut = cuts.subscribe();
+                tokio::spawn(async move {
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(server).await else { return };
+                    // Dropping both ends breaks the connection mid-answer.
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                        _ = cut.recv() => {}
+                    }
+                });
+            }
+        });
+        Proxy { url, cut }
+    }
+
+    /// Breaks every connection open now (later ones go through).
+    fn cut(&self) {
+        self.cut.send(()).unwrap();
+    }
+}
+
 fn write_profiles(home: &Path, text: &str) {
     let dir = home.join("config").join("agent-platform");
     std::fs::create_dir_all(&dir).unwrap();
@@ -160,69 +195,138 @@ async fn chat_prints_the_answer_as_it_streams_and_json_prints_the_whole_answer()
     assert_eq!(contents, ["hi", "Hello from the fake", "again", "the whole answer", "x", "not streamed"]);
 }
 
+/// A task that waits for input (`{"answer": ...}`) then outputs `{"got": answer}`.
+const ASKS: &str = r#"{"name": "asks", "main": [
+    {"wait_for_input": {"info": {"question": "'ok?'"}}},
+    {"evaluate": {"got": "_.answer"}}
+]}"#;
+
+/// The lines of a running `executions-watch`.
+struct Watch {
+    child: tokio::process::Child,
+    lines: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    /// The types of the transitions printed so far.
+    seen: Vec<String>,
+}
+
+impl Watch {
+    /// The next transition printed, or `None` once the watch has ended.
+    async fn next(&mut self) -> Option<Value> {
+        let line =
+            tokio::time::timeout(WITHIN, self.lines.next_line()).await.expect("a transition or the end");
+        let t: Value = serde_json::from_str(&line.unwrap()?).unwrap();
+        self.seen.push(t["type"].as_str().unwrap().to_string());
+        Some(t)
+    }
+
+    /// Reads transitions until the `wait`; the watch still runs.
+    async fn until_waiting(&mut self) {
+        loop {
+            let t = self.next().await.expect("the watch goes on while it waits");
+            if t["type"] == "wait" {
+                assert_eq!(t["output"], json!({"info": {"question": "ok?"}}), "{t}");
+                break;
+            }
+        }
+        assert!(self.child.try_wait().unwrap().is_none(), "the watch goes on while the execution waits");
+    }
+
+    /// Reads to the end: the exit status, what was said on standard error,
+    /// and the types of every transition printed.
+    async fn end(mut self) -> (std::process::ExitStatus, String, Vec<String>) {
+        while self.next().await.is_some() {}
+        let status = tokio::time::timeout(WITHIN, self.child.wait()).await.expect("the watch ends").unwrap();
+        let mut stderr = String::new();
+        self.child.stderr.take().unwrap().read_to_string(&mut stderr).await.unwrap();
+        (status, stderr, self.seen)
+    }
+}
+
+impl Ctx {
+    /// An execution of [`ASKS`], started through the command line (the body from standard input).
+    async fn waiting_execution(&self) -> String {
+        let (agent, _) = self.agent_and_session().await;
+        let task = self.body_file("task.json", serde_json::from_str(ASKS).unwrap());
+        let task = self.run(&["task-create", "--id", &agent, "--json-body", &task]).await.json();
+        let started = self
+            .run_with(
+                &[
+                    "execution-create",
+                    "--task-id",
+                    task["id"].as_str().unwrap(),
+                    "--json-body",
+                    "-",
+                    "--url",
+                    &self.s.base,
+                ],
+                &[("AGENT_PLATFORM_KEY", &self.s.key)],
+                Some(r#"{"input": {}}"#),
+            )
+            .await;
+        started.json()["id"].as_str().unwrap().to_string()
+    }
+
+    /// `executions-watch` of `execution` on the server at `url`.
+    fn watch(&self, execution: &str, url: &str) -> Watch {
+        let mut child = self
+            .command(&["executions-watch", execution, "--url", url], &[("AGENT_PLATFORM_KEY", &self.s.key)])
+            .spawn()
+            .unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        Watch { child, lines, seen: Vec::new() }
+    }
+
+    /// Resumes `execution` with `{"answer": 42}` through the command line.
+    async fn resume(&self, execution: &str) {
+        let resumed = self
+            .run_with(
+                &["execution-update", "--id", execution, "--json-body", "-", "--url", &self.s.base],
+                &[("AGENT_PLATFORM_KEY", &self.s.key)],
+                Some(r#"{"status": "running", "input": {"answer": 42}}"#),
+            )
+            .await
+            .json();
+        assert!(matches!(resumed["status"].as_str(), Some("running" | "succeeded")), "{resumed}");
+    }
+
+    /// Asserts that `execution` succeeded with `{"got": 42}`.
+    async fn assert_succeeded(&self, execution: &str) {
+        let ended = self.run(&["execution-get", "--id", execution]).await.json();
+        assert_eq!(
+            (&ended["status"], &ended["output"]),
+            (&json!("succeeded"), &json!({"got": 42})),
+            "{ended}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn an_execution_is_watched_as_it_waits_then_resumed_and_ends_succeeded() {
     let c = Ctx::new().await;
-    let (agent, _) = c.agent_and_session().await;
-    let task = c.body_file(
-        "task.json",
-        json!({"name": "asks", "main": [
-            {"wait_for_input": {"info": {"question": "'ok?'"}}},
-            {"evaluate": {"got": "_.answer"}},
-        ]}),
-    );
-    let task = c.run(&["task-create", "--id", &agent, "--json-body", &task]).await.json();
-    let task = task["id"].as_str().unwrap().to_string();
-    // The body from standard input.
-    let started = c
-        .run_with(
-            &["execution-create", "--task-id", &task, "--json-body", "-", "--url", &c.s.base],
-            &[("AGENT_PLATFORM_KEY", &c.s.key)],
-            Some(r#"{"input": {}}"#),
-        )
-        .await;
-    let execution = started.json()["id"].as_str().unwrap().to_string();
+    let execution = c.waiting_execution().await;
+    let mut watch = c.watch(&execution, &c.s.base);
+    watch.until_waiting().await;
+    c.resume(&execution).await;
+    let (status, stderr, seen) = watch.end().await;
+    assert!(status.success(), "{status}: {stderr}");
+    assert_eq!(seen, ["init", "wait", "resume", "step", "finish"], "{stderr}");
+    c.assert_succeeded(&execution).await;
+}
 
-    let mut watch = c
-        .command(&["executions-watch", &execution, "--url", &c.s.base], &[("AGENT_PLATFORM_KEY", &c.s.key)])
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(watch.stdout.take().unwrap()).lines();
-    let mut seen = Vec::new();
-    // Until the execution waits: the watch is live, it has not ended.
-    loop {
-        let line = tokio::time::timeout(WITHIN, lines.next_line()).await.expect("a transition").unwrap();
-        let t: Value = serde_json::from_str(&line.expect("the watch goes on while it waits")).unwrap();
-        assert_eq!(t["execution_id"], execution.as_str(), "{t}");
-        seen.push(t["type"].as_str().unwrap().to_string());
-        if t["type"] == "wait" {
-            assert_eq!(t["output"], json!({"info": {"question": "ok?"}}), "{t}");
-            break;
-        }
-    }
-    assert!(watch.try_wait().unwrap().is_none(), "the watch goes on while the execution waits");
-
-    let resumed = c
-        .run_with(
-            &["execution-update", "--id", &execution, "--json-body", "-", "--url", &c.s.base],
-            &[("AGENT_PLATFORM_KEY", &c.s.key)],
-            Some(r#"{"status": "running", "input": {"answer": 42}}"#),
-        )
-        .await
-        .json();
-    assert!(matches!(resumed["status"].as_str(), Some("running" | "succeeded")), "{resumed}");
-
-    while let Some(line) =
-        tokio::time::timeout(WITHIN, lines.next_line()).await.expect("a transition").unwrap()
-    {
-        let t: Value = serde_json::from_str(&line).unwrap();
-        seen.push(t["type"].as_str().unwrap().to_string());
-    }
-    let status = tokio::time::timeout(WITHIN, watch.wait()).await.expect("the watch ends").unwrap();
-    assert!(status.success(), "{status}: {seen:?}");
-    assert_eq!(seen, ["init", "wait", "resume", "step", "finish"]);
-    let ended = c.run(&["execution-get", "--id", &execution]).await.json();
-    assert_eq!((&ended["status"], &ended["output"]), (&json!("succeeded"), &json!({"got": 42})), "{ended}");
+#[tokio::test]
+async fn a_watch_whose_connection_breaks_goes_on_after_the_last_transition_it_printed() {
+    let c = Ctx::new().await;
+    let execution = c.waiting_execution().await;
+    let proxy = Proxy::to(c.s.addr()).await;
+    let mut watch = c.watch(&execution, &proxy.url);
+    watch.until_waiting().await;
+    proxy.cut();
+    c.resume(&execution).await;
+    let (status, stderr, seen) = watch.end().await;
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(stderr.contains("; connecting again after transition "), "{stderr}");
+    assert_eq!(seen, ["init", "wait", "resume", "step", "finish"], "each once: {stderr}");
+    c.assert_succeeded(&execution).await;
 }
 
 #[tokio::test]
