@@ -29,7 +29,7 @@ use serde_json::Value;
 pub use connection::{Connection, Flags};
 pub use table::table;
 
-use crate::cli_generated::{Cli, CliCommand, CliConfig};
+use crate::cli_generated::{Cli, CliCommand, CliConfig, KEYLESS};
 use crate::stream::{ChatStreamError, TransitionType};
 use crate::{Client, Error, ResponseValue, builder, types};
 
@@ -213,17 +213,20 @@ async fn dispatch(matches: &ArgMatches, printer: Printer<'_>) -> anyhow::Result<
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     };
-    let conn =
-        connection::resolve(&flags, &|name| std::env::var(name).ok(), &read).map_err(anyhow::Error::msg)?;
-    let client = Client::with_key(&conn.url, &conn.key)
-        .map_err(|_| anyhow::anyhow!("the API key has characters that an HTTP header cannot carry"))?;
+    let op = CliCommand::iter().find(|op| command_name(*op) == name);
+    let need_key = !op.is_some_and(|op| KEYLESS.contains(&op.operation_id()));
+    let env = |name: &str| std::env::var(name).ok();
+    let conn = connection::resolve(&flags, &env, &read, need_key).map_err(anyhow::Error::msg)?;
+    let client = match &conn.key {
+        Some(key) => Client::with_key(&conn.url, key)
+            .map_err(|_| anyhow::anyhow!("the API key has characters that an HTTP header cannot carry"))?,
+        None => Client::new_with_client(&conn.url, reqwest::Client::new()),
+    };
     match name {
         CHAT => chat(&client, ChatArgs::from_arg_matches(sub)?, &printer).await,
         WATCH => watch(&client, WatchArgs::from_arg_matches(sub)?.execution_id).await,
         _ => {
-            let op = CliCommand::iter()
-                .find(|op| command_name(*op) == name)
-                .ok_or_else(|| anyhow::anyhow!("no command `{name}`"))?;
+            let op = op.ok_or_else(|| anyhow::anyhow!("no command `{name}`"))?;
             Cli::new(client, printer).execute(op, sub).await?;
             Ok(0)
         }

@@ -8668,3 +8668,6 @@ impl CliCommand {
         }
     }
 }
+
+/// The operations that need no API key (`security: []`).
+pub const KEYLESS: &[&str] = &["healthz", "openapi_document"];

@@ -27,10 +27,11 @@ pub mod stream;
 pub mod cli;
 
 /// Progenitor's clap commands of every operation but those that only stream
-/// (see xtask's `cli_text`), run by [`cli`].
+/// (see xtask's `cli_text`), run by [`cli`]. Fenced as `generated` is, and
+/// `unused_variables`: the default bodies of its hooks ignore their arguments.
 #[cfg(feature = "cli")]
 #[rustfmt::skip]
-#[allow(dead_code, clippy::all, unused_imports, unreachable_patterns, unused_mut, unused_variables)]
+#[allow(dead_code, clippy::all, unused_imports, unreachable_patterns, unused_variables)]
 mod cli_generated;
 
 /// Compiles an OpenAPI `pattern` as ECMA-262 with the `u` flag, which its

@@ -86,11 +86,17 @@ pub fn client_text(spec: &str) -> anyhow::Result<String> {
 /// a WebSocket) are left out: progenitor has no command for them, and the
 /// client's hand-written commands (`client/src/cli.rs`) stream instead. The
 /// `stream` switch of chats is left out too: these commands print one JSON
-/// answer (the hand-written `chat` streams).
+/// answer (the hand-written `chat` streams). `KEYLESS`, after the commands,
+/// names the operations that need no API key.
 pub fn cli_text(spec: &str) -> anyhow::Result<String> {
     let mut spec = progenitor_spec(spec)?;
     let mut left_out = Vec::new();
     let mut streamed_bodies = Vec::new();
+    let mut keyless: Vec<String> = operations_mut(&mut spec)
+        .filter(|op| op.get("security").and_then(serde_json::Value::as_array).is_some_and(Vec::is_empty))
+        .filter_map(|op| op["operationId"].as_str().map(String::from))
+        .collect();
+    keyless.sort();
     for item in spec["paths"].as_object_mut().into_iter().flat_map(|paths| paths.values_mut()) {
         let Some(item) = item.as_object_mut() else { continue };
         item.retain(|_, op| {
@@ -165,7 +171,14 @@ pub fn cli_text(spec: &str) -> anyhow::Result<String> {
         "a generated command would panic (`todo!()`): leave its operation out"
     );
     let header = HEADER.trim_end();
-    Ok(format!("{header}\n// Left out (they answer only a stream): {}.\n\n{code}", left_out.join(", ")))
+    let keyless: Vec<String> = keyless.iter().map(|id| format!("{id:?}")).collect();
+    Ok(format!(
+        "{header}\n// Left out (they answer only a stream): {}.\n\n{code}\n\
+         /// The operations that need no API key (`security: []`).\n\
+         pub const KEYLESS: &[&str] = &[{}];\n",
+        left_out.join(", "),
+        keyless.join(", ")
+    ))
 }
 
 /// What each generated file should contain: (path relative to the root, text).

@@ -29,7 +29,8 @@ pub struct Flags {
 pub struct Connection {
     /// e.g. `http://127.0.0.1:8080`, no trailing slash.
     pub url: String,
-    pub key: String,
+    /// `None` only when none was given and none is needed.
+    pub key: Option<String>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -66,11 +67,12 @@ pub fn profile_path(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
 /// environment, else the profile. `read` answers a file's text (`None` when
 /// it does not exist). A profile named by `--profile` or
 /// `AGENT_PLATFORM_PROFILE` must exist; `default` is read only when something
-/// is missing, and may be absent.
+/// is missing, and may be absent. A missing key is an error when `need_key`.
 pub fn resolve(
     flags: &Flags,
     env: &dyn Fn(&str) -> Option<String>,
     read: &dyn Fn(&Path) -> std::io::Result<Option<String>>,
+    need_key: bool,
 ) -> Result<Connection, String> {
     let env = |name: &str| env(name).filter(|v| !v.is_empty());
     let named = flags.profile.clone().or_else(|| env("AGENT_PLATFORM_PROFILE"));
@@ -108,7 +110,9 @@ pub fn resolve(
         format!("no {what}: pass {flag}, set {var}, or set `{field}` under [profiles.{name}] in {shown}")
     };
     let url = url.ok_or_else(|| missing("server URL", "--url", "AGENT_PLATFORM_URL", "url"))?;
-    let key = key.ok_or_else(|| missing("API key", "--key", "AGENT_PLATFORM_KEY", "key"))?;
+    if key.is_none() && need_key {
+        return Err(missing("API key", "--key", "AGENT_PLATFORM_KEY", "key"));
+    }
     let parsed =
         reqwest::Url::parse(&url).map_err(|e| format!("the server URL '{url}' is not a URL: {e}"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
@@ -161,31 +165,31 @@ key = "ap_profile_prod"
     #[test]
     fn flags_beat_the_environment_which_beats_the_profile() {
         let home = [("HOME", "/home/ada")];
-        let c = resolve(&Flags::default(), &env(&home), &file(PROFILES)).unwrap();
+        let c = resolve(&Flags::default(), &env(&home), &file(PROFILES), true).unwrap();
         assert_eq!(
             c,
-            Connection { url: "http://profile-default:1".into(), key: "ap_profile_default".into() }
+            Connection { url: "http://profile-default:1".into(), key: Some("ap_profile_default".into()) }
         );
 
         let vars = [("HOME", "/home/ada"), ("AGENT_PLATFORM_URL", "http://env:2")];
-        let c = resolve(&Flags::default(), &env(&vars), &file(PROFILES)).unwrap();
-        assert_eq!(c, Connection { url: "http://env:2".into(), key: "ap_profile_default".into() });
+        let c = resolve(&Flags::default(), &env(&vars), &file(PROFILES), true).unwrap();
+        assert_eq!(c, Connection { url: "http://env:2".into(), key: Some("ap_profile_default".into()) });
 
         let vars =
             [("HOME", "/home/ada"), ("AGENT_PLATFORM_URL", "http://env:2"), ("AGENT_PLATFORM_KEY", "ap_env")];
         let flags = Flags { key: Some("ap_flag".into()), ..Flags::default() };
-        let c = resolve(&flags, &env(&vars), &file(PROFILES)).unwrap();
-        assert_eq!(c, Connection { url: "http://env:2".into(), key: "ap_flag".into() });
+        let c = resolve(&flags, &env(&vars), &file(PROFILES), true).unwrap();
+        assert_eq!(c, Connection { url: "http://env:2".into(), key: Some("ap_flag".into()) });
     }
 
     #[test]
     fn the_profile_is_the_flag_else_the_environment_else_default() {
         let vars = [("HOME", "/home/ada"), ("AGENT_PLATFORM_PROFILE", "prod")];
-        let c = resolve(&Flags::default(), &env(&vars), &file(PROFILES)).unwrap();
-        assert_eq!(c, Connection { url: "https://prod.example".into(), key: "ap_profile_prod".into() });
+        let c = resolve(&Flags::default(), &env(&vars), &file(PROFILES), true).unwrap();
+        assert_eq!(c, Connection { url: "https://prod.example".into(), key: Some("ap_profile_prod".into()) });
         let flags = Flags { profile: Some("default".into()), ..Flags::default() };
-        let c = resolve(&flags, &env(&vars), &file(PROFILES)).unwrap();
-        assert_eq!(c.key, "ap_profile_default");
+        let c = resolve(&flags, &env(&vars), &file(PROFILES), true).unwrap();
+        assert_eq!(c.key.as_deref(), Some("ap_profile_default"));
     }
 
     #[test]
@@ -199,21 +203,28 @@ key = "ap_profile_prod"
     #[test]
     fn a_missing_key_names_every_way_to_give_it() {
         let vars = [("HOME", "/home/ada"), ("AGENT_PLATFORM_URL", "http://env:2")];
-        let err = resolve(&Flags::default(), &env(&vars), &no_file).unwrap_err();
+        let err = resolve(&Flags::default(), &env(&vars), &no_file, true).unwrap_err();
         assert_eq!(
             err,
             "no API key: pass --key, set AGENT_PLATFORM_KEY, or set `key` under [profiles.default] in \
              /home/ada/.config/agent-platform/cli.toml"
         );
-        let err = resolve(&Flags::default(), &env(&[("HOME", "/home/ada")]), &no_file).unwrap_err();
+        let err = resolve(&Flags::default(), &env(&[("HOME", "/home/ada")]), &no_file, true).unwrap_err();
         assert!(err.starts_with("no server URL: pass --url, set AGENT_PLATFORM_URL, or set `url`"), "{err}");
+    }
+
+    #[test]
+    fn an_operation_that_needs_no_key_goes_without() {
+        let vars = [("HOME", "/home/ada"), ("AGENT_PLATFORM_URL", "http://env:2")];
+        let c = resolve(&Flags::default(), &env(&vars), &no_file, false).unwrap();
+        assert_eq!(c, Connection { url: "http://env:2".into(), key: None });
     }
 
     #[test]
     fn a_named_profile_must_exist() {
         let flags =
             Flags { profile: Some("staging".into()), url: Some("http://x".into()), key: Some("k".into()) };
-        let err = resolve(&flags, &env(&[("HOME", "/home/ada")]), &file(PROFILES)).unwrap_err();
+        let err = resolve(&flags, &env(&[("HOME", "/home/ada")]), &file(PROFILES), true).unwrap_err();
         assert!(err.starts_with("no profile 'staging': add [profiles.staging]"), "{err}");
     }
 
@@ -221,7 +232,7 @@ key = "ap_profile_prod"
     fn a_bad_profile_file_is_named_without_quoting_it() {
         let bad = "[profiles.default]\nurl = \"http://x\"\nkee = \"ap_secret_value\"\n";
         let read = |_: &Path| Ok(Some(bad.to_string()));
-        let err = resolve(&Flags::default(), &env(&[("HOME", "/home/ada")]), &read).unwrap_err();
+        let err = resolve(&Flags::default(), &env(&[("HOME", "/home/ada")]), &read, true).unwrap_err();
         assert!(
             err.starts_with("/home/ada/.config/agent-platform/cli.toml: line 3: unknown field `kee`"),
             "{err}"
@@ -232,13 +243,13 @@ key = "ap_profile_prod"
     #[test]
     fn a_url_must_be_http() {
         let flags = Flags { url: Some("127.0.0.1:8080".into()), key: Some("k".into()), ..Flags::default() };
-        let err = resolve(&flags, &env(&[]), &no_file).unwrap_err();
+        let err = resolve(&flags, &env(&[]), &no_file, true).unwrap_err();
         assert!(err.contains("127.0.0.1:8080"), "{err}");
     }
 
     #[test]
     fn the_key_is_not_in_debug_output() {
-        let c = Connection { url: "http://x".into(), key: "ap_secret".into() };
+        let c = Connection { url: "http://x".into(), key: Some("ap_secret".into()) };
         assert!(!format!("{c:?}").contains("ap_secret"));
     }
 }

@@ -441,7 +441,7 @@ async fn api_errors_print_the_apis_message_and_request_id_and_exit_1() {
 }
 
 #[tokio::test]
-async fn a_missing_key_or_url_is_a_clear_error() {
+async fn a_missing_key_or_url_is_a_clear_error_where_one_is_needed() {
     let c = Ctx::new().await;
     let ran = c.run_with(&["agent-list", "--url", &c.s.base], &[], None).await;
     assert_eq!(ran.code, Some(1), "{ran:?}");
@@ -459,4 +459,7 @@ async fn a_missing_key_or_url_is_a_clear_error() {
         ran.stderr.starts_with("error: no server URL: pass --url, set AGENT_PLATFORM_URL, or set `url`"),
         "{ran:?}"
     );
+    // The operations that need no key go without.
+    let health = c.run_with(&["healthz", "--url", &c.s.base], &[], None).await.json();
+    assert_eq!(health["status"], "ok", "{health}");
 }
