@@ -141,7 +141,7 @@ fn generated_command(op: CliCommand) -> Command {
     if cmd.get_arguments().any(|a| a.get_id() == "json-body") {
         cmd.mut_arg("json-body", |a| {
             a.value_name("FILE").help(
-                "A file holding the whole JSON body (`-`: standard input); the body's flags are not used with it",
+                "A file holding the whole JSON body (`-`: standard input); flags given with it change its fields",
             )
         })
     } else {

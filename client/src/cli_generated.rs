@@ -4365,6 +4365,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.agent_create();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::CreateAgentRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<types::CreateAgentRequestAbout>("about") {
             request = request.body_map(|body| { body.about(value.clone()) });
         }
@@ -4378,13 +4385,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<types::CreateAgentRequestName>("name") {
             request = request.body_map(|body| { body.name(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::CreateAgentRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_agent_create(matches, &mut request)?;
         let result = request.send().await;
@@ -4425,6 +4425,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.agent_update();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::CreateAgentRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<types::CreateAgentRequestAbout>("about") {
             request = request.body_map(|body| { body.about(value.clone()) });
         }
@@ -4436,13 +4443,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<types::CreateAgentRequestName>("name") {
             request = request.body_map(|body| { body.name(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::CreateAgentRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_agent_update(matches, &mut request)?;
         let result = request.send().await;
@@ -4462,6 +4462,15 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.agent_import();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<
+                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
+            >(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<types::AgentImportId>("id") {
             request = request.id(value.clone());
         }
@@ -4472,15 +4481,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("user-id") {
             request = request.user_id(value.clone());
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<
-                ::serde_json::Map<::std::string::String, ::serde_json::Value>,
-            >(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_agent_import(matches, &mut request)?;
         let result = request.send().await;
@@ -4521,6 +4521,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.agent_patch();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::PatchAgentRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<types::PatchAgentRequestAbout>("about") {
             request = request.body_map(|body| { body.about(value.clone()) });
         }
@@ -4532,13 +4539,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<types::PatchAgentRequestName>("name") {
             request = request.body_map(|body| { body.name(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::PatchAgentRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_agent_patch(matches, &mut request)?;
         let result = request.send().await;
@@ -4579,6 +4579,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.agent_block_create();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::CreateBlockRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches
             .get_one::<types::CreateBlockRequestDescription>("description")
         {
@@ -4603,13 +4610,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<types::CreateBlockRequestValue>("value") {
             request = request.body_map(|body| { body.value(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::CreateBlockRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_agent_block_create(matches, &mut request)?;
         let result = request.send().await;
@@ -4677,6 +4677,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.agent_block_patch();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::PatchBlockRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("block-id") {
             request = request.block_id(value.clone());
         }
@@ -4702,13 +4709,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<i64>("version") {
             request = request.body_map(|body| { body.version(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::PatchBlockRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_agent_block_patch(matches, &mut request)?;
         let result = request.send().await;
@@ -4819,6 +4819,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.agent_doc_create();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::CreateDocRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("id") {
             request = request.id(value.clone());
         }
@@ -4829,13 +4836,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<types::CreateDocRequestTitle>("title") {
             request = request.body_map(|body| { body.title(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::CreateDocRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_agent_doc_create(matches, &mut request)?;
         let result = request.send().await;
@@ -4948,6 +4948,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.agent_learning_put();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::LearningPolicy>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<bool>("enabled") {
             request = request.body_map(|body| { body.enabled(value.clone()) });
         }
@@ -4962,13 +4969,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<types::LearningPolicyModel>("model") {
             request = request.body_map(|body| { body.model(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::LearningPolicy>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_agent_learning_put(matches, &mut request)?;
         let result = request.send().await;
@@ -5019,6 +5019,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.agent_search();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::SearchRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<f64>("alpha") {
             request = request.body_map(|body| { body.alpha(value.clone()) });
         }
@@ -5038,13 +5045,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<types::SearchRequestText>("text") {
             request = request.body_map(|body| { body.text(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::SearchRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_agent_search(matches, &mut request)?;
         let result = request.send().await;
@@ -5101,6 +5101,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.task_create_or_update();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::PutTaskRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches
             .get_one::<types::PutTaskRequestDescription>("description")
         {
@@ -5114,13 +5121,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<types::PutTaskRequestName>("name") {
             request = request.body_map(|body| { body.name(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::PutTaskRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_task_create_or_update(matches, &mut request)?;
         let result = request.send().await;
@@ -5140,6 +5140,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.task_create();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::PutTaskRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches
             .get_one::<types::PutTaskRequestDescription>("description")
         {
@@ -5158,13 +5165,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<types::PutTaskRequestName>("name") {
             request = request.body_map(|body| { body.name(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::PutTaskRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_task_create(matches, &mut request)?;
         let result = request.send().await;
@@ -5269,6 +5269,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.tool_create();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::CreateToolRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches
             .get_one::<types::CreateToolRequestDescription>("description")
         {
@@ -5288,13 +5295,6 @@ impl<T: CliConfig> Cli<T> {
         if let Some(value) = matches.get_one::<types::ToolType>("type") {
             request = request.body_map(|body| { body.type_(value.clone()) });
         }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::CreateToolRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
-        }
         self.config.execute_tool_create(matches, &mut request)?;
         let result = request.send().await;
         match result {
@@ -5313,6 +5313,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.tool_update();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::CreateToolRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches
             .get_one::<types::CreateToolRequestDescription>("description")
         {
@@ -5329,13 +5336,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<types::ToolType>("type") {
             request = request.body_map(|body| { body.type_(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::CreateToolRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_tool_update(matches, &mut request)?;
         let result = request.send().await;
@@ -5379,6 +5379,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.tool_patch();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::PatchToolRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches
             .get_one::<types::PatchToolRequestDescription>("description")
         {
@@ -5395,13 +5402,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<types::ToolType>("type") {
             request = request.body_map(|body| { body.type_(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::PatchToolRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_tool_patch(matches, &mut request)?;
         let result = request.send().await;
@@ -5442,15 +5442,6 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.execution_update();
-        if let Some(value) = matches.get_one::<::uuid::Uuid>("id") {
-            request = request.id(value.clone());
-        }
-        if let Some(value) = matches.get_one::<::std::string::String>("reason") {
-            request = request.body_map(|body| { body.reason(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<types::RequestedStatus>("status") {
-            request = request.body_map(|body| { body.status(value.clone()) });
-        }
         if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
             let body_txt = crate::cli::read_json_body(value)
                 .with_context(|| format!("failed to read {}", value.display()))?;
@@ -5459,6 +5450,15 @@ impl<T: CliConfig> Cli<T> {
             >(&body_txt)
                 .with_context(|| format!("failed to parse {}", value.display()))?;
             request = request.body(body_value);
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("id") {
+            request = request.id(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::std::string::String>("reason") {
+            request = request.body_map(|body| { body.reason(value.clone()) });
+        }
+        if let Some(value) = matches.get_one::<types::RequestedStatus>("status") {
+            request = request.body_map(|body| { body.status(value.clone()) });
         }
         self.config.execute_execution_update(matches, &mut request)?;
         let result = request.send().await;
@@ -5673,6 +5673,15 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.secret_create();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<
+                types::CreateSecretRequest,
+            >(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches
             .get_one::<types::CreateSecretRequestDescription>("description")
         {
@@ -5689,15 +5698,6 @@ impl<T: CliConfig> Cli<T> {
         if let Some(value) = matches.get_one::<types::CreateSecretRequestValue>("value")
         {
             request = request.body_map(|body| { body.value(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<
-                types::CreateSecretRequest,
-            >(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_secret_create(matches, &mut request)?;
         let result = request.send().await;
@@ -5717,6 +5717,15 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.secret_update();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<
+                types::UpdateSecretRequest,
+            >(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches
             .get_one::<types::UpdateSecretRequestDescription>("description")
         {
@@ -5728,15 +5737,6 @@ impl<T: CliConfig> Cli<T> {
         if let Some(value) = matches.get_one::<types::UpdateSecretRequestValue>("value")
         {
             request = request.body_map(|body| { body.value(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<
-                types::UpdateSecretRequest,
-            >(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_secret_update(matches, &mut request)?;
         let result = request.send().await;
@@ -5811,6 +5811,15 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.session_create();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<
+                types::CreateSessionRequest,
+            >(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("agent") {
             request = request.body_map(|body| { body.agent(value.clone()) });
         }
@@ -5839,15 +5848,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("user") {
             request = request.body_map(|body| { body.user(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<
-                types::CreateSessionRequest,
-            >(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_session_create(matches, &mut request)?;
         let result = request.send().await;
@@ -5888,6 +5888,15 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.session_update();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<
+                types::UpdateSessionRequest,
+            >(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches
             .get_one::<types::ContextOverflow>("context-overflow")
         {
@@ -5908,15 +5917,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<::std::num::NonZeroU64>("token-budget") {
             request = request.body_map(|body| { body.token_budget(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<
-                types::UpdateSessionRequest,
-            >(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_session_update(matches, &mut request)?;
         let result = request.send().await;
@@ -5957,6 +5957,15 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.session_patch();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<
+                types::UpdateSessionRequest,
+            >(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches
             .get_one::<types::ContextOverflow>("context-overflow")
         {
@@ -5978,15 +5987,6 @@ impl<T: CliConfig> Cli<T> {
         if let Some(value) = matches.get_one::<::std::num::NonZeroU64>("token-budget") {
             request = request.body_map(|body| { body.token_budget(value.clone()) });
         }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<
-                types::UpdateSessionRequest,
-            >(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
-        }
         self.config.execute_session_patch(matches, &mut request)?;
         let result = request.send().await;
         match result {
@@ -6005,6 +6005,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.session_chat();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::ChatRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("agent") {
             request = request.body_map(|body| { body.agent(value.clone()) });
         }
@@ -6042,13 +6049,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<f64>("top-p") {
             request = request.body_map(|body| { body.top_p(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::ChatRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_session_chat(matches, &mut request)?;
         let result = request.send().await;
@@ -6102,6 +6102,15 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.message_create();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<
+                types::CreateMessageRequest,
+            >(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<::std::string::String>("content") {
             request = request.body_map(|body| { body.content(value.clone()) });
         }
@@ -6124,15 +6133,6 @@ impl<T: CliConfig> Cli<T> {
         {
             request = request.body_map(|body| { body.tool_call_id(value.clone()) });
         }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<
-                types::CreateMessageRequest,
-            >(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
-        }
         self.config.execute_message_create(matches, &mut request)?;
         let result = request.send().await;
         match result {
@@ -6151,6 +6151,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.session_run_create();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::SessionRunRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("agent") {
             request = request.body_map(|body| { body.agent(value.clone()) });
         }
@@ -6161,13 +6168,6 @@ impl<T: CliConfig> Cli<T> {
             .get_one::<types::SessionRunCreateIdempotencyKey>("idempotency-key")
         {
             request = request.idempotency_key(value.clone());
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::SessionRunRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_session_run_create(matches, &mut request)?;
         let result = request.send().await;
@@ -6314,14 +6314,6 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.execution_create();
-        if let Some(value) = matches
-            .get_one::<types::ExecutionCreateIdempotencyKey>("idempotency-key")
-        {
-            request = request.idempotency_key(value.clone());
-        }
-        if let Some(value) = matches.get_one::<::uuid::Uuid>("task-id") {
-            request = request.task_id(value.clone());
-        }
         if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
             let body_txt = crate::cli::read_json_body(value)
                 .with_context(|| format!("failed to read {}", value.display()))?;
@@ -6330,6 +6322,14 @@ impl<T: CliConfig> Cli<T> {
             >(&body_txt)
                 .with_context(|| format!("failed to parse {}", value.display()))?;
             request = request.body(body_value);
+        }
+        if let Some(value) = matches
+            .get_one::<types::ExecutionCreateIdempotencyKey>("idempotency-key")
+        {
+            request = request.idempotency_key(value.clone());
+        }
+        if let Some(value) = matches.get_one::<::uuid::Uuid>("task-id") {
+            request = request.task_id(value.clone());
         }
         self.config.execute_execution_create(matches, &mut request)?;
         let result = request.send().await;
@@ -6383,6 +6383,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.user_create();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::CreateUserRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<types::CreateUserRequestAbout>("about") {
             request = request.body_map(|body| { body.about(value.clone()) });
         }
@@ -6398,13 +6405,6 @@ impl<T: CliConfig> Cli<T> {
             .get_one::<types::CreateUserRequestProject>("project")
         {
             request = request.body_map(|body| { body.project(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::CreateUserRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_user_create(matches, &mut request)?;
         let result = request.send().await;
@@ -6445,6 +6445,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.user_update();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::UpdateUserRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<types::UpdateUserRequestAbout>("about") {
             request = request.body_map(|body| { body.about(value.clone()) });
         }
@@ -6458,13 +6465,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("user-id") {
             request = request.user_id(value.clone());
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::UpdateUserRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_user_update(matches, &mut request)?;
         let result = request.send().await;
@@ -6505,6 +6505,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.user_patch();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::PatchUserRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<types::PatchUserRequestAbout>("about") {
             request = request.body_map(|body| { body.about(value.clone()) });
         }
@@ -6517,13 +6524,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("user-id") {
             request = request.user_id(value.clone());
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::PatchUserRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_user_patch(matches, &mut request)?;
         let result = request.send().await;
@@ -6564,6 +6564,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.user_block_create();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::CreateBlockRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches
             .get_one::<types::CreateBlockRequestDescription>("description")
         {
@@ -6588,13 +6595,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<types::CreateBlockRequestValue>("value") {
             request = request.body_map(|body| { body.value(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::CreateBlockRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_user_block_create(matches, &mut request)?;
         let result = request.send().await;
@@ -6662,6 +6662,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.user_block_patch();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::PatchBlockRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("block-id") {
             request = request.block_id(value.clone());
         }
@@ -6687,13 +6694,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<i64>("version") {
             request = request.body_map(|body| { body.version(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::PatchBlockRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_user_block_patch(matches, &mut request)?;
         let result = request.send().await;
@@ -6858,6 +6858,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.user_doc_create();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::CreateDocRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches
             .get_one::<types::UserDocCreateIdempotencyKey>("idempotency-key")
         {
@@ -6868,13 +6875,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<::uuid::Uuid>("user-id") {
             request = request.user_id(value.clone());
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::CreateDocRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_user_doc_create(matches, &mut request)?;
         let result = request.send().await;
@@ -6973,6 +6973,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.user_search();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::SearchRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<f64>("alpha") {
             request = request.body_map(|body| { body.alpha(value.clone()) });
         }
@@ -6993,13 +7000,6 @@ impl<T: CliConfig> Cli<T> {
         if let Some(value) = matches.get_one::<::uuid::Uuid>("user-id") {
             request = request.user_id(value.clone());
         }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::SearchRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
-        }
         self.config.execute_user_search(matches, &mut request)?;
         let result = request.send().await;
         match result {
@@ -7018,6 +7018,15 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.openai_chat_completion();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<
+                types::ChatCompletionRequest,
+            >(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<f64>("frequency-penalty") {
             request = request.body_map(|body| { body.frequency_penalty(value.clone()) });
         }
@@ -7095,15 +7104,6 @@ impl<T: CliConfig> Cli<T> {
         if let Some(value) = matches.get_one::<types::Verbosity>("verbosity") {
             request = request.body_map(|body| { body.verbosity(value.clone()) });
         }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<
-                types::ChatCompletionRequest,
-            >(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
-        }
         self.config.execute_openai_chat_completion(matches, &mut request)?;
         let result = request.send().await;
         match result {
@@ -7122,11 +7122,6 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.openai_conversation_create();
-        if let Some(value) = matches
-            .get_one::<types::OpenaiConversationCreateIdempotencyKey>("idempotency-key")
-        {
-            request = request.idempotency_key(value.clone());
-        }
         if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
             let body_txt = crate::cli::read_json_body(value)
                 .with_context(|| format!("failed to read {}", value.display()))?;
@@ -7135,6 +7130,11 @@ impl<T: CliConfig> Cli<T> {
             >(&body_txt)
                 .with_context(|| format!("failed to parse {}", value.display()))?;
             request = request.body(body_value);
+        }
+        if let Some(value) = matches
+            .get_one::<types::OpenaiConversationCreateIdempotencyKey>("idempotency-key")
+        {
+            request = request.idempotency_key(value.clone());
         }
         self.config.execute_openai_conversation_create(matches, &mut request)?;
         let result = request.send().await;
@@ -7175,14 +7175,6 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.openai_conversation_update();
-        if let Some(value) = matches.get_one::<types::ConvId>("conversation-id") {
-            request = request.conversation_id(value.clone());
-        }
-        if let Some(value) = matches
-            .get_one::<types::OpenaiConversationUpdateIdempotencyKey>("idempotency-key")
-        {
-            request = request.idempotency_key(value.clone());
-        }
         if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
             let body_txt = crate::cli::read_json_body(value)
                 .with_context(|| format!("failed to read {}", value.display()))?;
@@ -7191,6 +7183,14 @@ impl<T: CliConfig> Cli<T> {
             >(&body_txt)
                 .with_context(|| format!("failed to parse {}", value.display()))?;
             request = request.body(body_value);
+        }
+        if let Some(value) = matches.get_one::<types::ConvId>("conversation-id") {
+            request = request.conversation_id(value.clone());
+        }
+        if let Some(value) = matches
+            .get_one::<types::OpenaiConversationUpdateIdempotencyKey>("idempotency-key")
+        {
+            request = request.idempotency_key(value.clone());
         }
         self.config.execute_openai_conversation_update(matches, &mut request)?;
         let result = request.send().await;
@@ -7261,6 +7261,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.openai_item_create();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::CreateItemsRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<types::ConvId>("conversation-id") {
             request = request.conversation_id(value.clone());
         }
@@ -7268,13 +7275,6 @@ impl<T: CliConfig> Cli<T> {
             .get_one::<types::OpenaiItemCreateIdempotencyKey>("idempotency-key")
         {
             request = request.idempotency_key(value.clone());
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::CreateItemsRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_openai_item_create(matches, &mut request)?;
         let result = request.send().await;
@@ -7343,6 +7343,13 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.openai_embedding_create();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<types::EmbeddingRequest>(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<::std::num::NonZeroU64>("dimensions") {
             request = request.body_map(|body| { body.dimensions(value.clone()) });
         }
@@ -7355,13 +7362,6 @@ impl<T: CliConfig> Cli<T> {
         }
         if let Some(value) = matches.get_one::<types::EmbeddingRequestUser>("user") {
             request = request.body_map(|body| { body.user(value.clone()) });
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<types::EmbeddingRequest>(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_openai_embedding_create(matches, &mut request)?;
         let result = request.send().await;
@@ -7420,6 +7420,15 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.openai_response_create();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<
+                types::CreateResponseRequest,
+            >(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches.get_one::<bool>("background") {
             request = request.body_map(|body| { body.background(value.clone()) });
         }
@@ -7497,15 +7506,6 @@ impl<T: CliConfig> Cli<T> {
         {
             request = request.body_map(|body| { body.user(value.clone()) });
         }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<
-                types::CreateResponseRequest,
-            >(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
-        }
         self.config.execute_openai_response_create(matches, &mut request)?;
         let result = request.send().await;
         match result {
@@ -7550,6 +7550,15 @@ impl<T: CliConfig> Cli<T> {
         matches: &::clap::ArgMatches,
     ) -> anyhow::Result<()> {
         let mut request = self.client.openai_response_compact();
+        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
+            let body_txt = crate::cli::read_json_body(value)
+                .with_context(|| format!("failed to read {}", value.display()))?;
+            let body_value = serde_json::from_str::<
+                types::CompactResponseRequest,
+            >(&body_txt)
+                .with_context(|| format!("failed to parse {}", value.display()))?;
+            request = request.body(body_value);
+        }
         if let Some(value) = matches
             .get_one::<types::OpenaiResponseCompactIdempotencyKey>("idempotency-key")
         {
@@ -7577,15 +7586,6 @@ impl<T: CliConfig> Cli<T> {
             .get_one::<types::OpenaiResponseCompactResponseId>("response-id")
         {
             request = request.response_id(value.clone());
-        }
-        if let Some(value) = matches.get_one::<std::path::PathBuf>("json-body") {
-            let body_txt = crate::cli::read_json_body(value)
-                .with_context(|| format!("failed to read {}", value.display()))?;
-            let body_value = serde_json::from_str::<
-                types::CompactResponseRequest,
-            >(&body_txt)
-                .with_context(|| format!("failed to parse {}", value.display()))?;
-            request = request.body(body_value);
         }
         self.config.execute_openai_response_compact(matches, &mut request)?;
         let result = request.send().await;

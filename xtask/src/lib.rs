@@ -10,6 +10,8 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Context as _;
+
 pub mod binaries;
 pub mod patterns;
 
@@ -166,6 +168,7 @@ pub fn cli_text(spec: &str) -> anyhow::Result<String> {
         "progenitor reads `--json-body` otherwise: update xtask's cli_text"
     );
     let code = code.replace(read, "crate::cli::read_json_body(value)");
+    let code = body_file_first(&code, bodies)?;
     anyhow::ensure!(
         !code.contains("todo!()"),
         "a generated command would panic (`todo!()`): leave its operation out"
@@ -179,6 +182,40 @@ pub fn cli_text(spec: &str) -> anyhow::Result<String> {
         left_out.join(", "),
         keyless.join(", ")
     ))
+}
+
+/// Moves each command's reading of `--json-body` (progenitor reads it last,
+/// replacing the body the flags made) to just after its request is made, so
+/// that flags given with a body file change its fields. `bodies`: how many
+/// commands read one.
+fn body_file_first(code: &str, bodies: usize) -> anyhow::Result<String> {
+    const START: &str = "if let Some(value) = matches.get_one::<std::path::PathBuf>(\"json-body\") {";
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out: Vec<&str> = Vec::with_capacity(lines.len());
+    let (mut request_made, mut moved, mut i) = (None, 0, 0);
+    while i < lines.len() {
+        let line = lines[i];
+        if line.trim_start().starts_with("let mut request = self.client.") {
+            out.push(line);
+            request_made = Some(out.len());
+        } else if line.trim_start() == START {
+            let indent = &line[..line.len() - line.trim_start().len()];
+            let close = format!("{indent}}}");
+            let end =
+                lines[i..].iter().position(|l| *l == close).context("an unclosed `--json-body` block")?;
+            let at = request_made.take().context("a `--json-body` block before its request")?;
+            out.splice(at..at, lines[i..=i + end].iter().copied());
+            (moved, i) = (moved + 1, i + end);
+        } else {
+            out.push(line);
+        }
+        i += 1;
+    }
+    anyhow::ensure!(
+        moved == bodies,
+        "moved {moved} `--json-body` blocks of {bodies}: update xtask's body_file_first"
+    );
+    Ok(out.join("\n") + "\n")
 }
 
 /// What each generated file should contain: (path relative to the root, text).

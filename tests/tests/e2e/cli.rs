@@ -351,7 +351,13 @@ async fn a_watched_execution_that_fails_exits_non_zero_saying_why() {
 async fn table_output_is_a_row_per_item_or_a_row_per_field() {
     let c = Ctx::new().await;
     let (agent, _) = c.agent_and_session().await;
-    c.run(&["agent-create", "--name", "Bob"]).await.json();
+    // A body file, one of its fields changed by a flag.
+    let body = c.body_file("bob.json", json!({"name": "Bob", "about": "from the file", "model": "m"}));
+    let bob = c.run(&["agent-create", "--json-body", &body, "--about", "from a flag"]).await.json();
+    assert_eq!(
+        (&bob["name"], &bob["about"], &bob["model"]),
+        (&json!("Bob"), &json!("from a flag"), &json!("m"))
+    );
     let ran = c.run(&["agent-list", "--table", "--direction", "asc"]).await;
     assert_eq!(ran.code, Some(0), "{ran:?}");
     let lines: Vec<&str> = ran.stdout.lines().collect();
