@@ -8,7 +8,14 @@ use progenitor_client::{encode_path, ClientHooks, OperationInfo, RequestBuilderE
 #[allow(clippy::all)]
 pub mod types {
     ///An agent: a persona with a model, instructions and default chat settings.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct Agent {
         pub about: ::std::string::String,
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
@@ -32,7 +39,17 @@ pub mod types {
         }
     }
     ///`AgentBlockCreateIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct AgentBlockCreateIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for AgentBlockCreateIdempotencyKey {
@@ -95,7 +112,17 @@ pub mod types {
         }
     }
     ///`AgentCreateIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct AgentCreateIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for AgentCreateIdempotencyKey {
@@ -157,7 +184,17 @@ pub mod types {
         }
     }
     ///`AgentDocCreateIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct AgentDocCreateIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for AgentDocCreateIdempotencyKey {
@@ -220,7 +257,14 @@ pub mod types {
         }
     }
     ///The answer of `POST /api/agents/import`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct AgentFileImport {
         ///One per agent in the file, in its order.
         pub agents: ::std::vec::Vec<ImportedAgent>,
@@ -233,7 +277,17 @@ pub mod types {
         }
     }
     ///`AgentImportId`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct AgentImportId(::std::string::String);
     impl ::std::ops::Deref for AgentImportId {
@@ -290,7 +344,17 @@ pub mod types {
         }
     }
     ///`AgentImportIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct AgentImportIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for AgentImportIdempotencyKey {
@@ -352,7 +416,17 @@ pub mod types {
         }
     }
     ///`AgentSearchIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct AgentSearchIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for AgentSearchIdempotencyKey {
@@ -414,7 +488,17 @@ pub mod types {
         }
     }
     ///`AgentSearchTextText`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct AgentSearchTextText(::std::string::String);
     impl ::std::ops::Deref for AgentSearchTextText {
@@ -471,7 +555,14 @@ pub mod types {
         }
     }
     ///The HTTP request of an `api_call` tool.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ApiCallDef {
         ///Headers sent with the request: valid HTTP header names and values, other than those the HTTP client sets itself (`Host`, `Connection`, `Transfer-Encoding`, `Content-Length`, `Keep-Alive`, `Upgrade`, `TE`, `Trailer`, `Proxy-Connection`: a 422).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -491,7 +582,17 @@ pub mod types {
         }
     }
     ///An `http://` or `https://` URL (at most 2,048 characters).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ApiCallDefUrl(::std::string::String);
     impl ::std::ops::Deref for ApiCallDefUrl {
@@ -553,7 +654,14 @@ pub mod types {
         }
     }
     ///An API key of the caller's tenant, as listed: never the key itself.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ApiKey {
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
@@ -566,7 +674,14 @@ pub mod types {
         }
     }
     ///A new API key: `key` is shown this once (the service keeps only its hash).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ApiKeyCreated {
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub id: ::uuid::Uuid,
@@ -580,7 +695,14 @@ pub mod types {
         }
     }
     ///A person's decision on a call waiting for approval.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ApprovalDecision {
         pub approve: bool,
         ///The call's id (a `pending_approvals` entry's `id`).
@@ -595,7 +717,17 @@ pub mod types {
         }
     }
     ///The call's id (a `pending_approvals` entry's `id`).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ApprovalDecisionId(::std::string::String);
     impl ::std::ops::Deref for ApprovalDecisionId {
@@ -652,7 +784,17 @@ pub mod types {
         }
     }
     ///Why (told to the model with a denial; at most 1,000 characters).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ApprovalDecisionReason(::std::string::String);
     impl ::std::ops::Deref for ApprovalDecisionReason {
@@ -706,7 +848,15 @@ pub mod types {
         }
     }
     ///Tools that always need approval, and tools that never do.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(deny_unknown_fields)]
     pub struct ApprovalFilter {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -730,7 +880,8 @@ pub mod types {
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum ApprovalMode {
         #[serde(rename = "always")]
@@ -775,7 +926,14 @@ pub mod types {
         }
     }
     ///A memory block of an agent or a user.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct Block {
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         ///What the block is for, shown to the model beside it.
@@ -806,7 +964,14 @@ pub mod types {
         }
     }
     ///One change of a block's value (or its creation), with its provenance.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct BlockEdit {
         ///The value after.
         pub after: ::std::string::String,
@@ -842,7 +1007,8 @@ pub mod types {
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum BlockEditOp {
         ///The block was made with this value.
@@ -914,7 +1080,14 @@ pub mod types {
         }
     }
     ///The assistant's answer.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ChatAnswerMessage {
         ///The text; null when the answer only calls tools.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -930,7 +1103,14 @@ pub mod types {
         }
     }
     ///`ChatChoice`
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ChatChoice {
         ///`stop`, `length`, `tool_calls`, ... as the model said; or as the agent loop ended the turn: `max_tool_rounds`, `max_tool_calls`, `approval_required`.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -946,7 +1126,14 @@ pub mod types {
     /**One event of a streamed chat (`data: <chunk>`), in OpenAI's chunk shape.
 
 Each chunk carries a delta of choice 0; the last chunk has no choices and carries `usage` and `docs` (and `object`); then comes `data: [DONE]`.*/
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ChatChunk {
         pub choices: ::std::vec::Vec<ChatChunkChoice>,
         ///The document snippets recalled and put in the system message, on the last chunk.
@@ -973,7 +1160,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///One choice of a [`ChatChunk`]: what it adds to the answer.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ChatChunkChoice {
         pub delta: ChatDelta,
         ///Why the answer ended (`stop`, `length`, `tool_calls`, `max_tool_rounds`, `max_tool_calls`, `approval_required`), on its last delta.
@@ -987,7 +1181,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The answer of `POST /v1/chat/completions` (OpenAI's `chat.completion`).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ChatCompletion {
         pub choices: ::std::vec::Vec<CompletionChoice>,
         ///Unix seconds.
@@ -1011,7 +1212,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///One event of a streamed chat completion (`data: <chunk>`, OpenAI's `chat.completion.chunk`).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ChatCompletionChunk {
         pub choices: ::std::vec::Vec<CompletionChunkChoice>,
         ///Unix seconds.
@@ -1036,7 +1244,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `POST /v1/chat/completions` (OpenAI's request; unknown fields are ignored).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ChatCompletionRequest {
         ///Not supported (audio output): 400.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -1149,7 +1364,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///An agent's id (that agent answers), or a model name its provider serves.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ChatCompletionRequestModel(::std::string::String);
     impl ::std::ops::Deref for ChatCompletionRequestModel {
@@ -1206,7 +1431,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Passed on as sent.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ChatCompletionRequestPromptCacheKey(::std::string::String);
     impl ::std::ops::Deref for ChatCompletionRequestPromptCacheKey {
@@ -1265,7 +1500,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Passed on as sent.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ChatCompletionRequestSafetyIdentifier(::std::string::String);
     impl ::std::ops::Deref for ChatCompletionRequestSafetyIdentifier {
@@ -1324,7 +1569,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Passed on as sent; the answer's `service_tier` is the provider's.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ChatCompletionRequestServiceTier(::std::string::String);
     impl ::std::ops::Deref for ChatCompletionRequestServiceTier {
@@ -1383,7 +1638,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///An end-user id, for the provider's abuse monitoring: passed on as sent.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ChatCompletionRequestUser(::std::string::String);
     impl ::std::ops::Deref for ChatCompletionRequestUser {
@@ -1437,7 +1702,15 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The new part of the streamed answer.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ChatDelta {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub content: ::std::option::Option<::std::string::String>,
@@ -1458,7 +1731,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///What failed in a stream, with the `code` the same failure has as an ordinary error answer (`upstream_error`, `upstream_timeout`, ...).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ChatErrorDetail {
         pub code: ::std::string::String,
         pub message: ::std::string::String,
@@ -1469,7 +1749,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The event that ends a stream that failed after it started: nothing was saved.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ChatErrorEvent {
         pub error: ChatErrorDetail,
     }
@@ -1479,7 +1766,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The function of a [`ChatTool`].
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ChatFunction {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub description: ::std::option::Option<ChatFunctionDescription>,
@@ -1497,7 +1791,15 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A fragment of a function call's name and arguments.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ChatFunctionCallDelta {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub arguments: ::std::option::Option<::std::string::String>,
@@ -1510,7 +1812,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`ChatFunctionDescription`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ChatFunctionDescription(::std::string::String);
     impl ::std::ops::Deref for ChatFunctionDescription {
@@ -1564,7 +1876,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The function's name (1 to 64 letters, digits and underscores).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ChatFunctionName(::std::string::String);
     impl ::std::ops::Deref for ChatFunctionName {
@@ -1626,7 +1948,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `POST /api/sessions/{id}/chat`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ChatRequest {
         ///Which of the session's agents answers; default the first.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -1707,7 +2036,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The model; overrides the agent's (and the server's default).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ChatRequestModel(::std::string::String);
     impl ::std::ops::Deref for ChatRequestModel {
@@ -1764,7 +2103,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The answer of a chat (OpenAI's chat completion, plus the recalled `docs`).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ChatResponse {
         pub choices: ::std::vec::Vec<ChatChoice>,
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
@@ -1787,7 +2133,15 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Chat settings: an agent's defaults, overridden per chat request.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ChatSettings {
         ///-2 to 2.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -1817,7 +2171,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A function the model may call in this chat only (OpenAI's shape).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ChatTool {
         pub function: ChatFunction,
         #[serde(rename = "type", default = "defaults::chat_tool_type")]
@@ -1829,7 +2190,15 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A fragment of a tool call: the first fragment of a call usually carries `id` and `function.name`, later ones pieces of `function.arguments` to concatenate.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ChatToolCallDelta {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub function: ::std::option::Option<ChatFunctionCallDelta>,
@@ -1847,7 +2216,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Whether and which tool the model calls.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(untagged)]
     pub enum ChatToolChoice {
         ToolChoiceMode(ToolChoiceMode),
@@ -1864,7 +2240,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Tokens of the call, as the provider counted them.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ChatUsage {
         pub completion_tokens: i64,
         pub prompt_tokens: i64,
@@ -1876,7 +2259,15 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `POST /v1/responses/compact` (OpenAI's request; unknown fields are ignored).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CompactResponseRequest {
         ///The conversation to compact, after `previous_response_id`'s, if any: text (a user message) or items (at most 256).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -1899,7 +2290,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///What the summary should keep, for the model that writes it.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CompactResponseRequestInstructions(::std::string::String);
     impl ::std::ops::Deref for CompactResponseRequestInstructions {
@@ -1955,7 +2356,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The model that writes the summary: an agent's id (its model) or a model name its provider serves. Required (OpenAI's schema has it nullable): absent or null, a 400 naming `model`.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CompactResponseRequestModel(::std::string::String);
     impl ::std::ops::Deref for CompactResponseRequestModel {
@@ -2012,7 +2423,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Compact the stored conversation up to and including this response (its session's messages until its answer), then `input`.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CompactResponseRequestPreviousResponseId(::std::string::String);
     impl ::std::ops::Deref for CompactResponseRequestPreviousResponseId {
@@ -2072,7 +2493,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///An item of a compacted window: a user message kept as it was, or the compaction that stands for the rest.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(tag = "type")]
     pub enum CompactedItem {
         #[serde(rename = "message")]
@@ -2094,7 +2522,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         },
     }
     ///The answer of `POST /v1/responses/compact` (OpenAI's `response.compaction`).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CompactedResponse {
         ///Unix seconds.
         pub created_at: i64,
@@ -2113,7 +2548,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The assistant's message in a [`ChatCompletion`].
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CompletionAnswerMessage {
         ///Annotations of the text (`url_citation`s), as the provider gave them; `[]` when none.
         pub annotations: ::std::vec::Vec<::serde_json::Value>,
@@ -2135,7 +2577,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///One answer of a [`ChatCompletion`].
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CompletionChoice {
         ///`stop`, `length`, `tool_calls`, `content_filter`, ... as the provider said; `stop` (`tool_calls` for an answer that calls tools) when it said none.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -2152,7 +2601,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///One choice of a [`ChatCompletionChunk`]: what it adds to the answer.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CompletionChunkChoice {
         pub delta: ChatDelta,
         ///Why the answer ended, on its last delta (as the provider said); else null.
@@ -2169,7 +2625,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A message's content: text, or a list of parts (at most 1,000).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(untagged)]
     pub enum CompletionContent {
         String(::std::string::String),
@@ -2181,7 +2644,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///One message of a chat completion request.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CompletionMessage {
         ///Null or absent for an assistant message that only calls tools.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -2202,7 +2672,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`CompletionMessageName`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CompletionMessageName(::std::string::String);
     impl ::std::ops::Deref for CompletionMessageName {
@@ -2259,7 +2739,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Required for `tool` messages: the call it answers.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CompletionMessageToolCallId(::std::string::String);
     impl ::std::ops::Deref for CompletionMessageToolCallId {
@@ -2326,7 +2816,8 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum CompletionRole {
         #[serde(rename = "system")]
@@ -2384,7 +2875,15 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///What a streamed answer includes.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CompletionStreamOptions {
         ///Send a last chunk, before `data: [DONE]`, with no choices and the `usage`.
         #[serde(default)]
@@ -2396,7 +2895,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`CompletionTokensDetails`
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CompletionTokensDetails {
         pub accepted_prediction_tokens: i64,
         pub audio_tokens: i64,
@@ -2409,7 +2915,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Tokens of a chat completion, as the provider counted them (or we did, when it did not).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CompletionUsage {
         pub completion_tokens: i64,
         ///The provider's details of `completion_tokens`; 0 where it gave none.
@@ -2425,7 +2938,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A part of a message's content. Chat completions take `text`, `image_url` (`{"url", "detail"}`) and `file` (`{"file_data", "filename"}`) parts; a response's or a conversation's items take `input_text` (`text` and `output_text` too), `input_image` (`image_url` the URL itself, `detail`) and `input_file` (`file_data`, `filename`). Images and files only in user messages. An image is an http(s) URL or a data URL (`data:image/png;base64,...`); a file's data is a data URL (`data:application/pdf;base64,...`) or its base64. Each image URL or file's data is at most `models.max_input_part_bytes` bytes (8 MiB unless configured; a larger one is a 400 naming it), and within the request body's limit (`server.request_body_max_bytes`). Files by `file_id` or `file_url`, and other kinds of parts (audio, refusals), answer 400 naming the part.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ContentPart {
         ///An `input_image` part's detail: `auto` (the default), `low` or `high`.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -2459,7 +2979,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///An `input_file` part's file name.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ContentPartFilename(::std::string::String);
     impl ::std::ops::Deref for ContentPartFilename {
@@ -2516,7 +3046,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`ContentPartType`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ContentPartType(::std::string::String);
     impl ::std::ops::Deref for ContentPartType {
@@ -2583,7 +3123,8 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum ContextOverflow {
         ///Drop the oldest history until the prompt fits.
@@ -2630,7 +3171,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A conversation's id: `conv_` and 32 hex digits (its session's id); a request may also give the session's UUID.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ConvId(::std::string::String);
     impl ::std::ops::Deref for ConvId {
@@ -2694,7 +3245,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A conversation (OpenAI's `conversation`), which is a session of the service: `GET /api/sessions/{id}` shows it too, its items are the session's messages.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct Conversation {
         ///Unix seconds.
         pub created_at: i64,
@@ -2710,7 +3268,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The answer of `DELETE /v1/conversations/{conversation_id}`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ConversationDeleted {
         pub deleted: bool,
         pub id: ConvId,
@@ -2723,7 +3288,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The conversation of a response.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ConversationId {
         pub id: ConvId,
     }
@@ -2733,7 +3305,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///An item of a conversation: a view of one of its session's messages (an assistant message that calls tools is one `function_call` item per call, after its `message` item if it has text).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(tag = "type")]
     pub enum ConversationItem {
         #[serde(rename = "message")]
@@ -2817,7 +3396,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         },
     }
     ///The conversation a response is a turn of: its id, or `{"id": ...}`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(untagged)]
     pub enum ConversationRef {
         ConvId(ConvId),
@@ -2829,7 +3415,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `POST /api/agents` and `PUT /api/agents/{id}` (PUT overwrites: omitted fields take their defaults).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CreateAgentRequest {
         ///About the agent (at most 16,000 characters).
         #[serde(default = "defaults::create_agent_request_about")]
@@ -2856,7 +3449,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///About the agent (at most 16,000 characters).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateAgentRequestAbout(::std::string::String);
     impl ::std::ops::Deref for CreateAgentRequestAbout {
@@ -2915,7 +3518,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The model name (at most 255 characters); `""` means the server's default model.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateAgentRequestModel(::std::string::String);
     impl ::std::ops::Deref for CreateAgentRequestModel {
@@ -2974,7 +3587,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The agent's name (1 to 120 characters, Unicode letters first).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateAgentRequestName(::std::string::String);
     impl ::std::ops::Deref for CreateAgentRequestName {
@@ -3041,7 +3664,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `POST /api/agents/{id}/blocks` and `POST /api/users/{user_id}/blocks`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CreateBlockRequest {
         ///What the block is for (at most 2,000 characters).
         #[serde(default = "defaults::create_block_request_description")]
@@ -3069,7 +3699,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///What the block is for (at most 2,000 characters).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateBlockRequestDescription(::std::string::String);
     impl ::std::ops::Deref for CreateBlockRequestDescription {
@@ -3129,7 +3769,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Unique among the owner's blocks (409 on a clash): a letter, then letters, digits, `_`, `-` or `.` (1 to 64 characters).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateBlockRequestLabel(::std::string::String);
     impl ::std::ops::Deref for CreateBlockRequestLabel {
@@ -3193,7 +3843,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The text; at most `limit` characters. Default: empty.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateBlockRequestValue(::std::string::String);
     impl ::std::ops::Deref for CreateBlockRequestValue {
@@ -3252,7 +3912,15 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `POST /v1/conversations`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CreateConversationRequest {
         ///Items to start with (at most 256), saved in one write.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -3269,7 +3937,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `POST /api/agents/{id}/docs` and `POST /api/users/{user_id}/docs`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CreateDocRequest {
         ///A string, or a list of 1 to 1000 snippets (each at most 100,000 characters); stored as a list.
         pub content: DocContent,
@@ -3290,7 +3965,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The title (1 to 800 characters).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateDocRequestTitle(::std::string::String);
     impl ::std::ops::Deref for CreateDocRequestTitle {
@@ -3347,7 +4032,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `POST /api/tasks/{task_id}/executions`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CreateExecutionRequest {
         ///The task's input, checked against its `input_schema`.
         pub input: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -3363,7 +4055,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `POST /v1/conversations/{conversation_id}/items`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CreateItemsRequest {
         ///The items to append (1 to 256), in one write.
         pub items: ::std::vec::Vec<InputItem>,
@@ -3374,7 +4073,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `POST /api/sessions/{id}/messages`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CreateMessageRequest {
         pub content: ::std::string::String,
         ///Free-form key/value data: a JSON object of at most 64 top-level keys and 16384 bytes as JSON (422 beyond).
@@ -3399,7 +4105,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The name of the participant who wrote it (1 to 255 characters).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateMessageRequestName(::std::string::String);
     impl ::std::ops::Deref for CreateMessageRequestName {
@@ -3456,7 +4172,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Required for `tool` messages, and only for them: the call it answers.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateMessageRequestToolCallId(::std::string::String);
     impl ::std::ops::Deref for CreateMessageRequestToolCallId {
@@ -3514,7 +4240,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `POST /v1/responses` (OpenAI's request; unknown fields are ignored).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CreateResponseRequest {
         ///Run the response in the background: the answer is the response at once, `queued`; the server runs it (`in_progress`) to its end (`completed`, `incomplete`, `failed`, or `cancelled` by `POST /v1/responses/{id}/cancel`) whether or not anyone waits, and across restarts of the server. Poll it with `GET /v1/responses/{id}`, or follow its events with `GET /v1/responses/{id}?stream=true`. Needs `store` (`store: false` is a 400 naming `store`). With `stream: true` the answer is that event stream from its start.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -3606,7 +4339,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A system message for this turn only (after the agent's, when `model` is an agent).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateResponseRequestInstructions(::std::string::String);
     impl ::std::ops::Deref for CreateResponseRequestInstructions {
@@ -3662,7 +4405,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///An agent's id (that agent answers), or a model name its provider serves.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateResponseRequestModel(::std::string::String);
     impl ::std::ops::Deref for CreateResponseRequestModel {
@@ -3719,7 +4472,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Continue after this stored response: the same session, its history before this turn.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateResponseRequestPreviousResponseId(::std::string::String);
     impl ::std::ops::Deref for CreateResponseRequestPreviousResponseId {
@@ -3779,7 +4542,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Sent to the provider as `prompt_cache_key`.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateResponseRequestPromptCacheKey(::std::string::String);
     impl ::std::ops::Deref for CreateResponseRequestPromptCacheKey {
@@ -3838,7 +4611,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Sent to the provider as `safety_identifier`.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateResponseRequestSafetyIdentifier(::std::string::String);
     impl ::std::ops::Deref for CreateResponseRequestSafetyIdentifier {
@@ -3897,7 +4680,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Sent to the provider as `service_tier`; echoed (`default` when not sent).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateResponseRequestServiceTier(::std::string::String);
     impl ::std::ops::Deref for CreateResponseRequestServiceTier {
@@ -3956,7 +4749,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Sent to the provider as `user`.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateResponseRequestUser(::std::string::String);
     impl ::std::ops::Deref for CreateResponseRequestUser {
@@ -4013,7 +4816,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `POST /api/secrets`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CreateSecretRequest {
         ///What the secret is for (at most 1,000 characters).
         #[serde(default = "defaults::create_secret_request_description")]
@@ -4029,7 +4839,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///What the secret is for (at most 1,000 characters).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateSecretRequestDescription(::std::string::String);
     impl ::std::ops::Deref for CreateSecretRequestDescription {
@@ -4089,7 +4909,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The secret's name, unique within the tenant (1 to 64 characters: a letter or `_`, then letters, digits or `_`, as an environment variable's).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateSecretRequestName(::std::string::String);
     impl ::std::ops::Deref for CreateSecretRequestName {
@@ -4151,7 +4981,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The value: 1 to 8192 bytes of text. Stored encrypted; never answered.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateSecretRequestValue(::std::string::String);
     impl ::std::ops::Deref for CreateSecretRequestValue {
@@ -4208,7 +5048,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `POST /api/sessions`: the participants (`agent` or `agents`, one of them; optionally `user` or `users`) and the session's settings.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CreateSessionRequest {
         ///The one agent of the session (send this or `agents`).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -4266,7 +5113,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `POST /api/agents/{id}/tools` and `PUT /api/agents/{id}/tools/{tool_id}` (PUT overwrites: omitted fields take their defaults).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CreateToolRequest {
         ///Required for `api_call` tools, and only for them.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -4296,7 +5150,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///What the tool does, for the model (at most 16,000 characters).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateToolRequestDescription(::std::string::String);
     impl ::std::ops::Deref for CreateToolRequestDescription {
@@ -4356,7 +5220,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The tool's name, unique within its agent (1 to 40 characters: a letter or `_`, then letters, digits or `_`).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateToolRequestName(::std::string::String);
     impl ::std::ops::Deref for CreateToolRequestName {
@@ -4418,7 +5292,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `POST /api/users`: every field optional.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct CreateUserRequest {
         ///About the user (at most 16,000 characters).
         #[serde(default = "defaults::create_user_request_about")]
@@ -4451,7 +5332,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///About the user (at most 16,000 characters).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateUserRequestAbout(::std::string::String);
     impl ::std::ops::Deref for CreateUserRequestAbout {
@@ -4510,7 +5401,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The user's name (at most 120 characters, Unicode letters first). Omitted or null means `""`; a name that is sent must match the pattern.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateUserRequestName(::std::string::String);
     impl ::std::ops::Deref for CreateUserRequestName {
@@ -4577,7 +5478,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A project name: a letter, then letters, digits or `_` (1 to 255 characters).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct CreateUserRequestProject(::std::string::String);
     impl ::std::ops::Deref for CreateUserRequestProject {
@@ -4649,7 +5560,8 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum Direction {
         #[serde(rename = "asc")]
@@ -4694,7 +5606,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A document of an agent or a user: a title and text snippets, searchable by text, by vector and both.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct Doc {
         ///The snippets, each searched (and found) on its own.
         pub content: ::std::vec::Vec<::std::string::String>,
@@ -4717,7 +5636,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A document's text: one string, or a list of 1 to 1000 snippets; each at most 100,000 characters.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(untagged)]
     pub enum DocContent {
         String(DocContentString),
@@ -4734,7 +5660,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`DocContentArrayItem`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct DocContentArrayItem(::std::string::String);
     impl ::std::ops::Deref for DocContentArrayItem {
@@ -4788,7 +5724,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`DocContentString`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct DocContentString(::std::string::String);
     impl ::std::ops::Deref for DocContentString {
@@ -4842,7 +5788,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The agent or user a document belongs to.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct DocOwner {
         pub id: ::uuid::Uuid,
         pub role: OwnerRole,
@@ -4853,7 +5806,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///One search result: a snippet of a document.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct DocReference {
         ///The document's id.
         pub id: ::uuid::Uuid,
@@ -4874,7 +5834,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The answer of a search.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct DocSearchResponse {
         ///The matching snippets, best first (one entry per snippet).
         pub docs: ::std::vec::Vec<DocReference>,
@@ -4887,7 +5854,15 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Where a change of a block came from: a request, or a tool call in a turn.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct EditSource {
         ///The agent whose turn called the memory tool.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -4927,7 +5902,8 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum EditStatus {
         ///In the block's value.
@@ -4979,7 +5955,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///One input's vector.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct Embedding {
         ///Numbers (`encoding_format: float`) or base64 (`base64`).
         pub embedding: EmbeddingVector,
@@ -4994,7 +5977,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///What to embed: one text, or a list of texts (token ids are not supported).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(untagged)]
     pub enum EmbeddingInput {
         String(::std::string::String),
@@ -5006,7 +5996,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///One input of a list: a text; a token id, or a list of them, is not supported (400 naming `input`).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(untagged)]
     pub enum EmbeddingInputItem {
         String(::std::string::String),
@@ -5024,7 +6021,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The answer of `POST /v1/embeddings`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct EmbeddingList {
         ///One embedding per input, in input order.
         pub data: ::std::vec::Vec<Embedding>,
@@ -5040,7 +6044,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `POST /v1/embeddings` (OpenAI's request; unknown fields are ignored).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct EmbeddingRequest {
         ///The vectors' dimensions, for models that can shorten theirs: sent to the provider; a provider that answers other dimensions makes it a 400 naming `dimensions`.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -5062,7 +6073,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The embedding model: a model name, sent to the provider that serves it.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct EmbeddingRequestModel(::std::string::String);
     impl ::std::ops::Deref for EmbeddingRequestModel {
@@ -5119,7 +6140,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///An end-user id, for the provider's abuse monitoring: passed on as sent.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct EmbeddingRequestUser(::std::string::String);
     impl ::std::ops::Deref for EmbeddingRequestUser {
@@ -5173,7 +6204,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Tokens of the inputs, as the provider counted them (or we did, when it did not).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct EmbeddingUsage {
         pub prompt_tokens: i64,
         pub total_tokens: i64,
@@ -5184,7 +6222,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A vector, as numbers or in base64.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(untagged)]
     pub enum EmbeddingVector {
         Array(::std::vec::Vec<f32>),
@@ -5206,7 +6251,8 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum EncodingFormat {
         #[serde(rename = "float")]
@@ -5251,7 +6297,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///An error. A validation failure (422) is an `HTTPValidationError`; every other error (401, 404, 405, 408, 409, 413, 400, 429, 5xx) is an `ErrorResponse`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(untagged)]
     pub enum Error {
         HttpValidationError(HttpValidationError),
@@ -5268,7 +6321,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The body of every error other than a validation failure.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ErrorResponse {
         ///A stable machine-readable code: `unauthorized`, `not_found`, `method_not_allowed`, `conflict`, `payload_too_large`, `request_timeout`, `bad_request`, `unsupported_media_type`, `rate_limited`, `upstream_error`, `no_model_provider`, `upstream_timeout`, `insufficient_storage` (507: the disk holding the store is full; nothing was saved), `store_unavailable` (503: the store cannot write or read now; nothing was saved unless `detail` says the outcome is unknown), `search_warming` (503 with `Retry-After`: the search index is still being built after the server's start; nothing else waits for it), `internal`.
         pub code: ::std::string::String,
@@ -5283,7 +6343,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A run of a task.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct Execution {
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         ///Why it failed or was cancelled.
@@ -5315,7 +6382,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`ExecutionCreateIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ExecutionCreateIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for ExecutionCreateIdempotencyKey {
@@ -5388,7 +6465,8 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum ExecutionStatus {
         #[serde(rename = "queued")]
@@ -5453,7 +6531,15 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The file of a chat completion's `file` part.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct FileInput {
         ///A data URL (`data:application/pdf;base64,...`), or the file's base64.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -5470,7 +6556,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`FileInputFilename`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct FileInputFilename(::std::string::String);
     impl ::std::ops::Deref for FileInputFilename {
@@ -5527,7 +6623,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The function a tool call calls.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct FunctionCall {
         ///The arguments, as the model wrote them: a JSON object in a string.
         pub arguments: ::std::string::String,
@@ -5540,7 +6643,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The tool's name.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct FunctionCallName(::std::string::String);
     impl ::std::ops::Deref for FunctionCallName {
@@ -5597,7 +6710,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The signature of a `function` tool.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct FunctionDef {
         ///The JSON Schema of the arguments (an object schema; it must be a valid JSON Schema). Default: no arguments.
         #[serde(default = "defaults::function_def_parameters")]
@@ -5616,7 +6736,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`GET /api/healthz`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct Health {
         ///Whether document search answers yet. Everything else is served as soon as the server listens; searches wait for this to be `ready`.
         pub search: SearchStatus,
@@ -5639,7 +6766,8 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum HttpMethod {
         #[serde(rename = "GET")]
@@ -5704,7 +6832,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The body of a 422: every violation of the request.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct HttpValidationError {
         pub detail: ::std::vec::Vec<ValidationError>,
     }
@@ -5724,7 +6859,8 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum ImageDetail {
         #[serde(rename = "auto")]
@@ -5773,7 +6909,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///An image: where it is, and how closely the model looks at it.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ImageUrl {
         ///`auto` (the default), `low` or `high`.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -5787,7 +6930,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///An image of a content part: `{"url", "detail"}` (chat completions), or the URL itself (`input_image`).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(untagged)]
     pub enum ImageUrlInput {
         String(::std::string::String),
@@ -5799,7 +6949,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///An agent made from an Agent File.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ImportedAgent {
         pub agent: Agent,
         pub blocks: ::std::vec::Vec<Block>,
@@ -5819,7 +6976,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Why a response is `incomplete`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct IncompleteDetails {
         ///`max_output_tokens`: the provider stopped at the token limit.
         pub reason: ::std::string::String,
@@ -5830,7 +6994,15 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///An item sent to a conversation (or as a response's input): a `message` (the default `type`: `role` and `content`), a `function_call` the model made (`call_id`, `name`, `arguments`), a `function_call_output` (`call_id`, `output`), a `compaction` (`encrypted_content`, as `POST /v1/responses/compact` answered it: the summary it holds becomes a system message), or — in a response's input only — an `mcp_approval_response` (`approval_request_id`, `approve`, `reason`?) deciding on a call the previous response left waiting (its `mcp_approval_request` item). Other item types answer 400 naming the item's `type`. A message's content parts: see [`ContentPart`] (`input_image` and `input_file` only in user messages); a function call's output is text.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct InputItem {
         ///An `mcp_approval_response`'s request: the `mcp_approval_request` item's id.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -5872,7 +7044,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///An `mcp_approval_response`'s request: the `mcp_approval_request` item's id.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct InputItemApprovalRequestId(::std::string::String);
     impl ::std::ops::Deref for InputItemApprovalRequestId {
@@ -5929,7 +7111,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A function call's id, named again by its output.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct InputItemCallId(::std::string::String);
     impl ::std::ops::Deref for InputItemCallId {
@@ -5986,7 +7178,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A compaction's content, as `POST /v1/responses/compact` gave it (a 400 naming it when it is not one of its).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct InputItemEncryptedContent(::std::string::String);
     impl ::std::ops::Deref for InputItemEncryptedContent {
@@ -6043,7 +7245,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A function call's function.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct InputItemName(::std::string::String);
     impl ::std::ops::Deref for InputItemName {
@@ -6100,7 +7312,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///An `mcp_approval_response`'s reason (told to the model with a denial).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct InputItemReason(::std::string::String);
     impl ::std::ops::Deref for InputItemReason {
@@ -6154,7 +7376,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`message` (default), `function_call`, `function_call_output` or `compaction`.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct InputItemType(::std::string::String);
     impl ::std::ops::Deref for InputItemType {
@@ -6221,7 +7453,8 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum InputRole {
         #[serde(rename = "user")]
@@ -6275,7 +7508,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`InputTokensDetails`
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct InputTokensDetails {
         ///Always 0.
         pub cached_tokens: i64,
@@ -6286,7 +7526,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///One instruction, or a list of them (at most 100).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(untagged)]
     pub enum Instructions {
         String(::std::string::String),
@@ -6298,7 +7545,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A part of a message item's content.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(tag = "type")]
     pub enum ItemContent {
         ///Text of a user or system message.
@@ -6326,7 +7580,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         },
     }
     ///A page of items (OpenAI's cursor list).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ItemList {
         pub data: ::std::vec::Vec<ConversationItem>,
         ///The first item's id, null when `data` is empty.
@@ -6356,7 +7617,8 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum ItemOrder {
         #[serde(rename = "asc")]
@@ -6401,7 +7663,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`KeyCreateIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct KeyCreateIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for KeyCreateIdempotencyKey {
@@ -6473,7 +7745,8 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum LearningMode {
         ///Edits go into the user's blocks at once.
@@ -6520,7 +7793,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///How an agent learns about its users after each turn: a background job reads the turn and asks a model to keep durable facts about the users in their memory blocks. Body of `PUT /api/agents/{id}/learning`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct LearningPolicy {
         ///The labels of the users' blocks it may write (1 to 100 labels). Default: every block of the users that is not read-only.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -6554,7 +7834,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`LearningPolicyBlocksItem`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct LearningPolicyBlocksItem(::std::string::String);
     impl ::std::ops::Deref for LearningPolicyBlocksItem {
@@ -6618,7 +7908,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The model that reads the turn. Default: the agent's.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct LearningPolicyModel(::std::string::String);
     impl ::std::ops::Deref for LearningPolicyModel {
@@ -6675,7 +7975,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ListResponseForAgent {
         pub items: ::std::vec::Vec<Agent>,
     }
@@ -6685,7 +7992,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ListResponseForApiKey {
         pub items: ::std::vec::Vec<ApiKey>,
     }
@@ -6695,7 +8009,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ListResponseForBlock {
         pub items: ::std::vec::Vec<Block>,
     }
@@ -6705,7 +8026,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ListResponseForBlockEdit {
         pub items: ::std::vec::Vec<BlockEdit>,
     }
@@ -6715,7 +8043,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ListResponseForDoc {
         pub items: ::std::vec::Vec<Doc>,
     }
@@ -6725,7 +8060,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ListResponseForExecution {
         pub items: ::std::vec::Vec<Execution>,
     }
@@ -6735,7 +8077,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ListResponseForMessage {
         pub items: ::std::vec::Vec<Message>,
     }
@@ -6745,7 +8094,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ListResponseForSecret {
         pub items: ::std::vec::Vec<Secret>,
     }
@@ -6755,7 +8111,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ListResponseForSession {
         pub items: ::std::vec::Vec<Session>,
     }
@@ -6765,7 +8128,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ListResponseForTask {
         pub items: ::std::vec::Vec<Task>,
     }
@@ -6775,7 +8145,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ListResponseForTool {
         pub items: ::std::vec::Vec<Tool>,
     }
@@ -6785,7 +8162,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ListResponseForTransition {
         pub items: ::std::vec::Vec<Transition>,
     }
@@ -6795,7 +8179,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A page of a list: at most `limit` records, fewer when the page would pass 8 MiB (always at least one); an empty page means the list is over.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ListResponseForUser {
         pub items: ::std::vec::Vec<User>,
     }
@@ -6805,7 +8196,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///One element of a `loc`: an object key or an array index.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(untagged)]
     pub enum LocPart {
         String(::std::string::String),
@@ -6825,7 +8223,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Why an MCP call failed: the server could not be reached or broke the protocol (`mcp_protocol_error`, `code` and `message`), or the tool said it failed (`mcp_tool_execution_error`, its `content`).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(tag = "type")]
     pub enum McpCallError {
         #[serde(rename = "mcp_protocol_error")]
@@ -6834,7 +8239,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         McpToolExecutionError { content: ::serde_json::Value },
     }
     ///The server of an `mcp` tool.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct McpDef {
         ///Only these of the server's tools are offered (at most 256 names); default all.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -6856,7 +8268,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The server's Streamable HTTP endpoint: an `http://` or `https://` URL (at most 2,048 characters), reachable under the server's outbound policy (`tools.allowed_hosts`).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct McpDefServerUrl(::std::string::String);
     impl ::std::ops::Deref for McpDefServerUrl {
@@ -6918,7 +8340,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A tool an MCP server lists.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct McpListedTool {
         ///The server's hints (`readOnlyHint`, `idempotentHint`, ...), if any.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -6935,7 +8364,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///One message of a session.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct Message {
         pub content: ::std::string::String,
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
@@ -6968,7 +8404,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`MessageCreateIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct MessageCreateIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for MessageCreateIdempotencyKey {
@@ -7030,7 +8476,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A file given inline.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct MessageFile {
         ///The file's data: a data URL (`data:application/pdf;base64,...`) or its base64.
         pub file_data: ::std::string::String,
@@ -7043,7 +8496,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A part of a message's content, in the shape of OpenAI's chat completions content parts (the provider is sent it so).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(tag = "type")]
     pub enum MessagePart {
         ///Text.
@@ -7057,7 +8517,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         File { file: MessageFile },
     }
     ///A model: one of the tenant's agents (its id), or a model name a configured provider serves.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct Model {
         ///When it was created (an agent), or 0 (a provider's model), in Unix seconds.
         pub created: i64,
@@ -7073,7 +8540,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`GET /v1/models`: the models a client can name.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ModelList {
         pub data: ::std::vec::Vec<Model>,
         ///Always `list`.
@@ -7085,7 +8559,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A response (OpenAI's `response`): one turn of a session, its output the assistant's message and tool calls as items.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ModelResponse {
         ///Whether it runs (ran) in the background (the request's `background`).
         pub background: bool,
@@ -7157,7 +8638,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The function the model must call.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct NamedFunction {
         pub name: ::std::string::String,
     }
@@ -7167,7 +8655,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A named function the model must call.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct NamedToolChoice {
         pub function: NamedFunction,
         #[serde(rename = "type", default = "defaults::named_tool_choice_type")]
@@ -7179,7 +8674,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///What went wrong, in OpenAI's terms.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct OpenAiError {
         ///The same machine-readable code as on `/api` (`not_found`, `unauthorized`, `upstream_error`, ...); for a validation failure, the first violation's kind (`missing`, `string_too_long`, ...).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -7199,7 +8701,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The body of every error on the OpenAI-compatible routes (`/v1`), in OpenAI's shape, which its SDKs read.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct OpenAiErrorResponse {
         pub error: OpenAiError,
     }
@@ -7209,7 +8718,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`OpenaiChatCompletionIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct OpenaiChatCompletionIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for OpenaiChatCompletionIdempotencyKey {
@@ -7273,7 +8792,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`OpenaiConversationCreateIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct OpenaiConversationCreateIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for OpenaiConversationCreateIdempotencyKey {
@@ -7337,7 +8866,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`OpenaiConversationUpdateIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct OpenaiConversationUpdateIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for OpenaiConversationUpdateIdempotencyKey {
@@ -7401,7 +8940,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`OpenaiItemCreateIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct OpenaiItemCreateIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for OpenaiItemCreateIdempotencyKey {
@@ -7464,7 +9013,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`OpenaiItemDeleteItemId`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct OpenaiItemDeleteItemId(::std::string::String);
     impl ::std::ops::Deref for OpenaiItemDeleteItemId {
@@ -7528,7 +9087,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`OpenaiItemGetItemId`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct OpenaiItemGetItemId(::std::string::String);
     impl ::std::ops::Deref for OpenaiItemGetItemId {
@@ -7592,7 +9161,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`OpenaiItemListAfter`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct OpenaiItemListAfter(::std::string::String);
     impl ::std::ops::Deref for OpenaiItemListAfter {
@@ -7656,7 +9235,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`OpenaiModelGetModel`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct OpenaiModelGetModel(::std::string::String);
     impl ::std::ops::Deref for OpenaiModelGetModel {
@@ -7713,7 +9302,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`OpenaiResponseCancelResponseId`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct OpenaiResponseCancelResponseId(::std::string::String);
     impl ::std::ops::Deref for OpenaiResponseCancelResponseId {
@@ -7772,7 +9371,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`OpenaiResponseCompactIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct OpenaiResponseCompactIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for OpenaiResponseCompactIdempotencyKey {
@@ -7836,7 +9445,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`OpenaiResponseCompactResponseId`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct OpenaiResponseCompactResponseId(::std::string::String);
     impl ::std::ops::Deref for OpenaiResponseCompactResponseId {
@@ -7895,7 +9514,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`OpenaiResponseCreateIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct OpenaiResponseCreateIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for OpenaiResponseCreateIdempotencyKey {
@@ -7959,7 +9588,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`OpenaiResponseDeleteResponseId`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct OpenaiResponseDeleteResponseId(::std::string::String);
     impl ::std::ops::Deref for OpenaiResponseDeleteResponseId {
@@ -8018,7 +9657,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`OpenaiResponseGetResponseId`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct OpenaiResponseGetResponseId(::std::string::String);
     impl ::std::ops::Deref for OpenaiResponseGetResponseId {
@@ -8076,7 +9725,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`OpenaiResponseInputItemsAfter`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct OpenaiResponseInputItemsAfter(::std::string::String);
     impl ::std::ops::Deref for OpenaiResponseInputItemsAfter {
@@ -8141,7 +9800,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`OpenaiResponseInputItemsResponseId`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct OpenaiResponseInputItemsResponseId(::std::string::String);
     impl ::std::ops::Deref for OpenaiResponseInputItemsResponseId {
@@ -8201,7 +9870,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`OutputTokensDetails`
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct OutputTokensDetails {
         ///Always 0.
         pub reasoning_tokens: i64,
@@ -8222,7 +9898,8 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum OwnerRole {
         #[serde(rename = "agent")]
@@ -8267,7 +9944,15 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `PATCH /api/agents/{id}`: only the fields sent change; `metadata` is merged key by key.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct PatchAgentRequest {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub about: ::std::option::Option<PatchAgentRequestAbout>,
@@ -8292,7 +9977,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`PatchAgentRequestAbout`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct PatchAgentRequestAbout(::std::string::String);
     impl ::std::ops::Deref for PatchAgentRequestAbout {
@@ -8346,7 +10041,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`PatchAgentRequestModel`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct PatchAgentRequestModel(::std::string::String);
     impl ::std::ops::Deref for PatchAgentRequestModel {
@@ -8400,7 +10105,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`PatchAgentRequestName`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct PatchAgentRequestName(::std::string::String);
     impl ::std::ops::Deref for PatchAgentRequestName {
@@ -8467,7 +10182,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `PATCH /api/agents/{id}/blocks/{block_id}` (and a user's): only the fields sent change; `metadata` is merged key by key. `version` is the version read: a block changed since is a 409, and nothing is written.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct PatchBlockRequest {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub description: ::std::option::Option<PatchBlockRequestDescription>,
@@ -8493,7 +10215,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`PatchBlockRequestDescription`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct PatchBlockRequestDescription(::std::string::String);
     impl ::std::ops::Deref for PatchBlockRequestDescription {
@@ -8548,7 +10280,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`PatchBlockRequestLabel`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct PatchBlockRequestLabel(::std::string::String);
     impl ::std::ops::Deref for PatchBlockRequestLabel {
@@ -8612,7 +10354,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`PatchBlockRequestValue`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct PatchBlockRequestValue(::std::string::String);
     impl ::std::ops::Deref for PatchBlockRequestValue {
@@ -8666,7 +10418,15 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `PATCH /api/agents/{id}/tools/{tool_id}`: only the fields sent change; `metadata` is merged key by key. Changing `type` drops the definition of the old type unless it is sent again.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct PatchToolRequest {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub api_call: ::std::option::Option<ApiCallDef>,
@@ -8692,7 +10452,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`PatchToolRequestDescription`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct PatchToolRequestDescription(::std::string::String);
     impl ::std::ops::Deref for PatchToolRequestDescription {
@@ -8746,7 +10516,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`PatchToolRequestName`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct PatchToolRequestName(::std::string::String);
     impl ::std::ops::Deref for PatchToolRequestName {
@@ -8808,7 +10588,15 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `PATCH /api/users/{user_id}`: only the fields sent change; `metadata` is merged key by key.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct PatchUserRequest {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub about: ::std::option::Option<PatchUserRequestAbout>,
@@ -8828,7 +10616,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`PatchUserRequestAbout`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct PatchUserRequestAbout(::std::string::String);
     impl ::std::ops::Deref for PatchUserRequestAbout {
@@ -8882,7 +10680,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`PatchUserRequestName`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct PatchUserRequestName(::std::string::String);
     impl ::std::ops::Deref for PatchUserRequestName {
@@ -8949,7 +10757,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`PatchUserRequestProject`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct PatchUserRequestProject(::std::string::String);
     impl ::std::ops::Deref for PatchUserRequestProject {
@@ -9011,7 +10829,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A call of a server-run tool that waits for a person's approval.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct PendingApproval {
         ///The arguments the model wrote (JSON text).
         pub arguments: ::std::string::String,
@@ -9029,7 +10854,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`PromptTokensDetails`
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct PromptTokensDetails {
         pub audio_tokens: i64,
         pub cached_tokens: i64,
@@ -9040,7 +10872,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Body of `PUT /api/agents/{id}/tasks`: a task, created or overwritten (omitted fields take their defaults). With an `id` of a task of this agent, that task is overwritten; with an `id` that does not exist, the task is created with it; without one, the agent's task of the same `name` is overwritten, or a new one created.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct PutTaskRequest {
         ///At most 16,000 characters.
         #[serde(default = "defaults::put_task_request_description")]
@@ -9087,7 +10926,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///At most 16,000 characters.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct PutTaskRequestDescription(::std::string::String);
     impl ::std::ops::Deref for PutTaskRequestDescription {
@@ -9146,7 +10995,17 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The task's name, unique within its agent (1 to 255 characters).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct PutTaskRequestName(::std::string::String);
     impl ::std::ops::Deref for PutTaskRequestName {
@@ -9213,7 +11072,8 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum ReasoningEffort {
         #[serde(rename = "none")]
@@ -9284,7 +11144,8 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum RequestedStatus {
         ///Stop the execution.
@@ -9331,7 +11192,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Which of an MCP server's tools need a person's approval before they run. `"always"` or `"never"` for all of them, or lists by name (a tool in neither list needs approval).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(untagged)]
     pub enum RequireApproval {
         Mode(ApprovalMode),
@@ -9348,7 +11216,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///The answer of `DELETE /v1/responses/{response_id}`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ResponseDeleted {
         pub deleted: bool,
         pub id: ::std::string::String,
@@ -9361,7 +11236,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Why a response failed.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ResponseError {
         ///The same code as the failure has as an error answer (`upstream_error`, ...).
         pub code: ::std::string::String,
@@ -9373,7 +11255,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///`ResponseFormat`
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ResponseFormat {
         #[serde(rename = "type")]
         pub type_: ResponseFormatType,
@@ -9394,7 +11283,8 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum ResponseFormatType {
         #[serde(rename = "text")]
@@ -9439,7 +11329,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A response's input: text (one user message), or items.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(untagged)]
     pub enum ResponseInput {
         String(::std::string::String),
@@ -9451,7 +11348,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A named function the model must call.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ResponseNamedTool {
         pub name: ::std::string::String,
         ///`function`.
@@ -9464,7 +11368,15 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///Reasoning options (`reasoning`).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ResponseReasoning {
         ///`none`, `minimal`, `low`, `medium`, `high` or `xhigh`: sent to the provider as `reasoning_effort`.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -9479,7 +11391,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///A failure on a WebSocket of `GET /v1/responses` (a message that is not a `response.create`, or a response that cannot start): one text message; the connection stays open.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ResponseSocketError {
         ///As on every `/v1` error; `code` is always set: the same failure's code on `POST /v1/responses` (`previous_response_not_found` for a `previous_response_id` found nowhere), or one of the socket's own: `invalid_json`, `invalid_message`, `unknown_message_type`, `too_many_waiting`, `websocket_connection_limit_reached`.
         pub error: OpenAiError,
@@ -9495,7 +11414,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///One event of a streamed response (`event: <type>` and `data: <this>`), in order: `response.created`, `response.in_progress`, then per output item `response.output_item.added`, for text `response.content_part.added`, `response.output_text.delta`…, `response.output_text.done`, `response.content_part.done`, for a function call `response.function_call_arguments.delta`…, `response.function_call_arguments.done`, then `response.output_item.done`; last `response.completed` (or `response.incomplete` when the provider stopped at `max_output_tokens`, or `response.failed`). `sequence_number` counts from 0.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ResponseStreamEvent {
         ///On `response.function_call_arguments.done`: the whole arguments.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -9538,7 +11464,15 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
         }
     }
     ///How the answer's text is shaped (`text`).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ResponseText {
         ///`{"type": "text"}` (the default), `{"type": "json_object"}`, or `{"type": "json_schema", "name", "schema", "description", "strict"}`: sent to the provider as `response_format` (structured outputs).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -9557,7 +11491,14 @@ Each chunk carries a delta of choice 0; the last chunk has no choices and carrie
 - `function` (`name`, `description`, `parameters`, `strict`): the client's; the model's calls are `function_call` items for the client to answer. - `mcp` (`server_label`, `server_url`, `allowed_tools`, `require_approval`, `headers`, `server_description`): a Model Context Protocol server (Streamable HTTP) the server calls; its tools are listed (an `mcp_list_tools` item) and the model's calls run in the server (`mcp_call` items). `headers` may name the tenant's secrets (`{{ secrets.NAME }}`) and are never echoed. - `file_search` (`vector_store_ids`, `max_num_results`): searches the documents of these owners — this service's agent and user ids stand for vector stores — with the service's hybrid search (text alone without an embedding model); calls are `file_search_call` items.
 
 Other types answer 400 naming the tool's `type`.*/
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ResponseTool {
         ///`mcp`: only these of the server's tools (default all).
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -9611,7 +11552,14 @@ Other types answer 400 naming the tool's `type`.*/
         }
     }
     ///Whether and which tool the model calls.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(untagged)]
     pub enum ResponseToolChoice {
         ToolChoiceMode(ToolChoiceMode),
@@ -9628,7 +11576,17 @@ Other types answer 400 naming the tool's `type`.*/
         }
     }
     ///Echoed as sent (`null` when not sent).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ResponseToolDescription(::std::string::String);
     impl ::std::ops::Deref for ResponseToolDescription {
@@ -9682,7 +11640,17 @@ Other types answer 400 naming the tool's `type`.*/
         }
     }
     ///The function's name (1 to 64 letters, digits and underscores).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ResponseToolName(::std::string::String);
     impl ::std::ops::Deref for ResponseToolName {
@@ -9744,7 +11712,17 @@ Other types answer 400 naming the tool's `type`.*/
         }
     }
     ///`mcp`: what the server is for, echoed.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ResponseToolServerDescription(::std::string::String);
     impl ::std::ops::Deref for ResponseToolServerDescription {
@@ -9799,7 +11777,17 @@ Other types answer 400 naming the tool's `type`.*/
         }
     }
     ///`mcp`: the server's label (1 to 64 letters, digits, `_` and `-`), naming it in `mcp_call` items.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ResponseToolServerLabel(::std::string::String);
     impl ::std::ops::Deref for ResponseToolServerLabel {
@@ -9861,7 +11849,17 @@ Other types answer 400 naming the tool's `type`.*/
         }
     }
     ///`mcp`: the server's Streamable HTTP endpoint (http or https, at most 2,048 characters), under the outbound policy (`tools.allowed_hosts`).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ResponseToolServerUrl(::std::string::String);
     impl ::std::ops::Deref for ResponseToolServerUrl {
@@ -9923,7 +11921,17 @@ Other types answer 400 naming the tool's `type`.*/
         }
     }
     ///`function`, `mcp` or `file_search`.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ResponseToolType(::std::string::String);
     impl ::std::ops::Deref for ResponseToolType {
@@ -9980,7 +11988,14 @@ Other types answer 400 naming the tool's `type`.*/
         }
     }
     ///Tokens of a response, as the provider counted them (or we did).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ResponseUsage {
         pub input_tokens: i64,
         pub input_tokens_details: InputTokensDetails,
@@ -10004,7 +12019,8 @@ Other types answer 400 naming the tool's `type`.*/
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum Role {
         #[serde(rename = "system")]
@@ -10067,7 +12083,8 @@ Other types answer 400 naming the tool's `type`.*/
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum SearchMode {
         ///BM25 over the snippets' words.
@@ -10121,7 +12138,14 @@ Other types answer 400 naming the tool's `type`.*/
     /**Body of `POST /api/agents/{id}/search` and `POST /api/users/{user_id}/search`.
 
 Give `text`, `vector` or both. The mode defaults from what is given: text alone is a text search, a vector alone a vector search, both a hybrid one. A vector or hybrid search without a vector embeds `text` with the embedding model, and is a 400 when none is configured.*/
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct SearchRequest {
         ///Hybrid only: the weight of the vector side, 0 to 1 (0 ranks as text search, 1 as vector search).
         #[serde(default = "defaults::search_request_alpha")]
@@ -10161,7 +12185,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///The words to look for (1 to 10,000 characters).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct SearchRequestText(::std::string::String);
     impl ::std::ops::Deref for SearchRequestText {
@@ -10228,7 +12262,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum SearchStatus {
         ///Every stored document is searchable (always, on PostgreSQL).
@@ -10280,7 +12315,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///A secret of the caller's tenant, as answered: never its value.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct Secret {
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         pub description: ::std::string::String,
@@ -10295,7 +12337,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///`SecretCreateIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct SecretCreateIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for SecretCreateIdempotencyKey {
@@ -10357,7 +12409,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///`SecretDeleteName`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct SecretDeleteName(::std::string::String);
     impl ::std::ops::Deref for SecretDeleteName {
@@ -10419,7 +12481,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///`SecretUpdateName`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct SecretUpdateName(::std::string::String);
     impl ::std::ops::Deref for SecretUpdateName {
@@ -10481,7 +12553,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///A conversation between one or more agents and zero or more users.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct Session {
         ///The agents taking part (at least one, but none for a conversation made through `POST /v1/conversations`); the first answers chats by default.
         pub agents: ::std::vec::Vec<::uuid::Uuid>,
@@ -10519,7 +12598,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///`SessionChatIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct SessionChatIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for SessionChatIdempotencyKey {
@@ -10581,7 +12670,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///`SessionCreateIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct SessionCreateIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for SessionCreateIdempotencyKey {
@@ -10643,7 +12742,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///An MCP server of a session: its tools are offered in the session's chats and runs, as an agent's `mcp` tool's are (a server an agent has too is offered once, the agent's first).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct SessionMcpServer {
         pub mcp: McpDef,
         ///Its label (as an `mcp` tool's name: 1 to 40 characters, a letter or `_`, then letters, digits or `_`).
@@ -10655,7 +12761,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///Its label (as an `mcp` tool's name: 1 to 40 characters, a letter or `_`, then letters, digits or `_`).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct SessionMcpServerName(::std::string::String);
     impl ::std::ops::Deref for SessionMcpServerName {
@@ -10717,7 +12833,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///A chat turn of a session run in the background (`POST /api/sessions/{id}/runs`): it is a background response of OpenAI's Responses API on the session (`GET /v1/responses/{id}` reads it too).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct SessionRun {
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         ///Why it failed.
@@ -10739,7 +12862,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///`SessionRunCancelRunId`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct SessionRunCancelRunId(::std::string::String);
     impl ::std::ops::Deref for SessionRunCancelRunId {
@@ -10797,7 +12930,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///`SessionRunCreateIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct SessionRunCreateIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for SessionRunCreateIdempotencyKey {
@@ -10860,7 +13003,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///`SessionRunGetRunId`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct SessionRunGetRunId(::std::string::String);
     impl ::std::ops::Deref for SessionRunGetRunId {
@@ -10918,7 +13071,15 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///Body of `POST /api/sessions/{id}/runs`: a chat turn run in the background.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct SessionRunRequest {
         ///Which of the session's agents answers (with its model, tools and MCP servers); default the first. A session with no agent is a 400.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -10936,7 +13097,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///The snippet a search found.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct Snippet {
         pub content: ::std::string::String,
         ///Its position in the document's `content`.
@@ -10958,7 +13126,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum SortBy {
         #[serde(rename = "created_at")]
@@ -11003,7 +13172,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///Stop sequences: one, or a list of up to 4.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     #[serde(untagged)]
     pub enum StopSequences {
         String(::std::string::String),
@@ -11015,7 +13191,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///A task: a named workflow of steps that an agent runs.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct Task {
         ///The agent the task belongs to.
         pub agent_id: ::uuid::Uuid,
@@ -11060,7 +13243,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///`TaskCreateIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct TaskCreateIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for TaskCreateIdempotencyKey {
@@ -11122,7 +13315,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///The format of the answer's text: `{"type": "text"}`, `{"type": "json_object"}`, or `{"type": "json_schema", "name", "schema", "description", "strict"}` (`name` and `schema` required for it). An answer echoes a `json_schema` format with all four (`description` null when not sent, `strict` false), the other two with only their `type`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct TextFormat {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub description: ::std::option::Option<TextFormatDescription>,
@@ -11145,7 +13345,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///`TextFormatDescription`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct TextFormatDescription(::std::string::String);
     impl ::std::ops::Deref for TextFormatDescription {
@@ -11199,7 +13409,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///`json_schema`'s name: 1 to 64 letters, digits, `_` and `-`.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct TextFormatName(::std::string::String);
     impl ::std::ops::Deref for TextFormatName {
@@ -11271,7 +13491,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum TextFormatType {
         #[serde(rename = "text")]
@@ -11320,7 +13541,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///A tool of an agent.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct Tool {
         ///The agent the tool belongs to.
         pub agent_id: ::uuid::Uuid,
@@ -11352,7 +13580,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///A call of a tool by an assistant message (OpenAI's shape).
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ToolCall {
         pub function: FunctionCall,
         ///The call's id; the `tool` message with its result names it in `tool_call_id`.
@@ -11366,7 +13601,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///The call's id; the `tool` message with its result names it in `tool_call_id`.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ToolCallId(::std::string::String);
     impl ::std::ops::Deref for ToolCallId {
@@ -11433,7 +13678,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum ToolCallType {
         #[serde(rename = "function")]
@@ -11484,7 +13730,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum ToolChoiceMode {
         #[serde(rename = "auto")]
@@ -11533,7 +13780,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///`ToolCreateIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ToolCreateIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for ToolCreateIdempotencyKey {
@@ -11595,7 +13852,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///A tool given inline, in a task's `tools`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ToolDef {
         ///Required for `api_call` tools, and only for them.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -11619,7 +13883,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///`ToolDefDescription`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ToolDefDescription(::std::string::String);
     impl ::std::ops::Deref for ToolDefDescription {
@@ -11678,7 +13952,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///The tool's name, unique within the task (1 to 40 characters: a letter or `_`, then letters, digits or `_`).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct ToolDefName(::std::string::String);
     impl ::std::ops::Deref for ToolDefName {
@@ -11740,7 +14024,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///Names of tools.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ToolNames {
         pub tool_names: ::std::vec::Vec<::std::string::String>,
     }
@@ -11750,7 +14041,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///A call of a server-run tool (`api_call`, `mcp`, `file_search`, the memory tools) that the server made during a turn: the model's call, and what came of it.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ToolRun {
         ///The arguments, as the model wrote them (JSON text).
         pub arguments: ::std::string::String,
@@ -11789,7 +14087,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum ToolRunType {
         #[serde(rename = "api_call")]
@@ -11857,7 +14156,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum ToolType {
         ///A function the client runs: the model's call is returned to the client.
@@ -11924,7 +14224,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///One committed change of an execution.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct Transition {
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
         ///The step this transition ends or enters.
@@ -11950,7 +14257,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///A place in a task: a workflow (`main`, a named sub-workflow, or a nested list of steps such as `main[2].then`) and a step's index in it.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct TransitionTarget {
         pub step: i64,
         pub workflow: ::std::string::String,
@@ -11971,7 +14285,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum TransitionType {
         #[serde(rename = "init")]
@@ -12054,7 +14369,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum Truncation {
         ///The session's `token_budget` and `context_overflow` decide (a conversation made through `/v1` has none: the whole history is sent).
@@ -12101,7 +14417,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///A part of an Agent File that has no counterpart here, and was not imported.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct Unmapped {
         ///Where it is in the file (a JSON pointer, e.g. `/tools/2`).
         pub path: ::std::string::String,
@@ -12116,7 +14439,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///Body of `POST /v1/conversations/{conversation_id}`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct UpdateConversationRequest {
         ///The conversation's new metadata: it replaces the old.
         pub metadata: ::serde_json::Map<::std::string::String, ::serde_json::Value>,
@@ -12127,7 +14457,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///Body of `PUT /api/executions/{id}`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct UpdateExecutionRequest {
         ///With `running`: the input the waiting step gets.
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -12143,7 +14480,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///Body of `PUT /api/secrets/{name}`: a new value (and description) for a secret that exists. PUT overwrites: an omitted description becomes `""`.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct UpdateSecretRequest {
         ///What the secret is for (at most 1,000 characters).
         #[serde(default = "defaults::update_secret_request_description")]
@@ -12157,7 +14501,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///What the secret is for (at most 1,000 characters).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct UpdateSecretRequestDescription(::std::string::String);
     impl ::std::ops::Deref for UpdateSecretRequestDescription {
@@ -12217,7 +14571,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///The new value: 1 to 8192 bytes of text. Stored encrypted; never answered.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct UpdateSecretRequestValue(::std::string::String);
     impl ::std::ops::Deref for UpdateSecretRequestValue {
@@ -12274,7 +14638,15 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///Body of `PUT` and `PATCH /api/sessions/{id}`: only the fields sent change; `metadata` is merged key by key. The participants are fixed at creation: `agent(s)` and `user(s)` are ignored here, as any unknown field is.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Default,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct UpdateSessionRequest {
         #[serde(skip_serializing_if = "::std::option::Option::is_none")]
         pub context_overflow: ::std::option::Option<ContextOverflow>,
@@ -12303,7 +14675,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///Body of `PUT /api/users/{user_id}`: overwrites the user; omitted fields take their defaults.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct UpdateUserRequest {
         ///About the user (at most 16,000 characters).
         #[serde(default = "defaults::update_user_request_about")]
@@ -12336,7 +14715,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///About the user (at most 16,000 characters).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct UpdateUserRequestAbout(::std::string::String);
     impl ::std::ops::Deref for UpdateUserRequestAbout {
@@ -12395,7 +14784,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///The user's name (at most 120 characters, Unicode letters first). Omitted or null means `""`; a name that is sent must match the pattern.
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct UpdateUserRequestName(::std::string::String);
     impl ::std::ops::Deref for UpdateUserRequestName {
@@ -12462,7 +14861,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///A project name: a letter, then letters, digits or `_` (1 to 255 characters).
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct UpdateUserRequestProject(::std::string::String);
     impl ::std::ops::Deref for UpdateUserRequestProject {
@@ -12524,7 +14933,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///A user of the application built on the platform.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct User {
         pub about: ::std::string::String,
         pub created_at: ::chrono::DateTime<::chrono::offset::Utc>,
@@ -12545,7 +14961,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///`UserBlockCreateIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct UserBlockCreateIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for UserBlockCreateIdempotencyKey {
@@ -12608,7 +15034,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///`UserCreateIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct UserCreateIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for UserCreateIdempotencyKey {
@@ -12670,7 +15106,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///`UserDocCreateIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct UserDocCreateIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for UserDocCreateIdempotencyKey {
@@ -12732,7 +15178,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///`UserSearchIdempotencyKey`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct UserSearchIdempotencyKey(::std::string::String);
     impl ::std::ops::Deref for UserSearchIdempotencyKey {
@@ -12794,7 +15250,17 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///`UserSearchTextText`
-    #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+    #[derive(
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        Eq,
+        Hash,
+        Ord,
+        PartialEq,
+        PartialOrd,
+        schemars::JsonSchema
+    )]
     #[serde(transparent)]
     pub struct UserSearchTextText(::std::string::String);
     impl ::std::ops::Deref for UserSearchTextText {
@@ -12851,7 +15317,14 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         }
     }
     ///One validation failure.
-    #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+    #[derive(
+        ::serde::Deserialize,
+        ::serde::Serialize,
+        Clone,
+        Debug,
+        PartialEq,
+        schemars::JsonSchema
+    )]
     pub struct ValidationError {
         ///Where: `"path"`, `"query"` or `"body"`, then the field path (array indexes as integers).
         pub loc: ::std::vec::Vec<LocPart>,
@@ -12877,7 +15350,8 @@ Give `text`, `vector` or both. The mode defaults from what is given: text alone 
         Hash,
         Ord,
         PartialEq,
-        PartialOrd
+        PartialOrd,
+        schemars::JsonSchema
     )]
     pub enum Verbosity {
         #[serde(rename = "low")]

@@ -23,6 +23,17 @@ pub use generated::*;
 
 pub mod stream;
 
+#[cfg(feature = "cli")]
+pub mod cli;
+
+/// Progenitor's clap commands of every operation but those that only stream
+/// (see xtask's `cli_text`), run by [`cli`]. Fenced as `generated` is, and
+/// `unused_variables`: the default bodies of its hooks ignore their arguments.
+#[cfg(feature = "cli")]
+#[rustfmt::skip]
+#[allow(dead_code, clippy::all, unused_imports, unreachable_patterns, unused_variables)]
+mod cli_generated;
+
 /// Compiles an OpenAPI `pattern` as ECMA-262 with the `u` flag, which its
 /// Unicode property classes (`\p{L}`, `\p{ID_Start}`) need. The generated
 /// code calls this instead of `regress::Regex::new` (see xtask).

@@ -1,4 +1,5 @@
-//! The `agent-platform` command: run the server, manage API keys, end executions.
+//! The `agent-platform` command: run the server, manage API keys, end
+//! executions, and call a running server's API (`api`, from the client crate).
 
 use std::path::PathBuf;
 
@@ -7,7 +8,7 @@ use agent_platform::app::keys::DEFAULT_TENANT;
 use agent_platform::config::Config;
 use agent_platform::store::backend::Backend;
 use agent_platform::store::open::Origin;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// A self-hostable backend for AI agents: users, agents, sessions, chat,
 /// documents with search, tools and tasks over HTTP/JSON, on an embedded store.
@@ -132,12 +133,17 @@ fn main() {
 }
 
 async fn serve_cli() {
-    let code = match run(Cli::parse()).await {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            1
-        }
+    // `api` is built from the spec at run time (agent_platform_client::cli), beside the derived commands.
+    let matches = Cli::command().subcommand(agent_platform_client::cli::command()).get_matches();
+    let code = match matches.subcommand() {
+        Some(("api", api)) => agent_platform_client::cli::run(api).await,
+        _ => match run(Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())).await {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                1
+            }
+        },
     };
     // Exit now: dropping the runtime would wait for every blocking task, and a
     // read stuck on a dead disk must not hold a shutdown.

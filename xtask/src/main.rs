@@ -1,4 +1,4 @@
-//! `cargo xtask generate [--check]`: write (or check) spec/openapi.json, the client and the console's api.gen.js.
+//! `cargo xtask generate [--check]`: write (or check) spec/openapi.json, the client, its commands and the console's api.gen.js.
 //! `cargo xtask spelled-out-patterns`: the spec's Unicode-class patterns as ranges (for `.ci/fuzz`).
 
 fn main() -> anyhow::Result<()> {
@@ -15,7 +15,7 @@ fn main() -> anyhow::Result<()> {
         ["generate", "--check"] => {
             let stale = xtask::stale_files()?;
             if stale.is_empty() {
-                println!("spec, client and console API are fresh");
+                println!("spec, client, CLI and console API are fresh");
                 return Ok(());
             }
             for file in &stale {
@@ -38,7 +38,7 @@ fn main() -> anyhow::Result<()> {
         }
         _ => {
             eprintln!(
-                "usage: cargo xtask generate [--check] | spelled-out-patterns | test-binaries\n\n  generate          write spec/openapi.json (from the API trait), client/src/generated.rs and\n                    server/console/api.gen.js (from the spec)\n  generate --check  fail if one is stale, showing the difference\n  spelled-out-patterns\n                    print, as JSON, each spec pattern with Unicode property classes (\\p{{..}})\n                    and the same regex with them written as ranges (schemathesis reads those)\n  test-binaries     build what `cargo test --workspace` builds and print `export` lines naming\n                    the server, the fake model provider, the end-to-end tests and the server's\n                    unit tests (CI runs these as they are)"
+                "usage: cargo xtask generate [--check] | spelled-out-patterns | test-binaries\n\n  generate          write spec/openapi.json (from the API trait), client/src/generated.rs,\n                    client/src/cli_generated.rs (the `api` commands) and\n                    server/console/api.gen.js (all from the spec)\n  generate --check  fail if any is stale, showing the difference\n  spelled-out-patterns\n                    print, as JSON, each spec pattern with Unicode property classes (\\p{{..}})\n                    and the same regex with them written as ranges (schemathesis reads those)\n  test-binaries     build what `cargo test --workspace` builds and print `export` lines naming\n                    the server, the fake model provider, the end-to-end tests and the server's\n                    unit tests (CI runs these as they are)"
             );
             std::process::exit(2)
         }

@@ -17,6 +17,7 @@ mod bounds;
 mod browser;
 mod cascades;
 mod chat;
+mod cli;
 mod console;
 mod contention;
 mod crash;
