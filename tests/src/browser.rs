@@ -15,6 +15,7 @@
 //! `CI=true` their absence fails the test; elsewhere [`Browser::start`] returns
 //! `None` and the test says it skipped.
 
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -57,7 +58,11 @@ impl Browser {
             return None;
         };
         let port = free_port();
+        // In a process group of its own, which the Chromium it starts joins:
+        // dropping the browser ends them all (Chromium outlives a killed
+        // chromedriver otherwise).
         let mut driver = Command::new(&chromedriver)
+            .process_group(0)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -271,7 +276,9 @@ impl Browser {
 
 impl Drop for Browser {
     fn drop(&mut self) {
-        // The session ends with its driver; Chromium exits when chromedriver does.
+        // chromedriver and the Chromium it started share its process group.
+        let group = format!("-{}", self.driver.id());
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).stderr(Stdio::null()).status();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
