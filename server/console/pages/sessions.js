@@ -92,7 +92,7 @@ export async function detail({ main, params, signal }) {
       h("dt", {}, "As a conversation"), h("dd", {}, h("a", { href: `#/openai/conversations/${session.id}` }, "its /v1 items"))),
     h("div", { class: "grid" },
       section("Messages", older, history),
-      section("Chat", session.agents.length ? playground(session, reload, signal)
+      section("Chat", session.agents.length ? playground(session, agents, reload, signal)
         : h("p", { class: "muted" }, "This session has no agent (a /v1 conversation): nobody answers a chat here."))),
   );
 }
@@ -132,10 +132,11 @@ function pretty(text) {
  * it comes (or arrives whole); server-run tool calls show as they end;
  * calls waiting for approval get Approve/Deny.
  * @param {import("../api.gen.js").Session} session
+ * @param {{id: string, name: string}[]} agents the session's agents
  * @param {() => Promise<void>} reload the history
  * @param {AbortSignal} signal
  */
-function playground(session, reload, signal) {
+function playground(session, agents, reload, signal) {
   const text = h("textarea", { name: "chat-message", required: true, placeholder: "Say something to the agent" });
   const streamed = h("input", { type: "checkbox", name: "chat-stream", checked: true });
   const out = h("div", { class: "chat-out", "aria-live": "polite" });
@@ -209,14 +210,17 @@ function playground(session, reload, signal) {
       })));
   };
 
+  // Which agent answers, when the session has several (the first by default).
+  const answering = h("select", { name: "chat-agent" }, agents.map((a) => h("option", { value: a.id }, a.name)));
   const send = form({ "aria-label": "Chat" }, [
     field("Message", text),
+    agents.length > 1 ? field("Answering agent", answering) : null,
     check("Stream the answer", streamed),
   ], "Send", async () => {
     const content = text.value;
     text.value = "";
     try {
-      await turn({ messages: [{ role: "user", content }] });
+      await turn({ messages: [{ role: "user", content }], agent: agents.length > 1 ? answering.value : null });
     } catch (e) {
       text.value = content;
       throw e;

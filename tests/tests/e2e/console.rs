@@ -254,6 +254,7 @@ async fn each_page_does_its_job_in_a_real_browser() {
     let agents = s.raw("GET", "/api/agents", None).await;
     assert_eq!(agents.body["items"][0]["name"], "Helper", "{}", agents.body);
     assert_eq!(agents.body["items"][0]["instructions"], serde_json::json!(["Be brief.", "Cite documents."]));
+    let agent = agents.body["items"][0]["id"].as_str().unwrap().to_string();
 
     // Its tools: add one.
     b.fill("input[name=tool-name]", "weather").await;
@@ -265,6 +266,28 @@ async fn each_page_does_its_job_in_a_real_browser() {
     .await;
     b.click("form[aria-label='New tool'] button[type=submit]").await;
     b.wait_for_text("The weather in a city.").await;
+    let tools = s.raw("GET", &format!("/api/agents/{agent}/tools"), None).await;
+    assert_eq!(tools.body["items"][0]["function"]["parameters"]["properties"]["city"]["type"], "string");
+    b.click("button[aria-label='Delete tool weather']").await;
+    until(
+        &b,
+        "the tool gone",
+        "return !document.querySelector(\"button[aria-label='Delete tool weather']\")",
+    )
+    .await;
+    let tools = s.raw("GET", &format!("/api/agents/{agent}/tools"), None).await;
+    assert_eq!(tools.body["items"], serde_json::json!([]), "deleted");
+
+    // Its settings: the model and default settings changed and saved.
+    b.fill("form[aria-label='Agent settings'] input[name=model]", "fake-model").await;
+    b.fill("textarea[name=default_settings]", r#"{"temperature": 0.25}"#).await;
+    b.click("form[aria-label='Agent settings'] button[type=submit]").await;
+    b.wait_for_text("Agent Helper saved.").await;
+    let saved = s.raw("GET", &format!("/api/agents/{agent}"), None).await;
+    assert_eq!(
+        (&saved.body["model"], &saved.body["default_settings"]["temperature"]),
+        (&serde_json::json!("fake-model"), &serde_json::json!(0.25))
+    );
 
     // A document, then a search of it: text, then hybrid (the fake embeds).
     b.fill("input[name=doc-title]", "Pets").await;
