@@ -367,6 +367,8 @@ pub struct Process {
     pub key: Option<String>,
     /// Standard output, when no first key was read from it (see [`Process::stop`]).
     stdout: Option<std::process::ChildStdout>,
+    /// A reading handle on the file the server writes its standard error to.
+    stderr: std::fs::File,
 }
 
 impl Process {
@@ -453,7 +455,7 @@ impl Process {
             key.unwrap()
         });
         let stdout = child.stdout.take();
-        Ok(Process { child, base, key, stdout })
+        Ok(Process { child, base, key, stdout, stderr })
     }
 
     /// SIGKILL: no shutdown, no flush.
@@ -464,7 +466,13 @@ impl Process {
 
     /// SIGTERM, and waits (at most 20 s) for a clean exit. Returns what it
     /// printed on standard output (nothing read before: no first key).
-    pub fn stop(mut self) -> String {
+    pub fn stop(self) -> String {
+        self.stop_and_read().0
+    }
+
+    /// [`Process::stop`], answering what the server printed on standard
+    /// output (as `stop` does) and everything it printed on standard error.
+    pub fn stop_and_read(mut self) -> (String, String) {
         let sent = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().unwrap();
         assert!(sent.success(), "kill -TERM failed");
         let status = wait_with_deadline(&mut self.child, Duration::from_secs(20))
@@ -474,7 +482,10 @@ impl Process {
         if let Some(mut stdout) = self.stdout.take() {
             std::io::Read::read_to_string(&mut stdout, &mut out).unwrap();
         }
-        out
+        let mut err = String::new();
+        std::io::Seek::rewind(&mut self.stderr).unwrap();
+        std::io::Read::read_to_string(&mut self.stderr, &mut err).unwrap();
+        (out, err)
     }
 }
 

@@ -173,14 +173,19 @@ async fn a_server_with_the_console_off_answers_404_there() {
     assert_eq!(get(&s.base, "/api/healthz").await.status, 200, "the API is served");
     s.stop().await;
 
-    // The binary reads the setting from its environment too.
+    // The binary reads the setting from its environment too, and its
+    // start-up output names the console's address only when it is on.
     let dir = tempfile::tempdir().unwrap();
     let p = Process::serve_with_env(dir.path(), &[("AGENT_PLATFORM_CONSOLE", "false")]);
     assert_eq!(get(&p.base, "/console").await.status, 404);
-    p.stop();
+    let (_, said) = p.stop_and_read();
+    assert!(said.contains("  health:  curl http://127.0.0.1:"), "{said}");
+    assert!(!said.contains("console:"), "{said}");
     let p = Process::serve_with_env(dir.path(), &[("AGENT_PLATFORM_CONSOLE", "true")]);
     assert_eq!(get(&p.base, "/console").await.status, 200);
-    p.stop();
+    let line = format!("  console: {}/console\n", p.base);
+    let (_, said) = p.stop_and_read();
+    assert!(said.contains(&line), "no {line:?} in:\n{said}");
 }
 
 /// Waits until `script` (a function body) answers something truthy; answers it.
