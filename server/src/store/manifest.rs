@@ -267,8 +267,9 @@ impl PointFile {
     ///   point file's mtime, which the next fsync commits;
     /// - the size is read with `lseek(SEEK_END)`, not `fstat`: a `stat` that
     ///   reads a file's times makes Linux (6.13+, multigrain timestamps) give
-    ///   the file's next write a fine-grained time, so every write of sled's
-    ///   dirtied the `db` inode again.
+    ///   the file's next write a fine-grained time, so an `fstat` per group
+    ///   would make each of sled's writes dirty the `db` inode, rather than
+    ///   the first write of each clock tick.
     pub fn record(&self, commits: u64, always: bool) -> std::io::Result<()> {
         use std::io::{Seek, SeekFrom};
         use std::os::unix::fs::FileExt;
