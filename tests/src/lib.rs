@@ -415,18 +415,12 @@ impl Process {
             .stderr(writer)
             .spawn()
             .expect("the binary starts");
-        let said = |stderr: &mut std::fs::File| {
-            let mut said = String::new();
-            std::io::Seek::rewind(stderr).unwrap();
-            std::io::Read::read_to_string(stderr, &mut said).unwrap();
-            said
-        };
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         let port = loop {
             if let Some(status) = child.try_wait().unwrap() {
-                return Err(format!("the server exited early ({status}): {}", said(&mut stderr)));
+                return Err(format!("the server exited early ({status}): {}", read_from_start(&mut stderr)));
             }
-            let listening = said(&mut stderr);
+            let listening = read_from_start(&mut stderr);
             if let Some(port) = listening
                 .split_once(" listening on http://127.0.0.1:")
                 .and_then(|(_, rest)| rest.split(|c: char| !c.is_ascii_digit()).next())
@@ -482,11 +476,17 @@ impl Process {
         if let Some(mut stdout) = self.stdout.take() {
             std::io::Read::read_to_string(&mut stdout, &mut out).unwrap();
         }
-        let mut err = String::new();
-        std::io::Seek::rewind(&mut self.stderr).unwrap();
-        std::io::Read::read_to_string(&mut self.stderr, &mut err).unwrap();
-        (out, err)
+        (out, read_from_start(&mut self.stderr))
     }
+}
+
+/// Everything in `file`, from its start (the server's standard error, read
+/// through a handle of the test's own).
+fn read_from_start(file: &mut std::fs::File) -> String {
+    let mut text = String::new();
+    std::io::Seek::rewind(file).unwrap();
+    std::io::Read::read_to_string(file, &mut text).unwrap();
+    text
 }
 
 /// What a run of the binary that was expected to end by itself left behind.
